@@ -1,0 +1,1 @@
+/* placeholder */ __global__ void sq_placeholder_topk(){}

@@ -1,0 +1,181 @@
+/*
+ * squall.h - squeezed all-reduce: compressed gradient all-reduce.
+ *
+ * The stable API: version, results, configuration, statistics and state
+ * control. Drop-in entry points live beside it: squallMpiAllreduce() in
+ * squall_mpi.h (host buffers, MPI_Allreduce's signature); squallAllReduce()
+ * (ncclAllReduce's signature) comes with the NCCL transport.
+ *
+ * Ownership: squall never keeps a pointer that the caller passes in past the
+ * call, except as an opaque key (the send buffer address identifies a
+ * tensor's error-feedback residual). Everything squall allocates it frees.
+ */
+#ifndef SQUALL_H
+#define SQUALL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(SQUALL_BUILDING_LIBRARY)
+#define SQUALL_API __attribute__((visibility("default")))
+#else
+#define SQUALL_API
+#endif
+
+#define SQUALL_VERSION_MAJOR 0
+#define SQUALL_VERSION_MINOR 1
+#define SQUALL_VERSION_PATCH 0
+/* One integer that orders versions: MAJOR*10000 + MINOR*100 + PATCH. */
+#define SQUALL_VERSION_CODE \
+  (SQUALL_VERSION_MAJOR * 10000 + SQUALL_VERSION_MINOR * 100 + SQUALL_VERSION_PATCH)
+
+/* ------------------------------------------------------------------ results
+ * Codes 0..7 are NCCL's, with NCCL's meaning, so that an entry point that
+ * replaces an NCCL call can return them unchanged. */
+#define SQUALL_RESULT_TABLE(X)                                                     \
+  X(squallSuccess, 0, "no error")                                                  \
+  X(squallUnhandledCudaError, 1, "unhandled cuda error")                           \
+  X(squallSystemError, 2, "unhandled system error (out of memory, MPI failure)")   \
+  X(squallInternalError, 3, "internal error")                                      \
+  X(squallInvalidArgument, 4, "invalid argument")                                  \
+  X(squallInvalidUsage, 5, "invalid usage")                                        \
+  X(squallRemoteError, 6, "remote error (a peer sent a corrupt or truncated payload)") \
+  X(squallInProgress, 7, "operation in progress")
+
+typedef enum {
+#define SQUALL_RESULT_ENUM(name, value, msg) name = value,
+  SQUALL_RESULT_TABLE(SQUALL_RESULT_ENUM)
+#undef SQUALL_RESULT_ENUM
+  squallNumResults = 8
+} squallResult_t;
+
+/* Static message for a result code ("unknown result" for others). */
+SQUALL_API const char *squallGetErrorString(squallResult_t result);
+
+/* Detail of the last failure on this thread (names the argument or
+ * variable, the value and what is accepted), or "" when none. The string
+ * belongs to squall and stays valid until the next squall call on this
+ * thread. */
+SQUALL_API const char *squallGetLastError(void);
+
+/* Writes SQUALL_VERSION_CODE of the library (not of this header). */
+SQUALL_API squallResult_t squallGetVersion(int *version);
+/* "0.1.0" plus build features, e.g. "0.1.0 (cuda sm_80,sm_90,sm_100; nccl)". */
+SQUALL_API const char *squallVersionString(void);
+
+/* ------------------------------------------------------------ configuration */
+typedef enum {
+  squallCodecNone = 0, /* every call goes to the plain collective */
+  squallCodecFp16 = 1, /* scaled IEEE half, all-reduced in 16 bits */
+  squallCodecBf16 = 2, /* bfloat16, all-reduced in 16 bits */
+  squallCodecTopk = 3  /* top-k sparsification, all-gathered */
+} squallCodec_t;
+
+typedef enum {
+  squallValueFp32 = 0, /* top-k values sent as float */
+  squallValueFp16 = 1  /* top-k values sent as scaled half; rounding kept in the residual */
+} squallValueType_t;
+
+typedef enum {
+  squallLogWarn = 0,
+  squallLogInfo = 1,
+  squallLogTrace = 2
+} squallLogLevel_t;
+
+typedef struct {
+  squallCodec_t codec;          /* SQUALL_COMPRESS */
+  double topkRatio;             /* SQUALL_COMPRESS=topk:<ratio>, 0 < ratio <= 1 */
+  squallValueType_t topkValues; /* SQUALL_TOPK_VALUES */
+  int errorFeedback;            /* SQUALL_EF, 0 or 1 */
+  size_t minBytes;              /* SQUALL_MIN_BYTES: smaller calls pass through */
+  int zstdLevel;                /* SQUALL_ZSTD: 0 = off (host transport only) */
+  size_t efMaxBytes;            /* SQUALL_EF_MAX_BYTES: residual memory cap, 0 = unlimited */
+  int warmup;                   /* SQUALL_WARMUP: first n calls per tensor go dense */
+  squallLogLevel_t debug;       /* SQUALL_DEBUG */
+  char statsPath[512];          /* SQUALL_STATS: JSON counters at exit, "" = none */
+} squallConfig_t;
+
+/* Fills *config with the built-in defaults (no environment). */
+SQUALL_API squallResult_t squallConfigDefault(squallConfig_t *config);
+
+/* Sets one option by its variable name ("SQUALL_COMPRESS"; the prefix may be
+ * left out and case does not matter) from its textual value. On a bad value
+ * returns squallInvalidArgument, leaves *config unchanged, and
+ * squallGetLastError() names the variable, the value and what is accepted. */
+SQUALL_API squallResult_t squallConfigSet(squallConfig_t *config, const char *name,
+                                          const char *value);
+
+/* Parses a configuration string: NAME=VALUE items separated by blanks or
+ * ';', e.g. "SQUALL_COMPRESS=topk:0.01 SQUALL_EF=1" or "compress=fp16".
+ * Applies the items in order on top of *config; stops at the first error. */
+SQUALL_API squallResult_t squallConfigParse(squallConfig_t *config, const char *spec);
+
+/* Defaults overridden by every SQUALL_* variable that is set. */
+SQUALL_API squallResult_t squallConfigFromEnv(squallConfig_t *config);
+
+/* Formats the codec part as SQUALL_COMPRESS would spell it ("topk:0.01").
+ * Returns buf. */
+SQUALL_API const char *squallConfigCodecString(const squallConfig_t *config, char *buf,
+                                               size_t len);
+
+/* Prints every option as a table: variable, effective value, default, and
+ * what it means. Drives `squall-info -c`. */
+SQUALL_API void squallConfigPrint(FILE *out, const squallConfig_t *config);
+
+/* Prints the ENVIRONMENT section of squall(7) in man(7) markup from the same
+ * table. */
+SQUALL_API void squallConfigPrintMan(FILE *out);
+
+/* The configuration the entry points use. The first use reads the
+ * environment once; an invalid environment logs the error and leaves
+ * compression off (every call passes through). */
+SQUALL_API squallResult_t squallGetConfig(squallConfig_t *config);
+/* Replaces the process-wide configuration for calls that start afterwards
+ * (for benchmarks and tests; all ranks must set the same). */
+SQUALL_API squallResult_t squallSetConfig(const squallConfig_t *config);
+
+/* --------------------------------------------------------------- statistics */
+#define SQUALL_PASS_REASON_TABLE(X)                                   \
+  X(squallPassDisabled, "disabled", "SQUALL_COMPRESS=none")           \
+  X(squallPassType, "type", "data type is not fp32/fp16/bf16")        \
+  X(squallPassOp, "op", "reduction is not a sum or an average")       \
+  X(squallPassSmall, "small", "smaller than SQUALL_MIN_BYTES")        \
+  X(squallPassSingleRank, "single_rank", "only one rank")             \
+  X(squallPassInGroup, "in_group", "inside a user's group call")      \
+  X(squallPassMismatch, "config_mismatch", "ranks disagree on the configuration") \
+  X(squallPassWarmup, "warmup", "SQUALL_WARMUP dense steps")          \
+  X(squallPassError, "error", "an internal failure; passed through")
+
+typedef enum {
+#define SQUALL_PASS_ENUM(name, key, doc) name,
+  SQUALL_PASS_REASON_TABLE(SQUALL_PASS_ENUM)
+#undef SQUALL_PASS_ENUM
+  squallPassNumReasons
+} squallPassReason_t;
+
+typedef struct {
+  uint64_t calls;            /* all-reduce calls seen */
+  uint64_t compressedCalls;  /* calls that ran a codec */
+  uint64_t passthroughCalls; /* calls handed to the plain collective */
+  uint64_t passthrough[squallPassNumReasons]; /* by reason */
+  uint64_t bytesIn;          /* uncompressed payload this rank contributed (count*size) */
+  uint64_t bytesWire;        /* payload bytes this rank sent (ring all-reduce: 2(P-1)/P*bytes;
+                                all-gather: (P-1)*slot) */
+  double codecSeconds;       /* wall time in compress and decompress */
+} squallStats_t;
+
+/* Process-wide counters since start or the last reset. */
+SQUALL_API squallResult_t squallStatsGet(squallStats_t *stats);
+SQUALL_API void squallStatsReset(void);
+/* Name of a pass-through reason as used in the JSON statistics. */
+SQUALL_API const char *squallPassReasonName(squallPassReason_t reason);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SQUALL_H */

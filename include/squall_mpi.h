@@ -1,0 +1,40 @@
+/*
+ * squall_mpi.h - compressed all-reduce of host buffers over MPI.
+ *
+ * squallMpiAllreduce() is a drop-in for MPI_Allreduce(): same arguments,
+ * same contract, MPI_IN_PLACE accepted. Eligible calls (MPI_FLOAT, MPI_SUM,
+ * at least SQUALL_MIN_BYTES, more than one rank, the same configuration on
+ * every rank) are compressed as configured; every other call goes to
+ * PMPI_Allreduce unchanged. Returns an MPI error code.
+ */
+#ifndef SQUALL_MPI_H
+#define SQUALL_MPI_H
+
+#include <mpi.h>
+#include "squall.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+SQUALL_API int squallMpiAllreduce(const void *sendbuf, void *recvbuf, int count,
+                                  MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+
+/* Zeroes every error-feedback residual kept for comm (for example after
+ * loading a checkpoint). Local: no communication. */
+SQUALL_API int squallMpiResetResiduals(MPI_Comm comm);
+
+/* Frees all squall state kept for comm (residuals, scratch, agreement).
+ * Call before MPI_Comm_free(); the MPI interposer does it for you. */
+SQUALL_API int squallMpiCommFree(MPI_Comm comm);
+
+/* Copies the error-feedback residual of the tensor identified by
+ * (comm, sendbuf, count, datatype) into out (count floats). Returns
+ * MPI_ERR_ARG when squall keeps none for it. For tests and diagnostics. */
+SQUALL_API int squallMpiGetResidual(MPI_Comm comm, const void *sendbuf, int count,
+                                    MPI_Datatype datatype, float *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SQUALL_MPI_H */

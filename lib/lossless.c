@@ -1,0 +1,1 @@
+/* placeholder, replaced in this change */ typedef int sq_placeholder_lossless;
