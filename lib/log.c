@@ -18,6 +18,7 @@ squallLogLevel_t squall__log_level(void) {
      * logging never triggers (or re-enters) the configuration load. */
     squallConfig_t cfg;
     const char *v = getenv("SQUALL_DEBUG");
+    __atomic_store_n(&log_level, (int)squallLogWarn, __ATOMIC_RELAXED); /* while parsing */
     squallConfigDefault(&cfg);
     l = (v && squallConfigSet(&cfg, "SQUALL_DEBUG", v) == squallSuccess) ? (int)cfg.debug : squallLogWarn;
     __atomic_store_n(&log_level, l, __ATOMIC_RELAXED);
