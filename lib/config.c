@@ -170,7 +170,7 @@ static const option_t options[] = {
     {"SQUALL_DEBUG", "WARN", "WARN, INFO or TRACE",
      "Logging to standard error: INFO logs the configuration and a summary per communicator.",
      parse_debug, print_debug},
-    {"SQUALL_STATS", "", "a file path; %r is replaced by the rank, else .<rank> is appended",
+    {"SQUALL_STATS", "", "a file path of at most 511 bytes; %r is replaced by the rank, else .<rank> is appended",
      "Write the statistics counters as JSON at exit, one file per process.",
      parse_stats, print_stats},
 };
@@ -201,11 +201,15 @@ squallResult_t squallConfigSet(squallConfig_t *config, const char *name, const c
       strncat(names, i ? ", " : "", sizeof names - strlen(names) - 1);
       strncat(names, options[i].name, sizeof names - strlen(names) - 1);
     }
-    return squall__fail(squallInvalidArgument, "unknown squall option '%s' (known: %s)", name, names);
+    return squall__fail(squallInvalidArgument, "unknown squall option '%.100s%s' (known: %s)", name,
+                        strlen(name) > 100 ? "..." : "", names);
   }
   squallConfig_t tmp = *config;
+  /* At most 100 characters of the value are echoed, so that what is
+   * accepted always fits in the message (a long SQUALL_STATS path did not). */
   SQ_RETURN_ERROR_IF(o->parse(&tmp, value) != 0, squallInvalidArgument,
-                     "%s='%s' is invalid: accepted values are %s", o->name, value, o->accepted);
+                     "%s='%.100s%s' is invalid: accepted values are %s", o->name, value,
+                     strlen(value) > 100 ? "..." : "", o->accepted);
   *config = tmp;
   return squallSuccess;
 }
@@ -296,6 +300,7 @@ void squallConfigPrintMan(FILE *out) {
 static pthread_once_t config_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t config_lock = PTHREAD_MUTEX_INITIALIZER;
 static squallConfig_t current;
+static uint64_t generation; /* bumped by every squallSetConfig */
 
 static void config_load(void) {
   squallConfig_t c;
@@ -322,11 +327,16 @@ static void config_load(void) {
 
 squallResult_t squallGetConfig(squallConfig_t *config) {
   SQ_RETURN_ERROR_IF(config == NULL, squallInvalidArgument, "squallGetConfig: config is NULL");
+  squall__config_get(config, NULL);
+  return squallSuccess;
+}
+
+void squall__config_get(squallConfig_t *config, uint64_t *gen) {
   pthread_once(&config_once, config_load);
   pthread_mutex_lock(&config_lock);
   *config = current;
+  if (gen) *gen = generation;
   pthread_mutex_unlock(&config_lock);
-  return squallSuccess;
 }
 
 squallResult_t squallSetConfig(const squallConfig_t *config) {
@@ -337,6 +347,7 @@ squallResult_t squallSetConfig(const squallConfig_t *config) {
   pthread_once(&config_once, config_load);
   pthread_mutex_lock(&config_lock);
   current = *config;
+  generation++;
   pthread_mutex_unlock(&config_lock);
   squall__log_set_level(config->debug);
   return squallSuccess;

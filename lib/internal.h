@@ -13,6 +13,10 @@
 squallResult_t squall__fail(squallResult_t code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* The process-wide configuration and its generation, which every
+ * squallSetConfig() bumps: engines re-agree with their peers when it moves. */
+void squall__config_get(squallConfig_t *config, uint64_t *generation);
+
 #define SQ_RETURN_ERROR_IF(cond, code, ...)                                   \
   do {                                                                        \
     if (cond) {                                                               \

@@ -1,1 +1,29 @@
-/* placeholder */
+/*
+ * stats.h - statistics counters: process-wide (squallStatsGet, SQUALL_STATS
+ * JSON at exit) and per communicator (the INFO summary at teardown).
+ */
+#ifndef SQUALL_STATS_H
+#define SQUALL_STATS_H
+
+#include "squall.h"
+
+/* Adds one call's figures to *local (a communicator's, may be NULL) and to
+ * the process-wide counters. reason < 0 means the call was compressed. */
+void squall__stats_record(squallStats_t *local, int reason, uint64_t bytes_in,
+                          uint64_t bytes_wire, double codec_seconds);
+
+/* The rank used to name the SQUALL_STATS file; the first call arms the
+ * at-exit writer. */
+void squall__stats_set_rank(int rank);
+
+/* Writes the process-wide counters to SQUALL_STATS now (once; later calls
+ * do nothing). Also runs at exit. */
+void squall__stats_write_file(void);
+
+/* Writes stats as one JSON object. */
+void squall__stats_json(FILE *out, const squallStats_t *stats, int rank);
+
+/* Monotonic seconds. */
+double squall__now(void);
+
+#endif

@@ -1,0 +1,57 @@
+/*
+ * kernels.h - the set of codec kernels and memory operations the engine
+ * runs, in one memory space: host (kernels_host.c, over lib/codec_*.c) or
+ * device (the CUDA twins). Per-call scalars such as the scale live in that
+ * memory space too, so that a device path never waits on the host.
+ */
+#ifndef SQUALL_KERNELS_H
+#define SQUALL_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "codec_math.h"
+#include "squall.h"
+
+/* Element types the engine compresses. */
+typedef enum { SQ_DT_F32 = 0, SQ_DT_F16 = 1, SQ_DT_BF16 = 2 } squall_dtype;
+
+static inline size_t squall__dtype_size(squall_dtype t) { return t == SQ_DT_F32 ? 4 : 2; }
+
+typedef struct squall_kernels {
+  const char *name; /* "host" or "cuda" */
+  void *ctx;        /* e.g. the stream */
+  void *(*alloc)(void *ctx, size_t bytes); /* zeroed; NULL on failure */
+  void (*free)(void *ctx, void *p);
+  squallResult_t (*zero)(void *ctx, void *p, size_t bytes);
+  /* Copies kernel memory to host memory (waits for the data). */
+  squallResult_t (*to_host)(void *ctx, void *dst, const void *src, size_t bytes);
+  /* a[i] = g[i] + res[i] and res[i] = 0 (res may be NULL: a copy of g):
+   * the dense fallback sends everything, so nothing is left behind. */
+  squallResult_t (*flush)(void *ctx, const float *g, float *res, float *a, size_t n);
+  /* dst[i] = scalar * (float)src[i]; scalar 1 is an exact copy. */
+  squallResult_t (*widen)(void *ctx, squall_dtype t, const void *src, float *dst, size_t n,
+                          float scalar);
+  /* dst[i] = src[i] / divisor, rounded to t (divisor 1: plain rounding). */
+  squallResult_t (*narrow)(void *ctx, squall_dtype t, const float *src, void *dst, size_t n,
+                           float divisor);
+  squallResult_t (*absmax)(void *ctx, const float *g, const float *res, size_t n, float *out);
+  /* *scale = sq_pow2_scale(*absmax / div, limit) computed in place memory: see engine. */
+  squallResult_t (*pow2_scale)(void *ctx, const float *absmax, float limit, float max_scale,
+                               float *scale);
+  squallResult_t (*half_encode)(void *ctx, sq_half_kind kind, const float *g, float *res,
+                                uint16_t *out, size_t n, const float *scale);
+  squallResult_t (*half_decode)(void *ctx, sq_half_kind kind, const uint16_t *in, float *out,
+                                size_t n, const float *scale);
+  size_t (*topk_workspace_bytes)(size_t n, size_t k);
+  squallResult_t (*topk_encode)(void *ctx, const float *g, float *res, size_t n, size_t k,
+                                squallValueType_t values, const float *scale, void *slot,
+                                void *ws);
+  /* Returns squallRemoteError for a corrupt slot (dense zeroed). */
+  squallResult_t (*sparse_decode)(void *ctx, const void *slots, int nranks, size_t k,
+                                  squallValueType_t values, float *dense, size_t n);
+} squall_kernels;
+
+/* The host kernel set (lib/kernels_host.c). */
+extern const squall_kernels squall__kernels_host;
+
+#endif

@@ -1,0 +1,26 @@
+/* mpi_check.h - running Check suites on every MPI rank. Check's fork mode
+ * cannot be used after MPI_Init, so suites run in-process (CK_NOFORK) on all
+ * ranks in the same order; rank 0 prints, and the exit status is the
+ * failure count summed over ranks. */
+#ifndef SQUALL_TESTS_MPI_CHECK_H
+#define SQUALL_TESTS_MPI_CHECK_H
+
+#include <check.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static inline int mpi_check_run(Suite *s) {
+  int rank, failed, total;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  SRunner *sr = srunner_create(s);
+  srunner_set_fork_status(sr, CK_NOFORK);
+  srunner_run_all(sr, rank == 0 ? CK_NORMAL : CK_SILENT);
+  failed = srunner_ntests_failed(sr);
+  if (failed && rank != 0) srunner_print(sr, CK_NORMAL); /* a rank's own failures */
+  srunner_free(sr);
+  MPI_Allreduce(&failed, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  return total;
+}
+
+#endif

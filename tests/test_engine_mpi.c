@@ -1,0 +1,438 @@
+/*
+ * test_engine_mpi.c - the compressed all-reduce end to end over MPI ranks
+ * (run by tests/engine-N.sh with 2, 3 and 4 ranks): pass-through is bit
+ * exact, 16-bit paths meet their error bound, top-k equals an independent
+ * reference on every rank, error feedback conserves every input exactly.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codec.h"
+#include "engine.h"
+#include "kernels.h"
+#include "mpi_check.h"
+#include "squall_mpi.h"
+#include "transport_mpi.h"
+
+static int rank, nranks;
+
+/* Deterministic inputs: any rank can regenerate any rank's data. */
+static uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+static float gen_uniform(uint64_t seed, int r, size_t i) { /* in [-1, 1) */
+  return (float)((double)(mix(seed * 1000003u + (uint64_t)r * 7919u + i) >> 40) / (double)(1 << 23) - 1.0);
+}
+/* Dyadic: integers in [-64, 64] times 1/8, so every sum below is exact. */
+static float gen_dyadic(uint64_t seed, int r, size_t i) {
+  return (float)((int)(mix(seed * 1000003u + (uint64_t)r * 7919u + i) % 129) - 64) / 8.0f;
+}
+static void fill(float *x, size_t n, uint64_t seed, int r, float (*gen)(uint64_t, int, size_t)) {
+  for (size_t i = 0; i < n; i++) x[i] = gen(seed, r, i);
+}
+
+static void use_config(const char *spec) {
+  squallConfig_t c;
+  squallConfigDefault(&c);
+  ck_assert_int_eq(squallConfigParse(&c, "SQUALL_MIN_BYTES=0"), squallSuccess);
+  ck_assert_msg(squallConfigParse(&c, spec) == squallSuccess, "bad spec %s: %s", spec, squallGetLastError());
+  ck_assert_int_eq(squallSetConfig(&c), squallSuccess);
+}
+
+/* Every rank must hold the same bits. */
+static void assert_identical_across_ranks(const void *buf, size_t bytes) {
+  unsigned char *all = malloc(bytes * (size_t)nranks);
+  MPI_Allgather(buf, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
+  for (int r = 1; r < nranks; r++)
+    ck_assert_msg(memcmp(all, all + (size_t)r * bytes, bytes) == 0, "rank %d differs from rank 0", r);
+  free(all);
+}
+
+/* ------------------------------------------------------------ pass-through */
+START_TEST(test_passthrough_bit_exact) {
+  const char *specs[] = {"SQUALL_COMPRESS=none", "SQUALL_COMPRESS=topk:0.01", "SQUALL_COMPRESS=fp16"};
+  size_t n = 1000;
+  for (size_t s = 0; s < 3; s++) {
+    use_config(specs[s]);
+    /* integers, and float with max/min/prod, always pass through */
+    int *ia = malloc(n * sizeof *ia), *ib = malloc(n * sizeof *ib), *ic = malloc(n * sizeof *ic);
+    for (size_t i = 0; i < n; i++) ia[i] = (int)(mix(i + (uint64_t)rank) % 1000);
+    ck_assert_int_eq(squallMpiAllreduce(ia, ib, (int)n, MPI_INT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+    PMPI_Allreduce(ia, ic, (int)n, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+    ck_assert(memcmp(ib, ic, n * sizeof *ib) == 0);
+    MPI_Op ops[] = {MPI_MAX, MPI_MIN, MPI_PROD};
+    float *fa = malloc(n * 4), *fb = malloc(n * 4), *fc = malloc(n * 4);
+    fill(fa, n, 11, rank, gen_uniform);
+    for (int o = 0; o < 3; o++) {
+      ck_assert_int_eq(squallMpiAllreduce(fa, fb, (int)n, MPI_FLOAT, ops[o], MPI_COMM_WORLD), MPI_SUCCESS);
+      PMPI_Allreduce(fa, fc, (int)n, MPI_FLOAT, ops[o], MPI_COMM_WORLD);
+      ck_assert_msg(memcmp(fb, fc, n * 4) == 0, "op %d under %s changed the result", o, specs[s]);
+    }
+    free(ia); free(ib); free(ic); free(fa); free(fb); free(fc);
+  }
+  /* fp32 sum with compression off: bit for bit MPI_Allreduce */
+  use_config("SQUALL_COMPRESS=none");
+  float *a = malloc(n * 4), *b = malloc(n * 4), *c = malloc(n * 4);
+  fill(a, n, 12, rank, gen_uniform);
+  ck_assert_int_eq(squallMpiAllreduce(a, b, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+  PMPI_Allreduce(a, c, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  ck_assert(memcmp(b, c, n * 4) == 0);
+  /* below SQUALL_MIN_BYTES: untouched too */
+  squallConfig_t cfg;
+  squallConfigDefault(&cfg);
+  squallConfigParse(&cfg, "SQUALL_COMPRESS=topk:0.01 SQUALL_MIN_BYTES=1M");
+  squallSetConfig(&cfg);
+  ck_assert_int_eq(squallMpiAllreduce(a, b, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+  ck_assert(memcmp(b, c, n * 4) == 0);
+  free(a); free(b); free(c);
+}
+END_TEST
+
+/* --------------------------------------------------------------- 16-bit */
+static void check_half(const char *codec, double unit_roundoff, float amplitude) {
+  size_t n = 4099; /* odd */
+  use_config(codec);
+  float *g = malloc(n * 4), *out = malloc(n * 4), *x = malloc(n * 4);
+  fill(g, n, 21, rank, gen_uniform);
+  for (size_t i = 0; i < n; i++) g[i] *= amplitude;
+  ck_assert_int_eq(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+  /* exact sum in double, from every rank's regenerated input */
+  double maxabs = 0, maxerr = 0;
+  for (size_t i = 0; i < n; i++) {
+    double exact = 0;
+    for (int r = 0; r < nranks; r++) exact += (double)(gen_uniform(21, r, i) * amplitude);
+    for (int r = 0; r < nranks; r++) maxabs = fmax(maxabs, fabs((double)(gen_uniform(21, r, i) * amplitude)));
+    ck_assert_msg(isfinite(out[i]), "%s: element %zu is not finite", codec, i);
+    maxerr = fmax(maxerr, fabs((double)out[i] - exact));
+  }
+  /* each rank's code rounds once (u*max), the 16-bit sum rounds P-1 times
+   * on partial sums up to P*max: bound (P + P*(P-1)) * u * max */
+  double bound = (nranks + (double)nranks * (nranks - 1)) * unit_roundoff * maxabs * 1.0001;
+  ck_assert_msg(maxerr <= bound, "%s: max error %g above bound %g", codec, maxerr, bound);
+  ck_assert_msg(maxerr > 0, "%s: no rounding at all is implausible", codec);
+  /* in place gives the same bits */
+  memcpy(x, g, n * 4);
+  squallMpiResetResiduals(MPI_COMM_WORLD);
+  ck_assert_int_eq(squallMpiAllreduce(MPI_IN_PLACE, x, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+  ck_assert(memcmp(x, out, n * 4) == 0);
+  free(g); free(out); free(x);
+}
+
+START_TEST(test_fp16_error_bound) { check_half("SQUALL_COMPRESS=fp16", 0x1p-11, 1.0f); }
+END_TEST
+START_TEST(test_fp16_tiny_values_are_scaled) { check_half("SQUALL_COMPRESS=fp16", 0x1p-11, 1e-7f); }
+END_TEST
+START_TEST(test_fp16_near_max_no_overflow) { check_half("SQUALL_COMPRESS=fp16", 0x1p-11, 65504.0f); }
+END_TEST
+START_TEST(test_bf16_error_bound) { check_half("SQUALL_COMPRESS=bf16", 0x1p-8, 1.0f); }
+END_TEST
+START_TEST(test_bf16_huge_values) { check_half("SQUALL_COMPRESS=bf16", 0x1p-8, 5e37f); }
+END_TEST
+
+/* ---------------------------------------------------------------- top-k */
+typedef struct {
+  uint32_t key;
+  uint32_t idx;
+} ranked;
+static int by_key_desc(const void *a, const void *b) {
+  const ranked *x = a, *y = b;
+  if (x->key != y->key) return x->key > y->key ? -1 : 1;
+  return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* Sort-based reference: every rank's top k, summed in rank order. */
+static void topk_reference(uint64_t seed, size_t n, size_t k, float *dense) {
+  ranked *rk = malloc(n * sizeof *rk);
+  memset(dense, 0, n * 4);
+  for (int r = 0; r < nranks; r++) {
+    for (size_t i = 0; i < n; i++) {
+      float v = gen_uniform(seed, r, i);
+      uint32_t bits;
+      memcpy(&bits, &v, 4);
+      rk[i].key = bits & 0x7fffffffu;
+      rk[i].idx = (uint32_t)i;
+    }
+    qsort(rk, n, sizeof *rk, by_key_desc);
+    /* add in ascending index order, as the decoder does */
+    char *take = calloc(n, 1);
+    for (size_t j = 0; j < k; j++) take[rk[j].idx] = 1;
+    for (size_t i = 0; i < n; i++)
+      if (take[i]) dense[i] += gen_uniform(seed, r, i);
+    free(take);
+  }
+  free(rk);
+}
+
+static void check_topk(const char *spec, double ratio, size_t n, int zstd) {
+  char full[128];
+  snprintf(full, sizeof full, "SQUALL_COMPRESS=topk:%.17g SQUALL_ZSTD=%d %s", ratio, zstd, spec);
+  use_config(full);
+  squallMpiResetResiduals(MPI_COMM_WORLD);
+  float *g = malloc(n * 4), *out = malloc(n * 4), *ref = malloc(n * 4);
+  fill(g, n, 31, rank, gen_uniform);
+  ck_assert_int_eq(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+  size_t k = squall__topk_k(n, ratio);
+  topk_reference(31, n, k, ref);
+  for (size_t i = 0; i < n; i++)
+    ck_assert_msg(memcmp(&out[i], &ref[i], 4) == 0, "%s n=%zu: element %zu is %a, reference %a", full, n,
+                  i, out[i], ref[i]);
+  assert_identical_across_ranks(out, n * 4);
+  free(g); free(out); free(ref);
+}
+
+START_TEST(test_topk_matches_reference) {
+  check_topk("", 0.01, 100003, 0);
+  check_topk("", 0.01, 100003, 1);
+  check_topk("", 0.05, 4096, 3);
+  check_topk("", 0.001, 1 << 17, 1);
+}
+END_TEST
+
+START_TEST(test_topk_ratio_one_equals_dense) {
+  /* At ratio 1 sparsity cannot pay: the engine runs the plain sum of
+   * g + residual, which here (fresh residual) is MPI_Allreduce's result. */
+  use_config("SQUALL_COMPRESS=topk:1");
+  squallMpiResetResiduals(MPI_COMM_WORLD);
+  size_t n = 5000;
+  float *g = malloc(n * 4), *out = malloc(n * 4), *ref = malloc(n * 4);
+  fill(g, n, 41, rank, gen_uniform);
+  ck_assert_int_eq(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+  PMPI_Allreduce(g, ref, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  ck_assert(memcmp(out, ref, n * 4) == 0);
+  squallStats_t st;
+  squallStatsGet(&st);
+  ck_assert_uint_gt(st.compressedCalls, 0);
+  free(g); free(out); free(ref);
+}
+END_TEST
+
+/* ------------------------------------------------- conservation (exact) */
+static void check_conservation(const char *spec) {
+  size_t n = 3001;
+  int steps = 20;
+  use_config(spec);
+  float *g = malloc(n * 4), *out = malloc(n * 4), *res = malloc(n * 4);
+  double *sum_out = calloc(n, 8), *sum_in = calloc(n, 8);
+  squallMpiResetResiduals(MPI_COMM_WORLD);
+  for (int t = 0; t < steps; t++) {
+    fill(g, n, 100 + (uint64_t)t, rank, gen_dyadic);
+    for (size_t i = 0; i < n; i++)
+      for (int r = 0; r < nranks; r++) sum_in[i] += gen_dyadic(100 + (uint64_t)t, r, i);
+    ck_assert_int_eq(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+    for (size_t i = 0; i < n; i++) sum_out[i] += out[i];
+  }
+  ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res), MPI_SUCCESS);
+  double *res_sum = calloc(n, 8), *mine = malloc(n * 8);
+  for (size_t i = 0; i < n; i++) mine[i] = res[i];
+  MPI_Allreduce(mine, res_sum, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  double kept = 0;
+  for (size_t i = 0; i < n; i++) {
+    ck_assert_msg(sum_out[i] + res_sum[i] == sum_in[i], "%s: element %zu: sent %.17g + kept %.17g != %.17g",
+                  spec, i, sum_out[i], res_sum[i], sum_in[i]);
+    kept += fabs(res_sum[i]);
+  }
+  if (strstr(spec, "topk")) ck_assert_msg(kept > 0, "%s: top-k kept nothing back", spec);
+  free(g); free(out); free(res); free(sum_out); free(sum_in); free(res_sum); free(mine);
+}
+
+START_TEST(test_conservation_topk) { check_conservation("SQUALL_COMPRESS=topk:0.01 SQUALL_ZSTD=1"); }
+END_TEST
+START_TEST(test_conservation_topk_fp16_values) {
+  check_conservation("SQUALL_COMPRESS=topk:0.02 SQUALL_TOPK_VALUES=fp16 SQUALL_ZSTD=0");
+}
+END_TEST
+START_TEST(test_conservation_fp16) { check_conservation("SQUALL_COMPRESS=fp16"); }
+END_TEST
+START_TEST(test_conservation_bf16) { check_conservation("SQUALL_COMPRESS=bf16"); }
+END_TEST
+
+/* ------------------------------------------------------------ edge cases */
+START_TEST(test_small_and_odd_counts) {
+  size_t counts[] = {0, 1, (size_t)nranks - 1, (size_t)nranks, 7, 1023};
+  const char *specs[] = {"SQUALL_COMPRESS=fp16", "SQUALL_COMPRESS=bf16", "SQUALL_COMPRESS=topk:0.3"};
+  for (size_t s = 0; s < 3; s++)
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+      size_t n = counts[c];
+      use_config(specs[s]);
+      float *g = malloc(n * 4 + 4), *out = malloc(n * 4 + 4);
+      fill(g, n, 51, rank, gen_dyadic);
+      ck_assert_int_eq(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+      for (size_t i = 0; i < n; i++) ck_assert(isfinite(out[i]));
+      assert_identical_across_ranks(out, n * 4);
+      free(g); free(out);
+    }
+}
+END_TEST
+
+START_TEST(test_topk_in_place) {
+  use_config("SQUALL_COMPRESS=topk:0.05 SQUALL_ZSTD=1");
+  size_t n = 20000;
+  float *g = malloc(n * 4), *x = malloc(n * 4), *ref = malloc(n * 4);
+  fill(g, n, 31, rank, gen_uniform);
+  memcpy(x, g, n * 4);
+  ck_assert_int_eq(squallMpiAllreduce(MPI_IN_PLACE, x, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+  topk_reference(31, n, squall__topk_k(n, 0.05), ref);
+  ck_assert(memcmp(x, ref, n * 4) == 0);
+  free(g); free(x); free(ref);
+}
+END_TEST
+
+/* Engine-level: average, pre-multiplied sums and 16-bit data, which MPI's
+ * entry point cannot express. */
+START_TEST(test_engine_average_and_halves) {
+  squall_mpi_ctx ctx;
+  squall_transport tr;
+  ck_assert_int_eq(squall__transport_mpi_init(&tr, &ctx, MPI_COMM_WORLD), squallSuccess);
+  squall_engine *e = squall__engine_create(&tr, &squall__kernels_host);
+  ck_assert_ptr_nonnull(e);
+  size_t n = 2048;
+  float *g = malloc(n * 4), *out = malloc(n * 4);
+  fill(g, n, 61, rank, gen_dyadic);
+  const char *specs[] = {"SQUALL_COMPRESS=fp16", "SQUALL_COMPRESS=topk:1", "SQUALL_COMPRESS=bf16"};
+  for (int s = 0; s < 3; s++) {
+    use_config(specs[s]);
+    squall_call c = {.send = g, .recv = out, .count = n, .dtype = SQ_DT_F32, .elsize = 4, .op = SQ_OP_AVG, .premul = 1.0f};
+    int reason;
+    ck_assert_int_eq(squall__engine_allreduce(e, &c, &reason), squallSuccess);
+    ck_assert_int_eq(reason, -1);
+    for (size_t i = 0; i < n; i++) {
+      double exact = 0;
+      for (int r = 0; r < nranks; r++) exact += gen_dyadic(61, r, i);
+      ck_assert_msg(fabs(out[i] - exact / nranks) <= 1e-2 * (fabs(exact / nranks) + 1), "%s avg element %zu", specs[s], i);
+    }
+  }
+  /* fp16 data, pre-multiplied by 0.5 (dyadic: exact), summed in fp16 */
+  uint16_t *h = malloc(n * 2), *ho = malloc(n * 2);
+  for (size_t i = 0; i < n; i++) h[i] = sq_f32_to_f16(gen_dyadic(62, rank, i));
+  use_config("SQUALL_COMPRESS=fp16");
+  squall_call c = {.send = h, .recv = ho, .count = n, .dtype = SQ_DT_F16, .elsize = 2, .op = SQ_OP_SUM, .premul = 0.5f};
+  int reason;
+  ck_assert_int_eq(squall__engine_allreduce(e, &c, &reason), squallSuccess);
+  for (size_t i = 0; i < n; i++) {
+    double exact = 0;
+    for (int r = 0; r < nranks; r++) exact += 0.5 * gen_dyadic(62, r, i);
+    ck_assert_msg(sq_f16_to_f32(ho[i]) == (float)exact, "f16 premul element %zu: %g vs %g", i, sq_f16_to_f32(ho[i]), exact);
+  }
+  squall__engine_free(e);
+  free(g); free(out); free(h); free(ho);
+}
+END_TEST
+
+START_TEST(test_config_mismatch_passes_through) {
+  /* Ranks disagree: every rank must pass through (no hang, no mixed codecs). */
+  use_config(rank == 0 ? "SQUALL_COMPRESS=topk:0.01" : "SQUALL_COMPRESS=fp16");
+  size_t n = 4096;
+  float *g = malloc(n * 4), *out = malloc(n * 4), *ref = malloc(n * 4);
+  fill(g, n, 71, rank, gen_uniform);
+  squallStats_t before, after;
+  squallStatsGet(&before);
+  ck_assert_int_eq(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+  PMPI_Allreduce(g, ref, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  ck_assert(memcmp(out, ref, n * 4) == 0);
+  squallStatsGet(&after);
+  ck_assert_uint_eq(after.passthrough[squallPassMismatch] - before.passthrough[squallPassMismatch], 1);
+  /* A difference in SQUALL_MIN_BYTES alone also counts. */
+  use_config(rank == 0 ? "SQUALL_COMPRESS=fp16 SQUALL_MIN_BYTES=1" : "SQUALL_COMPRESS=fp16");
+  ck_assert_int_eq(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+  ck_assert(memcmp(out, ref, n * 4) == 0);
+  /* Agreement again: compression resumes. */
+  use_config("SQUALL_COMPRESS=fp16");
+  squallStatsGet(&before);
+  ck_assert_int_eq(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+  squallStatsGet(&after);
+  ck_assert_uint_eq(after.compressedCalls - before.compressedCalls, 1);
+  free(g); free(out); free(ref);
+}
+END_TEST
+
+START_TEST(test_warmup_goes_dense) {
+  use_config("SQUALL_COMPRESS=topk:0.01 SQUALL_WARMUP=2");
+  size_t n = 10007; /* a count no other test uses: a fresh tensor */
+  float *g = malloc(n * 4), *out = malloc(n * 4), *ref = malloc(n * 4);
+  fill(g, n, 81, rank, gen_uniform);
+  PMPI_Allreduce(g, ref, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  for (int t = 0; t < 2; t++) {
+    ck_assert_int_eq(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+    ck_assert(memcmp(out, ref, n * 4) == 0);
+  }
+  ck_assert_int_eq(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+  ck_assert(memcmp(out, ref, n * 4) != 0); /* third call is sparse */
+  free(g); free(out); free(ref);
+}
+END_TEST
+
+START_TEST(test_stats_topk_wire_bytes) {
+  const int zstd[] = {0, 1};
+  for (int z = 0; z < 2; z++) {
+    char spec[96];
+    snprintf(spec, sizeof spec, "SQUALL_COMPRESS=topk:0.01 SQUALL_ZSTD=%d", zstd[z]);
+    use_config(spec);
+    size_t n = 1 << 18;
+    float *g = malloc(n * 4), *out = malloc(n * 4);
+    fill(g, n, 91, rank, gen_uniform);
+    squallStatsReset();
+    ck_assert_int_eq(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+    squallStats_t st;
+    squallStatsGet(&st);
+    ck_assert_uint_eq(st.calls, 1);
+    ck_assert_uint_eq(st.compressedCalls, 1);
+    ck_assert_uint_eq(st.bytesIn, n * 4);
+    ck_assert_msg(st.bytesWire * 10 <= st.bytesIn, "wire %llu vs in %llu", (unsigned long long)st.bytesWire,
+                  (unsigned long long)st.bytesIn);
+    ck_assert(st.bytesWire > 0);
+    free(g); free(out);
+  }
+}
+END_TEST
+
+START_TEST(test_ef_memory_cap) {
+  use_config("SQUALL_COMPRESS=topk:0.01 SQUALL_EF_MAX_BYTES=1K");
+  size_t n = 4111; /* a count no other test uses: a fresh tensor, refused by the cap */
+  float *g = malloc(n * 4), *out = malloc(n * 4), *res = malloc(n * 4);
+  fill(g, n, 93, rank, gen_uniform);
+  ck_assert_int_eq(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+  ck_assert_int_ne(squallMpiGetResidual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res), MPI_SUCCESS);
+  free(g); free(out); free(res);
+}
+END_TEST
+
+static Suite *engine_suite(void) {
+  Suite *s = suite_create("engine");
+  TCase *tc = tcase_create("mpi");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_passthrough_bit_exact);
+  tcase_add_test(tc, test_fp16_error_bound);
+  tcase_add_test(tc, test_fp16_tiny_values_are_scaled);
+  tcase_add_test(tc, test_fp16_near_max_no_overflow);
+  tcase_add_test(tc, test_bf16_error_bound);
+  tcase_add_test(tc, test_bf16_huge_values);
+  tcase_add_test(tc, test_topk_matches_reference);
+  tcase_add_test(tc, test_topk_ratio_one_equals_dense);
+  tcase_add_test(tc, test_conservation_topk);
+  tcase_add_test(tc, test_conservation_topk_fp16_values);
+  tcase_add_test(tc, test_conservation_fp16);
+  tcase_add_test(tc, test_conservation_bf16);
+  tcase_add_test(tc, test_small_and_odd_counts);
+  tcase_add_test(tc, test_topk_in_place);
+  tcase_add_test(tc, test_engine_average_and_halves);
+  tcase_add_test(tc, test_config_mismatch_passes_through);
+  tcase_add_test(tc, test_warmup_goes_dense);
+  tcase_add_test(tc, test_stats_topk_wire_bytes);
+  tcase_add_test(tc, test_ef_memory_cap);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  int failed = mpi_check_run(engine_suite());
+  MPI_Finalize();
+  return failed ? 1 : 0;
+}
