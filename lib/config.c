@@ -273,13 +273,22 @@ void squallConfigPrint(FILE *out, const squallConfig_t *config) {
   }
 }
 
-/* man(7) needs leading dots and backslashes escaped. */
+/* man(7) text: backslashes and dashes escaped, lines broken at blanks
+ * (mandoc's lint wants them short), no line starting with a dot. */
 static void man_text(FILE *out, const char *s) {
+  int col = 0;
   if (*s == '.' || *s == '\'') fputs("\\&", out);
   for (; *s; s++) {
+    if (*s == ' ' && col > 60) {
+      fputc('\n', out);
+      col = 0;
+      if (s[1] == '.' || s[1] == '\'') fputs("\\&", out);
+      continue;
+    }
     if (*s == '\\') fputs("\\e", out);
     else if (*s == '-') fputs("\\-", out);
     else fputc(*s, out);
+    col++;
   }
 }
 
@@ -290,7 +299,7 @@ void squallConfigPrintMan(FILE *out) {
     man_text(out, options[i].doc);
     fputs("\nAccepted: ", out);
     man_text(out, options[i].accepted);
-    fputs(". Default: ", out);
+    fputs(".\nDefault: ", out);
     man_text(out, options[i].defval[0] ? options[i].defval : "unset");
     fputs(".\n", out);
   }

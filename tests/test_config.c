@@ -1,2 +1,570 @@
-#include <stdio.h>
-int main(void){puts("placeholder");return 77;}
+/*
+ * test_config.c - the configuration table through the public API:
+ * defaults, every accepted value of every variable, rejected values and
+ * their messages, parsing of configuration strings, the environment, and
+ * the printers.
+ */
+#include <stdint.h>
+
+#include "check_util.h"
+#include "squall.h"
+
+extern char **environ;
+
+/* Field by field: struct padding makes memcmp unreliable. */
+static int cfg_equal(const squallConfig_t *a, const squallConfig_t *b) {
+  return a->codec == b->codec && a->topkRatio == b->topkRatio && a->topkValues == b->topkValues &&
+         a->errorFeedback == b->errorFeedback && a->minBytes == b->minBytes && a->zstdLevel == b->zstdLevel &&
+         a->efMaxBytes == b->efMaxBytes && a->warmup == b->warmup && a->debug == b->debug &&
+         strcmp(a->statsPath, b->statsPath) == 0;
+}
+
+static squallConfig_t defaults(void) {
+  squallConfig_t c;
+  ck_assert_int_eq(squallConfigDefault(&c), squallSuccess);
+  return c;
+}
+
+/* A configuration that differs from the defaults in every field, so that
+ * "unchanged" means something. */
+static squallConfig_t unusual(void) {
+  squallConfig_t c = defaults();
+  c.codec = squallCodecBf16;
+  c.topkRatio = 0.125;
+  c.topkValues = squallValueFp16;
+  c.errorFeedback = 0;
+  c.minBytes = 12345;
+  c.zstdLevel = 7;
+  c.efMaxBytes = 999;
+  c.warmup = 3;
+  c.debug = squallLogTrace;
+  strcpy(c.statsPath, "/nowhere/stats.json");
+  return c;
+}
+
+static void clear_squall_env(void) {
+  for (;;) {
+    char name[256] = "";
+    for (char **e = environ; e && *e; e++)
+      if (strncmp(*e, "SQUALL_", 7) == 0) {
+        size_t len = strcspn(*e, "=");
+        if (len < sizeof name) {
+          memcpy(name, *e, len);
+          name[len] = 0;
+        }
+        break;
+      }
+    if (!name[0]) return;
+    unsetenv(name);
+  }
+}
+
+START_TEST(test_defaults) {
+  squallConfig_t c = defaults();
+  ck_assert_int_eq(c.codec, squallCodecNone);
+  ck_assert(c.topkRatio == 0.01);
+  ck_assert_int_eq(c.topkValues, squallValueFp32);
+  ck_assert_int_eq(c.errorFeedback, 1);
+  ck_assert_uint_eq(c.minBytes, 1u << 20);
+  ck_assert_int_eq(c.zstdLevel, 1);
+  ck_assert_uint_eq(c.efMaxBytes, 0);
+  ck_assert_int_eq(c.warmup, 0);
+  ck_assert_int_eq(c.debug, squallLogWarn);
+  ck_assert_str_eq(c.statsPath, "");
+  ck_assert_int_eq(squallConfigDefault(NULL), squallInvalidArgument);
+}
+END_TEST
+
+/* ---------------------------------------------------------- accepted */
+
+/* Sets name=value on a copy of 'unusual' and checks the result equals
+ * 'want' (which starts as the same copy, with the expected change). */
+#define ACCEPT(name, value, field, expected)                                                 \
+  do {                                                                                       \
+    squallConfig_t got_ = unusual(), want_ = unusual();                                      \
+    want_.field = (expected);                                                                \
+    squallResult_t r_ = squallConfigSet(&got_, (name), (value));                             \
+    ck_assert_msg(r_ == squallSuccess, "%s='%s' refused: %s", (name), (value), squallGetLastError()); \
+    ck_assert_msg(cfg_equal(&got_, &want_), "%s='%s' did not set " #field " to " #expected, (name), (value)); \
+  } while (0)
+
+START_TEST(test_accept_compress) {
+  ACCEPT("SQUALL_COMPRESS", "none", codec, squallCodecNone);
+  ACCEPT("SQUALL_COMPRESS", "NONE", codec, squallCodecNone);
+  ACCEPT("SQUALL_COMPRESS", "fp16", codec, squallCodecFp16);
+  ACCEPT("SQUALL_COMPRESS", "FP16", codec, squallCodecFp16);
+  ACCEPT("SQUALL_COMPRESS", "bf16", codec, squallCodecBf16);
+  ACCEPT("SQUALL_COMPRESS", "Bf16", codec, squallCodecBf16);
+  static const struct {
+    const char *text;
+    double ratio;
+  } topk[] = {{"topk:0.01", 0.01}, {"topk:1", 1.0},     {"TOPK:0.5", 0.5},      {"topk:1e-3", 0.001},
+              {"topk:.25", 0.25},  {"Topk:0.000001", 1e-6}, {"topk:1.0", 1.0}, {"topk:0.999", 0.999}};
+  for (size_t i = 0; i < sizeof topk / sizeof topk[0]; i++) {
+    squallConfig_t c = unusual(), want = unusual();
+    want.codec = squallCodecTopk;
+    want.topkRatio = topk[i].ratio;
+    ck_assert_msg(squallConfigSet(&c, "SQUALL_COMPRESS", topk[i].text) == squallSuccess, "%s refused: %s",
+                  topk[i].text, squallGetLastError());
+    ck_assert_msg(cfg_equal(&c, &want), "%s gave codec %d ratio %.17g", topk[i].text, c.codec, c.topkRatio);
+  }
+  /* A codec other than top-k keeps the last ratio. */
+  squallConfig_t c = unusual();
+  ck_assert_int_eq(squallConfigSet(&c, "COMPRESS", "topk:0.3"), squallSuccess);
+  ck_assert_int_eq(squallConfigSet(&c, "COMPRESS", "fp16"), squallSuccess);
+  ck_assert(c.topkRatio == 0.3);
+}
+END_TEST
+
+START_TEST(test_accept_others) {
+  ACCEPT("SQUALL_TOPK_VALUES", "fp32", topkValues, squallValueFp32);
+  ACCEPT("SQUALL_TOPK_VALUES", "FP32", topkValues, squallValueFp32);
+  ACCEPT("SQUALL_TOPK_VALUES", "fp16", topkValues, squallValueFp16);
+  ACCEPT("SQUALL_EF", "0", errorFeedback, 0);
+  ACCEPT("SQUALL_EF", "1", errorFeedback, 1);
+  ACCEPT("SQUALL_MIN_BYTES", "0", minBytes, 0);
+  ACCEPT("SQUALL_MIN_BYTES", "1", minBytes, 1);
+  ACCEPT("SQUALL_MIN_BYTES", "4096", minBytes, 4096);
+  ACCEPT("SQUALL_MIN_BYTES", "1K", minBytes, 1024);
+  ACCEPT("SQUALL_MIN_BYTES", "1k", minBytes, 1024);
+  ACCEPT("SQUALL_MIN_BYTES", "1KB", minBytes, 1024);
+  ACCEPT("SQUALL_MIN_BYTES", "2M", minBytes, 2u << 20);
+  ACCEPT("SQUALL_MIN_BYTES", "64mb", minBytes, 64u << 20);
+  ACCEPT("SQUALL_MIN_BYTES", "3G", minBytes, (size_t)3 << 30);
+  if (sizeof(size_t) == 8) {
+    ACCEPT("SQUALL_MIN_BYTES", "18446744073709551615", minBytes, SIZE_MAX);
+    ACCEPT("SQUALL_MIN_BYTES", "17179869183G", minBytes, (size_t)17179869183ull << 30);
+  }
+  ACCEPT("SQUALL_EF_MAX_BYTES", "0", efMaxBytes, 0);
+  ACCEPT("SQUALL_EF_MAX_BYTES", "512M", efMaxBytes, 512u << 20);
+  ACCEPT("SQUALL_EF_MAX_BYTES", "1g", efMaxBytes, (size_t)1 << 30);
+  ACCEPT("SQUALL_EF_MAX_BYTES", "100", efMaxBytes, 100);
+  for (int z = 0; z <= 19; z++) {
+    char v[16];
+    snprintf(v, sizeof v, "%d", z);
+    ACCEPT("SQUALL_ZSTD", v, zstdLevel, z);
+  }
+  ACCEPT("SQUALL_WARMUP", "0", warmup, 0);
+  ACCEPT("SQUALL_WARMUP", "10", warmup, 10);
+  ACCEPT("SQUALL_WARMUP", "1000000000", warmup, 1000000000);
+  ACCEPT("SQUALL_DEBUG", "WARN", debug, squallLogWarn);
+  ACCEPT("SQUALL_DEBUG", "warn", debug, squallLogWarn);
+  ACCEPT("SQUALL_DEBUG", "INFO", debug, squallLogInfo);
+  ACCEPT("SQUALL_DEBUG", "Info", debug, squallLogInfo);
+  ACCEPT("SQUALL_DEBUG", "TRACE", debug, squallLogTrace);
+  ACCEPT("SQUALL_DEBUG", "trace", debug, squallLogTrace);
+  /* Paths up to 511 characters (the field holds 512 with the NUL). */
+  static const char *paths[] = {"", "/tmp/squall.json", "stats-%r.json"};
+  for (size_t i = 0; i < 3; i++) {
+    squallConfig_t c = unusual();
+    ck_assert_int_eq(squallConfigSet(&c, "SQUALL_STATS", paths[i]), squallSuccess);
+    ck_assert_str_eq(c.statsPath, paths[i]);
+  }
+  char longpath[512];
+  memset(longpath, 'p', 511);
+  longpath[511] = 0;
+  squallConfig_t c = unusual();
+  ck_assert_int_eq(squallConfigSet(&c, "SQUALL_STATS", longpath), squallSuccess);
+  ck_assert_str_eq(c.statsPath, longpath);
+}
+END_TEST
+
+START_TEST(test_names) {
+  /* The prefix may be left out; case does not matter. */
+  static const char *names[] = {"SQUALL_EF", "EF", "ef", "squall_ef", "Squall_Ef"};
+  for (size_t i = 0; i < 5; i++) {
+    squallConfig_t c = defaults();
+    ck_assert_msg(squallConfigSet(&c, names[i], "0") == squallSuccess, "name %s refused", names[i]);
+    ck_assert_int_eq(c.errorFeedback, 0);
+  }
+  static const char *bad[] = {"SQUALL_FOO", "", "SQUALL_", "SQUALL_SQUALL_EF", "E F", "compression"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    squallConfig_t c = unusual(), before = unusual();
+    ck_assert_int_eq(squallConfigSet(&c, bad[i], "1"), squallInvalidArgument);
+    ck_assert(cfg_equal(&c, &before));
+    const char *msg = squallGetLastError();
+    char quoted[64];
+    snprintf(quoted, sizeof quoted, "'%s'", bad[i]);
+    ck_assert_msg(strstr(msg, quoted) != NULL, "message '%s' does not name %s", msg, quoted);
+    ck_assert_msg(strstr(msg, "SQUALL_COMPRESS") && strstr(msg, "SQUALL_STATS"), "message '%s' does not list the known names", msg);
+  }
+  /* A long unknown name is echoed in part; the known names still fit. */
+  char longname[301];
+  memset(longname, 'N', 300);
+  longname[300] = 0;
+  squallConfig_t c = defaults();
+  ck_assert_int_eq(squallConfigSet(&c, longname, "1"), squallInvalidArgument);
+  ck_assert_ptr_nonnull(strstr(squallGetLastError(), "NNN...'"));
+  ck_assert_ptr_nonnull(strstr(squallGetLastError(), "SQUALL_STATS"));
+  ck_assert_int_eq(squallConfigSet(NULL, "EF", "1"), squallInvalidArgument);
+  ck_assert_int_eq(squallConfigSet(&c, NULL, "1"), squallInvalidArgument);
+  ck_assert_int_eq(squallConfigSet(&c, "EF", NULL), squallInvalidArgument);
+}
+END_TEST
+
+/* ---------------------------------------------------------- rejected */
+
+static void reject(const char *name, const char *value, const char *accepted_hint) {
+  squallConfig_t c = unusual(), before = unusual();
+  squallResult_t r = squallConfigSet(&c, name, value);
+  ck_assert_msg(r == squallInvalidArgument, "%s='%s' was accepted (result %d)", name, value, r);
+  ck_assert_msg(cfg_equal(&c, &before), "%s='%s' changed the configuration although refused", name, value);
+  const char *msg = squallGetLastError();
+  char quoted[600];
+  snprintf(quoted, sizeof quoted, "'%s'", value);
+  ck_assert_msg(strstr(msg, name) != NULL, "message '%s' does not name %s", msg, name);
+  if (strlen(value) > 100) snprintf(quoted, sizeof quoted, "'%.100s...'", value); /* echoed in part */
+  ck_assert_msg(strstr(msg, quoted) != NULL, "message '%s' does not quote %s", msg, quoted);
+  ck_assert_msg(strstr(msg, accepted_hint) != NULL, "message '%s' does not say what is accepted ('%s')", msg,
+                accepted_hint);
+}
+
+START_TEST(test_reject) {
+  static const char *compress[] = {"topk:0", "topk:1.5", "topk:", "topk:abc", "fp8", "topk:-0.5", "topk:nan",
+                                   "topk:inf", "topk", "", "topk:0.5x", "fp16 ", "topk:1.0000001", "topk:-0",
+                                   "int8", "topk:1e-400"};
+  for (size_t i = 0; i < sizeof compress / sizeof compress[0]; i++)
+    reject("SQUALL_COMPRESS", compress[i], "topk:<ratio> with 0 < ratio <= 1");
+  static const char *values[] = {"bf16", "fp8", "", "FP 16", "16"};
+  for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) reject("SQUALL_TOPK_VALUES", values[i], "fp32 or fp16");
+  static const char *ef[] = {"2", "-1", "", "yes", "1.0", "1x", "on"};
+  for (size_t i = 0; i < sizeof ef / sizeof ef[0]; i++) reject("SQUALL_EF", ef[i], "0 or 1");
+  static const char *sizes[] = {"-1", "1X", "", "K", "1KK", "1T", "1.5M", " 1", "1 K", "18446744073709551616",
+                                "17179869184G", "0x10", "1KBB", "M1"};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    reject("SQUALL_MIN_BYTES", sizes[i], "optional K, M or G suffix");
+    reject("SQUALL_EF_MAX_BYTES", sizes[i], "optional K, M or G suffix");
+  }
+  static const char *zstd[] = {"20", "-1", "", "abc", "1.5", "100", "99999999999999999999"};
+  for (size_t i = 0; i < sizeof zstd / sizeof zstd[0]; i++) reject("SQUALL_ZSTD", zstd[i], "from 0 to 19");
+  static const char *warmup[] = {"-1", "1000000001", "x", "", "1e3"};
+  for (size_t i = 0; i < sizeof warmup / sizeof warmup[0]; i++) reject("SQUALL_WARMUP", warmup[i], "non-negative integer");
+  static const char *debug[] = {"LOUD", "", "2", "WARNING", "ERROR", "INFO "};
+  for (size_t i = 0; i < sizeof debug / sizeof debug[0]; i++) reject("SQUALL_DEBUG", debug[i], "WARN, INFO or TRACE");
+  char longpath[513];
+  memset(longpath, 'p', 512);
+  longpath[512] = 0;
+  reject("SQUALL_STATS", longpath, "a file path of at most 511 bytes");
+  /* The short name in the call, the full name in the message. */
+  squallConfig_t c = defaults();
+  ck_assert_int_eq(squallConfigSet(&c, "zstd", "20"), squallInvalidArgument);
+  ck_assert_ptr_nonnull(strstr(squallGetLastError(), "SQUALL_ZSTD='20'"));
+}
+END_TEST
+
+/* ------------------------------------------------------------ parsing */
+
+START_TEST(test_parse) {
+  squallConfig_t c = defaults();
+  ck_assert_int_eq(squallConfigParse(&c, "SQUALL_COMPRESS=topk:0.01 SQUALL_EF=1"), squallSuccess);
+  ck_assert_int_eq(c.codec, squallCodecTopk);
+  ck_assert(c.topkRatio == 0.01);
+  ck_assert_int_eq(c.errorFeedback, 1);
+
+  c = defaults();
+  ck_assert_int_eq(squallConfigParse(&c, "compress=fp16;ef=0"), squallSuccess);
+  ck_assert_int_eq(c.codec, squallCodecFp16);
+  ck_assert_int_eq(c.errorFeedback, 0);
+
+  /* Any run of blanks, tabs, newlines and ';' separates items. */
+  c = defaults();
+  ck_assert_int_eq(squallConfigParse(&c, " \t\n;compress=bf16;;  topk_values=fp16 \n min_bytes=4K\tzstd=0;"),
+                   squallSuccess);
+  ck_assert_int_eq(c.codec, squallCodecBf16);
+  ck_assert_int_eq(c.topkValues, squallValueFp16);
+  ck_assert_uint_eq(c.minBytes, 4096);
+  ck_assert_int_eq(c.zstdLevel, 0);
+
+  /* Items apply in order: the last one wins. */
+  c = defaults();
+  ck_assert_int_eq(squallConfigParse(&c, "ef=0 ef=1 ef=0"), squallSuccess);
+  ck_assert_int_eq(c.errorFeedback, 0);
+  c = defaults();
+  ck_assert_int_eq(squallConfigParse(&c, "compress=topk:0.5 compress=none"), squallSuccess);
+  ck_assert_int_eq(c.codec, squallCodecNone);
+  ck_assert(c.topkRatio == 0.5);
+
+  /* Applied on top of what is there; empty specs change nothing. */
+  squallConfig_t u = unusual(), before = unusual();
+  ck_assert_int_eq(squallConfigParse(&u, ""), squallSuccess);
+  ck_assert(cfg_equal(&u, &before));
+  ck_assert_int_eq(squallConfigParse(&u, " ;; \t"), squallSuccess);
+  ck_assert(cfg_equal(&u, &before));
+  ck_assert_int_eq(squallConfigParse(&u, "warmup=9"), squallSuccess);
+  before.warmup = 9;
+  ck_assert(cfg_equal(&u, &before));
+
+  /* Every value accepted on its own is accepted in a spec. */
+  c = defaults();
+  ck_assert_int_eq(squallConfigParse(&c, "SQUALL_COMPRESS=topk:0.25 SQUALL_TOPK_VALUES=fp16 SQUALL_EF=0 "
+                                         "SQUALL_MIN_BYTES=64K SQUALL_ZSTD=19 SQUALL_EF_MAX_BYTES=2G "
+                                         "SQUALL_WARMUP=100 SQUALL_DEBUG=TRACE SQUALL_STATS=/tmp/s-%r.json"),
+                   squallSuccess);
+  ck_assert_int_eq(c.codec, squallCodecTopk);
+  ck_assert(c.topkRatio == 0.25);
+  ck_assert_int_eq(c.topkValues, squallValueFp16);
+  ck_assert_int_eq(c.errorFeedback, 0);
+  ck_assert_uint_eq(c.minBytes, 64 * 1024);
+  ck_assert_int_eq(c.zstdLevel, 19);
+  ck_assert_uint_eq(c.efMaxBytes, (size_t)2 << 30);
+  ck_assert_int_eq(c.warmup, 100);
+  ck_assert_int_eq(c.debug, squallLogTrace);
+  ck_assert_str_eq(c.statsPath, "/tmp/s-%r.json");
+}
+END_TEST
+
+static void parse_fails(const char *spec, const char *must_mention1, const char *must_mention2) {
+  squallConfig_t c = unusual(), before = unusual();
+  squallResult_t r = squallConfigParse(&c, spec);
+  ck_assert_msg(r == squallInvalidArgument, "'%s' parsed (result %d)", spec, r);
+  ck_assert_msg(cfg_equal(&c, &before), "'%s' failed but changed the configuration", spec);
+  const char *msg = squallGetLastError();
+  ck_assert_msg(strstr(msg, must_mention1) != NULL, "message '%s' lacks '%s'", msg, must_mention1);
+  if (must_mention2) ck_assert_msg(strstr(msg, must_mention2) != NULL, "message '%s' lacks '%s'", msg, must_mention2);
+}
+
+START_TEST(test_parse_errors) {
+  parse_fails("compress", "'compress'", "NAME=VALUE");
+  /* The good first item is not applied either: all or nothing. */
+  parse_fails("compress=fp16 ef=2", "SQUALL_EF='2'", "0 or 1");
+  parse_fails("warmup=1 compress=topk:0", "SQUALL_COMPRESS='topk:0'", "0 < ratio <= 1");
+  parse_fails("compress=fp16 bogus=1", "'bogus'", "SQUALL_COMPRESS");
+  parse_fails("=1", "''", NULL);
+  parse_fails("ef=1 ef", "'ef'", "NAME=VALUE");
+  /* A blank ends an item, so a path with a blank leaves a stray word. */
+  parse_fails("stats=/tmp/a b", "'b'", "NAME=VALUE");
+  char longspec[800] = "stats=";
+  memset(longspec + 6, 'x', 700);
+  longspec[706] = 0;
+  parse_fails(longspec, "too long", NULL);
+  squallConfig_t c = defaults();
+  ck_assert_int_eq(squallConfigParse(NULL, "ef=1"), squallInvalidArgument);
+  ck_assert_int_eq(squallConfigParse(&c, NULL), squallInvalidArgument);
+}
+END_TEST
+
+/* -------------------------------------------------------- environment */
+
+START_TEST(test_from_env) {
+  clear_squall_env(); /* the test runs in its own process (CK_FORK) */
+  squallConfig_t c = unusual(), d = defaults();
+  ck_assert_int_eq(squallConfigFromEnv(&c), squallSuccess);
+  ck_assert(cfg_equal(&c, &d));
+
+  setenv("SQUALL_COMPRESS", "topk:0.05", 1);
+  setenv("SQUALL_TOPK_VALUES", "fp16", 1);
+  setenv("SQUALL_EF", "0", 1);
+  setenv("SQUALL_MIN_BYTES", "64K", 1);
+  setenv("SQUALL_ZSTD", "3", 1);
+  setenv("SQUALL_EF_MAX_BYTES", "1G", 1);
+  setenv("SQUALL_WARMUP", "5", 1);
+  setenv("SQUALL_DEBUG", "INFO", 1);
+  setenv("SQUALL_STATS", "/tmp/x-%r.json", 1);
+  setenv("SQUALL_NOT_AN_OPTION", "whatever", 1); /* unknown variables are not read */
+  setenv("squall_ef", "1", 1);                   /* names are exact in the environment */
+  ck_assert_int_eq(squallConfigFromEnv(&c), squallSuccess);
+  ck_assert_int_eq(c.codec, squallCodecTopk);
+  ck_assert(c.topkRatio == 0.05);
+  ck_assert_int_eq(c.topkValues, squallValueFp16);
+  ck_assert_int_eq(c.errorFeedback, 0);
+  ck_assert_uint_eq(c.minBytes, 65536);
+  ck_assert_int_eq(c.zstdLevel, 3);
+  ck_assert_uint_eq(c.efMaxBytes, (size_t)1 << 30);
+  ck_assert_int_eq(c.warmup, 5);
+  ck_assert_int_eq(c.debug, squallLogInfo);
+  ck_assert_str_eq(c.statsPath, "/tmp/x-%r.json");
+
+  /* Unsetting one brings its default back. */
+  unsetenv("SQUALL_ZSTD");
+  unsetenv("SQUALL_COMPRESS");
+  ck_assert_int_eq(squallConfigFromEnv(&c), squallSuccess);
+  ck_assert_int_eq(c.zstdLevel, 1);
+  ck_assert_int_eq(c.codec, squallCodecNone);
+  ck_assert_int_eq(c.warmup, 5);
+
+  /* A bad value is an error that names the variable and the value. */
+  setenv("SQUALL_ZSTD", "20", 1);
+  ck_assert_int_eq(squallConfigFromEnv(&c), squallInvalidArgument);
+  ck_assert_ptr_nonnull(strstr(squallGetLastError(), "SQUALL_ZSTD='20'"));
+  ck_assert_ptr_nonnull(strstr(squallGetLastError(), "from 0 to 19"));
+  setenv("SQUALL_ZSTD", "2", 1);
+  setenv("SQUALL_DEBUG", "LOUD", 1);
+  ck_assert_int_eq(squallConfigFromEnv(&c), squallInvalidArgument);
+  ck_assert_ptr_nonnull(strstr(squallGetLastError(), "SQUALL_DEBUG='LOUD'"));
+  clear_squall_env();
+  ck_assert_int_eq(squallConfigFromEnv(&c), squallSuccess);
+  ck_assert(cfg_equal(&c, &d));
+}
+END_TEST
+
+/* ----------------------------------------------------------- printing */
+
+START_TEST(test_codec_string) {
+  char buf[64];
+  squallConfig_t c = defaults();
+  ck_assert_str_eq(squallConfigCodecString(&c, buf, sizeof buf), "none");
+  c.codec = squallCodecFp16;
+  ck_assert_str_eq(squallConfigCodecString(&c, buf, sizeof buf), "fp16");
+  c.codec = squallCodecBf16;
+  ck_assert_str_eq(squallConfigCodecString(&c, buf, sizeof buf), "bf16");
+  c.codec = squallCodecTopk;
+  c.topkRatio = 0.01;
+  ck_assert_str_eq(squallConfigCodecString(&c, buf, sizeof buf), "topk:0.01");
+  c.topkRatio = 1.0;
+  ck_assert_str_eq(squallConfigCodecString(&c, buf, sizeof buf), "topk:1");
+  c.topkRatio = 0.001;
+  ck_assert_str_eq(squallConfigCodecString(&c, buf, sizeof buf), "topk:0.001");
+  ck_assert_ptr_eq(squallConfigCodecString(&c, buf, sizeof buf), buf);
+  ck_assert_str_eq(squallConfigCodecString(NULL, buf, sizeof buf), "none");
+  /* Truncated, still terminated; a zero length writes nothing. */
+  c.topkRatio = 0.25;
+  ck_assert_str_eq(squallConfigCodecString(&c, buf, 5), "topk");
+  buf[0] = 'Z';
+  ck_assert_ptr_eq(squallConfigCodecString(&c, buf, 0), buf);
+  ck_assert_int_eq(buf[0], 'Z');
+  /* What it prints, SQUALL_COMPRESS reads back as the same codec. */
+  static const double ratios[] = {0.01, 0.001, 1e-5, 0.5, 1.0, 0.125, 0.3, 2.5e-4};
+  for (size_t i = 0; i < sizeof ratios / sizeof ratios[0]; i++) {
+    squallConfig_t x = defaults(), y = defaults();
+    x.codec = squallCodecTopk;
+    x.topkRatio = ratios[i];
+    ck_assert_int_eq(squallConfigSet(&y, "SQUALL_COMPRESS", squallConfigCodecString(&x, buf, sizeof buf)),
+                     squallSuccess);
+    ck_assert_msg(y.codec == squallCodecTopk && y.topkRatio == ratios[i], "'%s' read back as %.17g", buf,
+                  y.topkRatio);
+  }
+  static const squallCodec_t codecs[] = {squallCodecNone, squallCodecFp16, squallCodecBf16};
+  for (size_t i = 0; i < 3; i++) {
+    squallConfig_t x = defaults(), y = unusual();
+    x.codec = codecs[i];
+    ck_assert_int_eq(squallConfigSet(&y, "COMPRESS", squallConfigCodecString(&x, buf, sizeof buf)), squallSuccess);
+    ck_assert_int_eq(y.codec, codecs[i]);
+  }
+}
+END_TEST
+
+static char *print_to_string(const squallConfig_t *c, int man) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  ck_assert_ptr_nonnull(f);
+  if (man) squallConfigPrintMan(f);
+  else squallConfigPrint(f, c);
+  fclose(f);
+  return text;
+}
+
+static const char *all_names[] = {"SQUALL_COMPRESS", "SQUALL_TOPK_VALUES", "SQUALL_EF",
+                                  "SQUALL_MIN_BYTES", "SQUALL_ZSTD", "SQUALL_EF_MAX_BYTES",
+                                  "SQUALL_WARMUP", "SQUALL_DEBUG", "SQUALL_STATS"};
+
+/* The line of 'name' shows 'value' as its effective value. */
+static void expect_row(const char *text, const char *name, const char *value) {
+  char row[128];
+  snprintf(row, sizeof row, "\n%-20s = %s", name, value);
+  ck_assert_msg(strstr(text, row) != NULL || strncmp(text, row + 1, strlen(row + 1)) == 0,
+                "no row '%s' in:\n%s", row + 1, text);
+}
+
+START_TEST(test_print) {
+  squallConfig_t c = defaults();
+  char *text = print_to_string(&c, 0);
+  expect_row(text, "SQUALL_COMPRESS", "none ");
+  expect_row(text, "SQUALL_TOPK_VALUES", "fp32 ");
+  expect_row(text, "SQUALL_EF", "1 ");
+  expect_row(text, "SQUALL_MIN_BYTES", "1M ");
+  expect_row(text, "SQUALL_ZSTD", "1 ");
+  expect_row(text, "SQUALL_EF_MAX_BYTES", "0 ");
+  expect_row(text, "SQUALL_WARMUP", "0 ");
+  expect_row(text, "SQUALL_DEBUG", "WARN ");
+  ck_assert_ptr_nonnull(strstr(text, "(default 1M)"));
+  ck_assert_ptr_nonnull(strstr(text, "(default \"\")"));
+  size_t accepted = 0;
+  for (const char *p = text; (p = strstr(p, "Accepted: ")) != NULL; p++) accepted++;
+  ck_assert_uint_eq(accepted, 9);
+  free(text);
+
+  ck_assert_int_eq(squallConfigParse(&c, "compress=topk:0.25 topk_values=fp16 ef=0 min_bytes=64K zstd=19 "
+                                         "ef_max_bytes=3G warmup=7 debug=trace stats=/tmp/q.json"),
+                   squallSuccess);
+  text = print_to_string(&c, 0);
+  expect_row(text, "SQUALL_COMPRESS", "topk:0.25 ");
+  expect_row(text, "SQUALL_TOPK_VALUES", "fp16 ");
+  expect_row(text, "SQUALL_EF", "0 ");
+  expect_row(text, "SQUALL_MIN_BYTES", "64K ");
+  expect_row(text, "SQUALL_ZSTD", "19 ");
+  expect_row(text, "SQUALL_EF_MAX_BYTES", "3G ");
+  expect_row(text, "SQUALL_WARMUP", "7 ");
+  expect_row(text, "SQUALL_DEBUG", "TRACE ");
+  expect_row(text, "SQUALL_STATS", "/tmp/q.json");
+  free(text);
+
+  /* Printed sizes read back as the same size. */
+  static const size_t sizes[] = {0, 1, 1000, 1024, 1536, 1 << 20, 3u << 20, (size_t)5 << 30, 123456789};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    squallConfig_t x = defaults(), y = defaults();
+    x.minBytes = sizes[i];
+    text = print_to_string(&x, 0);
+    const char *row = strstr(text, "SQUALL_MIN_BYTES");
+    ck_assert_ptr_nonnull(row);
+    char val[64];
+    ck_assert_int_eq(sscanf(row, "SQUALL_MIN_BYTES = %63s", val), 1);
+    ck_assert_int_eq(squallConfigSet(&y, "SQUALL_MIN_BYTES", val), squallSuccess);
+    ck_assert_msg(y.minBytes == sizes[i], "%zu printed as %s", sizes[i], val);
+    free(text);
+  }
+
+  text = print_to_string(NULL, 1);
+  ck_assert_ptr_nonnull(strstr(text, ".SH ENVIRONMENT\n"));
+  for (size_t i = 0; i < 9; i++) {
+    char b[64];
+    snprintf(b, sizeof b, ".B %s\n", all_names[i]);
+    ck_assert_msg(strstr(text, b) != NULL, "man text lacks %s", b);
+  }
+  ck_assert_ptr_nonnull(strstr(text, "Default: 1M."));
+  ck_assert_ptr_nonnull(strstr(text, "Default: unset."));
+  ck_assert_ptr_nonnull(strstr(text, "\\-")); /* hyphens escaped for man(7) */
+  free(text);
+}
+END_TEST
+
+START_TEST(test_set_get_config) {
+  clear_squall_env();
+  squallConfig_t c = defaults(), got;
+  c.codec = squallCodecTopk;
+  c.topkRatio = 0.0;
+  ck_assert_int_eq(squallSetConfig(&c), squallInvalidArgument);
+  ck_assert_ptr_nonnull(strstr(squallGetLastError(), "topkRatio"));
+  c.topkRatio = 0.02;
+  c.zstdLevel = 4;
+  ck_assert_int_eq(squallSetConfig(&c), squallSuccess);
+  ck_assert_int_eq(squallGetConfig(&got), squallSuccess);
+  ck_assert(cfg_equal(&c, &got));
+  ck_assert_int_eq(squallSetConfig(NULL), squallInvalidArgument);
+  ck_assert_int_eq(squallGetConfig(NULL), squallInvalidArgument);
+}
+END_TEST
+
+static Suite *config_suite(void) {
+  Suite *s = suite_create("config");
+  TCase *tc = tcase_create("values");
+  tcase_add_test(tc, test_defaults);
+  tcase_add_test(tc, test_accept_compress);
+  tcase_add_test(tc, test_accept_others);
+  tcase_add_test(tc, test_names);
+  tcase_add_test(tc, test_reject);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("sources");
+  tcase_add_test(tc, test_parse);
+  tcase_add_test(tc, test_parse_errors);
+  tcase_add_test(tc, test_from_env);
+  tcase_add_test(tc, test_set_get_config);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("printing");
+  tcase_add_test(tc, test_codec_string);
+  tcase_add_test(tc, test_print);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return tu_run(config_suite()); }

@@ -1,2 +1,501 @@
-#include <stdio.h>
-int main(void){puts("placeholder");return 77;}
+/*
+ * test_half.c - the 16-bit codec: fp16 and bf16 conversions against
+ * independent references (GCC's _Float16, and a rounding reference written
+ * here from the format definitions in double arithmetic), the
+ * error-feedback invariant decode(code) + res' == a, decoding, absmax and
+ * the power-of-two scale.
+ */
+#include <float.h>
+#include <math.h>
+
+#include "check_util.h"
+#include "codec.h"
+
+#if defined(__FLT16_MAX__)
+#define HAVE_FLOAT16 1
+#endif
+
+/* ------------------------------------------------------------ references */
+
+/* |value| of a code, from the format definitions (not from codec_math.h). */
+static double ref_f16_mag(uint16_t h) {
+  int e = (h >> 10) & 31, m = h & 1023;
+  if (e == 31) return INFINITY;
+  if (e == 0) return ldexp(m, -24);
+  return ldexp(1024 + m, e - 25);
+}
+
+static double ref_bf16_mag(uint16_t h) {
+  int e = (h >> 7) & 255, m = h & 127;
+  if (e == 255) return INFINITY;
+  if (e == 0) return ldexp(m, -133);
+  return ldexp(128 + m, e - 134);
+}
+
+/* Round-to-nearest-even of a non-NaN float to a 16-bit format given by its
+ * magnitude function: binary search for the largest code not above |f|,
+ * then pick the nearer neighbour, the even one on a tie. inf_code's
+ * magnitude is taken as 'beyond' (the next power of two past the largest
+ * finite value), which is how IEEE decides overflow. Every difference below
+ * is exact in double: the operands are within a few binades of each other
+ * and have at most 24 significant bits. */
+static uint16_t ref_round(float f, double (*mag)(uint16_t), uint16_t inf_code, double beyond) {
+  uint16_t sign = (uint16_t)((tu_bits(f) >> 16) & 0x8000u);
+  double x = fabs((double)f);
+  uint32_t lo = 0, hi = inf_code - 1u;
+  while (lo < hi) {
+    uint32_t mid = (lo + hi + 1) / 2;
+    if (mag((uint16_t)mid) <= x) lo = mid;
+    else hi = mid - 1;
+  }
+  double down = mag((uint16_t)lo);
+  double up = lo + 1 == inf_code ? beyond : mag((uint16_t)(lo + 1));
+  if (x >= up) return (uint16_t)(sign | inf_code);
+  double dl = x - down, du = up - x;
+  uint32_t c = dl < du ? lo : du < dl ? lo + 1 : (lo & 1u) ? lo + 1 : lo;
+  return (uint16_t)(sign | c);
+}
+
+static uint16_t ref_f16(float f) { return ref_round(f, ref_f16_mag, 0x7c00, 65536.0); }
+static uint16_t ref_bf16(float f) { return ref_round(f, ref_bf16_mag, 0x7f80, ldexp(1.0, 128)); }
+
+static int f16_isnan(uint16_t h) { return (h & 0x7fffu) > 0x7c00u; }
+static int bf16_isnan(uint16_t h) { return (h & 0x7fffu) > 0x7f80u; }
+
+/* The documented NaN rule: quieted, sign and top payload bits kept. */
+static uint16_t expect_f16_nan(float f) {
+  uint32_t x = tu_bits(f);
+  return (uint16_t)(((x >> 16) & 0x8000u) | 0x7e00u | ((x >> 13) & 0x3ffu));
+}
+
+/* Checks sq_f32_to_f16 on one input against the reference(s). */
+static void check_f16_one(float f, int with_ref) {
+  uint16_t got = sq_f32_to_f16(f);
+  if (tu_isnan(f)) {
+    TU_CHECK(got == expect_f16_nan(f), "f16(NaN 0x%08x) = 0x%04x, want 0x%04x", tu_bits(f), got,
+             expect_f16_nan(f));
+    return;
+  }
+#ifdef HAVE_FLOAT16
+  _Float16 h16 = (_Float16)f;
+  uint16_t want;
+  memcpy(&want, &h16, sizeof want);
+  TU_CHECK(got == want, "f16(0x%08x = %a) = 0x%04x, _Float16 gives 0x%04x", tu_bits(f), (double)f, got, want);
+#endif
+  if (with_ref) {
+    uint16_t r = ref_f16(f);
+    TU_CHECK(got == r, "f16(0x%08x = %a) = 0x%04x, reference gives 0x%04x", tu_bits(f), (double)f, got, r);
+  }
+}
+
+static void check_bf16_one(float f) {
+  uint16_t got = sq_f32_to_bf16(f);
+  if (tu_isnan(f)) {
+    uint16_t want = (uint16_t)((tu_bits(f) >> 16) | 0x40u);
+    TU_CHECK(got == want, "bf16(NaN 0x%08x) = 0x%04x, want 0x%04x", tu_bits(f), got, want);
+    return;
+  }
+  uint16_t r = ref_bf16(f);
+  TU_CHECK(got == r, "bf16(0x%08x = %a) = 0x%04x, reference gives 0x%04x", tu_bits(f), (double)f, got, r);
+}
+
+/* Inputs that sit on the edges of both formats. */
+static const uint32_t edge_bits[] = {
+    0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu, 0x00800000u, 0x7f7fffffu, 0xff7fffffu,
+    0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00000u, 0x7f800001u, 0xff812345u, 0x7fffffffu,
+    0x477fe000u /* 65504 */, 0x477fefffu /* just below 65520 */, 0x477ff000u /* 65520 */,
+    0x477ff001u, 0x47800000u /* 65536 */, 0x38800000u /* 2^-14 */, 0x387fffffu, 0x387fe000u,
+    0x33800000u /* 2^-24 */, 0x33000000u /* 2^-25: ties to 0 */, 0x33000001u, 0x32ffffffu,
+    0x33c00000u /* 1.5*2^-24: ties to 2 */, 0x3f801000u /* 1+2^-11 */, 0x3f803000u, 0x3f800fffu,
+    0x3f808000u /* bf16 tie */, 0x3f818000u, 0x3f807fffu, 0x7f7f8000u /* bf16 tie to Inf */,
+    0x7f7f7fffu, 0x00008000u, 0x00018000u, 0x80010000u,
+};
+
+/* ------------------------------------------------------- exhaustive 16-bit */
+
+START_TEST(test_f16_all_patterns_roundtrip) {
+  for (uint32_t i = 0; i < 65536; i++) {
+    uint16_t h = (uint16_t)i;
+    float f = sq_f16_to_f32(h);
+    if (f16_isnan(h)) {
+      TU_CHECK(tu_isnan(f), "f16 0x%04x is NaN but decodes to %a", h, (double)f);
+      TU_CHECK((tu_bits(f) >> 31) == (uint32_t)(h >> 15), "f16 NaN 0x%04x lost its sign", h);
+      uint16_t back = sq_f32_to_f16(f);
+      TU_CHECK(back == (h | 0x200u), "f16 NaN 0x%04x -> 0x%08x -> 0x%04x", h, tu_bits(f), back);
+      continue;
+    }
+    /* Decode against the format definition, sign included. */
+    double want = (h & 0x8000u) ? -ref_f16_mag(h) : ref_f16_mag(h);
+    TU_CHECK((double)f == want && (tu_bits(f) >> 31) == (uint32_t)(h >> 15),
+             "f16 0x%04x decodes to %a, want %a", h, (double)f, want);
+#ifdef HAVE_FLOAT16
+    _Float16 x;
+    memcpy(&x, &h, sizeof h);
+    TU_CHECK(tu_bits((float)x) == tu_bits(f), "f16 0x%04x: %a, _Float16 gives %a", h, (double)f,
+             (double)(float)x);
+#endif
+    uint16_t back = sq_f32_to_f16(f);
+    TU_CHECK(back == h, "f16 0x%04x -> %a -> 0x%04x", h, (double)f, back);
+  }
+}
+END_TEST
+
+START_TEST(test_bf16_all_patterns_roundtrip) {
+  for (uint32_t i = 0; i < 65536; i++) {
+    uint16_t h = (uint16_t)i;
+    float f = sq_bf16_to_f32(h);
+    uint16_t back = sq_f32_to_bf16(f);
+    if (bf16_isnan(h)) {
+      TU_CHECK(tu_isnan(f) && (tu_bits(f) >> 31) == (uint32_t)(h >> 15),
+               "bf16 NaN 0x%04x decodes to 0x%08x", h, tu_bits(f));
+      TU_CHECK(back == (h | 0x40u), "bf16 NaN 0x%04x -> 0x%04x", h, back);
+      continue;
+    }
+    double want = (h & 0x8000u) ? -ref_bf16_mag(h) : ref_bf16_mag(h);
+    TU_CHECK((double)f == want && (tu_bits(f) >> 31) == (uint32_t)(h >> 15),
+             "bf16 0x%04x decodes to %a, want %a", h, (double)f, want);
+    TU_CHECK(back == h, "bf16 0x%04x -> %a -> 0x%04x", h, (double)f, back);
+  }
+}
+END_TEST
+
+/* ------------------------------------------------ float -> 16-bit, sampled */
+
+START_TEST(test_f16_matches_reference) {
+#ifndef HAVE_FLOAT16
+  fprintf(stderr, "note: no _Float16 in this compiler; checking against the double reference only\n");
+#endif
+  for (size_t i = 0; i < sizeof edge_bits / sizeof edge_bits[0]; i++) {
+    check_f16_one(tu_float(edge_bits[i]), 1);
+    check_f16_one(tu_float(edge_bits[i] ^ 0x80000000u), 1);
+  }
+  /* A sweep over all 2^32 patterns with a prime stride (every exponent and
+   * many mantissa tails), then random patterns; the double reference, being
+   * slower, sees every 16th. */
+#ifdef HAVE_FLOAT16
+  const uint32_t stride = 89, nrand = 8u << 20;
+#else
+  const uint32_t stride = 1021, nrand = 2u << 20;
+#endif
+  uint32_t n = 0;
+  for (uint64_t x = 0; x < (1ull << 32); x += stride, n++) check_f16_one(tu_float((uint32_t)x), (n & 15) == 0);
+  tu_rng r = {0x5eed0001};
+  for (uint32_t i = 0; i < nrand; i++) check_f16_one(tu_float(tu_u32(&r)), (i & 15) == 0);
+  /* Every float whose rounding is decided in the fp16 range: exponent
+   * fields 102..143, low mantissa bits around the rounding point. */
+  for (uint32_t e = 100; e <= 144; e++)
+    for (uint32_t m = 0; m < (1u << 23); m += 4093) {
+      uint32_t base = (e << 23) | m;
+      for (uint32_t d = 0; d < 3; d++) check_f16_one(tu_float(base + d), 1);
+    }
+}
+END_TEST
+
+START_TEST(test_bf16_matches_reference) {
+  for (size_t i = 0; i < sizeof edge_bits / sizeof edge_bits[0]; i++) {
+    check_bf16_one(tu_float(edge_bits[i]));
+    check_bf16_one(tu_float(edge_bits[i] ^ 0x80000000u));
+  }
+  for (uint64_t x = 0; x < (1ull << 32); x += 1013) check_bf16_one(tu_float((uint32_t)x));
+  tu_rng r = {0x5eed0002};
+  for (uint32_t i = 0; i < (2u << 20); i++) check_bf16_one(tu_float(tu_u32(&r)));
+  /* Exact ties in every binade: the low 16 bits are 0x8000. */
+  for (uint32_t hi = 0; hi < 0x7f80u; hi += 7) {
+    check_bf16_one(tu_float((hi << 16) | 0x8000u));
+    check_bf16_one(tu_float((hi << 16) | 0x7fffu));
+    check_bf16_one(tu_float((hi << 16) | 0x8001u));
+  }
+}
+END_TEST
+
+START_TEST(test_halfway_rounds_to_even) {
+  /* fp16 near 1: ulp 2^-10. */
+  ck_assert_uint_eq(sq_f32_to_f16(1.0f + 0x1p-11f), 0x3c00);           /* tie, 1 is even */
+  ck_assert_uint_eq(sq_f32_to_f16(1.0f + 3 * 0x1p-11f), 0x3c02);       /* tie, up to even */
+  ck_assert_uint_eq(sq_f32_to_f16(1.0f + 0x1p-11f + 0x1p-23f), 0x3c01); /* above the tie */
+  ck_assert_uint_eq(sq_f32_to_f16(-(1.0f + 3 * 0x1p-11f)), 0xbc02);
+  ck_assert_uint_eq(sq_f32_to_f16(2049.0f), 0x6800); /* 2048 */
+  ck_assert_uint_eq(sq_f32_to_f16(2051.0f), 0x6802); /* 2052 */
+  /* Subnormal fp16 ties: quantum 2^-24. */
+  ck_assert_uint_eq(sq_f32_to_f16(0x1p-25f), 0x0000);
+  ck_assert_uint_eq(sq_f32_to_f16(3 * 0x1p-25f), 0x0002);
+  ck_assert_uint_eq(sq_f32_to_f16(5 * 0x1p-25f), 0x0002);
+  ck_assert_uint_eq(sq_f32_to_f16(-0x1p-25f), 0x8000);
+  /* The carry out of the largest subnormal makes the smallest normal. */
+  ck_assert_uint_eq(sq_f32_to_f16(0x1p-14f - 0x1p-26f), 0x0400);
+  /* bf16 near 1: ulp 2^-7. */
+  ck_assert_uint_eq(sq_f32_to_bf16(1.0f + 0x1p-8f), 0x3f80);
+  ck_assert_uint_eq(sq_f32_to_bf16(1.0f + 3 * 0x1p-8f), 0x3f82);
+  ck_assert_uint_eq(sq_f32_to_bf16(-(1.0f + 3 * 0x1p-8f)), 0xbf82);
+}
+END_TEST
+
+START_TEST(test_overflow) {
+  ck_assert_uint_eq(sq_f32_to_f16(65504.0f), 0x7bff);
+  ck_assert_uint_eq(sq_f32_to_f16(65519.0f), 0x7bff);
+  ck_assert_uint_eq(sq_f32_to_f16(nextafterf(65520.0f, 0.0f)), 0x7bff);
+  ck_assert_uint_eq(sq_f32_to_f16(65520.0f), 0x7c00);
+  ck_assert_uint_eq(sq_f32_to_f16(-65520.0f), 0xfc00);
+  ck_assert_uint_eq(sq_f32_to_f16(1e6f), 0x7c00);
+  ck_assert_uint_eq(sq_f32_to_f16(FLT_MAX), 0x7c00);
+  ck_assert_uint_eq(sq_f32_to_f16(-FLT_MAX), 0xfc00);
+  ck_assert_uint_eq(sq_f32_to_bf16(FLT_MAX), 0x7f80); /* above the last bf16 tie */
+  ck_assert_uint_eq(sq_f32_to_bf16(tu_float(0x7f7f7fffu)), 0x7f7f);
+  ck_assert_float_eq(sq_bf16_to_f32(0x7f7f), SQ_BF16_MAX);
+  ck_assert_float_eq(sq_f16_to_f32(0x7bff), SQ_F16_MAX);
+  /* Scaling overflow in the encoder: delivered as Inf, residual 0. */
+  float g = 60000.0f, res = 0.0f;
+  uint16_t h = sq_half_encode_elem(SQ_HALF_FP16, g, &res, 2.0f);
+  ck_assert_uint_eq(h, 0x7c00);
+  ck_assert_uint_eq(tu_bits(res), 0);
+}
+END_TEST
+
+START_TEST(test_nan_inf_propagate) {
+  const float in[] = {INFINITY, -INFINITY, NAN, -NAN, tu_float(0x7f812345u), 1.0f};
+  const size_t n = sizeof in / sizeof in[0];
+  for (int kind = SQ_HALF_FP16; kind <= SQ_HALF_BF16; kind++) {
+    float res[6] = {0.5f, -0.5f, 0.25f, 3.0f, 0.0f, INFINITY}; /* the last: g + res = Inf */
+    float res_before[6];
+    memcpy(res_before, res, sizeof res);
+    uint16_t code[6];
+    float out[6];
+    squall__half_encode((sq_half_kind)kind, in, res, code, n, 0.0625f);
+    squall__half_decode((sq_half_kind)kind, code, out, n, 0.0625f, 0);
+    for (size_t i = 0; i < n; i++) {
+      float a = in[i] + res_before[i];
+      ck_assert_msg(!tu_isfinite(a), "input %zu should be non-finite", i);
+      if (tu_isnan(a)) ck_assert_msg(tu_isnan(out[i]), "kind %d: NaN %zu decodes to %a", kind, i, (double)out[i]);
+      else ck_assert_msg(tu_bits(out[i]) == tu_bits(a), "kind %d: %a decodes to %a", kind, (double)a,
+                         (double)out[i]);
+      ck_assert_msg(tu_bits(res[i]) == 0, "kind %d: residual %zu of a non-finite value is %a", kind, i,
+                    (double)res[i]);
+      /* The sign survives, NaN included. */
+      ck_assert_uint_eq(tu_bits(out[i]) >> 31, tu_bits(a) >> 31);
+    }
+  }
+}
+END_TEST
+
+START_TEST(test_subnormals) {
+  /* Every fp16 subnormal is m * 2^-24 and round-trips through the encoder
+   * at scale 1 with no residual. */
+  for (uint32_t m = 1; m < 1024; m++) {
+    float v = sq_f16_to_f32((uint16_t)m);
+    ck_assert_msg(v == (float)m * 0x1p-24f, "subnormal 0x%04x is %a", m, (double)v);
+    float res = 0.0f;
+    uint16_t h = sq_half_encode_elem(SQ_HALF_FP16, v, &res, 1.0f);
+    ck_assert_uint_eq(h, m);
+    ck_assert_uint_eq(tu_bits(res), 0);
+  }
+  /* Float subnormals are far below both quanta of fp16 and become signed zeros
+   * there; bf16 keeps their top 7 bits. */
+  ck_assert_uint_eq(sq_f32_to_f16(tu_float(0x00000001u)), 0x0000);
+  ck_assert_uint_eq(sq_f32_to_f16(tu_float(0x807fffffu)), 0x8000);
+  ck_assert_uint_eq(sq_f32_to_bf16(tu_float(0x00400000u)), 0x0040);
+  ck_assert_uint_eq(sq_f32_to_bf16(tu_float(0x00000001u)), 0x0000);
+  /* A value below the fp16 range stays entirely in the residual. */
+  float res = 0.0f, g = 0x1p-30f;
+  uint16_t h = sq_half_encode_elem(SQ_HALF_FP16, g, &res, 1.0f);
+  ck_assert_uint_eq(h, 0);
+  ck_assert_float_eq(res, g);
+}
+END_TEST
+
+/* ------------------------------------------------------- error feedback */
+
+/* decode(code) + res' == a for every element, for power-of-two scales, with
+ * a zero, a random or no prior residual. Data magnitudes are bounded so that
+ * a*scale stays finite in the format (overflow is delivered as Inf by
+ * design, and then the residual is 0). */
+static void check_invariant(sq_half_kind kind, int log2_scale, int prior, uint64_t seed) {
+  enum { N = 1 << 15 };
+  static float g[N], res[N], a[N], out[N];
+  static uint16_t code[N];
+  tu_rng r = {seed};
+  float scale = sq_pow2(log2_scale);
+  int emax = (kind == SQ_HALF_FP16 ? 14 : 120) - log2_scale; /* a*scale < 2^15 (fp16) */
+  if (emax > 120) emax = 120;
+  /* Down to float underflow of a*scale: the invariant holds there too. */
+  int emin = kind == SQ_HALF_FP16 ? emax - 45 : -125;
+  for (size_t i = 0; i < N; i++) {
+    g[i] = tu_float_exp(&r, emin, emax - 1);
+    res[i] = prior == 1 ? tu_float_exp(&r, emin, emax - 2) * (tu_next(&r) & 1) : 0.0f;
+    if (i % 97 == 0) g[i] = (i & 1) ? 0.0f : -0.0f;
+    a[i] = g[i] + res[i];
+  }
+  squall__half_encode(kind, g, prior >= 0 ? res : NULL, code, N, scale);
+  squall__half_decode(kind, code, out, N, scale, 0);
+  for (size_t i = 0; i < N; i++) {
+    float rr = prior >= 0 ? res[i] : 0.0f;
+    float back = out[i] + rr;
+    TU_CHECK(prior >= 0 || code[i] == sq_half_from_f32(kind, g[i] * scale),
+             "no-residual encode of %a differs", (double)g[i]);
+    if (prior < 0) continue;
+    TU_CHECK(tu_same_value(back, a[i]),
+             "kind %d scale 2^%d: a=%a code=0x%04x decode=%a res'=%a, sum %a", kind, log2_scale,
+             (double)a[i], code[i], (double)out[i], (double)rr, (double)back);
+    /* The code is the nearest representable value (independent reference). */
+    if ((i & 7) == 0) {
+      uint16_t want = kind == SQ_HALF_FP16 ? ref_f16(a[i] * scale) : ref_bf16(a[i] * scale);
+      TU_CHECK(code[i] == want, "kind %d: round(%a) = 0x%04x, reference 0x%04x", kind,
+               (double)(a[i] * scale), code[i], want);
+    }
+  }
+}
+
+START_TEST(test_ef_invariant) {
+  static const int scales[] = {-20, -7, -1, 0, 3, 12, 24};
+  for (int kind = SQ_HALF_FP16; kind <= SQ_HALF_BF16; kind++)
+    for (size_t s = 0; s < sizeof scales / sizeof scales[0]; s++)
+      for (int prior = -1; prior <= 1; prior++)
+        check_invariant((sq_half_kind)kind, scales[s], prior, 1000u * (uint64_t)kind + 10u * s + (uint64_t)(prior + 1));
+}
+END_TEST
+
+/* Over T steps of one rank: sum_t decode_t + e_T == sum_t g_t exactly, for
+ * dyadic inputs small enough that every float sum is exact. */
+START_TEST(test_ef_steps) {
+  enum { N = 4096, T = 50 };
+  static float g[N], res[N], sum_g[N], sum_d[N], out[N];
+  static uint16_t code[N];
+  for (int kind = SQ_HALF_FP16; kind <= SQ_HALF_BF16; kind++) {
+    tu_rng r = {77u + (uint64_t)kind};
+    memset(res, 0, sizeof res);
+    memset(sum_g, 0, sizeof sum_g);
+    memset(sum_d, 0, sizeof sum_d);
+    for (int t = 0; t < T; t++) {
+      for (size_t i = 0; i < N; i++) {
+        g[i] = (float)((int32_t)(tu_u32(&r) >> 17) - (1 << 14)) * 0x1p-12f; /* [-4, 4), step 2^-12 */
+        sum_g[i] += g[i];
+      }
+      float scale = sq_pow2_scale(squall__absmax(g, res, N), SQ_F16_MAX);
+      squall__half_encode((sq_half_kind)kind, g, res, code, N, scale);
+      squall__half_decode((sq_half_kind)kind, code, sum_d, N, scale, 1);
+      squall__half_decode((sq_half_kind)kind, code, out, N, scale, 0);
+    }
+    for (size_t i = 0; i < N; i++)
+      ck_assert_msg(tu_same_value(sum_d[i] + res[i], sum_g[i]), "kind %d elt %zu: %a + %a != %a", kind, i,
+                    (double)sum_d[i], (double)res[i], (double)sum_g[i]);
+  }
+}
+END_TEST
+
+START_TEST(test_decode_accumulate) {
+  enum { N = 1000 };
+  float prior[N], out[N];
+  uint16_t code[N];
+  tu_rng r = {99};
+  const float scales[] = {1.0f, 0x1p-5f, 0x1p9f, 3.0f};
+  for (int kind = SQ_HALF_FP16; kind <= SQ_HALF_BF16; kind++)
+    for (size_t s = 0; s < 4; s++) {
+      for (size_t i = 0; i < N; i++) {
+        code[i] = (uint16_t)tu_u32(&r);
+        if (kind == SQ_HALF_FP16 && f16_isnan(code[i])) code[i] = 0x3c00;
+        if (kind == SQ_HALF_BF16 && bf16_isnan(code[i])) code[i] = 0x3f80;
+        prior[i] = tu_float_unit(&r) * 100.0f;
+        out[i] = prior[i];
+      }
+      squall__half_decode((sq_half_kind)kind, code, out, N, scales[s], 1);
+      for (size_t i = 0; i < N; i++) {
+        double m = kind == SQ_HALF_FP16 ? ref_f16_mag(code[i]) : ref_bf16_mag(code[i]);
+        float v = (float)((code[i] & 0x8000u) ? -m : m) / scales[s];
+        ck_assert_msg(tu_bits(out[i]) == tu_bits(prior[i] + v), "kind %d elt %zu: %a, want %a", kind, i,
+                      (double)out[i], (double)(prior[i] + v));
+      }
+      squall__half_decode((sq_half_kind)kind, code, out, N, scales[s], 0);
+      for (size_t i = 0; i < N; i++) {
+        double m = kind == SQ_HALF_FP16 ? ref_f16_mag(code[i]) : ref_bf16_mag(code[i]);
+        float v = (float)((code[i] & 0x8000u) ? -m : m) / scales[s];
+        ck_assert_msg(tu_bits(out[i]) == tu_bits(v), "kind %d overwrite elt %zu", kind, i);
+      }
+    }
+}
+END_TEST
+
+START_TEST(test_absmax) {
+  const float g[] = {1.0f, -7.5f, NAN, INFINITY, 3.0f, -INFINITY, -0.0f};
+  const float res[] = {0.0f, 0.25f, 1.0f, -1.0f, -10.0f, 1.0f, 0.0f};
+  ck_assert_float_eq(squall__absmax(g, NULL, 7), 7.5f);
+  ck_assert_float_eq(squall__absmax(g, res, 7), 7.25f);
+  ck_assert_float_eq(squall__absmax(g, res, 0), 0.0f);
+  ck_assert_float_eq(squall__absmax(g + 2, NULL, 2), 0.0f); /* only non-finite values */
+  ck_assert_uint_eq(tu_bits(squall__absmax(g + 6, NULL, 1)), 0); /* -0 gives +0 */
+  /* g + res overflowing to Inf is skipped. */
+  const float big[] = {FLT_MAX, 2.0f}, bigres[] = {FLT_MAX, 0.0f};
+  ck_assert_float_eq(squall__absmax(big, bigres, 2), 2.0f);
+  ck_assert_float_eq(squall__absmax(big, NULL, 2), FLT_MAX);
+  /* Random data against a plain loop. */
+  enum { N = 10007 };
+  static float x[N], e[N];
+  tu_rng r = {5};
+  for (int rep = 0; rep < 20; rep++) {
+    float want = 0.0f;
+    for (size_t i = 0; i < N; i++) {
+      x[i] = tu_float(tu_u32(&r));
+      e[i] = tu_float_exp(&r, -20, 20);
+      float a = x[i] + e[i];
+      if (tu_isfinite(a) && fabsf(a) > want) want = fabsf(a);
+    }
+    ck_assert_uint_eq(tu_bits(squall__absmax(x, e, N)), tu_bits(want));
+  }
+}
+END_TEST
+
+START_TEST(test_pow2_scale) {
+  ck_assert_float_eq(sq_pow2(0), 1.0f);
+  ck_assert_float_eq(sq_pow2(-126), FLT_MIN);
+  ck_assert_float_eq(sq_pow2(127), 0x1p127f);
+  ck_assert_float_eq(sq_pow2(-3), 0.125f);
+  ck_assert_float_eq(sq_pow2_scale(0.0f, SQ_F16_MAX), 1.0f);
+  ck_assert_float_eq(sq_pow2_scale(-0.0f, SQ_F16_MAX), 1.0f);
+  ck_assert_float_eq(sq_pow2_scale(NAN, SQ_F16_MAX), 1.0f);
+  ck_assert_float_eq(sq_pow2_scale(INFINITY, SQ_F16_MAX), 1.0f);
+  ck_assert_float_eq(sq_pow2_scale(1.0f, SQ_F16_MAX), 32768.0f);
+  ck_assert_float_eq(sq_pow2_scale(65504.0f, SQ_F16_MAX), 1.0f);
+  ck_assert_float_eq(sq_pow2_scale(65505.0f, SQ_F16_MAX), 0.5f);
+  ck_assert_float_eq(sq_pow2_scale(1e-30f, SQ_F16_MAX), 0x1p100f); /* clamped */
+  ck_assert_float_eq(sq_pow2_scale(tu_float(1), SQ_F16_MAX), 0x1p100f);
+  ck_assert_float_eq(sq_pow2_scale(FLT_MAX, SQ_F16_MAX), 0x1p-100f);
+  const float limits[] = {SQ_F16_MAX, SQ_F16_MAX / 8, SQ_F16_MAX / 1000, SQ_BF16_MAX / 64, 1.0f};
+  tu_rng r = {17};
+  for (int i = 0; i < 200000; i++) {
+    float m = tu_float(tu_u32(&r) & 0x7fffffffu);
+    if (!tu_isfinite(m) || m == 0.0f) continue;
+    float lim = limits[i % 5];
+    float s = sq_pow2_scale(m, lim);
+    uint32_t sb = tu_bits(s);
+    TU_CHECK((sb & 0x807fffffu) == 0 && sb != 0, "scale %a for %a is not a power of two", (double)s, (double)m);
+    TU_CHECK(s >= 0x1p-100f && s <= 0x1p100f, "scale %a out of the clamp", (double)s);
+    double prod = (double)m * s;
+    if (s > 0x1p-100f) TU_CHECK(prod <= lim, "%a * %a > %a", (double)m, (double)s, (double)lim);
+    if (s < 0x1p100f) TU_CHECK(prod * 2 > lim, "%a * 2 * %a <= %a: not the largest", (double)m, (double)s, (double)lim);
+  }
+}
+END_TEST
+
+static Suite *half_suite(void) {
+  Suite *s = suite_create("half");
+  TCase *tc = tcase_create("conversions");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, test_f16_all_patterns_roundtrip);
+  tcase_add_test(tc, test_bf16_all_patterns_roundtrip);
+  tcase_add_test(tc, test_f16_matches_reference);
+  tcase_add_test(tc, test_bf16_matches_reference);
+  tcase_add_test(tc, test_halfway_rounds_to_even);
+  tcase_add_test(tc, test_overflow);
+  tcase_add_test(tc, test_nan_inf_propagate);
+  tcase_add_test(tc, test_subnormals);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("codec");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, test_ef_invariant);
+  tcase_add_test(tc, test_ef_steps);
+  tcase_add_test(tc, test_decode_accumulate);
+  tcase_add_test(tc, test_absmax);
+  tcase_add_test(tc, test_pow2_scale);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return tu_run(half_suite()); }

@@ -1,2 +1,308 @@
-#include <stdio.h>
-int main(void){puts("placeholder");return 77;}
+/*
+ * test_sparse.c - the host sparse decoder: the rank-ordered sum of every
+ * rank's slot against a reference, fp16 slots with their own scales,
+ * round trips through the top-k encoder, and corrupt payloads.
+ */
+#include <math.h>
+
+#include "check_util.h"
+#include "codec.h"
+
+/* fp16 value from the format definition (independent of codec_math.h). */
+static float ref_f16(uint16_t h) {
+  int e = (h >> 10) & 31, m = h & 1023;
+  double v = e == 31 ? (m ? NAN : INFINITY) : e == 0 ? ldexp(m, -24) : ldexp(1024 + m, e - 25);
+  return (float)((h & 0x8000u) ? -v : v);
+}
+
+/* Writes one slot by hand, byte by byte as the format says: k u32 indices,
+ * then k values (f32 bits or fp16 codes), then for fp16 the scale. */
+static void put_slot(unsigned char *slot, size_t k, squallValueType_t values, const uint32_t *idx,
+                     const float *vf, const uint16_t *vh, float scale) {
+  size_t sb = squall__topk_slot_bytes(k, values);
+  memset(slot, 0, sb);
+  for (size_t j = 0; j < k; j++) {
+    memcpy(slot + 4 * j, &idx[j], 4);
+    if (values == squallValueFp16) memcpy(slot + 4 * k + 2 * j, &vh[j], 2);
+    else memcpy(slot + 4 * k + 4 * j, &vf[j], 4);
+  }
+  if (values == squallValueFp16) memcpy(slot + squall__slot_scale_offset(k), &scale, 4);
+}
+
+/* k distinct indices below n, ascending (selection sampling). */
+static void pick_indices(tu_rng *r, size_t n, size_t k, uint32_t *out) {
+  size_t need = k, j = 0;
+  for (size_t i = 0; i < n && need; i++)
+    if (tu_below(r, n - i) < need) {
+      out[j++] = (uint32_t)i;
+      need--;
+    }
+}
+
+typedef struct {
+  int nranks;
+  size_t n, k, sb;
+  squallValueType_t values;
+  unsigned char *slots;
+  uint32_t *idx;  /* nranks * k */
+  float *vf;      /* nranks * k */
+  uint16_t *vh;   /* nranks * k */
+  float *scale;   /* nranks */
+} payload;
+
+static void payload_make(payload *p, tu_rng *r, int nranks, size_t n, size_t k, squallValueType_t values) {
+  p->nranks = nranks;
+  p->n = n;
+  p->k = k;
+  p->values = values;
+  p->sb = squall__topk_slot_bytes(k, values);
+  p->slots = malloc(p->sb * (size_t)nranks + 1);
+  p->idx = malloc((k * (size_t)nranks + 1) * sizeof *p->idx);
+  p->vf = malloc((k * (size_t)nranks + 1) * sizeof *p->vf);
+  p->vh = malloc((k * (size_t)nranks + 1) * sizeof *p->vh);
+  p->scale = malloc((size_t)nranks * sizeof *p->scale + 1);
+  static const float scales[] = {1.0f, 0x1p-3f, 0x1p7f, 0x1p15f, 3.0f};
+  for (int q = 0; q < nranks; q++) {
+    size_t o = (size_t)q * k;
+    pick_indices(r, n, k, p->idx + o);
+    p->scale[q] = scales[tu_below(r, 5)];
+    for (size_t j = 0; j < k; j++) {
+      p->vf[o + j] = tu_float_exp(r, -20, 20);
+      uint16_t h = (uint16_t)tu_u32(r);
+      if ((h & 0x7c00u) == 0x7c00u) h &= 0xbfffu; /* keep codes finite */
+      p->vh[o + j] = h;
+    }
+    put_slot(p->slots + (size_t)q * p->sb, k, values, p->idx + o, p->vf + o, p->vh + o, p->scale[q]);
+  }
+}
+
+static void payload_free(payload *p) {
+  free(p->slots); free(p->idx); free(p->vf); free(p->vh); free(p->scale);
+}
+
+/* Reference: zero, then rank 0's entries, then rank 1's, ... */
+static void payload_reference(const payload *p, float *dense) {
+  memset(dense, 0, p->n * sizeof *dense);
+  for (int q = 0; q < p->nranks; q++)
+    for (size_t j = 0; j < p->k; j++) {
+      size_t o = (size_t)q * p->k + j;
+      float v = p->values == squallValueFp16 ? ref_f16(p->vh[o]) / p->scale[q] : p->vf[o];
+      dense[p->idx[o]] += v;
+    }
+}
+
+static void check_payload(int nranks, size_t n, size_t k, squallValueType_t values, uint64_t seed) {
+  tu_rng r = {seed};
+  payload p;
+  payload_make(&p, &r, nranks, n, k, values);
+  float *got = malloc((n + 1) * sizeof *got), *want = malloc((n + 1) * sizeof *want);
+  for (size_t i = 0; i < n; i++) got[i] = 12345.0f; /* must be overwritten */
+  payload_reference(&p, want);
+  ck_assert_int_eq(squall__sparse_decode(p.slots, nranks, k, values, got, n), 0);
+  for (size_t i = 0; i < n; i++)
+    TU_CHECK(tu_bits(got[i]) == tu_bits(want[i]), "P=%d n=%zu k=%zu %s: dense[%zu] = %a, want %a", nranks, n, k,
+             values == squallValueFp16 ? "fp16" : "fp32", i, (double)got[i], (double)want[i]);
+  free(got);
+  free(want);
+  payload_free(&p);
+}
+
+START_TEST(test_rank_order_sum) {
+  tu_rng r = {8080};
+  for (int rep = 0; rep < 200; rep++) {
+    int nranks = 1 + (int)tu_below(&r, 8);
+    size_t n = 1 + tu_below(&r, 3000);
+    size_t k = tu_below(&r, n + 1);
+    check_payload(nranks, n, k, (rep & 1) ? squallValueFp16 : squallValueFp32, 1000u + (uint64_t)rep);
+  }
+  /* Dense overlap: every rank sends everything. */
+  check_payload(5, 777, 777, squallValueFp32, 1);
+  check_payload(5, 777, 777, squallValueFp16, 2);
+  /* A large one. */
+  check_payload(8, 1 << 20, 10000, squallValueFp32, 3);
+  check_payload(8, 1 << 20, 10000, squallValueFp16, 4);
+}
+END_TEST
+
+START_TEST(test_order_matters) {
+  /* (1e8 + 1) - 1e8 is 0 in float; any other order gives 1 or -1e8+... The
+   * decoder must add in rank order on every rank. */
+  unsigned char slots[3 * 8];
+  const uint32_t idx = 0;
+  const float v[3] = {1e8f, 1.0f, -1e8f};
+  for (int q = 0; q < 3; q++) put_slot(slots + 8 * q, 1, squallValueFp32, &idx, &v[q], NULL, 1.0f);
+  float dense[2] = {7, 7};
+  ck_assert_int_eq(squall__sparse_decode(slots, 3, 1, squallValueFp32, dense, 2), 0);
+  ck_assert_uint_eq(tu_bits(dense[0]), 0);
+  ck_assert_uint_eq(tu_bits(dense[1]), 0);
+}
+END_TEST
+
+START_TEST(test_fp16_per_rank_scale) {
+  /* The same code means different values under different ranks' scales. */
+  size_t sb = squall__topk_slot_bytes(2, squallValueFp16);
+  unsigned char *slots = malloc(3 * sb);
+  const uint32_t idx[2] = {1, 4};
+  const uint16_t code[2] = {0x3c00 /* 1 */, 0xc000 /* -2 */};
+  put_slot(slots, 2, squallValueFp16, idx, NULL, code, 1.0f);
+  put_slot(slots + sb, 2, squallValueFp16, idx, NULL, code, 0.25f);
+  put_slot(slots + 2 * sb, 2, squallValueFp16, idx, NULL, code, 1024.0f);
+  float dense[5];
+  ck_assert_int_eq(squall__sparse_decode(slots, 3, 2, squallValueFp16, dense, 5), 0);
+  ck_assert_float_eq(dense[1], 1.0f + 4.0f + 1.0f / 1024);
+  ck_assert_float_eq(dense[4], -2.0f - 8.0f - 2.0f / 1024);
+  ck_assert_float_eq(dense[0], 0.0f);
+  ck_assert_float_eq(dense[2], 0.0f);
+  free(slots);
+}
+END_TEST
+
+START_TEST(test_roundtrip_encoder) {
+  /* P ranks encode their own gradients; the decoded sum is the rank-ordered
+   * sum of what each sent (a for fp32), and with the residuals it accounts
+   * for every input. */
+  enum { P = 4, N = 5000 };
+  static float g[P][N], res[P][N], dense[N], want[N];
+  tu_rng r = {4242};
+  for (int v = 0; v <= 1; v++) {
+    squallValueType_t values = v ? squallValueFp16 : squallValueFp32;
+    size_t k = squall__topk_k(N, 0.05);
+    size_t sb = squall__topk_slot_bytes(k, values);
+    unsigned char *slots = malloc(P * sb);
+    void *ws = malloc(squall__topk_workspace_bytes(N));
+    memset(want, 0, sizeof want);
+    for (int q = 0; q < P; q++) {
+      for (size_t i = 0; i < N; i++) {
+        g[q][i] = (float)((int32_t)(tu_u32(&r) >> 20) - 2048) * 0x1p-10f; /* dyadic, small */
+        res[q][i] = 0.0f;
+      }
+      float scale = v ? sq_pow2_scale(squall__absmax(g[q], res[q], N), SQ_F16_MAX) : 1.0f;
+      ck_assert_int_eq(squall__topk_encode(g[q], res[q], N, k, values, scale, slots + q * sb, ws), 0);
+      const uint32_t *idx = squall__slot_indices(slots + q * sb);
+      for (size_t j = 0; j < k; j++) want[idx[j]] += g[q][idx[j]] - res[q][idx[j]];
+    }
+    ck_assert_int_eq(squall__sparse_decode(slots, P, k, values, dense, N), 0);
+    for (size_t i = 0; i < N; i++) {
+      ck_assert_msg(tu_same_value(dense[i], want[i]), "%s elt %zu: %a, want %a", v ? "fp16" : "fp32", i,
+                    (double)dense[i], (double)want[i]);
+      /* Exact bookkeeping on dyadic data: decoded + residuals == inputs. */
+      float sum_g = 0.0f, sum_res = 0.0f;
+      for (int q = 0; q < P; q++) {
+        sum_g += g[q][i];
+        sum_res += res[q][i];
+      }
+      ck_assert_msg(dense[i] + sum_res == sum_g, "elt %zu: %a + %a != %a", i, (double)dense[i], (double)sum_res,
+                    (double)sum_g);
+    }
+    free(slots);
+    free(ws);
+  }
+}
+END_TEST
+
+/* A corrupt payload returns -1, zeroes dense and writes nothing outside. */
+static void check_corrupt(squallValueType_t values, int bad_rank, size_t bad_pos, uint32_t bad_index,
+                          const char *what) {
+  enum { P = 3, K = 6, N = 50, GUARD = 16 };
+  tu_rng r = {99};
+  payload p;
+  payload_make(&p, &r, P, N, K, values);
+  unsigned char *slot = p.slots + (size_t)bad_rank * p.sb;
+  memcpy(slot + 4 * bad_pos, &bad_index, 4);
+  float buf[N + 2 * GUARD];
+  for (size_t i = 0; i < N + 2 * GUARD; i++) buf[i] = 99.0f;
+  float *dense = buf + GUARD;
+  ck_assert_msg(squall__sparse_decode(p.slots, P, K, values, dense, N) == -1, "%s: not detected", what);
+  for (size_t i = 0; i < N; i++) ck_assert_msg(tu_bits(dense[i]) == 0, "%s: dense[%zu] = %a", what, i, (double)dense[i]);
+  for (size_t i = 0; i < GUARD; i++) {
+    ck_assert_msg(buf[i] == 99.0f, "%s: wrote before dense", what);
+    ck_assert_msg(buf[GUARD + N + i] == 99.0f, "%s: wrote past dense", what);
+  }
+  payload_free(&p);
+}
+
+START_TEST(test_corrupt) {
+  for (int v = 0; v <= 1; v++) {
+    squallValueType_t values = v ? squallValueFp16 : squallValueFp32;
+    check_corrupt(values, 2, 5, 50, "index == n in the last rank");
+    check_corrupt(values, 0, 0, 1000, "index > n in the first rank");
+    check_corrupt(values, 1, 5, UINT32_MAX, "index UINT32_MAX");
+    check_corrupt(values, 1, 3, 0, "non-ascending");
+  }
+  /* Duplicates: two equal indices in one slot. */
+  unsigned char slot[16];
+  const uint32_t dup[2] = {3, 3}, desc[2] = {4, 3}, ok[2] = {3, 4};
+  const float val[2] = {1.0f, 2.0f};
+  float dense[5];
+  put_slot(slot, 2, squallValueFp32, dup, val, NULL, 1.0f);
+  ck_assert_int_eq(squall__sparse_decode(slot, 1, 2, squallValueFp32, dense, 5), -1);
+  put_slot(slot, 2, squallValueFp32, desc, val, NULL, 1.0f);
+  ck_assert_int_eq(squall__sparse_decode(slot, 1, 2, squallValueFp32, dense, 5), -1);
+  put_slot(slot, 2, squallValueFp32, ok, val, NULL, 1.0f);
+  ck_assert_int_eq(squall__sparse_decode(slot, 1, 2, squallValueFp32, dense, 5), 0);
+  ck_assert_float_eq(dense[3], 1.0f);
+  ck_assert_float_eq(dense[4], 2.0f);
+  /* Indices that ascend in one slot but restart in the next are fine. */
+  unsigned char two[32];
+  put_slot(two, 2, squallValueFp32, ok, val, NULL, 1.0f);
+  put_slot(two + 16, 2, squallValueFp32, ok, val, NULL, 1.0f);
+  ck_assert_int_eq(squall__sparse_decode(two, 2, 2, squallValueFp32, dense, 5), 0);
+  ck_assert_float_eq(dense[3], 2.0f);
+  /* n = 0 with k > 0: every index is out of range. */
+  ck_assert_int_eq(squall__sparse_decode(two, 1, 2, squallValueFp32, dense, 0), -1);
+}
+END_TEST
+
+START_TEST(test_k_zero) {
+  float dense[4] = {1, 2, 3, 4};
+  unsigned char slots[32];
+  memset(slots, 0xff, sizeof slots); /* the fp16 slot is its scale alone */
+  ck_assert_int_eq(squall__sparse_decode(slots, 3, 0, squallValueFp32, dense, 4), 0);
+  for (int i = 0; i < 4; i++) ck_assert_uint_eq(tu_bits(dense[i]), 0);
+  for (int i = 0; i < 4; i++) dense[i] = 5;
+  ck_assert_int_eq(squall__sparse_decode(slots, 3, 0, squallValueFp16, dense, 4), 0);
+  for (int i = 0; i < 4; i++) ck_assert_uint_eq(tu_bits(dense[i]), 0);
+  /* No ranks at all: zeros. */
+  for (int i = 0; i < 4; i++) dense[i] = 5;
+  ck_assert_int_eq(squall__sparse_decode(slots, 0, 2, squallValueFp32, dense, 4), 0);
+  for (int i = 0; i < 4; i++) ck_assert_uint_eq(tu_bits(dense[i]), 0);
+}
+END_TEST
+
+START_TEST(test_nonfinite_values) {
+  /* NaN and Inf are delivered and propagate through the sum. */
+  unsigned char slots[2 * 16];
+  const uint32_t idx[2] = {0, 1};
+  const float a[2] = {INFINITY, NAN}, b[2] = {-INFINITY, 1.0f};
+  put_slot(slots, 2, squallValueFp32, idx, a, NULL, 1.0f);
+  put_slot(slots + 16, 2, squallValueFp32, idx, b, NULL, 1.0f);
+  float dense[3];
+  ck_assert_int_eq(squall__sparse_decode(slots, 2, 2, squallValueFp32, dense, 3), 0);
+  ck_assert(tu_isnan(dense[0])); /* Inf + -Inf */
+  ck_assert(tu_isnan(dense[1]));
+  ck_assert_float_eq(dense[2], 0.0f);
+  const uint16_t h[2] = {0x7c00, 0xfe00};
+  unsigned char s16[16];
+  put_slot(s16, 2, squallValueFp16, idx, NULL, h, 0.5f);
+  ck_assert_int_eq(squall__sparse_decode(s16, 1, 2, squallValueFp16, dense, 3), 0);
+  ck_assert_uint_eq(tu_bits(dense[0]), 0x7f800000u);
+  ck_assert(tu_isnan(dense[1]));
+}
+END_TEST
+
+static Suite *sparse_suite(void) {
+  Suite *s = suite_create("sparse");
+  TCase *tc = tcase_create("decode");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, test_rank_order_sum);
+  tcase_add_test(tc, test_order_matters);
+  tcase_add_test(tc, test_fp16_per_rank_scale);
+  tcase_add_test(tc, test_roundtrip_encoder);
+  tcase_add_test(tc, test_corrupt);
+  tcase_add_test(tc, test_k_zero);
+  tcase_add_test(tc, test_nonfinite_values);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return tu_run(sparse_suite()); }

@@ -1,0 +1,51 @@
+#!/bin/sh
+# quickstart.sh - set up, build and run squall on a Debian 12 machine.
+#   tools/quickstart.sh bench [squall-bench args...]  build, then the benchmark on local ranks
+#   tools/quickstart.sh test                          build, then `make check`
+#   tools/quickstart.sh build                         set up and build only
+# Installs missing Debian packages with apt-get (as root, or through sudo),
+# builds out of tree in ./build, and uses the CUDA toolkit when
+# /usr/local/cuda (or $CUDA_HOME) has one.
+set -eu
+cd "$(dirname "$0")/.."
+top=$(pwd)
+what=${1:-bench}
+[ $# -gt 0 ] && shift
+
+packages="build-essential autoconf automake libtool pkg-config libopenmpi-dev openmpi-bin \
+libzstd-dev check gnuplot-nox python3 jq iproute2"
+
+missing=
+for p in $packages; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "quickstart: installing Debian packages:$missing"
+  sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq $missing >/dev/null
+fi
+
+jobs=$(nproc 2>/dev/null || echo 2)
+[ -x configure ] && [ configure -nt configure.ac ] && [ configure -nt Makefile.am ] || autoreconf -fi >/dev/null 2>&1
+mkdir -p build
+cd build
+if [ ! -f Makefile ]; then
+  cuda=; [ -n "${CUDA_HOME:-}" ] && cuda="--with-cuda=$CUDA_HOME"
+  ../configure $cuda ${SQUALL_CONFIGURE_FLAGS:-}
+fi
+make -j"$jobs"
+
+# Open MPI refuses root without these; a small machine needs oversubscription.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
+
+case $what in
+  build) ;;
+  test) make -j"$jobs" check || { cat test-suite.log 2>/dev/null | tail -100; exit 1; } ;;
+  bench)
+    ranks=${SQUALL_RANKS:-4}
+    echo "quickstart: mpirun -n $ranks ./squall-bench ${*:--b 1M -e 64M -f 4}"
+    exec mpirun -n "$ranks" --oversubscribe ./squall-bench ${*:--b 1M -e 64M -f 4} ;;
+  *) echo "usage: tools/quickstart.sh bench|test|build [args]" >&2; exit 2 ;;
+esac
