@@ -149,6 +149,7 @@ SQUALL_API squallResult_t squallSetConfig(const squallConfig_t *config);
   X(squallPassInGroup, "in_group", "inside a user's group call")      \
   X(squallPassMismatch, "config_mismatch", "ranks disagree on the configuration") \
   X(squallPassWarmup, "warmup", "SQUALL_WARMUP dense steps")          \
+  X(squallPassCapture, "graph_capture", "CUDA graph capture before the workspace was ready") \
   X(squallPassError, "error", "an internal failure; passed through")
 
 typedef enum {
@@ -174,6 +175,36 @@ SQUALL_API squallResult_t squallStatsGet(squallStats_t *stats);
 SQUALL_API void squallStatsReset(void);
 /* Name of a pass-through reason as used in the JSON statistics. */
 SQUALL_API const char *squallPassReasonName(squallPassReason_t reason);
+
+/* ------------------------------------------------------------ NCCL twin
+ * Declared when nccl.h is reachable (it needs the CUDA include path too);
+ * define SQUALL_NO_NCCL to leave it out. */
+#if !defined(SQUALL_NO_NCCL) && defined(__has_include)
+#if __has_include(<nccl.h>)
+#include <nccl.h>
+#define SQUALL_HAVE_NCCL_API 1
+#endif
+#endif
+
+#ifdef SQUALL_HAVE_NCCL_API
+/* ncclAllReduce's contract: device buffers, enqueued on stream, returns
+ * before completion. Eligible calls (float32/float16/bfloat16, ncclSum,
+ * ncclAvg or a PreMulSum op with a host scalar, at least SQUALL_MIN_BYTES,
+ * more than one rank, configuration agreed, outside a group call) are
+ * compressed with no host synchronisation and no allocation in the steady
+ * state; all others go to ncclAllReduce unchanged. Host buffers work too
+ * (host codecs), with an NCCL that accepts them. */
+SQUALL_API ncclResult_t squallAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+                                        ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                        cudaStream_t stream);
+
+/* Frees squall's state for comm: call before ncclCommDestroy (the
+ * LD_PRELOAD interposer does it for you). */
+SQUALL_API ncclResult_t squallCommForget(ncclComm_t comm);
+/* Zeroes every error-feedback residual kept for comm (stream-ordered on
+ * the device path: enqueued on the stream of the last call). */
+SQUALL_API ncclResult_t squallResetResiduals(ncclComm_t comm);
+#endif
 
 #ifdef __cplusplus
 }

@@ -154,7 +154,8 @@ typedef struct {
   const float *g; /* the gradient in fp32 */
   float *work;    /* count floats, or NULL when g is the caller's buffer */
   float *res;     /* residual or NULL */
-  float *scalars; /* [0] absmax, [1] scale */
+  float *scalars; /* [0] absmax, [1] scale, [2] decode error flag (int) */
+  void *absmax_ws;
   double codec_s;
   uint64_t wire;
 } run_state;
@@ -172,7 +173,7 @@ static squallResult_t run_half(squall_engine *e, const squall_call *c, run_state
   size_t n = c->count;
   int p = e->tr.nranks;
   double t0 = squall__now();
-  SQ_FORWARD_IF_ERROR(e->k.absmax(e->k.ctx, st->g, st->res, n, &st->scalars[0]));
+  SQ_FORWARD_IF_ERROR(e->k.absmax(e->k.ctx, st->g, st->res, n, &st->scalars[0], st->absmax_ws));
   double t1 = squall__now();
   SQ_FORWARD_IF_ERROR(e->tr.allreduce_max_f32(e->tr.ctx, &st->scalars[0], 1));
   /* The sum of p codes must stay finite: scale the global max to limit/p. */
@@ -241,7 +242,7 @@ static squallResult_t run_topk(squall_engine *e, const squall_call *c, const squ
   int p = e->tr.nranks;
   double t0 = squall__now();
   if (cfg->topkValues == squallValueFp16) {
-    SQ_FORWARD_IF_ERROR(e->k.absmax(e->k.ctx, st->g, st->res, n, &st->scalars[0]));
+    SQ_FORWARD_IF_ERROR(e->k.absmax(e->k.ctx, st->g, st->res, n, &st->scalars[0], st->absmax_ws));
     SQ_FORWARD_IF_ERROR(e->k.pow2_scale(e->k.ctx, &st->scalars[0], SQ_F16_MAX, sq_pow2(100), &st->scalars[1]));
   }
   SQ_FORWARD_IF_ERROR(e->k.topk_encode(e->k.ctx, st->g, st->res, n, k, cfg->topkValues,
@@ -255,10 +256,56 @@ static squallResult_t run_topk(squall_engine *e, const squall_call *c, const squ
   }
   double t1 = squall__now();
   float *out = c->dtype == SQ_DT_F32 ? (float *)c->recv : st->work;
-  SQ_FORWARD_IF_ERROR(e->k.sparse_decode(e->k.ctx, slots, p, k, cfg->topkValues, out, n));
+  SQ_FORWARD_IF_ERROR(e->k.sparse_decode(e->k.ctx, slots, p, k, cfg->topkValues, out, n,
+                                         (int *)&st->scalars[2]));
   SQ_FORWARD_IF_ERROR(finish(e, c, out));
   st->codec_s += squall__now() - t1;
   return squallSuccess;
+}
+
+static int plan(const squall_engine *e, const squall_call *c, const squallConfig_t *cfg);
+
+/* Which path an eligible call takes, and the scratch bytes it needs. */
+typedef struct {
+  size_t k, sb;
+  int topk, dense;
+} layout;
+
+static size_t plan_layout(const squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
+                          layout *lay) {
+  size_t n = c->count;
+  int p = e->tr.nranks;
+  uint64_t bytes_in = (uint64_t)n * c->elsize;
+  memset(lay, 0, sizeof *lay);
+  if (cfg->codec == squallCodecTopk) {
+    lay->k = squall__topk_k(n, cfg->topkRatio);
+    lay->sb = squall__topk_slot_bytes(lay->k, cfg->topkValues);
+    /* Sparse pays while its all-gather sends less than the ring all-reduce
+     * of the data in its own precision. */
+    lay->topk = (uint64_t)(p - 1) * lay->sb < squall__ring_allreduce_wire(bytes_in, p) &&
+                n <= UINT32_MAX; /* indices are u32 */
+    lay->dense = !lay->topk && c->dtype == SQ_DT_F32;
+  }
+  size_t need = align_up(4 * sizeof(float)) + align_up(n * sizeof(float)) + /* scalars, work */
+                align_up(e->k.absmax_workspace_bytes(n));
+  if (lay->topk)
+    need += align_up(lay->sb) + align_up((size_t)p * lay->sb) +
+            align_up(e->k.topk_workspace_bytes(n, lay->k));
+  else if (!lay->dense)
+    need += align_up(n * sizeof(uint16_t));
+  return need;
+}
+
+int squall__engine_ready(squall_engine *e, const squall_call *c) {
+  squallConfig_t cfg;
+  uint64_t gen;
+  squall__config_get(&cfg, &gen);
+  if (!e->agreed_valid || e->agreed_gen != gen) return 0;
+  if (!e->agreed_ok || plan(e, c, &cfg) >= 0) return 1; /* passes through: nothing to allocate */
+  squall_tensor *t = squall__residuals_find(e->residuals, c->send, c->count, c->dtype);
+  if (t == NULL || (cfg.errorFeedback && t->residual == NULL && !t->no_residual)) return 0;
+  layout lay;
+  return plan_layout(e, c, &cfg, &lay) <= e->scratch_bytes;
 }
 
 /* Why the call cannot be compressed, or -1. */
@@ -301,27 +348,16 @@ squallResult_t squall__engine_allreduce(squall_engine *e, const squall_call *c, 
   size_t n = c->count;
   int p = e->tr.nranks;
   int direct = c->dtype == SQ_DT_F32 && c->premul == 1.0f;
-  size_t k = 0, sb = 0;
-  int path_topk = 0, path_dense = 0;
-  if (cfg.codec == squallCodecTopk) {
-    k = squall__topk_k(n, cfg.topkRatio);
-    sb = squall__topk_slot_bytes(k, cfg.topkValues);
-    /* Sparse pays while its all-gather sends less than the ring all-reduce
-     * of the data in its own precision. */
-    path_topk = (uint64_t)(p - 1) * sb < squall__ring_allreduce_wire(bytes_in, p) &&
-                n <= UINT32_MAX; /* indices are u32 */
-    path_dense = !path_topk && c->dtype == SQ_DT_F32;
-  }
-  size_t need = align_up(2 * sizeof(float)) + align_up(n * sizeof(float)); /* scalars, work */
-  if (path_topk)
-    need += align_up(sb) + align_up((size_t)p * sb) + align_up(e->k.topk_workspace_bytes(n, k));
-  else if (!path_dense)
-    need += align_up(n * sizeof(uint16_t));
+  layout lay;
+  size_t need = plan_layout(e, c, &cfg, &lay);
+  size_t k = lay.k, sb = lay.sb;
+  int path_topk = lay.topk, path_dense = lay.dense;
   SQ_FORWARD_IF_ERROR(scratch_reserve(e, need));
   carver cv = {e->scratch, 0};
   run_state st = {0};
-  st.scalars = carve(&cv, 2 * sizeof(float));
+  st.scalars = carve(&cv, 4 * sizeof(float));
   st.work = carve(&cv, n * sizeof(float));
+  st.absmax_ws = carve(&cv, e->k.absmax_workspace_bytes(n));
   st.res = cfg.errorFeedback ? squall__residuals_get(e->residuals, t, cfg.efMaxBytes) : NULL;
   double t0 = squall__now();
   if (direct) {
@@ -359,7 +395,7 @@ squallResult_t squall__engine_reset_residuals(squall_engine *e) {
 
 squallResult_t squall__engine_get_residual(squall_engine *e, const void *key, size_t count, int dtype,
                                            float *out) {
-  squall_tensor *t = squall__residuals_tensor(e->residuals, key, count, dtype);
+  squall_tensor *t = squall__residuals_find(e->residuals, key, count, dtype);
   SQ_RETURN_ERROR_IF(t == NULL || t->residual == NULL, squallInvalidArgument,
                      "no residual is kept for the tensor at %p (%zu elements)", key, count);
   return e->k.to_host(e->k.ctx, out, t->residual, count * sizeof(float));

@@ -43,6 +43,11 @@ void squall__engine_free(squall_engine *engine);
 squallResult_t squall__engine_allreduce(squall_engine *engine, const squall_call *call,
                                         int *pass_reason);
 
+/* 1 when the call would neither allocate nor synchronise with the host
+ * (configuration agreed, tensor, residual and scratch in place): the
+ * condition for running it inside CUDA graph capture. */
+int squall__engine_ready(squall_engine *engine, const squall_call *call);
+
 /* Zeroes all residuals of this communicator. */
 squallResult_t squall__engine_reset_residuals(squall_engine *engine);
 

@@ -9,6 +9,10 @@
 #include "squall.h"
 #include "log.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Records a formatted detail for squallGetLastError() and returns code. */
 squallResult_t squall__fail(squallResult_t code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
@@ -36,4 +40,7 @@ void squall__config_get(squallConfig_t *config, uint64_t *generation);
 
 #define SQ_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -12,6 +12,10 @@
 #include "codec_math.h"
 #include "squall.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Element types the engine compresses. */
 typedef enum { SQ_DT_F32 = 0, SQ_DT_F16 = 1, SQ_DT_BF16 = 2 } squall_dtype;
 
@@ -34,8 +38,10 @@ typedef struct squall_kernels {
   /* dst[i] = src[i] / divisor, rounded to t (divisor 1: plain rounding). */
   squallResult_t (*narrow)(void *ctx, squall_dtype t, const float *src, void *dst, size_t n,
                            float divisor);
-  squallResult_t (*absmax)(void *ctx, const float *g, const float *res, size_t n, float *out);
-  /* *scale = sq_pow2_scale(*absmax / div, limit) computed in place memory: see engine. */
+  size_t (*absmax_workspace_bytes)(size_t n);
+  squallResult_t (*absmax)(void *ctx, const float *g, const float *res, size_t n, float *out,
+                           void *ws);
+  /* *scale = min(sq_pow2_scale(*absmax, limit), max_scale), in kernel memory. */
   squallResult_t (*pow2_scale)(void *ctx, const float *absmax, float limit, float max_scale,
                                float *scale);
   squallResult_t (*half_encode)(void *ctx, sq_half_kind kind, const float *g, float *res,
@@ -46,12 +52,30 @@ typedef struct squall_kernels {
   squallResult_t (*topk_encode)(void *ctx, const float *g, float *res, size_t n, size_t k,
                                 squallValueType_t values, const float *scale, void *slot,
                                 void *ws);
-  /* Returns squallRemoteError for a corrupt slot (dense zeroed). */
+  /* Returns squallRemoteError for a corrupt slot (dense zeroed) where it
+   * can tell without waiting; the device set records it in *flag (an int
+   * of kernel memory) instead. */
   squallResult_t (*sparse_decode)(void *ctx, const void *slots, int nranks, size_t k,
-                                  squallValueType_t values, float *dense, size_t n);
+                                  squallValueType_t values, float *dense, size_t n, int *flag);
 } squall_kernels;
 
 /* The host kernel set (lib/kernels_host.c). */
 extern const squall_kernels squall__kernels_host;
 
+#ifdef HAVE_CUDA
+/* The device kernel set (cuda/kernels_cuda.cu). Its ctx must point to a
+ * squall_cuda_ctx, whose stream the caller sets before each call. */
+typedef struct {
+  void *stream; /* cudaStream_t */
+} squall_cuda_ctx;
+extern const squall_kernels squall__kernels_cuda;
+
+/* 1 when p is device (or managed) memory; 0 for host memory, and when no
+ * CUDA driver is present (the error is cleared). */
+int squall__cuda_is_device_pointer(const void *p);
+#endif
+
+#ifdef __cplusplus
+}
+#endif
 #endif

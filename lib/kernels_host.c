@@ -64,7 +64,10 @@ static squallResult_t host_narrow(void *ctx, squall_dtype t, const float *src, v
   return squallSuccess;
 }
 
-static squallResult_t host_absmax(void *ctx, const float *g, const float *res, size_t n, float *out) {
+static size_t host_absmax_ws(size_t n) { return 0; }
+
+static squallResult_t host_absmax(void *ctx, const float *g, const float *res, size_t n, float *out,
+                                  void *ws) {
   *out = squall__absmax(g, res, n);
   return squallSuccess;
 }
@@ -99,7 +102,8 @@ static squallResult_t host_topk_encode(void *ctx, const float *g, float *res, si
 }
 
 static squallResult_t host_sparse_decode(void *ctx, const void *slots, int nranks, size_t k,
-                                         squallValueType_t values, float *dense, size_t n) {
+                                         squallValueType_t values, float *dense, size_t n,
+                                         int *flag) {
   SQ_RETURN_ERROR_IF(squall__sparse_decode(slots, nranks, k, values, dense, n) != 0,
                      squallRemoteError,
                      "a peer's top-k payload is corrupt (index out of range or not ascending)");
@@ -116,6 +120,7 @@ const squall_kernels squall__kernels_host = {
     .flush = host_flush,
     .widen = host_widen,
     .narrow = host_narrow,
+    .absmax_workspace_bytes = host_absmax_ws,
     .absmax = host_absmax,
     .pow2_scale = host_pow2_scale,
     .half_encode = host_half_encode,

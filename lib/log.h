@@ -5,6 +5,10 @@
 
 #include "squall.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 void squall__log(squallLogLevel_t level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Current level (from the configuration, read once). */
 squallLogLevel_t squall__log_level(void);
@@ -27,4 +31,7 @@ void squall__log_set_level(squallLogLevel_t level);
     if (!__atomic_exchange_n(&sq_warned_, 1, __ATOMIC_RELAXED)) SQ_WARN(__VA_ARGS__); \
   } while (0)
 
+#ifdef __cplusplus
+}
+#endif
 #endif

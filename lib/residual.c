@@ -43,11 +43,17 @@ static unsigned bucket_of(const void *key, size_t count, int dtype) {
   return (unsigned)(h >> 56) % NBUCKETS;
 }
 
-squall_tensor *squall__residuals_tensor(squall_residuals *s, const void *key, size_t count, int dtype) {
-  unsigned b = bucket_of(key, count, dtype);
-  for (squall_tensor *t = s->buckets[b]; t; t = t->next)
+squall_tensor *squall__residuals_find(squall_residuals *s, const void *key, size_t count, int dtype) {
+  for (squall_tensor *t = s->buckets[bucket_of(key, count, dtype)]; t; t = t->next)
     if (t->key == key && t->count == count && t->dtype == dtype) return t;
-  squall_tensor *t = calloc(1, sizeof *t);
+  return NULL;
+}
+
+squall_tensor *squall__residuals_tensor(squall_residuals *s, const void *key, size_t count, int dtype) {
+  squall_tensor *t = squall__residuals_find(s, key, count, dtype);
+  if (t) return t;
+  unsigned b = bucket_of(key, count, dtype);
+  t = calloc(1, sizeof *t);
   if (t == NULL) return NULL;
   t->key = key;
   t->count = count;

@@ -33,6 +33,10 @@ void squall__residuals_free(squall_residuals *store);
 squall_tensor *squall__residuals_tensor(squall_residuals *store, const void *key, size_t count,
                                         int dtype);
 
+/* The tensor's entry if it exists (never creates). */
+squall_tensor *squall__residuals_find(squall_residuals *store, const void *key, size_t count,
+                                      int dtype);
+
 /* The tensor's residual, allocated and zeroed on first use; NULL when the
  * cap (max_bytes, 0 = unlimited) refuses it (warned once per process). */
 float *squall__residuals_get(squall_residuals *store, squall_tensor *t, size_t max_bytes);

@@ -1,0 +1,116 @@
+/*
+ * bench.h - squall-bench's shared types: the options a run was asked for,
+ * one measured row per (size, codec), and the small modules that parse,
+ * generate, report and plot. The backends (which memory, which collective)
+ * sit behind bench_backend.h.
+ */
+#ifndef SQUALL_BENCH_H
+#define SQUALL_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "squall.h"
+
+#define BENCH_MAX_CODECS 16
+#define BENCH_MAX_SIZES 64
+#define BENCH_CODEC_LEN 32
+
+typedef enum { BENCH_F32 = 0, BENCH_F16, BENCH_BF16, BENCH_F64, BENCH_NUM_TYPES } bench_dtype;
+typedef enum { BENCH_SUM = 0, BENCH_AVG } bench_op;
+
+typedef struct {
+  size_t min_bytes, max_bytes; /* -b, -e */
+  int step_factor;             /* -f (0 when -i is used) */
+  size_t step_bytes;           /* -i (0 when -f is used) */
+  int iters, warmup;           /* -n, -w */
+  bench_dtype dtype;           /* -d */
+  bench_op op;                 /* -o */
+  int check;                   /* -c */
+  int ncodecs;                 /* -C */
+  char codecs[BENCH_MAX_CODECS][BENCH_CODEC_LEN];
+  const char *json_path;       /* -J, NULL = none */
+  const char *plot_path;       /* --plot, NULL = none */
+  const char *backend;         /* --backend: "auto", "mpi" or "nccl" */
+  const char *squall_spec;     /* -S: extra SQUALL_* items, NULL = none */
+  uint64_t seed;               /* --seed */
+  int progress;                /* 0 with --no-progress */
+} bench_options;
+
+/* What one (size, codec) measured, already combined over ranks. */
+typedef struct {
+  size_t bytes, count;
+  char codec[BENCH_CODEC_LEN];
+  double time_us;      /* max over ranks of each rank's median iteration */
+  double algbw_gbs;    /* bytes / time, 1e9 bytes per GB */
+  double busbw_gbs;    /* algbw * 2(P-1)/P */
+  double wire_bytes;   /* bytes one rank sent per call, mean over ranks */
+  double ratio;        /* bytes in / bytes on the wire */
+  double speedup;      /* time of none / time; < 0 when none was not run */
+  int checked;         /* 1 when rel_err and consistent were measured (-c 1) */
+  double rel_err;      /* ||out - exact|| / ||exact|| (NaN when out holds NaN) */
+  double codec_us;     /* compress + decompress per call, max over ranks */
+  const char *path;    /* "plain", "16-bit", "sparse", "dense", "passthrough" */
+  int consistent;      /* 1 when all ranks hold the same bits */
+  int wrong;           /* 1 when -c found a result outside what the codec allows */
+} bench_row;
+
+/* Everything the report needs besides the rows. */
+typedef struct {
+  int nranks;
+  const char *backend, *memory; /* "mpi", "host memory" */
+  const bench_options *opt;
+  const squallConfig_t *base;   /* the configuration every codec starts from */
+  const char *link;             /* SQUALL_BENCH_LINK from bench/ethernet.sh, or NULL */
+  double seconds;               /* wall time of the whole run */
+} bench_run_info;
+
+/* ------------------------------------------------------------ bench_args.c */
+/* Parses argv into *opt. Returns 0 to run, 1 after printing -h's help to
+ * `out`, 2 after printing an error (names the flag, the value and what is
+ * accepted) to `err`. Either stream may be NULL (ranks other than 0). */
+int bench_parse_args(int argc, char **argv, bench_options *opt, FILE *out, FILE *err);
+
+/* The sizes to run, ascending, in whole elements; returns how many, or -1
+ * when there would be more than max. */
+int bench_sizes(const bench_options *opt, size_t elsize, size_t *sizes, int max);
+
+/* "float", "half", ... as -d spells it. */
+const char *bench_dtype_name(bench_dtype t);
+size_t bench_dtype_size(bench_dtype t);
+
+/* "64 MiB", "1.5 KiB", "512 B". Returns buf. */
+const char *bench_human_bytes(double bytes, char *buf, size_t len);
+
+/* ------------------------------------------------------------ bench_data.c */
+/* The gradient rank `rank` feeds in at iteration `iter`: elements
+ * [off, off+n) of a deterministic, counter-based sequence, so that any rank
+ * can recompute any other rank's input exactly (for the exact sum). */
+void bench_fill(uint64_t seed, int rank, int iter, size_t off, size_t n, float *out);
+
+/* Sums of (out[i] - exact[i])^2 and exact[i]^2 over [off, off+n), where
+ * exact[i] is the sum over nranks ranks of bench_fill's values in double
+ * (divided by nranks when avg). */
+void bench_error_sums(uint64_t seed, int nranks, int iter, int avg, const float *out, size_t off,
+                      size_t n, double *err2, double *ref2);
+
+/* 64-bit hash of a buffer's bytes (equal bits -> equal hash). */
+uint64_t bench_hash(const void *p, size_t bytes);
+
+/* ---------------------------------------------------------- bench_report.c */
+void bench_report_header(FILE *out, const bench_run_info *info);
+void bench_report_row(FILE *out, const bench_row *row);
+/* One line per codec, then the totals. */
+void bench_report_summary(FILE *out, const bench_run_info *info, const bench_row *rows, int nrows);
+/* Writes the JSON array; returns 0, or -1 with errno when the file fails. */
+int bench_report_json(const char *path, const bench_run_info *info, const bench_row *rows, int nrows);
+
+/* ------------------------------------------------------------ bench_plot.c */
+/* PNG of effective busbw against size, one line per codec, by gnuplot (the
+ * program named by SQUALL_BENCH_GNUPLOT, default "gnuplot"). Returns 0, or
+ * -1 after printing why to err (no gnuplot, gnuplot failed). */
+int bench_plot(const char *png, const bench_run_info *info, const bench_row *rows, int nrows,
+               FILE *err);
+
+#endif

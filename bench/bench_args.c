@@ -1,0 +1,320 @@
+/*
+ * bench_args.c - squall-bench's command line, in nccl-tests' spelling
+ * (-b -e -f -i -n -w -d -o -c) plus squall's own (-C, -J, --plot,
+ * --backend, -S). Every error names the flag, the value and what is
+ * accepted; nothing is silently clamped.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "bench.h"
+#include "bench_backend.h"
+
+#define DEFAULT_CODECS "none,fp16,bf16,topk:0.01"
+
+static const char *const dtype_names[BENCH_NUM_TYPES] = {"float", "half", "bfloat16", "double"};
+
+const char *bench_dtype_name(bench_dtype t) { return dtype_names[t]; }
+
+size_t bench_dtype_size(bench_dtype t) { return t == BENCH_F64 ? 8 : t == BENCH_F32 ? 4 : 2; }
+
+const char *bench_human_bytes(double b, char *buf, size_t len) {
+  static const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024.0 && u < 4) {
+    b /= 1024.0;
+    u++;
+  }
+  if (u == 0 || b == (double)(long long)b)
+    snprintf(buf, len, "%lld %s", (long long)b, unit[u]);
+  else
+    snprintf(buf, len, "%.*f %s", b < 10 ? 2 : 1, b, unit[u]);
+  return buf;
+}
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: mpirun -n NRANKS squall-bench [options]\n"
+          "Times squall's compressed all-reduce against the plain one, size by size,\n"
+          "codec by codec, on the same buffers in one run.\n"
+          "\n"
+          "  -b, --minbytes SIZE     smallest message per rank (default 1M)\n"
+          "  -e, --maxbytes SIZE     largest message per rank (default 64M)\n"
+          "  -f, --stepfactor N      multiply the size by N each step (default 4)\n"
+          "  -i, --stepbytes SIZE    or add SIZE each step\n"
+          "  -n, --iters N           timed iterations per size and codec (default 20)\n"
+          "  -w, --warmup_iters N    untimed iterations before them (default 5)\n"
+          "  -d, --datatype TYPE     float (half, bfloat16: NCCL backend only)\n"
+          "  -o, --op OP             sum or avg (default sum)\n"
+          "  -c, --check 0|1         measure the error against the exact sum (default 1)\n"
+          "  -C, --compress LIST     codecs, comma-separated (default " DEFAULT_CODECS ");\n"
+          "                          each is none, fp16, bf16 or topk:RATIO\n"
+          "  -J, --json FILE         write the results as a JSON array\n"
+          "      --plot FILE.png     plot effective bus bandwidth against size (gnuplot)\n"
+          "      --backend NAME      auto, mpi or nccl (default auto; built: %s)\n"
+          "  -S, --squall SPEC       more squall options, e.g. \"TOPK_VALUES=fp16 ZSTD=3\"\n"
+          "                          (SQUALL_MIN_BYTES is 0 unless set here)\n"
+          "      --seed N            seed of the generated gradients (default 1)\n"
+          "      --no-progress       no progress lines on stderr\n"
+          "  -h, --help              this help\n"
+          "SIZE: bytes with an optional K, M or G (powers of 1024), e.g. 64M.\n",
+          bench_backend_list());
+}
+
+/* A size: decimal digits, an optional K/M/G (powers of 1024), an optional B. */
+static int parse_size(const char *v, size_t *out) {
+  if (!isdigit((unsigned char)v[0])) return -1;
+  char *end;
+  errno = 0;
+  unsigned long long x = strtoull(v, &end, 10);
+  if (errno) return -1;
+  unsigned long long mul = 1;
+  switch (toupper((unsigned char)*end)) {
+  case 'K': mul = 1ull << 10; end++; break;
+  case 'M': mul = 1ull << 20; end++; break;
+  case 'G': mul = 1ull << 30; end++; break;
+  default: break;
+  }
+  if (mul > 1 && (*end == 'i' || *end == 'I')) end++;
+  if (*end == 'B' || *end == 'b') end++;
+  if (*end || x > ULLONG_MAX / mul) return -1;
+  *out = (size_t)(x * mul);
+  return 0;
+}
+
+static int parse_int(const char *v, long lo, long hi, long *out) {
+  char *end;
+  errno = 0;
+  long x = strtol(v, &end, 10);
+  if (errno || end == v || *end || x < lo || x > hi) return -1;
+  *out = x;
+  return 0;
+}
+
+static int parse_u64(const char *v, uint64_t *out) {
+  if (!isdigit((unsigned char)v[0])) return -1;
+  char *end;
+  errno = 0;
+  unsigned long long x = strtoull(v, &end, 0);
+  if (errno || *end) return -1;
+  *out = x;
+  return 0;
+}
+
+static int parse_dtype(const char *v, bench_dtype *t) {
+  static const struct {
+    const char *name;
+    bench_dtype t;
+  } names[] = {{"float", BENCH_F32},    {"float32", BENCH_F32}, {"fp32", BENCH_F32},
+               {"f32", BENCH_F32},      {"half", BENCH_F16},    {"float16", BENCH_F16},
+               {"fp16", BENCH_F16},     {"f16", BENCH_F16},     {"bfloat16", BENCH_BF16},
+               {"bf16", BENCH_BF16},    {"double", BENCH_F64},  {"float64", BENCH_F64},
+               {"fp64", BENCH_F64}};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (!strcasecmp(v, names[i].name)) {
+      *t = names[i].t;
+      return 0;
+    }
+  return -1;
+}
+
+/* Splits LIST on commas and checks each codec with squall's own parser, so
+ * that the accepted spellings are squall's. */
+static int parse_codecs(const char *list, bench_options *opt, FILE *err) {
+  opt->ncodecs = 0;
+  const char *p = list;
+  for (;;) {
+    const char *comma = strchr(p, ',');
+    size_t len = comma ? (size_t)(comma - p) : strlen(p);
+    if (len == 0) {
+      if (err) fprintf(err, "squall-bench: -C '%s': empty codec name in the list; accepted: a "
+                            "comma-separated list of none, fp16, bf16, topk:RATIO\n", list);
+      return -1;
+    }
+    if (len >= BENCH_CODEC_LEN || opt->ncodecs == BENCH_MAX_CODECS) {
+      if (err) fprintf(err, "squall-bench: -C '%s': %s; accepted: at most %d codecs of at most %d "
+                            "characters\n", list, len >= BENCH_CODEC_LEN ? "codec name too long" :
+                            "too many codecs", BENCH_MAX_CODECS, BENCH_CODEC_LEN - 1);
+      return -1;
+    }
+    char name[BENCH_CODEC_LEN];
+    memcpy(name, p, len);
+    name[len] = 0;
+    squallConfig_t cfg;
+    squallConfigDefault(&cfg);
+    if (squallConfigSet(&cfg, "SQUALL_COMPRESS", name) != squallSuccess) {
+      if (err) fprintf(err, "squall-bench: -C: codec '%s' is invalid: %s\n", name, squallGetLastError());
+      return -1;
+    }
+    /* The canonical spelling, so that "TOPK:0.010" and "topk:0.01" match. */
+    squallConfigCodecString(&cfg, name, sizeof name);
+    for (int i = 0; i < opt->ncodecs; i++)
+      if (!strcmp(opt->codecs[i], name)) {
+        if (err) fprintf(err, "squall-bench: -C '%s': codec '%s' is listed twice\n", list, name);
+        return -1;
+      }
+    strcpy(opt->codecs[opt->ncodecs++], name);
+    if (!comma) return 0;
+    p = comma + 1;
+  }
+}
+
+#define FAIL(...)                                  \
+  do {                                             \
+    if (err) fprintf(err, "squall-bench: " __VA_ARGS__); \
+    return 2;                                      \
+  } while (0)
+
+int bench_parse_args(int argc, char **argv, bench_options *opt, FILE *out, FILE *err) {
+  enum { OPT_PLOT = 256, OPT_BACKEND, OPT_SEED, OPT_NO_PROGRESS };
+  static const struct option longopts[] = {
+      {"minbytes", required_argument, 0, 'b'},     {"maxbytes", required_argument, 0, 'e'},
+      {"stepfactor", required_argument, 0, 'f'},   {"stepbytes", required_argument, 0, 'i'},
+      {"iters", required_argument, 0, 'n'},        {"warmup_iters", required_argument, 0, 'w'},
+      {"datatype", required_argument, 0, 'd'},     {"op", required_argument, 0, 'o'},
+      {"check", required_argument, 0, 'c'},        {"compress", required_argument, 0, 'C'},
+      {"json", required_argument, 0, 'J'},         {"plot", required_argument, 0, OPT_PLOT},
+      {"backend", required_argument, 0, OPT_BACKEND}, {"squall", required_argument, 0, 'S'},
+      {"seed", required_argument, 0, OPT_SEED},    {"no-progress", no_argument, 0, OPT_NO_PROGRESS},
+      {"help", no_argument, 0, 'h'},               {0, 0, 0, 0}};
+  memset(opt, 0, sizeof *opt);
+  opt->min_bytes = 1u << 20;
+  opt->max_bytes = 64u << 20;
+  opt->step_factor = 4;
+  opt->iters = 20;
+  opt->warmup = 5;
+  opt->dtype = BENCH_F32;
+  opt->op = BENCH_SUM;
+  opt->check = 1;
+  opt->backend = "auto";
+  opt->seed = 1;
+  opt->progress = 1;
+  parse_codecs(DEFAULT_CODECS, opt, err);
+  int saw_f = 0, saw_i = 0;
+
+  opterr = 0; /* our messages, not getopt's */
+  optind = 1;
+  int c;
+  long x;
+  while ((c = getopt_long(argc, argv, ":b:e:f:i:n:w:d:o:c:C:J:S:h", longopts, NULL)) != -1) {
+    const char *v = optarg;
+    switch (c) {
+    case 'b':
+    case 'e': {
+      size_t s;
+      if (parse_size(v, &s) || s == 0)
+        FAIL("-%c '%s' is not a size: accepted is a positive number of bytes with an optional "
+             "K, M or G suffix (powers of 1024), e.g. 64M\n", c, v);
+      *(c == 'b' ? &opt->min_bytes : &opt->max_bytes) = s;
+      break;
+    }
+    case 'f':
+      if (parse_int(v, 2, 1024, &x))
+        FAIL("-f '%s' is invalid: accepted is an integer factor from 2 to 1024\n", v);
+      opt->step_factor = (int)x;
+      saw_f = 1;
+      break;
+    case 'i':
+      if (parse_size(v, &opt->step_bytes) || opt->step_bytes == 0)
+        FAIL("-i '%s' is not a size: accepted is a positive number of bytes with an optional "
+             "K, M or G suffix\n", v);
+      saw_i = 1;
+      break;
+    case 'n':
+      if (parse_int(v, 1, 1000000, &x))
+        FAIL("-n '%s' is invalid: accepted is an iteration count from 1 to 1000000\n", v);
+      opt->iters = (int)x;
+      break;
+    case 'w':
+      if (parse_int(v, 0, 1000000, &x))
+        FAIL("-w '%s' is invalid: accepted is a warm-up count from 0 to 1000000\n", v);
+      opt->warmup = (int)x;
+      break;
+    case 'd':
+      if (parse_dtype(v, &opt->dtype))
+        FAIL("-d '%s' is not a known type: accepted are float (float32, fp32), half (float16, "
+             "fp16), bfloat16 (bf16) and double; the mpi backend runs float only\n", v);
+      break;
+    case 'o':
+      if (!strcasecmp(v, "sum")) opt->op = BENCH_SUM;
+      else if (!strcasecmp(v, "avg")) opt->op = BENCH_AVG;
+      else if (!strcasecmp(v, "prod") || !strcasecmp(v, "min") || !strcasecmp(v, "max") ||
+               !strcasecmp(v, "all"))
+        FAIL("-o '%s' is not benchmarked: squall compresses sum and avg only (other ops pass "
+             "through unchanged, so there is nothing to compare); accepted are sum and avg\n", v);
+      else
+        FAIL("-o '%s' is invalid: accepted are sum and avg\n", v);
+      break;
+    case 'c':
+      if (parse_int(v, 0, 1, &x)) FAIL("-c '%s' is invalid: accepted are 0 and 1\n", v);
+      opt->check = (int)x;
+      break;
+    case 'C':
+      if (parse_codecs(v, opt, err)) return 2;
+      break;
+    case 'J': opt->json_path = v; break;
+    case OPT_PLOT: opt->plot_path = v; break;
+    case OPT_BACKEND:
+      if (strcasecmp(v, "auto") && strcasecmp(v, "mpi") && strcasecmp(v, "nccl"))
+        FAIL("--backend '%s' is invalid: accepted are auto, mpi and nccl\n", v);
+      opt->backend = v;
+      break;
+    case 'S': {
+      squallConfig_t cfg;
+      squallConfigDefault(&cfg);
+      if (squallConfigParse(&cfg, v) != squallSuccess)
+        FAIL("-S '%s' is invalid: %s\n", v, squallGetLastError());
+      if (cfg.codec != squallCodecNone)
+        FAIL("-S '%s' sets SQUALL_COMPRESS: choose codecs with -C instead\n", v);
+      opt->squall_spec = v;
+      break;
+    }
+    case OPT_SEED:
+      if (parse_u64(v, &opt->seed))
+        FAIL("--seed '%s' is invalid: accepted is a non-negative integer\n", v);
+      break;
+    case OPT_NO_PROGRESS: opt->progress = 0; break;
+    case 'h':
+      if (out) usage(out);
+      return 1;
+    case ':':
+      FAIL("option '%s' needs a value (see squall-bench -h)\n", argv[optind - 1]);
+    default:
+      if (optopt)
+        FAIL("unknown option '-%c' (see squall-bench -h)\n", optopt);
+      FAIL("unknown option '%s' (see squall-bench -h)\n", argv[optind - 1]);
+    }
+  }
+  if (optind < argc)
+    FAIL("unexpected argument '%s': squall-bench takes options only (see squall-bench -h)\n",
+         argv[optind]);
+  if (saw_f && saw_i)
+    FAIL("-f and -i both given: choose a step factor (-f) or a step size (-i)\n");
+  if (saw_i) opt->step_factor = 0;
+  if (opt->min_bytes > opt->max_bytes)
+    FAIL("-b %zu is larger than -e %zu: the smallest size must not exceed the largest\n",
+         opt->min_bytes, opt->max_bytes);
+  return 0;
+}
+
+int bench_sizes(const bench_options *o, size_t elsize, size_t *sizes, int max) {
+  int n = 0;
+  size_t s = o->min_bytes;
+  for (;;) {
+    size_t r = s / elsize * elsize; /* whole elements */
+    if (r == 0) r = elsize;
+    if (n == 0 || r != sizes[n - 1]) {
+      if (n == max) return -1;
+      sizes[n++] = r;
+    }
+    size_t next = o->step_factor ? s * (size_t)o->step_factor : s + o->step_bytes;
+    if (next <= s || next > o->max_bytes) break;
+    s = next;
+  }
+  return n;
+}

@@ -1,0 +1,61 @@
+/*
+ * bench_backend_mpi.c - the host-memory backend: buffers from malloc,
+ * all-reduce by squallMpiAllreduce (MPI_Allreduce's signature). It runs
+ * anywhere MPI does, one rank per core.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_backend.h"
+#include "squall_mpi.h"
+
+static int mpi_usable(char *why, size_t len) { return 1; }
+
+/* squallMpiAllreduce compresses MPI_FLOAT only; other types would pass
+ * through untouched, so there would be nothing to compare. */
+static int mpi_supports(bench_dtype t) { return t == BENCH_F32; }
+
+static int mpi_setup(MPI_Comm comm, FILE *err) { return 0; }
+static void mpi_teardown(void) {}
+
+static void *mpi_alloc(size_t bytes) { return calloc(1, bytes ? bytes : 1); }
+static void mpi_release(void *p) { free(p); }
+
+static int mpi_allreduce(const void *send, void *recv, size_t count, bench_dtype t, bench_op op,
+                         MPI_Comm comm, char *why, size_t len) {
+  int rc = squallMpiAllreduce(send, recv, (int)count, MPI_FLOAT, MPI_SUM, comm);
+  if (rc != MPI_SUCCESS) {
+    char msg[MPI_MAX_ERROR_STRING] = "";
+    int n = 0;
+    MPI_Error_string(rc, msg, &n);
+    snprintf(why, len, "squallMpiAllreduce(count=%zu) failed: %s (%s)", count, msg,
+             squallGetLastError());
+    return -1;
+  }
+  /* MPI has no average op: sum, then divide here, inside the timed call, as
+   * a caller of MPI_Allreduce would. */
+  if (op == BENCH_AVG) {
+    int p = 1;
+    MPI_Comm_size(comm, &p);
+    float *r = recv, d = (float)p;
+    for (size_t i = 0; i < count; i++) r[i] /= d;
+  }
+  return 0;
+}
+
+const bench_backend bench_backend_mpi = {
+    .name = "mpi",
+    .memory = "host memory",
+    .usable = mpi_usable,
+    .supports = mpi_supports,
+    .setup = mpi_setup,
+    .teardown = mpi_teardown,
+    .alloc = mpi_alloc,
+    .release = mpi_release,
+    .host_accessible = 1,
+    .upload = NULL,
+    .download = NULL,
+    .allreduce = mpi_allreduce,
+    .reset_residuals = squallMpiResetResiduals,
+    .free_state = squallMpiCommFree,
+};

@@ -1,0 +1,149 @@
+/*
+ * bench_report.c - what squall-bench prints: a header that says what was
+ * run, an aligned row per (size, codec) as it finishes, a one-line summary
+ * per codec, and the same rows as a JSON array for scripts.
+ */
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include "bench.h"
+
+void bench_report_header(FILE *out, const bench_run_info *in) {
+  const bench_options *o = in->opt;
+  const squallConfig_t *c = in->base;
+  char lo[32], hi[32];
+  fprintf(out, "# squall-bench: all-reduce, squall %s\n", squallVersionString());
+  fprintf(out, "# ranks %d, backend %s (%s), type %s, op %s%s\n", in->nranks, in->backend,
+          in->memory, bench_dtype_name(o->dtype), o->op == BENCH_AVG ? "avg" : "sum",
+          o->op == BENCH_AVG && !strcmp(in->backend, "mpi")
+              ? " (MPI has no average op: sum, then divide, inside the timed call)" : "");
+  fprintf(out, "# sizes %s .. %s, %d timed + %d warm-up iterations, check %s, seed %llu\n",
+          bench_human_bytes((double)o->min_bytes, lo, sizeof lo),
+          bench_human_bytes((double)o->max_bytes, hi, sizeof hi), o->iters, o->warmup,
+          o->check ? "on" : "off", (unsigned long long)o->seed);
+  fprintf(out, "# squall: SQUALL_EF=%d SQUALL_MIN_BYTES=%zu SQUALL_TOPK_VALUES=%s SQUALL_ZSTD=%d "
+               "SQUALL_WARMUP=%d\n", c->errorFeedback, c->minBytes,
+          c->topkValues == squallValueFp16 ? "fp16" : "fp32", c->zstdLevel, c->warmup);
+  if (in->link) fprintf(out, "# link: %s\n", in->link);
+  fprintf(out, "#\n# time: max over ranks of the median iteration; algbw = size/time; busbw = "
+               "algbw*2(P-1)/P\n# (for codecs: effective, from the uncompressed size); wire: bytes one "
+               "rank sends per call;\n# ratio = bytes in / bytes on the wire; codec: compress + "
+               "decompress per call;\n# rel_err = ||result - exact sum|| / ||exact sum|| after "
+               "warm-up and timed iterations (error feedback on)\n#\n");
+  fprintf(out, "#%11s %10s %12s %12s %8s %8s %12s %7s %7s %10s %9s %s\n", "size", "count",
+          "codec", "time", "algbw", "busbw", "wire", "ratio", "speedup", "codec", "rel_err", "path");
+  fprintf(out, "#%11s %10s %12s %12s %8s %8s %12s %7s %7s %10s\n", "(B)", "(elts)", "", "(us)",
+          "(GB/s)", "(GB/s)", "(B/rank)", "", "", "(us)");
+  fflush(out);
+}
+
+void bench_report_row(FILE *out, const bench_row *r) {
+  char speed[16], err[16];
+  if (r->speedup > 0) snprintf(speed, sizeof speed, "%.2f", r->speedup);
+  else snprintf(speed, sizeof speed, "-");
+  if (r->checked) snprintf(err, sizeof err, "%.2e", r->rel_err); /* "nan" too */
+  else snprintf(err, sizeof err, "-");
+  fprintf(out, " %11zu %10zu %12s %12.1f %8.3f %8.3f %12.0f %7.2f %7s %10.1f %9s %s%s%s\n",
+          r->bytes, r->count, r->codec, r->time_us, r->algbw_gbs, r->busbw_gbs, r->wire_bytes,
+          r->ratio, speed, r->codec_us, err, r->path, r->checked && !r->consistent ? " RANKS-DIFFER" : "",
+          r->wrong ? " WRONG" : "");
+  fflush(out);
+}
+
+void bench_report_summary(FILE *out, const bench_run_info *in, const bench_row *rows, int n) {
+  const bench_options *o = in->opt;
+  char a[32], b[32];
+  int wrong = 0, differ = 0;
+  fprintf(out, "#\n# summary (largest size %s)\n",
+          n ? bench_human_bytes((double)rows[n - 1].bytes, a, sizeof a) : "-");
+  for (int c = 0; c < o->ncodecs; c++) {
+    const bench_row *last = NULL, *best = NULL, *worst = NULL;
+    double max_err = -1;
+    for (int i = 0; i < n; i++) {
+      const bench_row *r = &rows[i];
+      if (strcmp(r->codec, o->codecs[c])) continue;
+      last = r;
+      if (r->speedup > 0 && (!best || r->speedup > best->speedup)) best = r;
+      if (r->speedup > 0 && (!worst || r->speedup < worst->speedup)) worst = r;
+      if (r->checked && (isnan(r->rel_err) || r->rel_err > max_err) && !isnan(max_err))
+        max_err = r->rel_err; /* a NaN stays */
+    }
+    if (!last) continue;
+    fprintf(out, "# %-12s", last->codec);
+    if (!strcmp(last->codec, "none")) {
+      fprintf(out, " busbw %.3f GB/s, %.1f ms per call", last->busbw_gbs, last->time_us / 1e3);
+    } else {
+      if (last->speedup > 0)
+        fprintf(out, " %.2fx vs none (%.2fx at %s .. %.2fx at %s),", last->speedup,
+                worst->speedup, bench_human_bytes((double)worst->bytes, a, sizeof a),
+                best->speedup, bench_human_bytes((double)best->bytes, b, sizeof b));
+      fprintf(out, " effective busbw %.3f GB/s, wire ratio %.1f, codec %.1f ms per call (%.0f%% of "
+                   "the call)", last->busbw_gbs, last->ratio, last->codec_us / 1e3,
+              last->time_us > 0 ? 100.0 * last->codec_us / last->time_us : 0.0);
+    }
+    if (!(max_err < 0)) fprintf(out, ", rel_err <= %.2e", max_err);
+    fputc('\n', out);
+  }
+  for (int i = 0; i < n; i++) {
+    wrong += rows[i].wrong;
+    differ += rows[i].checked && !rows[i].consistent;
+  }
+  fprintf(out, "# %d results, %d out of bounds, %d where ranks differ; %.1f s in all\n", n, wrong,
+          differ, in->seconds);
+  fflush(out);
+}
+
+/* JSON has no NaN, Infinity or "unmeasured": those become null. */
+static void num(FILE *f, const char *key, double v, int valid, const char *fmt) {
+  fprintf(f, ", \"%s\": ", key);
+  if (valid && isfinite(v)) fprintf(f, fmt, v);
+  else fputs("null", f);
+}
+
+static void str(FILE *f, const char *key, const char *v) {
+  fprintf(f, ", \"%s\": \"", key);
+  for (; v && *v; v++) {
+    if (*v == '"' || *v == '\\') fprintf(f, "\\%c", *v);
+    else if ((unsigned char)*v < 0x20) fprintf(f, "\\u%04x", *v);
+    else fputc(*v, f);
+  }
+  fputc('"', f);
+}
+
+int bench_report_json(const char *path, const bench_run_info *in, const bench_row *rows, int n) {
+  FILE *f = fopen(path, "w");
+  if (f == NULL) return -1;
+  fputs("[\n", f);
+  for (int i = 0; i < n; i++) {
+    const bench_row *r = &rows[i];
+    fprintf(f, "  {\"size_bytes\": %zu, \"count\": %zu", r->bytes, r->count);
+    str(f, "codec", r->codec);
+    num(f, "time_us", r->time_us, 1, "%.3f");
+    num(f, "algbw_gbs", r->algbw_gbs, 1, "%.6g");
+    num(f, "busbw_gbs", r->busbw_gbs, 1, "%.6g");
+    num(f, "wire_bytes", r->wire_bytes, 1, "%.10g"); /* a mean over ranks */
+    num(f, "ratio", r->ratio, r->ratio > 0, "%.6g");
+    num(f, "speedup", r->speedup, r->speedup > 0, "%.6g");
+    num(f, "rel_err", r->rel_err, r->checked, "%.6g");
+    num(f, "codec_us", r->codec_us, 1, "%.3f");
+    str(f, "path", r->path);
+    fprintf(f, ", \"consistent\": %s, \"wrong\": %s, \"ranks\": %d",
+            !r->checked ? "null" : r->consistent ? "true" : "false",
+            r->wrong ? "true" : "false", in->nranks);
+    str(f, "backend", in->backend);
+    str(f, "dtype", bench_dtype_name(in->opt->dtype));
+    str(f, "op", in->opt->op == BENCH_AVG ? "avg" : "sum");
+    fprintf(f, ", \"iters\": %d, \"warmup_iters\": %d", in->opt->iters, in->opt->warmup);
+    if (in->link) str(f, "link", in->link);
+    else fputs(", \"link\": null", f);
+    fprintf(f, "}%s\n", i + 1 < n ? "," : "");
+  }
+  fputs("]\n", f);
+  int bad = ferror(f);
+  if (fclose(f) != 0 || bad) {
+    if (!errno) errno = EIO;
+    return -1;
+  }
+  return 0;
+}

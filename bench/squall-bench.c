@@ -1,0 +1,316 @@
+/*
+ * squall-bench - how much faster squall's compressed all-reduce is than the
+ * plain one, and at what accuracy cost, in the style of nccl-tests.
+ *
+ *   mpirun -n 4 squall-bench -b 1M -e 64M -f 4 -C none,fp16,bf16,topk:0.01
+ *
+ * For each size, every codec runs on the same buffers with the same
+ * sequence of inputs (new data every iteration, error feedback on, as in
+ * training): warm-up iterations, timed iterations (only the all-reduce
+ * between two clock reads; the inputs are generated before a barrier), then
+ * one untimed check iteration whose result is compared with the exact sum.
+ * Each rank takes its median iteration; the row shows the slowest rank's.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench.h"
+#include "bench_backend.h"
+#include "squall_mpi.h"
+
+typedef struct {
+  const bench_options *opt;
+  const bench_backend *be;
+  MPI_Comm comm;
+  int rank, nranks;
+  squallConfig_t base;
+  double start;
+  /* progress, rank 0: iterations weighted by bytes, so that the estimate
+   * follows the big sizes that take the time */
+  double work_total, work_done, last_print;
+} bench_ctx;
+
+static void die(bench_ctx *c, const char *what) {
+  fprintf(stderr, "squall-bench: rank %d: %s\n", c->rank, what);
+  MPI_Abort(MPI_COMM_WORLD, 3);
+  exit(3);
+}
+
+static void progress(bench_ctx *c, size_t bytes, const char *codec, int it, int total) {
+  c->work_done += (double)bytes;
+  if (c->rank != 0 || !c->opt->progress) return;
+  double now = MPI_Wtime(), el = now - c->start;
+  /* Quiet for short runs; then a line every few seconds (stderr is a pipe
+   * under mpirun, so whole lines, no carriage returns). */
+  if (el < 3.0 || now - c->last_print < 5.0) return;
+  c->last_print = now;
+  double f = c->work_done / c->work_total;
+  char h[32];
+  fprintf(stderr, "squall-bench: %3.0f%% (%s, %s, iteration %d/%d), %.0f s elapsed, about %.0f s left\n",
+          100.0 * f, bench_human_bytes((double)bytes, h, sizeof h), codec, it, total, el,
+          f > 0 ? el * (1.0 - f) / f : 0.0);
+}
+
+/* Fills the send buffer with this rank's input of iteration `iter`. */
+static void fill(bench_ctx *c, void *send, float *stage, size_t count, int iter) {
+  if (c->be->host_accessible) {
+    bench_fill(c->opt->seed, c->rank, iter, 0, count, send);
+    return;
+  }
+  bench_fill(c->opt->seed, c->rank, iter, 0, count, stage);
+  if (c->be->upload(send, stage, count * sizeof(float)))
+    die(c, "copying the input into the backend's buffer failed");
+}
+
+static void allreduce(bench_ctx *c, const void *send, void *recv, size_t count) {
+  char why[512];
+  if (c->be->allreduce(send, recv, count, c->opt->dtype, c->opt->op, c->comm, why, sizeof why))
+    die(c, why);
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The largest error a correct result may have, for the bench's own
+ * pass/fail (-c 1); the smoke test applies its own, tighter bounds.
+ *  - none: the float sum of P inputs rounds at most P-1 times, each by at
+ *    most u = 2^-24 of a partial sum; 4*P*u leaves room for cancellation.
+ *  - fp16, bf16: each rank's encode error (unit roundoff 2^-11, 2^-8)
+ *    enters twice with error feedback (sent now, carried from the last
+ *    step) and the 16-bit sum rounds up to P-1 times: 8*P units is well
+ *    above that and far below a broken codec.
+ *  - top-k: no bound here; how much a step leaves in the residual is what
+ *    the column reports. */
+static double error_bound(const char *codec, int p) {
+  if (!strcmp(codec, "none")) return 4.0 * p * ldexp(1.0, -24);
+  if (!strcmp(codec, "fp16")) return 8.0 * p * ldexp(1.0, -11);
+  if (!strcmp(codec, "bf16")) return 8.0 * p * ldexp(1.0, -8);
+  return INFINITY;
+}
+
+static const char *path_of(const char *codec, const squallStats_t *d, uint64_t wire_per_call,
+                           uint64_t ring) {
+  if (!strcmp(codec, "none")) return "plain";
+  if (d->compressedCalls == 0) return "passthrough";
+  if (d->passthroughCalls) return "mixed";
+  if (strncmp(codec, "topk", 4)) return "16-bit";
+  return wire_per_call == ring ? "dense" : "sparse"; /* the engine's dense fallback */
+}
+
+static void run_one(bench_ctx *c, const char *codec, void *send, void *recv, float *stage,
+                    size_t count, bench_row *row) {
+  const bench_options *o = c->opt;
+  size_t bytes = count * sizeof(float);
+  int p = c->nranks, total = o->warmup + o->iters;
+  squallConfig_t cfg = c->base;
+  if (squallConfigSet(&cfg, "SQUALL_COMPRESS", codec) != squallSuccess ||
+      squallSetConfig(&cfg) != squallSuccess)
+    die(c, squallGetLastError());
+  /* Each codec starts from empty residuals: nothing carried over from the
+   * previous codec's steps. */
+  c->be->reset_residuals(c->comm);
+
+  double *times = malloc(sizeof(double) * (size_t)o->iters);
+  if (times == NULL) die(c, "out of memory for timings");
+  squallStats_t s0, s1;
+  squallStatsGet(&s0);
+  for (int it = 0; it < total; it++) {
+    fill(c, send, stage, count, it);
+    MPI_Barrier(c->comm);
+    if (it == o->warmup) squallStatsGet(&s0);
+    double t0 = MPI_Wtime();
+    allreduce(c, send, recv, count);
+    double t1 = MPI_Wtime();
+    if (it >= o->warmup) times[it - o->warmup] = t1 - t0;
+    progress(c, bytes, codec, it + 1, total);
+  }
+  squallStatsGet(&s1);
+  qsort(times, (size_t)o->iters, sizeof *times, cmp_double);
+  double median = o->iters % 2 ? times[o->iters / 2]
+                               : 0.5 * (times[o->iters / 2 - 1] + times[o->iters / 2]);
+  free(times);
+
+  squallStats_t d = {0};
+  d.compressedCalls = s1.compressedCalls - s0.compressedCalls;
+  d.passthroughCalls = s1.passthroughCalls - s0.passthroughCalls;
+  uint64_t wire = s1.bytesWire - s0.bytesWire, in = s1.bytesIn - s0.bytesIn;
+  uint64_t ring = p > 1 ? 2 * (uint64_t)(p - 1) * bytes / (uint64_t)p : 0;
+  if (s1.calls == s0.calls) { /* a backend that bypasses squall's counters */
+    wire = ring * (uint64_t)o->iters;
+    in = bytes * (uint64_t)o->iters;
+  }
+
+  /* The check: one more step, untimed, against the exact sum. Each rank
+   * checks its 1/P slice (all ranks hold the same result, verified by the
+   * hash), recomputing every rank's input for it. */
+  double err2 = 0.0, ref2 = 0.0;
+  uint64_t hash = 0;
+  if (o->check) {
+    fill(c, send, stage, count, total);
+    allreduce(c, send, recv, count);
+    const float *out = recv;
+    if (!c->be->host_accessible) {
+      if (c->be->download(stage, recv, bytes)) die(c, "copying the result to the host failed");
+      out = stage;
+    }
+    size_t lo = count * (size_t)c->rank / (size_t)p, hi = count * (size_t)(c->rank + 1) / (size_t)p;
+    bench_error_sums(o->seed, p, total, o->op == BENCH_AVG, out + lo, lo, hi - lo, &err2, &ref2);
+    hash = bench_hash(out, bytes);
+  }
+
+  /* Combine over ranks: maxima, sums, and the hash's range. */
+  double mx[2] = {median, (s1.codecSeconds - s0.codecSeconds) / o->iters};
+  double sum[4] = {(double)wire / o->iters, (double)in, err2, ref2};
+  uint64_t hmin = hash, hmax = hash;
+  MPI_Allreduce(MPI_IN_PLACE, mx, 2, MPI_DOUBLE, MPI_MAX, c->comm);
+  MPI_Allreduce(MPI_IN_PLACE, sum, 4, MPI_DOUBLE, MPI_SUM, c->comm);
+  MPI_Allreduce(MPI_IN_PLACE, &hmin, 1, MPI_UINT64_T, MPI_MIN, c->comm);
+  MPI_Allreduce(MPI_IN_PLACE, &hmax, 1, MPI_UINT64_T, MPI_MAX, c->comm);
+
+  memset(row, 0, sizeof *row);
+  row->bytes = bytes;
+  row->count = count;
+  snprintf(row->codec, sizeof row->codec, "%s", codec);
+  row->time_us = mx[0] * 1e6;
+  row->algbw_gbs = mx[0] > 0 ? (double)bytes / mx[0] / 1e9 : 0.0;
+  row->busbw_gbs = row->algbw_gbs * (p > 1 ? 2.0 * (p - 1) / p : 1.0);
+  row->wire_bytes = sum[0] / p;
+  row->ratio = sum[0] > 0 ? sum[1] / (sum[0] * o->iters) : 0.0;
+  row->codec_us = mx[1] * 1e6;
+  row->speedup = -1;
+  row->path = path_of(codec, &d, (uint64_t)llround((double)wire / o->iters), ring);
+  row->checked = o->check;
+  if (o->check) {
+    row->rel_err = sum[3] > 0 ? sqrt(sum[2] / sum[3]) : sqrt(sum[2]);
+    row->consistent = hmin == hmax;
+    /* Plain MPI may legitimately differ between ranks; squall must not. */
+    row->wrong = !(row->rel_err <= error_bound(codec, p)) ||
+                 (!row->consistent && strcmp(codec, "none"));
+  }
+}
+
+/* All ranks agree whether everyone allocated, so that nobody waits on a
+ * rank that is about to stop. */
+static void all_ok(bench_ctx *c, int ok, const char *what) {
+  int all = ok;
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, c->comm);
+  if (!all) {
+    if (c->rank == 0) fprintf(stderr, "squall-bench: %s\n", what);
+    MPI_Finalize();
+    exit(3);
+  }
+}
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  bench_ctx c = {0};
+  MPI_Comm_rank(MPI_COMM_WORLD, &c.rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &c.nranks);
+  FILE *out = c.rank == 0 ? stdout : NULL, *err = c.rank == 0 ? stderr : NULL;
+  bench_options opt;
+  int rc = bench_parse_args(argc, argv, &opt, out, err);
+  if (rc != 0) {
+    MPI_Finalize();
+    return rc == 1 ? 0 : 2;
+  }
+  c.opt = &opt;
+  char why[512];
+  c.be = bench_backend_find(opt.backend, why, sizeof why);
+  if (c.be == NULL || !c.be->supports(opt.dtype)) {
+    if (err && c.be == NULL) fprintf(err, "squall-bench: %s\n", why);
+    else if (err)
+      fprintf(err, "squall-bench: -d %s: the %s backend benchmarks float only (squallMpiAllreduce "
+                   "compresses MPI_FLOAT; other types pass through to MPI unchanged); use -d float%s\n",
+              bench_dtype_name(opt.dtype), c.be->name,
+              opt.dtype == BENCH_F64 ? "" : ", or --backend nccl where it is built");
+    MPI_Finalize();
+    return 2;
+  }
+  size_t sizes[BENCH_MAX_SIZES];
+  int nsizes = bench_sizes(&opt, sizeof(float), sizes, BENCH_MAX_SIZES);
+  if (nsizes < 0 || sizes[nsizes - 1] / sizeof(float) > (size_t)INT32_MAX) {
+    if (err && nsizes < 0)
+      fprintf(err, "squall-bench: -b %zu -e %zu with %s %zu give more than %d sizes; use a larger "
+                   "step\n", opt.min_bytes, opt.max_bytes, opt.step_factor ? "-f" : "-i",
+              opt.step_factor ? (size_t)opt.step_factor : opt.step_bytes, BENCH_MAX_SIZES);
+    else if (err)
+      fprintf(err, "squall-bench: -e %zu is too large: MPI counts are int, so at most %zu bytes of "
+                   "float per rank\n", opt.max_bytes, (size_t)INT32_MAX * sizeof(float));
+    MPI_Finalize();
+    return 2;
+  }
+
+  /* The configuration every codec starts from: the environment's, with
+   * SQUALL_MIN_BYTES=0 so that small sizes compress too, then -S. */
+  squallGetConfig(&c.base);
+  c.base.minBytes = 0;
+  if (opt.squall_spec && squallConfigParse(&c.base, opt.squall_spec) != squallSuccess) {
+    if (err) fprintf(err, "squall-bench: -S '%s': %s\n", opt.squall_spec, squallGetLastError());
+    MPI_Finalize();
+    return 2;
+  }
+  c.base.codec = squallCodecNone;
+  if (c.nranks < 2 && err)
+    fprintf(err, "squall-bench: warning: one rank: squall passes every call through (nothing to "
+                 "exchange); run it under mpirun -n 2 or more\n");
+
+  MPI_Comm_dup(MPI_COMM_WORLD, &c.comm);
+  all_ok(&c, c.be->setup(c.comm, stderr) == 0, "backend setup failed (see above)");
+  int nrows = 0;
+  bench_row *rows = calloc((size_t)nsizes * (size_t)opt.ncodecs, sizeof *rows);
+  all_ok(&c, rows != NULL, "out of memory for the results");
+  for (int s = 0; s < nsizes; s++)
+    c.work_total += (double)sizes[s] * opt.ncodecs * (opt.warmup + opt.iters);
+  bench_run_info info = {.nranks = c.nranks, .backend = c.be->name, .memory = c.be->memory,
+                         .opt = &opt, .base = &c.base, .link = getenv("SQUALL_BENCH_LINK")};
+  if (info.link && !*info.link) info.link = NULL;
+  if (out) bench_report_header(out, &info);
+  c.start = MPI_Wtime();
+
+  for (int s = 0; s < nsizes; s++) {
+    size_t count = sizes[s] / sizeof(float);
+    void *send = c.be->alloc(sizes[s]), *recv = c.be->alloc(sizes[s]);
+    float *stage = c.be->host_accessible ? NULL : malloc(sizes[s]);
+    char h[32];
+    snprintf(why, sizeof why, "out of memory for two %s buffers on some rank",
+             bench_human_bytes((double)sizes[s], h, sizeof h));
+    all_ok(&c, send && recv && (c.be->host_accessible || stage), why);
+    bench_row *first = &rows[nrows];
+    for (int k = 0; k < opt.ncodecs; k++) run_one(&c, opt.codecs[k], send, recv, stage, count, &rows[nrows++]);
+    /* Speedups need none's time at this size, whatever its place in -C. */
+    const bench_row *none = NULL;
+    for (int k = 0; k < opt.ncodecs; k++)
+      if (!strcmp(first[k].codec, "none")) none = &first[k];
+    for (int k = 0; k < opt.ncodecs; k++) {
+      if (none && first[k].time_us > 0) first[k].speedup = none->time_us / first[k].time_us;
+      if (out) bench_report_row(out, &first[k]);
+    }
+    c.be->free_state(c.comm); /* residuals and scratch of this size */
+    c.be->release(send);
+    c.be->release(recv);
+    free(stage);
+  }
+  info.seconds = MPI_Wtime() - c.start;
+  int status = 0;
+  for (int i = 0; i < nrows; i++) status |= rows[i].wrong;
+  if (out) {
+    bench_report_summary(out, &info, rows, nrows);
+    if (opt.json_path && bench_report_json(opt.json_path, &info, rows, nrows) != 0) {
+      fprintf(stderr, "squall-bench: -J %s: cannot write the JSON: %s\n", opt.json_path,
+              strerror(errno));
+      status = 1;
+    }
+  }
+  c.be->teardown();
+  squallMpiCommFree(c.comm);
+  MPI_Comm_free(&c.comm);
+  MPI_Finalize();
+  /* gnuplot runs after MPI is gone: no forking inside an MPI process. */
+  if (out && opt.plot_path && bench_plot(opt.plot_path, &info, rows, nrows, stderr) != 0) status = 1;
+  free(rows);
+  return status;
+}

@@ -1,0 +1,236 @@
+/* train_run.c - one data-parallel training run through squallMpiAllreduce. */
+#include "train_run.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "squall_mpi.h"
+#include "train_optim.h"
+
+int train_run_parse(const char *name, int warmup, const char *extra, int loud, train_run_desc *d) {
+  memset(d, 0, sizeof *d);
+  if (strlen(name) >= TRAIN_LABEL_MAX) {
+    if (loud) fprintf(stderr, "squall-train: run name '%s' is longer than %d characters\n", name,
+            TRAIN_LABEL_MAX - 1);
+    return -1;
+  }
+  strcpy(d->label, name);
+  if (!strcmp(name, "linear")) {
+    d->linear = 1;
+    snprintf(d->spec, sizeof d->spec, "SQUALL_COMPRESS=none");
+    return 0;
+  }
+  char buf[TRAIN_LABEL_MAX];
+  strcpy(buf, name);
+  char *plus = strchr(buf, '+');
+  if (plus) *plus++ = 0;
+  int ef = -1, want_warmup = 0;
+  while (plus && *plus) {
+    char *next = strchr(plus, '+');
+    if (next) *next++ = 0;
+    if (!strcmp(plus, "ef")) ef = 1;
+    else if (!strcmp(plus, "noef")) ef = 0;
+    else if (!strcmp(plus, "warmup")) want_warmup = 1;
+    else {
+      if (loud) fprintf(stderr, "squall-train: run '%s': unknown modifier '+%s'; accepted: +ef, +noef, +warmup\n",
+              name, plus);
+      return -1;
+    }
+    plus = next;
+  }
+  /* Check the codec with squall's own parser: its message names the value. */
+  squallConfig_t cfg;
+  squallConfigDefault(&cfg);
+  if (squallConfigSet(&cfg, "SQUALL_COMPRESS", buf) != squallSuccess) {
+    if (loud) fprintf(stderr, "squall-train: run '%s': %s\n", name, squallGetLastError());
+    return -1;
+  }
+  d->compressed = cfg.codec != squallCodecNone;
+  d->warmup = want_warmup ? warmup : 0;
+  /* SQUALL_MIN_BYTES=0: the gradient is one flat buffer, and the point of a
+   * run is that all of it goes through the codec whatever the model size;
+   * the 1 MiB default would silently pass a small model's gradient through.
+   * The program's other reductions (loss sums, checksums) use MPI directly. */
+  int n = snprintf(d->spec, sizeof d->spec, "SQUALL_COMPRESS=%s SQUALL_MIN_BYTES=0 SQUALL_WARMUP=%d", buf,
+                   d->warmup);
+  if (ef >= 0) n += snprintf(d->spec + n, sizeof d->spec - (size_t)n, " SQUALL_EF=%d", ef);
+  if (extra && *extra) n += snprintf(d->spec + n, sizeof d->spec - (size_t)n, " %s", extra);
+  if ((size_t)n >= sizeof d->spec) {
+    if (loud) fprintf(stderr, "squall-train: run '%s': configuration longer than %d characters\n", name,
+            TRAIN_SPEC_MAX - 1);
+    return -1;
+  }
+  if (squallConfigParse(&cfg, d->spec) != squallSuccess) {
+    if (loud) fprintf(stderr, "squall-train: run '%s': configuration '%s': %s\n", name, d->spec, squallGetLastError());
+    return -1;
+  }
+  return 0;
+}
+
+void train_result_free(train_result *r) {
+  free(r->curve);
+  r->curve = NULL;
+}
+
+static uint64_t fnv1a(const void *p, size_t bytes) {
+  const unsigned char *c = p;
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < bytes; i++) h = (h ^ c[i]) * 0x100000001b3ull;
+  return h;
+}
+
+/* 1 on every rank when every rank passes ok, else 0. */
+static int all_ok(MPI_Comm comm, int ok) {
+  int all = 0;
+  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, comm);
+  return all;
+}
+
+/* Loss and accuracy of params on samples [0, n) of set, split over ranks. */
+static void evaluate(const train_mlp *m, const float *params, const train_set *set, int n, train_ws *ws,
+                     MPI_Comm comm, double *loss, double *acc) {
+  int rank, p;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &p);
+  int lo = (int)((long)n * rank / p), hi = (int)((long)n * (rank + 1) / p);
+  double mine[2] = {0, 0}, sum[2];
+  int hits = 0;
+  if (train_mlp_eval(m, params, set->x + (size_t)lo * set->dim, set->y + lo, hi - lo, ws, &mine[0], &hits)) {
+    fprintf(stderr, "squall-train: rank %d: out of memory evaluating\n", rank);
+    MPI_Abort(comm, 1);
+  }
+  mine[1] = hits;
+  MPI_Allreduce(mine, sum, 2, MPI_DOUBLE, MPI_SUM, comm);
+  *loss = sum[0] / n;
+  *acc = sum[1] / n;
+}
+
+/* The squall configuration for the run, the same on every rank. */
+static int configure(const train_run_desc *d, int rank) {
+  squallConfig_t cfg;
+  squallConfigDefault(&cfg);
+  if (squallConfigParse(&cfg, d->spec) != squallSuccess || squallSetConfig(&cfg) != squallSuccess) {
+    if (rank == 0)
+      fprintf(stderr, "squall-train: run '%s': configuration '%s': %s\n", d->label, d->spec,
+              squallGetLastError());
+    return -1;
+  }
+  return 0;
+}
+
+/* Did squall do what the run asked? Warm-up calls pass through, every
+ * later call must be compressed; with compression off nothing is. */
+static int check_stats(const train_run_desc *d, const squallStats_t *st, long steps, int rank) {
+  uint64_t warm = (uint64_t)(d->warmup < steps ? d->warmup : steps);
+  uint64_t want = d->compressed ? (uint64_t)steps - warm : 0;
+  if (st->calls == (uint64_t)steps && st->compressedCalls == want &&
+      st->passthrough[squallPassWarmup] == (d->compressed ? warm : 0))
+    return 0;
+  if (rank == 0)
+    fprintf(stderr,
+            "squall-train: run '%s': squall saw %llu calls, compressed %llu, warm-up %llu; expected %ld, "
+            "%llu, %llu\n",
+            d->label, (unsigned long long)st->calls, (unsigned long long)st->compressedCalls,
+            (unsigned long long)st->passthrough[squallPassWarmup], steps, (unsigned long long)want,
+            (unsigned long long)(d->compressed ? warm : 0));
+  return -1;
+}
+
+int train_run_one(const train_setup *s, const train_run_desc *d, MPI_Comm world, train_result *out) {
+  memset(out, 0, sizeof *out);
+  out->d = *d;
+  out->steps = s->steps;
+  MPI_Comm comm;
+  MPI_Comm_dup(world, &comm);
+  int rank, p;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &p);
+  const train_mlp *m = d->linear ? &s->linear : &s->mlp;
+  int local = s->batch / p, dim = m->widths[0];
+  int eval_chunk = 256;
+  size_t n = m->nparams;
+  out->nparams = n;
+  float *params = malloc(n * sizeof *params), *grad = malloc(n * sizeof *grad);
+  float *gsum = malloc(n * sizeof *gsum), *x = malloc((size_t)local * dim * sizeof *x);
+  int *y = malloc((size_t)local * sizeof *y);
+  double *curve = calloc((size_t)s->steps, sizeof *curve);
+  out->curve = calloc((size_t)s->steps, sizeof *out->curve);
+  train_ws *ws = train_ws_create(m, local > eval_chunk ? local : eval_chunk);
+  train_batcher *batches = train_batcher_create(s->train, s->seed);
+  train_sgd opt = {0};
+  int rc = -1;
+  int ok = params && grad && gsum && x && y && curve && out->curve && ws && batches &&
+           !train_sgd_init(&opt, n, s->lr, s->momentum, s->steps, s->lr_ramp);
+  if (!all_ok(comm, ok)) {
+    if (rank == 0) fprintf(stderr, "squall-train: run '%s': out of memory\n", d->label);
+    goto done;
+  }
+  if (!all_ok(comm, configure(d, rank) == 0)) goto done;
+
+  train_mlp_init(m, params, s->seed);
+  squallStatsReset();
+  MPI_Barrier(comm);
+  double t0 = MPI_Wtime(), t_ar = 0.0;
+  for (long t = 0; t < s->steps; t++) {
+    train_batcher_slice(batches, t, s->batch, rank * local, local, x, y);
+    int hits;
+    double loss = train_mlp_grad(m, params, x, y, local, grad, ws, &hits);
+    if (loss < 0.0) {
+      fprintf(stderr, "squall-train: rank %d: out of memory in the backward pass\n", rank);
+      MPI_Abort(comm, 1);
+    }
+    curve[t] = loss;
+    double ta = MPI_Wtime();
+    int err = squallMpiAllreduce(grad, gsum, (int)n, MPI_FLOAT, MPI_SUM, comm);
+    t_ar += MPI_Wtime() - ta;
+    if (err != MPI_SUCCESS) {
+      fprintf(stderr, "squall-train: rank %d: run '%s': squallMpiAllreduce failed at step %ld (MPI error %d): %s\n",
+              rank, d->label, t, err, squallGetLastError());
+      MPI_Abort(comm, 1);
+    }
+    train_sgd_step(&opt, params, gsum, p, t);
+    if (s->verbose && rank == 0 && (t + 1) % (s->steps / 10 > 0 ? s->steps / 10 : 1) == 0)
+      fprintf(stderr, "  %s: step %ld/%ld, rank 0 batch loss %.4f\n", d->label, t + 1, s->steps, loss / local);
+  }
+  out->seconds = MPI_Wtime() - t0;
+  MPI_Allreduce(&t_ar, &out->allreduce_seconds, 1, MPI_DOUBLE, MPI_MAX, comm);
+  squallStatsGet(&out->stats);
+
+  /* The curve: each step's mean loss over the whole global batch. */
+  MPI_Allreduce(curve, out->curve, (int)s->steps, MPI_DOUBLE, MPI_SUM, comm);
+  for (long t = 0; t < s->steps; t++) out->curve[t] /= s->batch;
+  int n_eval = s->eval_train < s->train->n ? s->eval_train : s->train->n;
+  evaluate(m, params, s->train, n_eval, ws, comm, &out->train_loss, &out->train_acc);
+  evaluate(m, params, s->test, s->test->n, ws, comm, &out->test_loss, &out->test_acc);
+
+  /* Every rank applied the same update to the same start: the bits must agree. */
+  out->checksum = fnv1a(params, n * sizeof *params);
+  uint64_t *sums = malloc((size_t)p * sizeof *sums);
+  if (!all_ok(comm, sums != NULL)) goto done;
+  MPI_Allgather(&out->checksum, 1, MPI_UINT64_T, sums, 1, MPI_UINT64_T, comm);
+  int same = 1;
+  for (int r = 1; r < p; r++) same &= sums[r] == sums[0];
+  if (!same && rank == 0) {
+    fprintf(stderr, "squall-train: run '%s': the ranks ended with different parameters; checksums:", d->label);
+    for (int r = 0; r < p; r++) fprintf(stderr, " %d:%016llx", r, (unsigned long long)sums[r]);
+    fputc('\n', stderr);
+  }
+  free(sums);
+  int stats_ok = check_stats(d, &out->stats, s->steps, rank) == 0;
+  rc = same && all_ok(comm, stats_ok) ? 0 : -1;
+
+done:
+  train_batcher_free(batches);
+  train_ws_free(ws);
+  train_sgd_free(&opt);
+  free(params);
+  free(grad);
+  free(gsum);
+  free(x);
+  free(y);
+  free(curve);
+  squallMpiCommFree(comm);
+  MPI_Comm_free(&comm);
+  return rc;
+}

@@ -1,0 +1,162 @@
+/*
+ * kernels_cuda.cu - the engine's kernel set on device memory: the CUDA
+ * codec twins (half.cu, topk.cu, sparse.cu) plus the small element-wise
+ * kernels the engine needs around them. Everything is enqueued on the
+ * stream in the context; only alloc and to_host wait, and the engine calls
+ * them outside the steady state (growth) or on request (diagnostics).
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <cuda_runtime_api.h>
+
+#include "codec_cuda.h"
+#include "internal.h"
+#include "kernels.h"
+
+static cudaStream_t stream_of(void *ctx) { return (cudaStream_t)((squall_cuda_ctx *)ctx)->stream; }
+
+static squallResult_t cuda_result(cudaError_t e, const char *what) {
+  if (e == cudaSuccess) return squallSuccess;
+  return squall__fail(squallUnhandledCudaError, "%s: %s", what, cudaGetErrorString(e));
+}
+
+static unsigned blocks_for(size_t n) {
+  size_t b = (n + 255) / 256;
+  return (unsigned)(b < 65535 * 16 ? (b ? b : 1) : 65535 * 16); /* grid-stride covers the rest */
+}
+
+#define GRID_STRIDE(i, n) \
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
+
+__global__ void widen_kernel(int dtype, const void *src, float *dst, size_t n, float scalar) {
+  GRID_STRIDE(i, n) {
+    float v;
+    if (dtype == SQ_DT_F32) v = ((const float *)src)[i];
+    else v = sq_half_to_f32(dtype == SQ_DT_BF16 ? SQ_HALF_BF16 : SQ_HALF_FP16, ((const uint16_t *)src)[i]);
+    dst[i] = scalar == 1.0f ? v : scalar * v;
+  }
+}
+
+__global__ void narrow_kernel(int dtype, const float *src, void *dst, size_t n, float divisor) {
+  GRID_STRIDE(i, n) {
+    float v = divisor == 1.0f ? src[i] : src[i] / divisor;
+    if (dtype == SQ_DT_F32) ((float *)dst)[i] = v;
+    else ((uint16_t *)dst)[i] = sq_half_from_f32(dtype == SQ_DT_BF16 ? SQ_HALF_BF16 : SQ_HALF_FP16, v);
+  }
+}
+
+__global__ void flush_kernel(const float *g, float *res, float *a, size_t n) {
+  GRID_STRIDE(i, n) {
+    if (res) {
+      float r = res[i];
+      a[i] = g[i] + r;
+      res[i] = 0.0f;
+    } else {
+      a[i] = g[i];
+    }
+  }
+}
+
+__global__ void scale_kernel(const float *absmax, float limit, float max_scale, float *scale) {
+  float s = sq_pow2_scale(*absmax, limit);
+  *scale = s > max_scale ? max_scale : s;
+}
+
+static void *dev_alloc(void *ctx, size_t bytes) {
+  void *p = NULL;
+  if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+    cudaGetLastError();
+    return NULL;
+  }
+  if (cudaMemsetAsync(p, 0, bytes, stream_of(ctx)) != cudaSuccess) {
+    cudaFree(p);
+    return NULL;
+  }
+  return p;
+}
+
+static void dev_free(void *ctx, void *p) { cudaFree(p); }
+
+static squallResult_t dev_zero(void *ctx, void *p, size_t bytes) {
+  return cuda_result(cudaMemsetAsync(p, 0, bytes, stream_of(ctx)), "cudaMemsetAsync");
+}
+
+static squallResult_t dev_to_host(void *ctx, void *dst, const void *src, size_t bytes) {
+  cudaStream_t s = stream_of(ctx);
+  SQ_FORWARD_IF_ERROR(cuda_result(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync"));
+  return cuda_result(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+}
+
+static squallResult_t dev_flush(void *ctx, const float *g, float *res, float *a, size_t n) {
+  flush_kernel<<<blocks_for(n), 256, 0, stream_of(ctx)>>>(g, res, a, n);
+  return cuda_result(cudaGetLastError(), "flush kernel launch");
+}
+
+static squallResult_t dev_widen(void *ctx, squall_dtype t, const void *src, float *dst, size_t n, float scalar) {
+  widen_kernel<<<blocks_for(n), 256, 0, stream_of(ctx)>>>((int)t, src, dst, n, scalar);
+  return cuda_result(cudaGetLastError(), "widen kernel launch");
+}
+
+static squallResult_t dev_narrow(void *ctx, squall_dtype t, const float *src, void *dst, size_t n, float divisor) {
+  narrow_kernel<<<blocks_for(n), 256, 0, stream_of(ctx)>>>((int)t, src, dst, n, divisor);
+  return cuda_result(cudaGetLastError(), "narrow kernel launch");
+}
+
+static size_t dev_absmax_ws(size_t n) { return squall__cuda_absmax_workspace_bytes(n); }
+
+static squallResult_t dev_absmax(void *ctx, const float *g, const float *res, size_t n, float *out, void *ws) {
+  return cuda_result(squall__cuda_absmax(g, res, n, out, ws, squall__cuda_absmax_workspace_bytes(n), stream_of(ctx)),
+                     "absmax kernels");
+}
+
+static squallResult_t dev_pow2_scale(void *ctx, const float *absmax, float limit, float max_scale, float *scale) {
+  scale_kernel<<<1, 1, 0, stream_of(ctx)>>>(absmax, limit, max_scale, scale);
+  return cuda_result(cudaGetLastError(), "scale kernel launch");
+}
+
+static squallResult_t dev_half_encode(void *ctx, sq_half_kind kind, const float *g, float *res, uint16_t *out,
+                                      size_t n, const float *scale) {
+  return cuda_result(squall__cuda_half_encode(kind, g, res, out, n, scale, stream_of(ctx)), "16-bit encode");
+}
+
+static squallResult_t dev_half_decode(void *ctx, sq_half_kind kind, const uint16_t *in, float *out, size_t n,
+                                      const float *scale) {
+  return cuda_result(squall__cuda_half_decode(kind, in, out, n, scale, 0, stream_of(ctx)), "16-bit decode");
+}
+
+static size_t dev_topk_ws(size_t n, size_t k) { return squall__cuda_topk_workspace_bytes(n, k); }
+
+static squallResult_t dev_topk_encode(void *ctx, const float *g, float *res, size_t n, size_t k,
+                                      squallValueType_t values, const float *scale, void *slot, void *ws) {
+  return cuda_result(squall__cuda_topk_encode(g, res, n, k, values, scale, slot, ws,
+                                              squall__cuda_topk_workspace_bytes(n, k), stream_of(ctx)),
+                     "top-k encode");
+}
+
+static squallResult_t dev_sparse_decode(void *ctx, const void *slots, int nranks, size_t k,
+                                        squallValueType_t values, float *dense, size_t n, int *flag) {
+  return cuda_result(squall__cuda_sparse_decode(slots, nranks, k, values, dense, n, flag, stream_of(ctx)),
+                     "sparse decode");
+}
+
+extern "C" {
+
+const squall_kernels squall__kernels_cuda = {
+    "cuda",           NULL,          dev_alloc,       dev_free,          dev_zero,
+    dev_to_host,      dev_flush,     dev_widen,       dev_narrow,        dev_absmax_ws,
+    dev_absmax,       dev_pow2_scale, dev_half_encode, dev_half_decode,  dev_topk_ws,
+    dev_topk_encode,  dev_sparse_decode,
+};
+
+int squall__cuda_is_device_pointer(const void *p) {
+  cudaPointerAttributes a;
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError(); /* no driver, or an unregistered host pointer: host memory */
+    return 0;
+  }
+  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
+} /* extern "C" */

@@ -1,0 +1,28 @@
+/*
+ * nccl_api.h - the NCCL functions squall itself calls, as a table. The
+ * direct API (libsquall, linked with -lnccl) fills it with NCCL's profiling
+ * names; the LD_PRELOAD interposer, which must not link NCCL and whose own
+ * ncclX symbols shadow the real ones, fills it with dlsym results. Either
+ * way squall's internal collectives never re-enter an interposer.
+ */
+#ifndef SQUALL_NCCL_API_H
+#define SQUALL_NCCL_API_H
+
+#include <nccl.h>
+
+typedef struct squall_nccl_api {
+  ncclResult_t (*allReduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
+                            cudaStream_t);
+  ncclResult_t (*allGather)(const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);
+  ncclResult_t (*commCount)(const ncclComm_t, int *);
+  ncclResult_t (*commUserRank)(const ncclComm_t, int *);
+  ncclResult_t (*commCuDevice)(const ncclComm_t, int *);
+  ncclResult_t (*commGetAsyncError)(ncclComm_t, ncclResult_t *);
+  ncclResult_t (*groupStart)(void);
+  ncclResult_t (*groupEnd)(void);
+} squall_nccl_api;
+
+/* The table of the NCCL that libsquall was linked with (profiling names). */
+const squall_nccl_api *squall__nccl_api_linked(void);
+
+#endif

@@ -1,0 +1,144 @@
+#!/bin/sh
+# bench-smoke.sh - squall-bench end to end on 3 ranks with tiny sizes: the
+# JSON parses and holds every (size, codec), the wire bytes follow the
+# formulas, each lossy codec's error is within its bound, the plot is a
+# PNG, and bad flags fail clearly. About 10 s.
+#
+# Error bounds (relative L2 against the exact sum, error feedback on, 3
+# ranks, the bench's generated gradients):
+#   none     1e-6   a float sum of 3 values rounds twice, 2^-24 each (seen: 4e-8)
+#   fp16     3e-3   each rank's code rounds by <= 2^-12 relative; error feedback
+#                   carries the last step's rounding into this one (x2), and the
+#                   16-bit sum rounds P-1 more times: (2P + P-1) * 2^-12 = 2.2e-3,
+#                   times ~1.4 for cancellation between ranks (seen: 3.9e-4)
+#   bf16     2.4e-2 the same with bf16's 2^-9 (seen: 3e-3)
+#   topk:0.01 0.3 .. 1.5  with 1% sent per step most of each step's gradient
+#                   waits in the residual, so the per-step error is near 1
+#                   (seen: 1.00-1.05); above 1.5 the residual is growing (broken
+#                   error feedback), below 0.3 nothing was dropped (no top-k)
+#   topk:1   1e-6   k = count cannot pay: the engine's dense fallback sends
+#                   everything, exactly as none
+set -u
+
+if test -z "${MPIEXEC:-}" || ! command -v "$MPIEXEC" >/dev/null 2>&1; then
+  echo "SKIP: no MPI launcher (mpiexec): squall-bench runs under MPI" >&2
+  exit 77
+fi
+if command -v python3 >/dev/null 2>&1; then
+  py=python3
+else
+  echo "SKIP: python3 is needed to check the JSON" >&2
+  exit 77
+fi
+run="$SQUALL_BUILDDIR/tests/run-mpi.sh"
+bench="$SQUALL_BUILDDIR/squall-bench"
+export SQUALL_TEST_TIMEOUT=${SQUALL_TEST_TIMEOUT:-120}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-smoke.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+bad() {
+  echo "FAIL: $*" >&2
+  fail=1
+}
+
+# ---- a real run: 4 sizes x 5 codecs, JSON and plot
+if command -v gnuplot >/dev/null 2>&1; then plot="--plot $tmp/b.png"; else plot=; fi
+"$run" 3 "$bench" -b 4K -e 256K -f 4 -n 3 -w 2 -C none,fp16,bf16,topk:0.01,topk:1 \
+  -J "$tmp/b.json" $plot --no-progress >"$tmp/out.txt" 2>"$tmp/err.txt"
+rc=$?
+cat "$tmp/out.txt"
+test $rc -eq 0 || { bad "squall-bench exited with $rc"; cat "$tmp/err.txt" >&2; }
+
+$py - "$tmp/b.json" <<'EOF' || fail=1
+import json, math, sys
+rows = json.load(open(sys.argv[1]))
+errors = []
+def need(cond, what):
+    if not cond: errors.append(what)
+sizes = [4096, 16384, 65536, 262144]
+codecs = ["none", "fp16", "bf16", "topk:0.01", "topk:1"]
+need(len(rows) == len(sizes) * len(codecs), "expected %d rows, got %d" % (len(sizes) * len(codecs), len(rows)))
+keys = ["size_bytes", "codec", "time_us", "algbw_gbs", "busbw_gbs", "wire_bytes", "ratio", "speedup", "rel_err"]
+bounds = {"none": (0, 1e-6), "fp16": (0, 3e-3), "bf16": (0, 2.4e-2), "topk:0.01": (0.3, 1.5), "topk:1": (0, 1e-6)}
+paths = {"none": "plain", "fp16": "16-bit", "bf16": "16-bit", "topk:0.01": "sparse", "topk:1": "dense"}
+by = {}
+for r in rows:
+    for k in keys:
+        need(k in r, "row %r lacks %s" % (r.get("codec"), k))
+    by[(r["size_bytes"], r["codec"])] = r
+for s in sizes:
+    for c in codecs:
+        r = by.get((s, c))
+        if r is None:
+            errors.append("no row for %d bytes, %s" % (s, c)); continue
+        tag = "%s at %d B" % (c, s)
+        p = r["ranks"]
+        need(p == 3, tag + ": ranks %r" % p)
+        need(r["time_us"] > 0 and math.isclose(r["algbw_gbs"], s / r["time_us"] / 1e3, rel_tol=1e-3), tag + ": algbw != size/time")
+        need(math.isclose(r["busbw_gbs"], r["algbw_gbs"] * 2 * (p - 1) / p, rel_tol=1e-3), tag + ": busbw != algbw*2(P-1)/P")
+        ring = 2 * (p - 1) * s // p
+        lo, hi = bounds[c]
+        need(r["rel_err"] is not None and lo <= r["rel_err"] <= hi, tag + ": rel_err %r outside [%g, %g]" % (r["rel_err"], lo, hi))
+        need(r["path"] == paths[c], tag + ": path %r, expected %r" % (r["path"], paths[c]))
+        need(r["consistent"] is True, tag + ": ranks hold different results")
+        need(r["wrong"] is False, tag + ": the bench flagged it wrong")
+        need(math.isclose(r["speedup"], by[(s, "none")]["time_us"] / r["time_us"], rel_tol=1e-3), tag + ": speedup != t(none)/t")
+        need(math.isclose(r["ratio"], s / r["wire_bytes"], rel_tol=1e-3), tag + ": ratio != bytes in / wire")
+        if c in ("none", "topk:1"):
+            need(r["wire_bytes"] == ring, tag + ": wire %r != ring %d" % (r["wire_bytes"], ring))
+        elif c in ("fp16", "bf16"):  # 2 bytes per element, plus the 4-byte max all-reduce
+            need(r["wire_bytes"] == 2 * (p - 1) * (s // 2) // p + 2 * (p - 1) * 4 // p, tag + ": wire %r" % r["wire_bytes"])
+        else:  # at most (P-1) slots of k (u32 index, f32 value) pairs, plus the size exchange
+            k = math.ceil(0.01 * s / 4)
+            need(0 < r["wire_bytes"] <= (p - 1) * (8 * k + 64), tag + ": wire %r above the slot bound" % r["wire_bytes"])
+if errors:
+    print("JSON check failed:\n  " + "\n  ".join(errors), file=sys.stderr)
+    sys.exit(1)
+print("JSON: %d rows, all within bounds" % len(rows))
+EOF
+
+if test -n "$plot"; then
+  magic=$(od -An -tx1 -N8 "$tmp/b.png" 2>/dev/null | tr -d ' \n')
+  test "$magic" = 89504e470d0a1a0a || bad "--plot did not write a PNG ($tmp/b.png: '$magic')"
+else
+  echo "note: gnuplot not installed, --plot not checked"
+fi
+
+# ---- -o avg: MPI has no average op; the bench sums and divides
+"$run" 2 "$bench" -b 64K -e 64K -n 2 -w 1 -o avg -C none,fp16 -J "$tmp/avg.json" --no-progress \
+  >"$tmp/avg.txt" 2>&1 || { bad "-o avg run failed"; cat "$tmp/avg.txt" >&2; }
+$py -c '
+import json, sys
+rows = {r["codec"]: r for r in json.load(open(sys.argv[1]))}
+ok = rows["none"]["op"] == "avg" and rows["none"]["rel_err"] < 1e-6 and rows["fp16"]["rel_err"] < 3e-3
+sys.exit(0 if ok else 1)' "$tmp/avg.json" || bad "-o avg results out of bounds: $(cat "$tmp/avg.json")"
+
+# ---- errors: exit status 2 and a message naming the flag and the value
+expect_error() { # PATTERN ARGS...
+  pattern=$1
+  shift
+  "$run" 1 "$bench" "$@" >"$tmp/e.txt" 2>&1
+  rc=$?
+  if test $rc -ne 2 || ! grep -q -- "$pattern" "$tmp/e.txt"; then
+    bad "squall-bench $*: exit $rc, expected 2 and '$pattern'"
+    cat "$tmp/e.txt" >&2
+  fi
+}
+expect_error "-b '12X' is not a size" -b 12X
+expect_error "codec 'fp17' is invalid" -C none,fp17
+expect_error "-o 'max' is not benchmarked" -o max
+expect_error "benchmarks float only" -d half
+expect_error "not built" --backend nccl
+expect_error "-b 2048 is larger than -e 1024" -b 2K -e 1K
+expect_error "unknown option '--frobnicate'" --frobnicate
+
+# ---- a missing plotter is a message, not a crash: exit 1 after the results
+SQUALL_BENCH_GNUPLOT="$tmp/no-such-gnuplot" "$run" 2 "$bench" -b 4K -e 4K -n 1 -w 0 -C none \
+  --plot "$tmp/x.png" --no-progress >"$tmp/np.txt" 2>&1
+rc=$?
+if test $rc -ne 1 || ! grep -q "was not found" "$tmp/np.txt" || ! grep -q "^ *4096 .* none" "$tmp/np.txt"; then
+  bad "missing gnuplot: exit $rc, expected 1, the results and 'was not found'"
+  cat "$tmp/np.txt" >&2
+fi
+
+exit $fail

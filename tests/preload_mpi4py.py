@@ -1,0 +1,248 @@
+#!/usr/bin/env python3
+"""preload_mpi4py.py - an unmodified MPI client (mpi4py + numpy) under
+squall's MPI interposer, libsquall-preload-mpi.so.
+
+    mpirun -n P -x LD_PRELOAD=... -x SQUALL_COMPRESS=... python3 preload_mpi4py.py run MODE DIR
+    python3 preload_mpi4py.py check DIR P
+
+MODE says what the results must be:
+  plain        no interposer: every result is the exact sum
+  topk:RATIO   top-k with fp32 values and error feedback: every compressed
+               result equals, bit for bit, a model of the codec computed here
+               from all ranks' inputs (k = ceil(RATIO*n) entries of largest
+               |a|, ties to the lower index, summed in rank order, a = g + e)
+  fp16, bf16   16-bit all-reduce: within an error bound of the exact sum, and
+               not exact (the data needs more bits than 16, so an exact
+               result would mean the call was not compressed)
+In every mode, calls squall must pass through (int32, float64, MPI_MAX, and
+calls under SQUALL_MIN_BYTES, which the driver sets to 4K) are exact, and
+all ranks hold bit-identical results. Inputs are multiples of 2^-8 below
+2^12, so every dense sum is exact in float32 whatever MPI's order.
+
+"run" writes DIR/expect.json (the calls each rank made, by kind); "check"
+compares it with the SQUALL_STATS files DIR/stats.<rank>.json, which squall
+writes at MPI_Finalize.
+"""
+import hashlib
+import json
+import math
+import os
+import sys
+
+failures = []
+
+
+def fail(msg):
+    failures.append(msg)
+
+
+def inputs(tensor, step, rank, n, dtype=None):
+    """Rank `rank`'s gradient: every rank can compute every rank's input."""
+    import numpy as np
+    rng = np.random.default_rng([tensor, step, rank])
+    g = rng.integers(-(1 << 20), 1 << 20, size=n).astype(np.float64) / 256.0
+    return g.astype(dtype or np.float32)
+
+
+def topk_k(n, ratio):
+    """squall__topk_k: ceil(ratio*n), where a fraction within 4 ulps of an
+    integer is the rounding of a decimal ratio, not a real remainder."""
+    x = ratio * n
+    m = math.floor(x)
+    k = m + 1 if x - m > 4.0 * sys.float_info.epsilon * x else m
+    return min(max(k, 1), n)
+
+
+class TopkModel:
+    """The top-k codec with error feedback for one tensor on P ranks."""
+
+    def __init__(self, n, nranks, ratio):
+        import numpy as np
+        self.np = np
+        self.k = topk_k(n, ratio)
+        self.res = [np.zeros(n, np.float32) for _ in range(nranks)]
+
+    def step(self, grads):
+        np = self.np
+        n = grads[0].size
+        out = np.zeros(n, np.float32)
+        for r, g in enumerate(grads):  # rank order, as squall sums
+            a = g + self.res[r]  # float32 + float32, rounded once
+            order = np.lexsort((np.arange(n), -np.abs(a)))  # |a| descending, then index
+            sel = np.sort(order[: self.k])
+            self.res[r] = a.copy()
+            self.res[r][sel] = 0.0
+            out[sel] += a[sel]
+        return out
+
+
+def same_bits(x, y):
+    return x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes()
+
+
+def run(mode, outdir):
+    import numpy as np
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    rank, p = comm.Get_rank(), comm.Get_size()
+    ratio = float(mode.split(":", 1)[1]) if mode.startswith("topk:") else None
+    half = mode in ("fp16", "bf16")
+    expect = {"mode": mode, "compressed": 0, "passthrough": {}}
+    compressing = mode != "plain"
+
+    def identical_across(c, what, out):
+        digests = c.allgather(hashlib.sha256(out.tobytes()).hexdigest())
+        if len(set(digests)) != 1:
+            fail(f"{what}: ranks hold different results")
+
+    def eligible(c, what, out, exact, model_out, maxabs):
+        """Checks one float32 sum squall compresses."""
+        cp = c.Get_size()
+        identical_across(c, what, out)
+        if compressing:
+            expect["compressed"] += 1
+        if mode == "plain":
+            if not same_bits(out, exact):
+                fail(f"{what}: plain run differs from the exact sum")
+        elif ratio is not None:
+            if not same_bits(out, model_out):
+                bad = np.flatnonzero(out.view(np.uint32) != model_out.view(np.uint32))
+                fail(f"{what}: {bad.size} elements differ from the top-k model, first at "
+                     f"{bad[0]}: {out[bad[0]]!r} != {model_out[bad[0]]!r}")
+        elif half:
+            # Per element: the residuals before and after (one 16-bit rounding
+            # each per rank, at most 2^-11 (fp16) or 2^-8 (bf16) of the scaled
+            # global max) plus the rounding of the P-1 additions in 16 bits.
+            unit = 2.0 ** -11 if mode == "fp16" else 2.0 ** -8
+            bound = (2 * cp + cp * cp) * unit * 2 * maxabs * 2
+            err = np.max(np.abs(out.astype(np.float64) - exact.astype(np.float64)))
+            if not err <= bound:
+                fail(f"{what}: error {err} above the {mode} bound {bound}")
+            if err == 0.0:
+                fail(f"{what}: result is exact, so it was not compressed with {mode}")
+
+    def passthrough(c, what, reason, out, exact):
+        identical_across(c, what, out)
+        if compressing:
+            expect["passthrough"][reason] = expect["passthrough"].get(reason, 0) + 1
+        if not same_bits(out, exact):
+            fail(f"{what}: a call squall passes through is not exact")
+
+    def model_for(n, cp):
+        return TopkModel(n, cp, ratio) if ratio is not None else None
+
+    # 1. A float32 tensor over three steps: the residual carries between them.
+    n = 65537
+    send, recv = np.empty(n, np.float32), np.empty(n, np.float32)
+    model = model_for(n, p)
+    for step in range(3):
+        grads = [inputs(1, step, r, n) for r in range(p)]
+        send[:] = grads[rank]
+        comm.Allreduce(send, recv, op=MPI.SUM)
+        exact = np.sum(np.stack(grads).astype(np.float64), axis=0).astype(np.float32)
+        eligible(comm, f"float32 sum step {step}", recv, exact, model.step(grads) if model else None,
+                 max(float(np.max(np.abs(g))) for g in grads))
+
+    # 2. In place (MPI_IN_PLACE): the tensor is the receive buffer.
+    n2 = 40000
+    buf = np.empty(n2, np.float32)
+    model2 = model_for(n2, p)
+    for step in range(2):
+        grads = [inputs(2, step, r, n2) for r in range(p)]
+        buf[:] = grads[rank]
+        comm.Allreduce(MPI.IN_PLACE, buf, op=MPI.SUM)
+        exact = np.sum(np.stack(grads).astype(np.float64), axis=0).astype(np.float32)
+        eligible(comm, f"in-place float32 sum step {step}", buf, exact,
+                 model2.step(grads) if model2 else None, max(float(np.max(np.abs(g))) for g in grads))
+
+    # 3. Calls squall must pass through untouched.
+    ints = [np.random.default_rng([3, r]).integers(-(1 << 24), 1 << 24, size=n).astype(np.int32)
+            for r in range(p)]
+    irecv = np.empty(n, np.int32)
+    comm.Allreduce(ints[rank], irecv, op=MPI.SUM)
+    passthrough(comm, "int32 sum", "type", irecv,
+                np.sum(np.stack(ints).astype(np.int64), axis=0).astype(np.int32))
+
+    grads = [inputs(4, 0, r, n) for r in range(p)]
+    comm.Allreduce(grads[rank], recv, op=MPI.MAX)
+    passthrough(comm, "float32 max", "op", recv, np.max(np.stack(grads), axis=0))
+
+    dgrads = [inputs(5, 0, r, n, np.float64) for r in range(p)]
+    drecv = np.empty(n, np.float64)
+    comm.Allreduce(dgrads[rank], drecv, op=MPI.SUM)
+    passthrough(comm, "float64 sum", "type", drecv, np.sum(np.stack(dgrads), axis=0))
+
+    small = [inputs(6, 0, r, 100) for r in range(p)]  # 400 bytes < SQUALL_MIN_BYTES=4K
+    srecv = np.empty(100, np.float32)
+    comm.Allreduce(small[rank], srecv, op=MPI.SUM)
+    passthrough(comm, "small float32 sum", "small", srecv,
+                np.sum(np.stack(small).astype(np.float64), axis=0).astype(np.float32))
+
+    # 4. MPI_Comm_free frees squall's state: a duplicate made after it, used
+    #    with the same buffers, starts from a zero residual.
+    n3 = 30000
+    csend, crecv = np.empty(n3, np.float32), np.empty(n3, np.float32)
+    for incarnation in range(2):
+        dup = comm.Dup()
+        grads = [inputs(7, incarnation, r, n3) for r in range(p)]
+        csend[:] = grads[rank]
+        dup.Allreduce(csend, crecv, op=MPI.SUM)
+        exact = np.sum(np.stack(grads).astype(np.float64), axis=0).astype(np.float32)
+        fresh = model_for(n3, p)
+        eligible(dup, f"float32 sum on communicator #{incarnation} after MPI_Comm_free", crecv, exact,
+                 fresh.step(grads) if fresh else None, max(float(np.max(np.abs(g))) for g in grads))
+        dup.Free()
+
+    for f in failures:
+        print(f"preload_mpi4py: rank {rank}: FAIL: {f}", flush=True)
+    total = comm.allreduce(len(failures))  # a pickled object: MPI's own reduce, not MPI_Allreduce
+    if rank == 0:
+        with open(os.path.join(outdir, "expect.json"), "w") as f:
+            json.dump(expect, f)
+        print(f"preload_mpi4py: {mode} on {p} ranks: {expect['compressed']} compressed calls, "
+              f"{sum(expect['passthrough'].values())} passed through, {total} failures", flush=True)
+    return 1 if failures else 0
+
+
+def check(outdir, nranks):
+    with open(os.path.join(outdir, "expect.json")) as f:
+        expect = json.load(f)
+    bad = 0
+    for r in range(nranks):
+        path = os.path.join(outdir, f"stats.{r}.json")
+        try:
+            with open(path) as f:
+                s = json.load(f)
+        except (OSError, ValueError) as e:
+            print(f"preload_mpi4py: FAIL: no statistics from rank {r}: {e}")
+            bad += 1
+            continue
+        want_pass = sum(expect["passthrough"].values())
+        if s["compressed_calls"] != expect["compressed"] or s["passthrough_calls"] != want_pass:
+            print(f"preload_mpi4py: FAIL: rank {r}: {s['compressed_calls']} compressed and "
+                  f"{s['passthrough_calls']} passed-through calls, expected {expect['compressed']} "
+                  f"and {want_pass}")
+            bad += 1
+        for reason, count in s["passthrough"].items():
+            if count != expect["passthrough"].get(reason, 0):
+                print(f"preload_mpi4py: FAIL: rank {r}: {count} calls passed through for "
+                      f"'{reason}', expected {expect['passthrough'].get(reason, 0)}")
+                bad += 1
+        # Top-k at 1% sends a fraction of the bytes even with the dense calls.
+        if expect["mode"].startswith("topk:") and not s["bytes_wire"] < s["bytes_in"] / 2:
+            print(f"preload_mpi4py: FAIL: rank {r}: {s['bytes_wire']} bytes on the wire for "
+                  f"{s['bytes_in']} bytes in")
+            bad += 1
+    if not bad:
+        print(f"preload_mpi4py: statistics of {nranks} ranks match: {expect}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "run":
+        sys.exit(run(sys.argv[2], sys.argv[3]))
+    if len(sys.argv) == 4 and sys.argv[1] == "check":
+        sys.exit(check(sys.argv[2], int(sys.argv[3])))
+    print(__doc__, file=sys.stderr)
+    sys.exit(2)
