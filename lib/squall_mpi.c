@@ -33,6 +33,9 @@ static int delete_state(MPI_Comm comm, int key, void *value, void *extra) {
 /* MPI_Finalize deletes COMM_SELF's attributes first: write statistics then,
  * while the rank is still known. */
 static int at_finalize(MPI_Comm comm, int key, void *value, void *extra) {
+  /* MPI never deletes COMM_WORLD's attributes: free its state here, which
+   * also logs its summary at SQUALL_DEBUG=INFO. */
+  if (keyval != MPI_KEYVAL_INVALID) squallMpiCommFree(MPI_COMM_WORLD);
   squall__stats_write_file();
   return MPI_SUCCESS;
 }

@@ -36,9 +36,13 @@ static void fill(float *x, size_t n, uint64_t seed, int r, float (*gen)(uint64_t
   for (size_t i = 0; i < n; i++) x[i] = gen(seed, r, i);
 }
 
+/* Defaults plus spec; logging and SQUALL_STATS stay as the environment set them. */
 static void use_config(const char *spec) {
-  squallConfig_t c;
+  squallConfig_t c, env;
   squallConfigDefault(&c);
+  squallGetConfig(&env);
+  c.debug = env.debug;
+  memcpy(c.statsPath, env.statsPath, sizeof c.statsPath);
   ck_assert_int_eq(squallConfigParse(&c, "SQUALL_MIN_BYTES=0"), squallSuccess);
   ck_assert_msg(squallConfigParse(&c, spec) == squallSuccess, "bad spec %s: %s", spec, squallGetLastError());
   ck_assert_int_eq(squallSetConfig(&c), squallSuccess);
@@ -83,10 +87,7 @@ START_TEST(test_passthrough_bit_exact) {
   PMPI_Allreduce(a, c, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
   ck_assert(memcmp(b, c, n * 4) == 0);
   /* below SQUALL_MIN_BYTES: untouched too */
-  squallConfig_t cfg;
-  squallConfigDefault(&cfg);
-  squallConfigParse(&cfg, "SQUALL_COMPRESS=topk:0.01 SQUALL_MIN_BYTES=1M");
-  squallSetConfig(&cfg);
+  use_config("SQUALL_COMPRESS=topk:0.01 SQUALL_MIN_BYTES=1M");
   ck_assert_int_eq(squallMpiAllreduce(a, b, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
   ck_assert(memcmp(b, c, n * 4) == 0);
   free(a); free(b); free(c);
