@@ -17,6 +17,16 @@
 #include <stdint.h>
 #include <stdio.h>
 
+/* ------------------------------------------------------------ NCCL
+ * Declared when nccl.h is reachable (it needs the CUDA include path too);
+ * define SQUALL_NO_NCCL to leave it out. */
+#if !defined(SQUALL_NO_NCCL) && defined(__has_include)
+#if __has_include(<nccl.h>)
+#include <nccl.h>
+#define SQUALL_HAVE_NCCL_API 1
+#endif
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -176,16 +186,7 @@ SQUALL_API void squallStatsReset(void);
 /* Name of a pass-through reason as used in the JSON statistics. */
 SQUALL_API const char *squallPassReasonName(squallPassReason_t reason);
 
-/* ------------------------------------------------------------ NCCL twin
- * Declared when nccl.h is reachable (it needs the CUDA include path too);
- * define SQUALL_NO_NCCL to leave it out. */
-#if !defined(SQUALL_NO_NCCL) && defined(__has_include)
-#if __has_include(<nccl.h>)
-#include <nccl.h>
-#define SQUALL_HAVE_NCCL_API 1
-#endif
-#endif
-
+/* ------------------------------------------------------------ NCCL twin */
 #ifdef SQUALL_HAVE_NCCL_API
 /* ncclAllReduce's contract: device buffers, enqueued on stream, returns
  * before completion. Eligible calls (float32/float16/bfloat16, ncclSum,
