@@ -97,8 +97,9 @@ ncclResult_t fake__redop_resolve(const struct ncclComm *comm, ncclRedOp_t op, nc
                        "%s: datatype %s: reductions of fp8 are not implemented by the test NCCL", fn,
                        fake__type_name(t));
   if ((int)op < 0 || op > ncclMaxRedOp)
-    return fake__error(ncclInvalidArgument, "%s: reduction operation %d is invalid (accepted: 0..%d)", fn,
-                       (int)op, (int)ncclMaxRedOp);
+    return fake__error(ncclInvalidArgument,
+                       "%s: reduction operation %d is invalid (accepted: ncclSum..ncclAvg, or an operation made "
+                       "by ncclRedOpCreatePreMulSum)", fn, (int)op);
   switch (op) {
   case ncclSum: out->combine = FAKE_SUM; return ncclSuccess;
   case ncclProd: out->combine = FAKE_PROD; return ncclSuccess;
