@@ -160,6 +160,7 @@ SQUALL_API squallResult_t squallSetConfig(const squallConfig_t *config);
   X(squallPassMismatch, "config_mismatch", "ranks disagree on the configuration") \
   X(squallPassWarmup, "warmup", "SQUALL_WARMUP dense steps")          \
   X(squallPassCapture, "graph_capture", "CUDA graph capture before the workspace was ready") \
+  X(squallPassNonblocking, "nonblocking", "a non-blocking NCCL communicator")  \
   X(squallPassError, "error", "an internal failure; passed through")
 
 typedef enum {

@@ -34,6 +34,7 @@
 
 #include "preload_resolve.h"
 #include "squall_nccl.h"
+#include "stats.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -266,13 +267,42 @@ EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo) {
 #endif
 
 /* ------------------------------------------------------------ creation */
+/* The rank of the first communicator this process creates names its
+ * SQUALL_STATS file (the first call wins; it also arms the writer at exit).
+ * In a data-parallel job that is the world communicator. */
+#define INIT_THEN_NAME_STATS(name, rank, ...)                     \
+  do {                                                            \
+    NEED(name);                                                   \
+    if (inside) return REAL(name)(__VA_ARGS__);                   \
+    inside = 1;                                                   \
+    ncclResult_t r_ = REAL(name)(__VA_ARGS__);                    \
+    if (r_ == ncclSuccess || r_ == ncclInProgress) squall__stats_set_rank(rank); \
+    inside = 0;                                                   \
+    return r_;                                                    \
+  } while (0)
+
+/* Non-blocking communicators (config->blocking == 0) pass through: NCCL may
+ * answer ncclInProgress to squall's own collectives, and the engine's
+ * stream-ordered steps cannot wait for that. */
+static ncclResult_t note_blocking(ncclResult_t r, ncclComm_t *newcomm, const ncclConfig_t *config) {
+  if ((r == ncclSuccess || r == ncclInProgress) && newcomm && *newcomm && config && config->blocking == 0)
+    squall__nccl_mark_nonblocking(*newcomm);
+  return r;
+}
+
 EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank) {
-  FORWARD(CommInitRank, comm, nranks, commId, rank);
+  INIT_THEN_NAME_STATS(CommInitRank, rank, comm, nranks, commId, rank);
 }
 
 EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
                                            ncclConfig_t *config) {
-  FORWARD(CommInitRankConfig, comm, nranks, commId, rank, config);
+  NEED(CommInitRankConfig);
+  if (inside) return REAL(CommInitRankConfig)(comm, nranks, commId, rank, config);
+  inside = 1;
+  ncclResult_t r = note_blocking(REAL(CommInitRankConfig)(comm, nranks, commId, rank, config), comm, config);
+  if (r == ncclSuccess || r == ncclInProgress) squall__stats_set_rank(rank);
+  inside = 0;
+  return r;
 }
 
 EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist) {
@@ -282,19 +312,37 @@ EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devli
 #ifdef HAVE_INIT_RANK_SCALABLE
 EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId,
                                              ncclUniqueId *commIds, ncclConfig_t *config) {
-  FORWARD(CommInitRankScalable, newcomm, nranks, myrank, nId, commIds, config);
+  NEED(CommInitRankScalable);
+  if (inside) return REAL(CommInitRankScalable)(newcomm, nranks, myrank, nId, commIds, config);
+  inside = 1;
+  ncclResult_t r =
+      note_blocking(REAL(CommInitRankScalable)(newcomm, nranks, myrank, nId, commIds, config), newcomm, config);
+  if (r == ncclSuccess || r == ncclInProgress) squall__stats_set_rank(myrank);
+  inside = 0;
+  return r;
 }
 #endif
 
 EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
                                   ncclConfig_t *config) {
-  FORWARD(CommSplit, comm, color, key, newcomm, config);
+  NEED(CommSplit);
+  if (inside) return REAL(CommSplit)(comm, color, key, newcomm, config);
+  inside = 1;
+  ncclResult_t r = note_blocking(REAL(CommSplit)(comm, color, key, newcomm, config), newcomm, config);
+  inside = 0;
+  return r;
 }
 
 #ifdef HAVE_COMM_SHRINK
 EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
                                    ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags) {
-  FORWARD(CommShrink, comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+  NEED(CommShrink);
+  if (inside) return REAL(CommShrink)(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+  inside = 1;
+  ncclResult_t r = note_blocking(
+      REAL(CommShrink)(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags), newcomm, config);
+  inside = 0;
+  return r;
 }
 #endif
 

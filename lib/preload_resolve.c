@@ -38,8 +38,8 @@ static void open_noload(squall_preload_lib *lib) {
    * (or a library it dlopened) already has. RTLD_LAZY is required with it. */
   lib->handle = dlopen(lib->soname, RTLD_NOLOAD | RTLD_LAZY);
   if (lib->handle == NULL) {
-    const char *e = dlerror();
-    snprintf(lib->handle_error, sizeof lib->handle_error, "%s", e ? e : "not loaded");
+    const char *e = dlerror(); /* often none: "not loaded" is not an error to dlopen */
+    snprintf(lib->handle_error, sizeof lib->handle_error, "%s", e ? e : "");
   }
 }
 
@@ -78,9 +78,8 @@ void *squall__preload_lookup(squall_preload_lib *lib, const char *name, squall_r
     snprintf(why, why_len, "%s is not in the loaded %s (%s) nor later in the global scope", name,
              lib->soname, path_of_handle(lib->handle));
   else
-    snprintf(why, why_len,
-             "%s not found: dlsym(RTLD_NEXT) has none and %s is not loaded in this process "
-             "(dlopen RTLD_NOLOAD: %s)",
-             name, lib->soname, lib->handle_error);
+    snprintf(why, why_len, "%s not found: dlsym(RTLD_NEXT) has none and %s is not loaded in this process%s%s%s",
+             name, lib->soname, lib->handle_error[0] ? " (dlopen RTLD_NOLOAD: " : "", lib->handle_error,
+             lib->handle_error[0] ? ")" : "");
   return NULL;
 }

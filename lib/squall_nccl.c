@@ -31,6 +31,7 @@ typedef struct nccl_state {
   squall_cuda_ctx kctx;
 #endif
   premul *ops;
+  int nonblocking;
   struct nccl_state *next;
 } nccl_state;
 
@@ -70,6 +71,13 @@ void squall__nccl_comm_forget(ncclComm_t comm) {
       free_state(s);
       return;
     }
+  pthread_mutex_unlock(&lock);
+}
+
+void squall__nccl_mark_nonblocking(ncclComm_t comm) {
+  pthread_mutex_lock(&lock);
+  nccl_state *s = find(comm, 1);
+  if (s) s->nonblocking = 1;
   pthread_mutex_unlock(&lock);
 }
 
@@ -139,6 +147,7 @@ static squall_engine *engine_of(nccl_state *s, const squall_nccl_api *api, int d
   c->device_memory = device;
   squall_transport tr;
   if (squall__transport_nccl_init(&tr, c) != squallSuccess) return NULL;
+  squall__stats_set_rank(tr.rank); /* names the SQUALL_STATS file; the first communicator wins */
   squall_kernels k = squall__kernels_host;
 #ifdef HAVE_CUDA
   if (device) {
@@ -156,6 +165,7 @@ ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *send
 #define PASS() api->allReduce(sendbuff, recvbuff, count, datatype, op, comm, stream)
   if (comm == NULL || recvbuff == NULL || (sendbuff == NULL && count > 0)) return PASS(); /* NCCL reports it */
   squall_call call = {.send = sendbuff, .recv = recvbuff, .count = count, .premul = 1.0f, .in_group = in_group};
+  int nonblocking = 0;
   call.dtype = dtype_of(datatype, &call.elsize);
   int device = 0;
 #ifdef HAVE_CUDA
@@ -169,8 +179,14 @@ ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *send
       call.op = SQ_OP_SUM;
       call.premul = p->scalar;
     }
-  squall_engine *e = s ? engine_of(s, api, device) : NULL;
+  if (s && s->nonblocking) nonblocking = 1;
+  squall_engine *e = s && !nonblocking ? engine_of(s, api, device) : NULL;
   pthread_mutex_unlock(&lock);
+  if (nonblocking) {
+    uint64_t bytes = (uint64_t)count * call.elsize;
+    squall__stats_record(NULL, squallPassNonblocking, bytes, 0, 0.0);
+    return PASS();
+  }
   if (e == NULL) {
     SQ_WARN_ONCE("cannot set up squall state for an NCCL communicator: %s; passing calls through",
                  squallGetLastError());

@@ -25,6 +25,9 @@ void squall__nccl_premul_add(ncclComm_t comm, ncclRedOp_t op, const void *scalar
                              ncclDataType_t datatype, ncclScalarResidence_t residence);
 void squall__nccl_premul_remove(ncclComm_t comm, ncclRedOp_t op);
 
+/* Every all-reduce on comm passes through (a non-blocking communicator). */
+void squall__nccl_mark_nonblocking(ncclComm_t comm);
+
 /* Frees all squall state of comm (destroy, abort, finalize, revoke). Safe
  * for communicators squall never saw. */
 void squall__nccl_comm_forget(ncclComm_t comm);

@@ -88,7 +88,8 @@ def run(mode, outdir):
     rank, p = comm.Get_rank(), comm.Get_size()
     ratio = float(mode.split(":", 1)[1]) if mode.startswith("topk:") else None
     half = mode in ("fp16", "bf16")
-    expect = {"mode": mode, "compressed": 0, "passthrough": {}}
+    expect = {"mode": mode, "nranks": p, "compressed": 0, "passthrough": {},
+              "bytes_compressed": 0, "bytes_passthrough": 0}
     compressing = mode != "plain"
 
     def identical_across(c, what, out):
@@ -102,6 +103,7 @@ def run(mode, outdir):
         identical_across(c, what, out)
         if compressing:
             expect["compressed"] += 1
+            expect["bytes_compressed"] += out.nbytes
         if mode == "plain":
             if not same_bits(out, exact):
                 fail(f"{what}: plain run differs from the exact sum")
@@ -126,6 +128,7 @@ def run(mode, outdir):
         identical_across(c, what, out)
         if compressing:
             expect["passthrough"][reason] = expect["passthrough"].get(reason, 0) + 1
+            expect["bytes_passthrough"] += out.nbytes
         if not same_bits(out, exact):
             fail(f"{what}: a call squall passes through is not exact")
 
@@ -229,10 +232,22 @@ def check(outdir, nranks):
                 print(f"preload_mpi4py: FAIL: rank {r}: {count} calls passed through for "
                       f"'{reason}', expected {expect['passthrough'].get(reason, 0)}")
                 bad += 1
-        # Top-k at 1% sends a fraction of the bytes even with the dense calls.
-        if expect["mode"].startswith("topk:") and not s["bytes_wire"] < s["bytes_in"] / 2:
-            print(f"preload_mpi4py: FAIL: rank {r}: {s['bytes_wire']} bytes on the wire for "
-                  f"{s['bytes_in']} bytes in")
+        if s["bytes_in"] != expect["bytes_compressed"] + expect["bytes_passthrough"]:
+            print(f"preload_mpi4py: FAIL: rank {r}: bytes_in {s['bytes_in']}, expected "
+                  f"{expect['bytes_compressed'] + expect['bytes_passthrough']}")
+            bad += 1
+        # What the compressed calls sent: all, less the ring all-reduces of
+        # the calls passed through (2(P-1)/P of their bytes, give or take a
+        # byte each). Top-k at 1% with 8-byte slots sends (P-1)*2% of the
+        # bytes (less with zstd); the 16-bit codecs send half a ring's.
+        p = expect["nranks"]
+        sent = s["bytes_wire"] - 2.0 * (p - 1) / p * expect["bytes_passthrough"]
+        limit = {"topk": 0.03 * (p - 1), "fp16": 1.01 * (p - 1) / p, "bf16": 1.01 * (p - 1) / p}
+        codec = expect["mode"].split(":")[0]
+        if codec in limit and not 0 < sent <= limit[codec] * expect["bytes_compressed"]:
+            print(f"preload_mpi4py: FAIL: rank {r}: the compressed calls sent {sent:.0f} bytes for "
+                  f"{expect['bytes_compressed']} bytes in, expected at most "
+                  f"{limit[codec] * expect['bytes_compressed']:.0f}")
             bad += 1
     if not bad:
         print(f"preload_mpi4py: statistics of {nranks} ranks match: {expect}")

@@ -1,0 +1,108 @@
+#!/bin/sh
+# squall-run, the launcher: the environment it builds, its errors, and that
+# it runs the command with the interposer loaded.
+set -u
+b=$SQUALL_BUILDDIR
+run=$b/tools/squall-run
+mpilib=$b/.libs/libsquall-preload-mpi.so
+nccllib=$b/.libs/libsquall-preload.so
+test -x "$run" || { echo "SKIP: $run is not built"; exit 77; }
+test -f "$mpilib" || { echo "SKIP: $mpilib is not built"; exit 77; }
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/squall-run.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+# Nothing from the caller's environment may leak into the checks.
+for v in $(env | sed -n 's/^\(SQUALL_[A-Z0-9_]*\)=.*/\1/p'); do unset "$v"; done
+unset LD_PRELOAD
+fails=0
+checks=0
+
+ok() { checks=$((checks + 1)); }
+bad() { checks=$((checks + 1)); fails=$((fails + 1)); echo "FAIL: $*"; }
+# expect_line FILE LINE WHAT
+expect_line() { if grep -qxF -- "$2" "$1"; then ok; else bad "$3: no line '$2' in:"; sed 's/^/  | /' "$1"; fi; }
+# expect_text FILE TEXT WHAT
+expect_text() { if grep -qF -- "$2" "$1"; then ok; else bad "$3: no '$2' in:"; sed 's/^/  | /' "$1"; fi; }
+# expect_status WANT GOT WHAT
+expect_status() { if test "$1" = "$2"; then ok; else bad "$3: exit status $2, expected $1"; fi; }
+
+# 1. Every flag becomes its variable; the MPI interposer's path is absolute.
+"$run" --mpi --compress topk:0.01 --min-bytes 1M --stats "$tmp/st.%r.json" --values fp16 --ef 0 \
+  --warmup 5 --zstd 3 --debug INFO -n -- ./prog "an arg" > "$tmp/out" 2> "$tmp/err"
+expect_status 0 $? "dry run"
+expect_line "$tmp/out" "LD_PRELOAD=$(cd "$b/.libs" && pwd -P)/libsquall-preload-mpi.so" "dry run"
+for kv in SQUALL_COMPRESS=topk:0.01 SQUALL_MIN_BYTES=1M "SQUALL_STATS=$tmp/st.%r.json" \
+  SQUALL_TOPK_VALUES=fp16 SQUALL_EF=0 SQUALL_WARMUP=5 SQUALL_ZSTD=3 SQUALL_DEBUG=INFO; do
+  expect_line "$tmp/out" "$kv" "dry run"
+done
+expect_line "$tmp/out" "exec './prog' 'an arg'" "dry run"
+
+# 2. --flag=value, and an existing LD_PRELOAD is kept in front, never doubled.
+LD_PRELOAD=$mpilib "$run" --mpi --compress=fp16 -n -- true > "$tmp/out" 2>&1
+expect_line "$tmp/out" "SQUALL_COMPRESS=fp16" "--compress=fp16"
+abs_mpi=$(cd "$b/.libs" && pwd -P)/libsquall-preload-mpi.so
+if test "$mpilib" = "$abs_mpi"; then
+  expect_line "$tmp/out" "LD_PRELOAD=$mpilib" "no duplicate in LD_PRELOAD"
+else
+  expect_line "$tmp/out" "LD_PRELOAD=$mpilib:$abs_mpi" "appended to LD_PRELOAD"
+fi
+
+# 3. The command runs with the variables and the interposer really loaded,
+#    and its exit status comes back.
+probe='echo "compress=$SQUALL_COMPRESS"
+grep -q libsquall-preload-mpi.so /proc/$$/maps && echo loaded
+exit 3'
+"$run" --mpi --compress bf16 -- sh -c "$probe" > "$tmp/out" 2>&1
+expect_status 3 $? "exit status of the command"
+expect_line "$tmp/out" "compress=bf16" "variable in the command"
+expect_line "$tmp/out" "loaded" "interposer mapped in the command"
+
+# 4. The NCCL interposer is the default, and both can be asked for.
+if test -f "$nccllib"; then
+  abs_nccl=$(cd "$b/.libs" && pwd -P)/libsquall-preload.so
+  "$run" -n -- true > "$tmp/out" 2>&1
+  expect_line "$tmp/out" "LD_PRELOAD=$abs_nccl" "default interposer"
+  "$run" --nccl --mpi -n -- true > "$tmp/out" 2>&1
+  expect_line "$tmp/out" "LD_PRELOAD=$abs_nccl:$abs_mpi" "--nccl --mpi"
+else
+  echo "note: $nccllib not built (no NCCL): default-interposer checks skipped"
+  SQUALL_PRELOAD_LIB=/nonexistent/libsquall-preload.so "$run" -n -- true > "$tmp/out" 2>&1
+  expect_status 2 $? "missing override"
+  expect_text "$tmp/out" "/nonexistent/libsquall-preload.so" "missing override"
+fi
+
+# 5. SQUALL_PRELOAD_MPI_LIB overrides the search.
+cp "$mpilib" "$tmp/custom-mpi.so"
+SQUALL_PRELOAD_MPI_LIB=$tmp/custom-mpi.so "$run" --mpi -n -- true > "$tmp/out" 2>&1
+expect_line "$tmp/out" "LD_PRELOAD=$tmp/custom-mpi.so" "SQUALL_PRELOAD_MPI_LIB"
+
+# 6. Errors name the flag, the value and what is accepted (via squall-info).
+if test -x "$b/squall-info"; then
+  "$run" --mpi --compress topk:2 -- true > "$tmp/out" 2>&1
+  expect_status 2 $? "bad --compress"
+  expect_text "$tmp/out" "squall-run: --compress: SQUALL_COMPRESS='topk:2' is invalid: accepted values are" "bad --compress"
+  "$run" --mpi --min-bytes 12Q -- true > "$tmp/out" 2>&1
+  expect_status 2 $? "bad --min-bytes"
+  expect_text "$tmp/out" "--min-bytes: SQUALL_MIN_BYTES='12Q'" "bad --min-bytes"
+  SQUALL_EF=7 "$run" --mpi -- true > "$tmp/out" 2>&1
+  expect_status 2 $? "bad SQUALL_EF in the environment"
+  expect_text "$tmp/out" "environment variable SQUALL_EF (not set by a flag)" "bad SQUALL_EF"
+else
+  echo "note: $b/squall-info not built: validation checks skipped"
+fi
+
+# 7. Usage errors, and a command that does not exist.
+"$run" --mpi > "$tmp/out" 2>&1
+expect_status 2 $? "no command"
+"$run" --bogus -- true > "$tmp/out" 2>&1
+expect_status 2 $? "unknown option"
+expect_text "$tmp/out" "unknown option '--bogus'" "unknown option"
+"$run" --mpi --compress > "$tmp/out" 2>&1
+expect_status 2 $? "flag without a value"
+"$run" --mpi -- "$tmp/no-such-program" > "$tmp/out" 2>&1
+expect_status 127 $? "missing command"
+"$run" --help > "$tmp/out" 2>&1
+expect_status 0 $? "--help"
+expect_text "$tmp/out" "usage: squall-run" "--help"
+
+echo "squall-run: $((checks - fails)) of $checks checks passed"
+test $fails = 0
