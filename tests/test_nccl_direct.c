@@ -1,0 +1,150 @@
+/*
+ * test_nccl_direct.c - squallAllReduce(), the direct API with
+ * ncclAllReduce's signature, on host buffers through libsquall and the
+ * test-only host NCCL (tests/fakenccl). Run by tests/nccl-direct.sh.
+ */
+#include <math.h>
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <squall.h>
+#include <squall_mpi.h>
+
+static int rank, nranks, passed, failed;
+
+static void check(int ok, const char *what) {
+  if (ok) {
+    passed++;
+  } else {
+    failed++;
+    fprintf(stderr, "rank %d: FAIL: %s\n", rank, what);
+  }
+}
+
+static float gen(int seed, int r, size_t i) { /* dyadic, in [-8, 8] */
+  unsigned x = (unsigned)(seed * 2654435761u) ^ (unsigned)(r * 40503u) ^ (unsigned)(i * 2246822519u);
+  x ^= x >> 15;
+  x *= 2246822519u;
+  x ^= x >> 13;
+  return (float)((int)(x % 129) - 64) / 8.0f;
+}
+
+static void use(const char *spec) {
+  squallConfig_t c;
+  squallConfigDefault(&c);
+  squallConfigParse(&c, "SQUALL_MIN_BYTES=0 SQUALL_ZSTD=0");
+  if (squallConfigParse(&c, spec) != squallSuccess || squallSetConfig(&c) != squallSuccess) {
+    fprintf(stderr, "bad spec %s\n", spec);
+    exit(2);
+  }
+}
+
+static int same_on_all_ranks(const void *buf, size_t bytes) {
+  unsigned char *all = malloc(bytes * (size_t)nranks);
+  MPI_Allgather(buf, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
+  int ok = 1;
+  for (int r = 1; r < nranks; r++) ok &= memcmp(all, all + (size_t)r * bytes, bytes) == 0;
+  free(all);
+  return ok;
+}
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  ncclUniqueId id;
+  if (rank == 0) ncclGetUniqueId(&id);
+  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+  ncclComm_t comm;
+  if (ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) {
+    fprintf(stderr, "ncclCommInitRank failed: is the host NCCL in LD_LIBRARY_PATH?\n");
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  size_t n = 20011;
+  float *g = malloc(n * 4), *out = malloc(n * 4), *ref = malloc(n * 4);
+  for (size_t i = 0; i < n; i++) g[i] = gen(1, rank, i);
+
+  /* top-k: the NCCL transport gives the MPI transport's bits (rank-ordered
+   * sparse sum), which test_engine_mpi checks against a sort reference. */
+  use("SQUALL_COMPRESS=topk:0.02");
+  squallStats_t before, after;
+  squallStatsGet(&before);
+  check(squallAllReduce(g, out, n, ncclFloat32, ncclSum, comm, NULL) == ncclSuccess, "topk call");
+  squallStatsGet(&after);
+  check(after.compressedCalls == before.compressedCalls + 1, "topk call was compressed");
+  float *g2 = malloc(n * 4);
+  memcpy(g2, g, n * 4); /* another tensor key: a fresh residual on the MPI side */
+  check(squallMpiAllreduce(g2, ref, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS, "mpi topk");
+  check(memcmp(out, ref, n * 4) == 0, "topk over NCCL equals topk over MPI bit for bit");
+  check(same_on_all_ranks(out, n * 4), "topk identical on every rank");
+
+  /* fp16 and average, within the 16-bit bound; in place */
+  use("SQUALL_COMPRESS=fp16");
+  memcpy(out, g, n * 4);
+  check(squallAllReduce(out, out, n, ncclFloat32, ncclAvg, comm, NULL) == ncclSuccess, "fp16 avg call");
+  double worst = 0;
+  for (size_t i = 0; i < n; i++) {
+    double exact = 0;
+    for (int r = 0; r < nranks; r++) exact += gen(1, r, i);
+    worst = fmax(worst, fabs(out[i] - (float)exact / (float)nranks));
+  }
+  /* dyadic inputs of 7 bits: scaled codes and their sums are exact in fp16,
+   * and the average is that sum divided by P once, in float */
+  check(worst == 0, "fp16 average of dyadic inputs is the exact sum / P");
+
+  /* bfloat16 data compressed with fp16 */
+  unsigned short *h = malloc(n * 2), *ho = malloc(n * 2);
+  for (size_t i = 0; i < n; i++) {
+    float v = gen(2, rank, i);
+    unsigned u;
+    memcpy(&u, &v, 4);
+    h[i] = (unsigned short)(u >> 16); /* exact: 7-bit dyadic values */
+  }
+  squallStatsGet(&before);
+  check(squallAllReduce(h, ho, n, ncclBfloat16, ncclSum, comm, NULL) == ncclSuccess, "bf16 data call");
+  squallStatsGet(&after);
+  check(after.compressedCalls == before.compressedCalls + 1, "bf16 data was compressed");
+  int bf_ok = 1;
+  for (size_t i = 0; i < n; i++) {
+    double exact = 0;
+    for (int r = 0; r < nranks; r++) exact += gen(2, r, i);
+    unsigned u = (unsigned)ho[i] << 16;
+    float v;
+    memcpy(&v, &u, 4);
+    bf_ok &= fabs(v - exact) <= fabs(exact) * 0x1p-8 + 1e-6;
+  }
+  check(bf_ok, "bf16 data sum within bf16 rounding");
+
+  /* pass-through: int32, max, and an op squall does not know: bit exact */
+  int *ia = malloc(n * 4), *ib = malloc(n * 4), *ic = malloc(n * 4);
+  for (size_t i = 0; i < n; i++) ia[i] = (int)(i * 7 + (size_t)rank);
+  check(squallAllReduce(ia, ib, n, ncclInt32, ncclSum, comm, NULL) == ncclSuccess, "int call");
+  pncclAllReduce(ia, ic, n, ncclInt32, ncclSum, comm, NULL);
+  check(memcmp(ib, ic, n * 4) == 0, "int32 passes through bit for bit");
+  check(squallAllReduce(g, out, n, ncclFloat32, ncclMax, comm, NULL) == ncclSuccess, "max call");
+  pncclAllReduce(g, ref, n, ncclFloat32, ncclMax, comm, NULL);
+  check(memcmp(out, ref, n * 4) == 0, "max passes through bit for bit");
+  float two = 2.0f;
+  ncclRedOp_t premul;
+  ncclRedOpCreatePreMulSum(&premul, &two, ncclFloat32, ncclScalarHostImmediate, comm);
+  check(squallAllReduce(g, out, n, ncclFloat32, premul, comm, NULL) == ncclSuccess, "premul call");
+  pncclAllReduce(g, ref, n, ncclFloat32, premul, comm, NULL);
+  check(memcmp(out, ref, n * 4) == 0, "an untracked PreMulSum op passes through bit for bit");
+  ncclRedOpDestroy(premul, comm);
+
+  /* errors as NCCL reports them */
+  check(squallAllReduce(g, out, n, ncclFloat32, ncclSum, NULL, NULL) == ncclInvalidArgument,
+        "NULL communicator is ncclInvalidArgument");
+
+  check(squallResetResiduals(comm) == ncclSuccess, "reset residuals");
+  check(squallCommForget(comm) == ncclSuccess, "forget");
+  ncclCommDestroy(comm);
+  int tot[2] = {passed, failed}, sum[2];
+  MPI_Reduce(tot, sum, 2, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
+  if (rank == 0) printf("%d passed, %d failed\n", sum[0], sum[1]);
+  free(g); free(g2); free(out); free(ref); free(h); free(ho); free(ia); free(ib); free(ic);
+  MPI_Finalize();
+  return failed ? 1 : 0;
+}
