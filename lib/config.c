@@ -105,6 +105,13 @@ static int parse_warmup(squallConfig_t *c, const char *v) {
   return 0;
 }
 
+static int parse_min_ranks(squallConfig_t *c, const char *v) {
+  long x;
+  if (parse_long(v, 1, 1000000000L, &x)) return -1;
+  c->minRanks = (int)x;
+  return 0;
+}
+
 static int parse_debug(squallConfig_t *c, const char *v) {
   if (!strcasecmp(v, "WARN")) c->debug = squallLogWarn;
   else if (!strcasecmp(v, "INFO")) c->debug = squallLogInfo;
@@ -135,6 +142,7 @@ static void print_min_bytes(const squallConfig_t *c, char *b, size_t n) { print_
 static void print_ef_max(const squallConfig_t *c, char *b, size_t n) { print_size(c->efMaxBytes, b, n); }
 static void print_zstd(const squallConfig_t *c, char *b, size_t n) { snprintf(b, n, "%d", c->zstdLevel); }
 static void print_warmup(const squallConfig_t *c, char *b, size_t n) { snprintf(b, n, "%d", c->warmup); }
+static void print_min_ranks(const squallConfig_t *c, char *b, size_t n) { snprintf(b, n, "%d", c->minRanks); }
 static void print_debug(const squallConfig_t *c, char *b, size_t n) {
   static const char *names[] = {"WARN", "INFO", "TRACE"};
   snprintf(b, n, "%s", names[c->debug]);
@@ -167,6 +175,10 @@ static const option_t options[] = {
      "The first n eligible calls of each tensor go dense (uncompressed), as Deep Gradient "
      "Compression warms up.",
      parse_warmup, print_warmup},
+    {"SQUALL_MIN_RANKS", "2", "a positive integer",
+     "Communicators with fewer ranks pass through. 1 runs the whole compressed path on a single "
+     "rank, which proves the device path on a machine with one GPU.",
+     parse_min_ranks, print_min_ranks},
     {"SQUALL_DEBUG", "WARN", "WARN, INFO or TRACE",
      "Logging to standard error: INFO logs the configuration and a summary per communicator.",
      parse_debug, print_debug},

@@ -20,7 +20,7 @@
 #include "residual.h"
 #include "stats.h"
 
-#define DESC_BYTES 160
+#define DESC_BYTES 256
 
 struct squall_engine {
   squall_transport tr;
@@ -72,10 +72,10 @@ void squall__engine_free(squall_engine *e) {
 /* Everything that changes what goes on the wire or what the sum means. */
 static void describe(const squallConfig_t *c, char *out) {
   char codec[64];
-  snprintf(out, DESC_BYTES, "compress=%s values=%s ef=%d min_bytes=%zu zstd=%d warmup=%d",
+  snprintf(out, DESC_BYTES, "compress=%s values=%s ef=%d min_bytes=%zu zstd=%d warmup=%d min_ranks=%d",
            squallConfigCodecString(c, codec, sizeof codec),
            c->topkValues == squallValueFp16 ? "fp16" : "fp32", c->errorFeedback, c->minBytes,
-           c->zstdLevel, c->warmup);
+           c->zstdLevel, c->warmup, c->minRanks);
   if (c->codec == squallCodecTopk) /* the exact ratio, not %g's rounding */
     snprintf(out + strlen(out), DESC_BYTES - strlen(out), " ratio=%.17g", c->topkRatio);
 }
@@ -282,8 +282,9 @@ static size_t plan_layout(const squall_engine *e, const squall_call *c, const sq
     lay->sb = squall__topk_slot_bytes(lay->k, cfg->topkValues);
     /* Sparse pays while its all-gather sends less than the ring all-reduce
      * of the data in its own precision. */
-    lay->topk = (uint64_t)(p - 1) * lay->sb < squall__ring_allreduce_wire(bytes_in, p) &&
-                n <= UINT32_MAX; /* indices are u32 */
+    lay->topk = ((uint64_t)(p - 1) * lay->sb < squall__ring_allreduce_wire(bytes_in, p) ||
+                 p == 1) && /* one rank (SQUALL_MIN_RANKS=1): run the codec to prove it */
+                n <= UINT32_MAX;  /* indices are u32 */
     lay->dense = !lay->topk && c->dtype == SQ_DT_F32;
   }
   size_t need = align_up(4 * sizeof(float)) + align_up(n * sizeof(float)) + /* scalars, work */
@@ -313,7 +314,7 @@ static int plan(const squall_engine *e, const squall_call *c, const squallConfig
   if (c->in_group) return squallPassInGroup;
   if (c->dtype < 0) return squallPassType;
   if (c->op == SQ_OP_OTHER) return squallPassOp;
-  if (e->tr.nranks < 2) return squallPassSingleRank;
+  if (e->tr.nranks < cfg->minRanks) return squallPassSingleRank;
   if (cfg->codec == squallCodecNone) return squallPassDisabled;
   if (c->count == 0 || c->count * c->elsize < cfg->minBytes) return squallPassSmall;
   return -1;
@@ -324,7 +325,7 @@ squallResult_t squall__engine_allreduce(squall_engine *e, const squall_call *c, 
   uint64_t gen;
   squall__config_get(&cfg, &gen);
   uint64_t bytes_in = (uint64_t)c->count * c->elsize;
-  int reason = c->in_group || e->tr.nranks < 2 ? plan(e, c, &cfg) : -1;
+  int reason = c->in_group || e->tr.nranks < cfg.minRanks ? plan(e, c, &cfg) : -1;
   if (reason < 0) {
     /* Agreement first, on every call kind, so that all ranks take the same
      * branch even when their minimum sizes or codecs differ. */

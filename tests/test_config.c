@@ -147,6 +147,8 @@ START_TEST(test_accept_others) {
   ACCEPT("SQUALL_WARMUP", "0", warmup, 0);
   ACCEPT("SQUALL_WARMUP", "10", warmup, 10);
   ACCEPT("SQUALL_WARMUP", "1000000000", warmup, 1000000000);
+  ACCEPT("SQUALL_MIN_RANKS", "1", minRanks, 1);
+  ACCEPT("SQUALL_MIN_RANKS", "16", minRanks, 16);
   ACCEPT("SQUALL_DEBUG", "WARN", debug, squallLogWarn);
   ACCEPT("SQUALL_DEBUG", "warn", debug, squallLogWarn);
   ACCEPT("SQUALL_DEBUG", "INFO", debug, squallLogInfo);
@@ -239,6 +241,9 @@ START_TEST(test_reject) {
   for (size_t i = 0; i < sizeof zstd / sizeof zstd[0]; i++) reject("SQUALL_ZSTD", zstd[i], "from 0 to 19");
   static const char *warmup[] = {"-1", "1000000001", "x", "", "1e3"};
   for (size_t i = 0; i < sizeof warmup / sizeof warmup[0]; i++) reject("SQUALL_WARMUP", warmup[i], "non-negative integer");
+  static const char *min_ranks[] = {"0", "-1", "", "two", "1.5"};
+  for (size_t i = 0; i < sizeof min_ranks / sizeof min_ranks[0]; i++)
+    reject("SQUALL_MIN_RANKS", min_ranks[i], "a positive integer");
   static const char *debug[] = {"LOUD", "", "2", "WARNING", "ERROR", "INFO "};
   for (size_t i = 0; i < sizeof debug / sizeof debug[0]; i++) reject("SQUALL_DEBUG", debug[i], "WARN, INFO or TRACE");
   char longpath[513];
@@ -456,7 +461,7 @@ static char *print_to_string(const squallConfig_t *c, int man) {
 
 static const char *all_names[] = {"SQUALL_COMPRESS", "SQUALL_TOPK_VALUES", "SQUALL_EF",
                                   "SQUALL_MIN_BYTES", "SQUALL_ZSTD", "SQUALL_EF_MAX_BYTES",
-                                  "SQUALL_WARMUP", "SQUALL_DEBUG", "SQUALL_STATS"};
+                                  "SQUALL_WARMUP", "SQUALL_MIN_RANKS", "SQUALL_DEBUG", "SQUALL_STATS"};
 
 /* The line of 'name' shows 'value' as its effective value. */
 static void expect_row(const char *text, const char *name, const char *value) {
@@ -476,12 +481,13 @@ START_TEST(test_print) {
   expect_row(text, "SQUALL_ZSTD", "1 ");
   expect_row(text, "SQUALL_EF_MAX_BYTES", "0 ");
   expect_row(text, "SQUALL_WARMUP", "0 ");
+  expect_row(text, "SQUALL_MIN_RANKS", "2 ");
   expect_row(text, "SQUALL_DEBUG", "WARN ");
   ck_assert_ptr_nonnull(strstr(text, "(default 1M)"));
   ck_assert_ptr_nonnull(strstr(text, "(default \"\")"));
   size_t accepted = 0;
   for (const char *p = text; (p = strstr(p, "Accepted: ")) != NULL; p++) accepted++;
-  ck_assert_uint_eq(accepted, 9);
+  ck_assert_uint_eq(accepted, sizeof all_names / sizeof all_names[0]);
   free(text);
 
   ck_assert_int_eq(squallConfigParse(&c, "compress=topk:0.25 topk_values=fp16 ef=0 min_bytes=64K zstd=19 "

@@ -42,6 +42,7 @@ static void use_config(const char *spec) {
   squallConfigDefault(&c);
   squallGetConfig(&env);
   c.debug = env.debug;
+  c.minRanks = env.minRanks; /* engine-1.sh runs the suite on one rank with SQUALL_MIN_RANKS=1 */
   memcpy(c.statsPath, env.statsPath, sizeof c.statsPath);
   ck_assert_int_eq(squallConfigParse(&c, "SQUALL_MIN_BYTES=0"), squallSuccess);
   ck_assert_msg(squallConfigParse(&c, spec) == squallSuccess, "bad spec %s: %s", spec, squallGetLastError());
@@ -325,6 +326,7 @@ START_TEST(test_engine_average_and_halves) {
 END_TEST
 
 START_TEST(test_config_mismatch_passes_through) {
+  if (nranks < 2) return; /* one rank cannot disagree with itself */
   /* Ranks disagree: every rank must pass through (no hang, no mixed codecs). */
   use_config(rank == 0 ? "SQUALL_COMPRESS=topk:0.01" : "SQUALL_COMPRESS=fp16");
   size_t n = 4096;
@@ -385,7 +387,7 @@ START_TEST(test_stats_topk_wire_bytes) {
     ck_assert_uint_eq(st.bytesIn, n * 4);
     ck_assert_msg(st.bytesWire * 10 <= st.bytesIn, "wire %llu vs in %llu", (unsigned long long)st.bytesWire,
                   (unsigned long long)st.bytesIn);
-    ck_assert(st.bytesWire > 0);
+    ck_assert(nranks == 1 || st.bytesWire > 0); /* one rank sends nothing */
     free(g); free(out);
   }
 }
