@@ -57,7 +57,7 @@ cudaError_t squall__cuda_half_decode(sq_half_kind kind, const uint16_t *in, floa
 /* ----------------------------------------------------------------- top-k */
 
 /* Bytes of workspace squall__cuda_topk_encode() needs: about 4n + n/512 +
- * 49 KiB. Pure arithmetic, valid without a device. k is accepted for
+ * 48 KiB. Pure arithmetic, valid without a device. k is accepted for
  * future use and does not change the size today. */
 size_t squall__cuda_topk_workspace_bytes(size_t n, size_t k);
 

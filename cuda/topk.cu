@@ -301,10 +301,12 @@ extern "C" cudaError_t squall__cuda_topk_encode(const float *g, float *res, size
   if (n > 0) {
     init_state<<<1, kScanThreads, 0, stream>>>(st, hist, kPasses * kMaxBins, n32, k32);
     SQ_CUDA_CHECK_LAUNCH();
+  }
+  if (k > 0) { /* k <= n, so the state is set; with k == 0 it alone says: nothing is sent */
     const unsigned hist_grid = sq_cuda_grid(n, kThreads, kHistBlocks);
     keys_hist0<<<hist_grid, kThreads, 0, stream>>>(g, res, n32, keys, st, hist);
     SQ_CUDA_CHECK_LAUNCH();
-    for (int p = 0; p < kPasses; p++) {
+    for (int p = 0; k < n && p < kPasses; p++) { /* k == n: all sent, no search */
       uint32_t *h = hist + (size_t)p * kMaxBins;
       if (p > 0) {
         hist_pass<<<hist_grid, kThreads, 0, stream>>>(keys, n32, kDigits[p].shift,
@@ -314,16 +316,14 @@ extern "C" cudaError_t squall__cuda_topk_encode(const float *g, float *res, size
       find_bin<<<1, kThreads, 0, stream>>>(h, kDigits[p].shift, kDigits[p].bits, st);
       SQ_CUDA_CHECK_LAUNCH();
     }
-    if (k > 0) {
-      const uint32_t nblocks = (uint32_t)((n + kChunk - 1) / kChunk);
-      count_sent<<<nblocks, kThreads, 0, stream>>>(keys, n32, st, counts);
-      SQ_CUDA_CHECK_LAUNCH();
-      scan_counts<<<1, kScanThreads, 0, stream>>>(counts, nblocks);
-      SQ_CUDA_CHECK_LAUNCH();
-      write_sent<<<nblocks, kThreads, 0, stream>>>(keys, n32, st, counts,
-                                                   reinterpret_cast<uint32_t *>(slot));
-      SQ_CUDA_CHECK_LAUNCH();
-    }
+    const uint32_t nblocks = (uint32_t)((n + kChunk - 1) / kChunk);
+    count_sent<<<nblocks, kThreads, 0, stream>>>(keys, n32, st, counts);
+    SQ_CUDA_CHECK_LAUNCH();
+    scan_counts<<<1, kScanThreads, 0, stream>>>(counts, nblocks);
+    SQ_CUDA_CHECK_LAUNCH();
+    write_sent<<<nblocks, kThreads, 0, stream>>>(keys, n32, st, counts,
+                                                 reinterpret_cast<uint32_t *>(slot));
+    SQ_CUDA_CHECK_LAUNCH();
   }
   if (slot_size > 0) {
     const unsigned gather_grid = (unsigned)((k + kThreads - 1) / kThreads) + (k == 0);

@@ -6,7 +6,8 @@
  * output and residual byte with the host twin, then times the kernel with
  * CUDA events over several repetitions. One table row per check; the last
  * line reads "N passed, N failed". Exit 0 when all pass, 1 otherwise, 77
- * (skipped) when there is no CUDA device.
+ * (skipped) when there is no CUDA device. `selftest [-r REPS] [N ...]`
+ * picks other sizes or repetitions (a quick run: selftest -r 2 1000).
  *
  * Equality is exact, with one exception the hardware imposes: a NaN that
  * went through float arithmetic has the canonical payload 0x7fffffff on
@@ -79,7 +80,7 @@ typedef struct {
 } check_t;
 
 static void table_header(void) {
-  printf("%-13s %-14s %-8s %10s %10s %9s  %s\n", "kernel", "variant", "input", "n", "us/call",
+  printf("%-13s %-17s %-7s %10s %10s %9s  %s\n", "kernel", "variant", "input", "n", "us/call",
          "GB/s", "result");
 }
 
@@ -92,7 +93,7 @@ static void report(check_t *c) {
   int ok = c->mismatches == 0;
   if (ok) g_passed++;
   else g_failed++;
-  printf("%-13s %-14s %-8s %10zu %10s %9s  %s", c->kernel, c->variant, c->pattern, c->n, us, gbs,
+  printf("%-13s %-17s %-7s %10zu %10s %9s  %s", c->kernel, c->variant, c->pattern, c->n, us, gbs,
          ok ? "ok" : "FAIL");
   if (c->nan_equal) printf(" (%zu NaN payloads differ)", c->nan_equal);
   printf("\n");
@@ -433,8 +434,9 @@ static cudaError_t run_sparse(ctx_t *x, const void *a) {
   return squall__cuda_sparse_decode(p->d_slots, p->nranks, p->k, p->vt, x->d_f32, x->n, x->d_flag, 0);
 }
 
-/* nranks slots of k ascending indices, drawn uniformly (selection
- * sampling), values from the pattern; rank r's fp16 scale is 2^-r. */
+/* nranks slots of k ascending indices, entry j drawn in its stratum
+ * [j*n/k, (j+1)*n/k) (O(k), and ranks overlap at random), values from the
+ * pattern; rank r's fp16 scale is 2^-r. */
 static unsigned char *make_slots(ctx_t *x, int nranks, size_t k, squallValueType_t vt) {
   size_t n = x->n, sb = squall__topk_slot_bytes(k, vt);
   unsigned char *slots = xmalloc(sb * nranks);
@@ -443,11 +445,10 @@ static unsigned char *make_slots(ctx_t *x, int nranks, size_t k, squallValueType
   for (int r = 0; r < nranks; r++) {
     unsigned char *s = slots + (size_t)r * sb;
     float scale = sq_pow2(-r);
-    size_t j = 0;
-    for (size_t i = 0; i < n && j < k; i++) {
-      if (rnd() % (n - i) >= k - j) continue;
-      uint32_t idx = (uint32_t)i;
-      float v = gen_value(x->pattern, i);
+    for (size_t j = 0; j < k; j++) {
+      uint64_t lo = (uint64_t)j * n / k, hi = (uint64_t)(j + 1) * n / k; /* k <= n: hi > lo */
+      uint32_t idx = (uint32_t)(lo + rnd() % (hi - lo));
+      float v = gen_value(x->pattern, idx);
       memcpy(s + 4 * j, &idx, 4);
       if (vt == squallValueFp16) {
         uint16_t h = sq_f32_to_f16(v * scale);
@@ -455,7 +456,6 @@ static unsigned char *make_slots(ctx_t *x, int nranks, size_t k, squallValueType
       } else {
         memcpy(s + 4 * k + 4 * j, &v, 4);
       }
-      j++;
     }
     if (vt == squallValueFp16) memcpy(s + squall__slot_scale_offset(k), &scale, 4);
   }
@@ -507,12 +507,12 @@ static void check_sparse(ctx_t *x, squallValueType_t vt, int corrupt) {
 
 /* ------------------------------------------------------------ driver */
 
-static void run_size(size_t n, pattern_t p) {
+static void run_size(size_t n, pattern_t p, int reps) {
   ctx_t x;
   memset(&x, 0, sizeof x);
   x.n = n;
   x.pattern = p;
-  x.reps = n >= ((size_t)1 << 24) ? 10 : 20;
+  x.reps = reps > 0 ? reps : n >= ((size_t)1 << 24) ? 10 : 20;
   x.g = xmalloc(n * 4);
   x.res = xmalloc(n * 4);
   gen_inputs(p, n, 0x5e1f7e57u * (uint64_t)(p + 1) + n, x.g, x.res);
@@ -565,7 +565,33 @@ static void run_size(size_t n, pattern_t p) {
   free(x.res);
 }
 
-int main(void) {
+static void usage(void) {
+  fprintf(stderr, "usage: selftest [-r REPS] [N ...]\n"
+                  "  N     sizes to test (default 1 1000 1048579 67108864), at most 2^31-1\n"
+                  "  REPS  timed calls per check (default 20, 10 from 2^24 elements)\n");
+  exit(2);
+}
+
+int main(int argc, char **argv) {
+  static const size_t default_sizes[] = {1, 1000, ((size_t)1 << 20) + 3, (size_t)1 << 26};
+  size_t sizes[64];
+  int nsizes = 0, reps = 0;
+  for (int i = 1; i < argc; i++) {
+    char *end;
+    if (!strcmp(argv[i], "-r") && i + 1 < argc) {
+      long r = strtol(argv[++i], &end, 10);
+      if (*end || r < 1 || r > 100000) usage();
+      reps = (int)r;
+      continue;
+    }
+    unsigned long long v = strtoull(argv[i], &end, 10);
+    if (*end || argv[i][0] == '-' || v > 0x7fffffffull || nsizes == 64) usage();
+    sizes[nsizes++] = (size_t)v;
+  }
+  if (nsizes == 0)
+    for (; nsizes < (int)(sizeof default_sizes / sizeof default_sizes[0]); nsizes++)
+      sizes[nsizes] = default_sizes[nsizes];
+
   int count = 0;
   cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count == 0) {
@@ -578,9 +604,8 @@ int main(void) {
   printf("selftest: device 0: %s, sm_%d%d, %.1f GiB\n", prop.name, prop.major, prop.minor,
          (double)prop.totalGlobalMem / (1u << 30));
   table_header();
-  static const size_t sizes[] = {1, 1000, ((size_t)1 << 20) + 3, (size_t)1 << 26};
-  for (size_t s = 0; s < sizeof sizes / sizeof sizes[0]; s++)
-    for (int p = 0; p < P_COUNT; p++) run_size(sizes[s], (pattern_t)p);
+  for (int s = 0; s < nsizes; s++)
+    for (int p = 0; p < P_COUNT; p++) run_size(sizes[s], (pattern_t)p, reps);
   CK(cudaDeviceSynchronize());
   CK(cudaGetLastError());
   printf("%d passed, %d failed\n", g_passed, g_failed);
