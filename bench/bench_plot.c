@@ -45,6 +45,13 @@ static void script(FILE *f, const char *png, const bench_run_info *in, const ben
   fputs("\nset xlabel 'message size per rank'\n"
         "set ylabel 'bus bandwidth, GB/s (codecs: effective, from the uncompressed size)'\n"
         "set logscale xy 2\nset grid\nset key top left\nset format y '%g'\n", f);
+  /* Some room left and right, so that the end labels are drawn too. */
+  size_t lo = (size_t)-1, hi = 0;
+  for (int i = 0; i < n; i++) {
+    if (rows[i].bytes < lo) lo = rows[i].bytes;
+    if (rows[i].bytes > hi) hi = rows[i].bytes;
+  }
+  if (n) fprintf(f, "set xrange [%.9g:%.9g]\n", lo / 1.4142, hi * 1.4142);
   /* Size labels in KiB/MiB at the measured sizes. */
   fputs("set xtics (", f);
   int first = 1;

@@ -92,7 +92,8 @@ if test "${SQUALL_ETHERNET_INSIDE:-}" != 1; then
       *) die "$tool not found: install iproute2 (Debian: apt-get install iproute2)" ;;
     esac
   done
-  export SQUALL_ETHERNET_INSIDE=1 SQUALL_ETHERNET_OUTER_UID="$(id -u)"
+  SQUALL_ETHERNET_OUTER_UID=$(id -u)
+  export SQUALL_ETHERNET_INSIDE=1 SQUALL_ETHERNET_OUTER_UID
   if test "$(id -u)" = 0; then
     flags=-n
   else

@@ -48,13 +48,17 @@ static int make_set(train_set *s, int n, int dim) {
   return s->x && s->y ? 0 : -1;
 }
 
-/* Samples n points of the cluster task into s (centres: K x dim). */
+/* Samples n points of the cluster task into s (centres: K x dim, zero past
+ * the informative dimensions). */
 static void sample_clusters(const train_task *t, const double *centres, train_rng *rng, train_set *s) {
   int k_all = t->classes * t->clusters;
   for (int i = 0; i < s->n; i++) {
     int k = (int)train_rng_below(rng, (uint32_t)k_all);
-    for (int d = 0; d < t->dim; d++)
-      s->x[(size_t)i * t->dim + d] = (float)(centres[(size_t)k * t->dim + d] + t->noise * train_rng_normal(rng));
+    for (int d = 0; d < t->dim; d++) {
+      double z = train_rng_normal(rng);
+      s->x[(size_t)i * t->dim + d] =
+          (float)(d < t->informative ? centres[(size_t)k * t->dim + d] + t->noise * z : z);
+    }
     s->y[i] = k % t->classes;
   }
 }
@@ -70,7 +74,8 @@ int train_data_make(const train_task *t, train_set *train, train_set *test) {
   int rc = -1;
   if (a && c && h && !make_set(train, t->n_train, t->dim) && !make_set(test, t->n_test, t->dim)) {
     train_rng rng = train_rng_make(t->seed, 0x7eac4e5);
-    for (size_t i = 0; i < na; i++) a[i] = train_rng_normal(&rng);
+    for (size_t i = 0; i < na; i++)
+      a[i] = teacher || (int)(i % (size_t)t->dim) < t->informative ? train_rng_normal(&rng) : 0.0;
     if (teacher)
       for (size_t i = 0; i < nc; i++) c[i] = train_rng_normal(&rng);
     train_rng xr = train_rng_make(t->seed, 0xda7a);

@@ -4,8 +4,12 @@
  *
  * Two tasks, both from a seed alone:
  *  clusters: `clusters` Gaussian blobs per class (XOR-like: every class is
- *            scattered over several random centres ~ N(0, I), noise sigma =
- *            `noise`), which no linear classifier separates;
+ *            scattered over several random centres), which no linear
+ *            classifier separates. The centres ~ N(0, I) live in the first
+ *            `informative` dimensions, with noise of sigma `noise` around
+ *            them; the other dimensions are N(0, 1) distractors of the same
+ *            scale as the centres: random features drown in them, only a
+ *            trained first layer learns to ignore them;
  *  teacher:  x ~ N(0, I), labelled by the arg-max of a random network,
  *            logits = C tanh(gain * A x / sqrt(dim)).
  * The program trains a linear baseline next to the MLP to show the gap.
@@ -22,6 +26,7 @@ typedef struct {
   int dim;           /* input dimension */
   int classes;       /* number of labels */
   int clusters;      /* clusters: blobs per class */
+  int informative;   /* clusters: dimensions that carry the centres (<= dim) */
   double noise;      /* clusters: standard deviation around a centre */
   int teacher_width; /* teacher: hidden units */
   double gain;       /* teacher: pre-activation scale */

@@ -30,7 +30,7 @@ typedef struct {
   long lr_ramp;
   uint64_t seed;
   const char *runs, *squall_extra, *json, *plot;
-  int is_short, verbose;
+  int is_short, verbose, per_layer;
 } options;
 
 static void usage(FILE *out) {
@@ -41,25 +41,27 @@ static void usage(FILE *out) {
         "                     CODEC[+ef|+noef][+warmup], CODEC = none|fp16|bf16|topk:<ratio>\n"
         "                     (default: the full comparison)\n"
         "  --short            CI mode: fewer steps and the runs the regression test needs\n"
-        "  --steps N          training steps (default 600; --short: 300)\n"
+        "  --steps N          training steps (default 600)\n"
         "  --batch B          global batch, a multiple of P (default 128)\n"
         "  --hidden H         width of each hidden layer (default 1024)\n"
         "  --layers L         hidden layers (default 2)\n"
         "  --lr X             peak learning rate, cosine decay to 0 (default 0.05)\n"
-        "  --lr-ramp N        linear learning-rate ramp-up steps (default 0)\n"
+        "  --lr-ramp N        linear learning-rate ramp-up steps (default steps/20)\n"
         "  --momentum X       SGD momentum (default 0.9)\n"
         "  --warmup-steps N   dense steps of the +warmup runs (SQUALL_WARMUP; default steps/10)\n"
         "  --seed N           data, weights and batch order (default 1)\n"
         "  --task KIND        clusters (default) or teacher\n"
-        "  --dim N            input dimension (default 32)\n"
+        "  --dim N            input dimension (default 64)\n"
         "  --classes N        classes (default 10)\n"
         "  --clusters N       clusters task: blobs per class (default 8)\n"
-        "  --noise X          clusters task: standard deviation of a blob (default 1)\n"
+        "  --informative N    clusters task: dimensions that carry the centres (default 8)\n"
+        "  --noise X          clusters task: standard deviation of a blob (default 0.3)\n"
         "  --teacher-width N  teacher task: hidden units of the labelling network (default 64)\n"
         "  --gain X           teacher task: pre-activation gain (default 3)\n"
-        "  --train-size N     training samples (default 16384)\n"
+        "  --train-size N     training samples (default 65536)\n"
         "  --test-size N      held-out samples (default 4096)\n"
         "  --eval-train N     training samples the final training loss is measured on (default 4096)\n"
+        "  --per-layer        one all-reduce per layer instead of one flat gradient buffer\n"
         "  --squall ITEMS     squall configuration added to every run, e.g. 'SQUALL_ZSTD=0'\n"
         "  --json FILE        write the results as JSON (one line per run)\n"
         "  --plot FILE.png    draw the loss curves with gnuplot\n"
@@ -97,7 +99,7 @@ static int parse_double(const char *opt, const char *v, double lo, double hi, do
 
 static int parse_options(int argc, char **argv, options *o, int rank) {
   enum { O_RUNS = 256, O_SHORT, O_STEPS, O_BATCH, O_HIDDEN, O_LAYERS, O_LR, O_RAMP, O_MOM, O_WARM, O_SEED,
-         O_TASK, O_CLUST, O_NOISE, O_DIM, O_CLASSES, O_TWIDTH, O_GAIN, O_NTRAIN, O_NTEST, O_EVTRAIN, O_SQUALL, O_JSON, O_PLOT };
+         O_TASK, O_CLUST, O_INFO, O_NOISE, O_DIM, O_CLASSES, O_TWIDTH, O_GAIN, O_NTRAIN, O_NTEST, O_EVTRAIN, O_SQUALL, O_JSON, O_PLOT, O_PERLAYER };
   static const struct option longopts[] = {
       {"runs", required_argument, 0, O_RUNS},        {"short", no_argument, 0, O_SHORT},
       {"steps", required_argument, 0, O_STEPS},      {"batch", required_argument, 0, O_BATCH},
@@ -106,14 +108,14 @@ static int parse_options(int argc, char **argv, options *o, int rank) {
       {"momentum", required_argument, 0, O_MOM},     {"warmup-steps", required_argument, 0, O_WARM},
       {"seed", required_argument, 0, O_SEED},        {"dim", required_argument, 0, O_DIM},
       {"task", required_argument, 0, O_TASK},        {"clusters", required_argument, 0, O_CLUST},
-      {"noise", required_argument, 0, O_NOISE},
+      {"noise", required_argument, 0, O_NOISE},      {"informative", required_argument, 0, O_INFO},
       {"classes", required_argument, 0, O_CLASSES},  {"teacher-width", required_argument, 0, O_TWIDTH},
       {"gain", required_argument, 0, O_GAIN},        {"train-size", required_argument, 0, O_NTRAIN},
       {"test-size", required_argument, 0, O_NTEST},  {"eval-train", required_argument, 0, O_EVTRAIN},
       {"squall", required_argument, 0, O_SQUALL},    {"json", required_argument, 0, O_JSON},
-      {"plot", required_argument, 0, O_PLOT},        {"verbose", no_argument, 0, 'v'},
+      {"plot", required_argument, 0, O_PLOT},        {"per-layer", no_argument, 0, O_PERLAYER},        {"verbose", no_argument, 0, 'v'},
       {"help", no_argument, 0, 'h'},                 {0, 0, 0, 0}};
-  long steps = -1, warm = -1, v;
+  long steps = -1, warm = -1, ramp = -1, v;
   int opt;
   opterr = loud = rank == 0; /* one complaint, not one per rank */
   while ((opt = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
@@ -126,7 +128,7 @@ static int parse_options(int argc, char **argv, options *o, int rank) {
     case O_HIDDEN: bad = parse_long("--hidden", optarg, 1, 65536, &v); o->hidden = (int)v; break;
     case O_LAYERS: bad = parse_long("--layers", optarg, 1, TRAIN_MAX_LAYERS - 1, &v); o->layers = (int)v; break;
     case O_LR: bad = parse_double("--lr", optarg, 0.0, 100.0, &o->lr); break;
-    case O_RAMP: bad = parse_long("--lr-ramp", optarg, 0, 10000000, &o->lr_ramp); break;
+    case O_RAMP: bad = parse_long("--lr-ramp", optarg, 0, 10000000, &ramp); break;
     case O_MOM: bad = parse_double("--momentum", optarg, 0.0, 0.9999, &o->momentum); break;
     case O_WARM: bad = parse_long("--warmup-steps", optarg, 0, 10000000, &warm); break;
     case O_SEED: bad = parse_long("--seed", optarg, 0, 0x7fffffffL, &v); o->seed = (uint64_t)v; break;
@@ -139,6 +141,7 @@ static int parse_options(int argc, char **argv, options *o, int rank) {
       }
       break;
     case O_CLUST: bad = parse_long("--clusters", optarg, 1, 4096, &v); o->task.clusters = (int)v; break;
+    case O_INFO: bad = parse_long("--informative", optarg, 1, 65536, &v); o->task.informative = (int)v; break;
     case O_NOISE: bad = parse_double("--noise", optarg, 0.0, 1e6, &o->task.noise); break;
     case O_DIM: bad = parse_long("--dim", optarg, 1, 65536, &v); o->task.dim = (int)v; break;
     case O_CLASSES: bad = parse_long("--classes", optarg, 2, 65536, &v); o->task.classes = (int)v; break;
@@ -150,6 +153,7 @@ static int parse_options(int argc, char **argv, options *o, int rank) {
     case O_SQUALL: o->squall_extra = optarg; break;
     case O_JSON: o->json = optarg; break;
     case O_PLOT: o->plot = optarg; break;
+    case O_PERLAYER: o->per_layer = 1; break;
     case 'v': o->verbose = 1; break;
     case 'h': if (rank == 0) usage(stdout); return 1;
     default: if (rank == 0) usage(stderr); return -1;
@@ -163,6 +167,7 @@ static int parse_options(int argc, char **argv, options *o, int rank) {
   o->steps = steps > 0 ? steps : o->is_short ? o->short_steps : o->steps;
   if (o->runs == NULL) o->runs = o->is_short ? short_runs : full_runs;
   o->warmup_steps = warm >= 0 ? (int)warm : (int)(o->steps / 10);
+  o->lr_ramp = ramp >= 0 ? ramp : o->steps / 20;
   return 0;
 }
 
@@ -172,9 +177,10 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   options o = {
-      .task = {.kind = TRAIN_TASK_CLUSTERS, .dim = 32, .classes = 10, .clusters = 8, .noise = 1.0, .teacher_width = 64, .gain = 3.0, .n_train = 16384, .n_test = 4096,
+      .task = {.kind = TRAIN_TASK_CLUSTERS, .dim = 64, .classes = 10, .clusters = 8, .informative = 0 /* 8 */, .noise = 0.3,
+               .teacher_width = 64, .gain = 3.0, .n_train = 65536, .n_test = 4096,
                .seed = 1},
-      .steps = 600, .short_steps = 300, .batch = 128, .hidden = 1024, .layers = 2, .eval_train = 4096,
+      .steps = 600, .short_steps = 600, .batch = 128, .hidden = 1024, .layers = 2, .eval_train = 4096,
       .lr = 0.05, .momentum = 0.9, .seed = 1};
   int pr = parse_options(argc, argv, &o, rank);
   if (pr != 0) {
@@ -188,10 +194,17 @@ int main(int argc, char **argv) {
     return 2;
   }
   o.task.seed = o.seed;
+  if (o.task.informative > o.task.dim) {
+    if (rank == 0)
+      fprintf(stderr, "squall-train: --informative %d: accepted 1 to --dim (%d)\n", o.task.informative, o.task.dim);
+    MPI_Finalize();
+    return 2;
+  }
+  if (o.task.informative == 0) o.task.informative = o.task.dim < 8 ? o.task.dim : 8;
 
   train_setup s = {.classes = o.task.classes, .steps = o.steps, .batch = o.batch, .lr = o.lr,
                    .momentum = o.momentum, .lr_ramp = o.lr_ramp, .seed = o.seed, .eval_train = o.eval_train,
-                   .squall_extra = o.squall_extra, .verbose = o.verbose};
+                   .squall_extra = o.squall_extra, .verbose = o.verbose, .per_layer = o.per_layer};
   int widths[TRAIN_MAX_LAYERS + 1];
   widths[0] = o.task.dim;
   for (int l = 1; l <= o.layers; l++) widths[l] = o.hidden;

@@ -28,8 +28,9 @@ typedef struct train_ws train_ws;
  * stderr naming the value) when a width or the layer count is out of range. */
 int train_mlp_shape(train_mlp *m, int nlayers, const int *widths);
 
-/* He-uniform weights (bound sqrt(6/fan_in), suited to ReLU) and zero biases,
- * from seed only: every rank starts from the same bits. */
+/* He-uniform hidden weights (bound sqrt(6/fan_in), suited to ReLU),
+ * LeCun-uniform logits weights (sqrt(3/fan_in)), zero biases, from seed
+ * only: every rank starts from the same bits. */
 void train_mlp_init(const train_mlp *m, float *params, uint64_t seed);
 
 train_ws *train_ws_create(const train_mlp *m, int max_batch);

@@ -5,6 +5,7 @@
 #include "train_report.h"
 
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,8 +33,9 @@ static double reduction(const train_result *r, int ranks) {
 
 void train_report_table(FILE *out, const train_setup *s, int ranks, const train_result *r, int nr) {
   const train_result *ref = train_report_reference(r, nr);
-  fprintf(out, "| run | final train loss | train acc | held-out acc | vs none (pp) | wire/step/rank | vs dense | s |\n");
-  fprintf(out, "|---|---:|---:|---:|---:|---:|---:|---:|\n");
+  fprintf(out, "| run | final train loss | train acc | held-out acc | vs none (pp) | params updated | "
+               "wire/step/rank | vs dense | s |\n");
+  fprintf(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   for (int i = 0; i < nr; i++) {
     const train_result *x = &r[i];
     char delta[32] = "";
@@ -42,8 +44,9 @@ void train_report_table(FILE *out, const train_setup *s, int ranks, const train_
     char wire[32];
     if (per_step >= 1e6) snprintf(wire, sizeof wire, "%.2f MB", per_step / 1e6);
     else snprintf(wire, sizeof wire, "%.1f kB", per_step / 1e3);
-    fprintf(out, "| %s | %.4f | %.2f%% | %.2f%% | %s | %s | %.1fx | %.1f |\n", x->d.label, x->train_loss,
-            100.0 * x->train_acc, 100.0 * x->test_acc, delta, wire, reduction(x, ranks), x->seconds);
+    fprintf(out, "| %s | %.4f | %.2f%% | %.2f%% | %s | %.1f%% | %s | %.1fx | %.1f |\n", x->d.label,
+            x->train_loss, 100.0 * x->train_acc, 100.0 * x->test_acc, delta, 100.0 * x->updated, wire,
+            reduction(x, ranks), x->seconds);
   }
   fprintf(out, "\n%d ranks, %ld steps of %d samples (global), MLP %zu parameters, SGD lr %g momentum %g, "
                "seed %llu.\n",
@@ -58,6 +61,12 @@ static void json_string(FILE *f, const char *s) {
     else fputc(*s, f);
   }
   fputc('"', f);
+}
+
+/* A number, or null where JSON has no spelling for it (NaN, infinity). */
+static void json_num(FILE *f, const char *fmt, double x) {
+  if (isfinite(x)) fprintf(f, fmt, x);
+  else fputs("null", f);
 }
 
 static void json_widths(FILE *f, const train_mlp *m) {
@@ -80,8 +89,8 @@ int train_report_json(const char *path, const train_setup *s, const train_task *
     fprintf(f, "\"task\": {\"kind\": \"teacher\", \"teacher_width\": %d, \"gain\": %g, ", task->teacher_width,
             task->gain);
   else
-    fprintf(f, "\"task\": {\"kind\": \"clusters\", \"clusters_per_class\": %d, \"noise\": %g, ", task->clusters,
-            task->noise);
+    fprintf(f, "\"task\": {\"kind\": \"clusters\", \"clusters_per_class\": %d, \"informative\": %d, \"noise\": %g, ",
+            task->clusters, task->informative, task->noise);
   fprintf(f, "\"dim\": %d, \"classes\": %d, \"train\": %d, \"test\": %d, \"seed\": %llu},\n", task->dim,
           task->classes, task->n_train, task->n_test, (unsigned long long)task->seed);
   fprintf(f, "\"model\": {\"widths\": ");
@@ -98,16 +107,22 @@ int train_report_json(const char *path, const train_setup *s, const train_task *
     json_string(f, x->d.label);
     fprintf(f, ", \"config\": ");
     json_string(f, x->d.spec);
-    fprintf(f, ", \"parameters\": %zu, \"final_train_loss\": %.6f, \"train_accuracy\": %.6f, "
-               "\"test_loss\": %.6f, \"test_accuracy\": %.6f, \"seconds\": %.3f, \"allreduce_seconds\": %.3f, "
+    fprintf(f, ", \"parameters\": %zu, \"final_train_loss\": ", x->nparams);
+    json_num(f, "%.6f", x->train_loss);
+    fprintf(f, ", \"train_accuracy\": %.6f, \"test_loss\": ", x->train_acc);
+    json_num(f, "%.6f", x->test_loss);
+    fprintf(f, ", \"test_accuracy\": %.6f, \"seconds\": %.3f, \"allreduce_seconds\": %.3f, "
                "\"calls\": %llu, \"compressed_calls\": %llu, \"warmup_calls\": %llu, \"bytes_in\": %llu, "
-               "\"bytes_wire\": %llu, \"wire_reduction\": %.3f, \"checksum\": \"%016llx\", \"loss_curve\": [",
-            x->nparams, x->train_loss, x->train_acc, x->test_loss, x->test_acc, x->seconds,
-            x->allreduce_seconds, (unsigned long long)x->stats.calls,
+               "\"bytes_wire\": %llu, \"wire_reduction\": %.3f, \"params_updated\": %.6f, \"checksum\": \"%016llx\", \"loss_curve\": [",
+            x->test_acc, x->seconds, x->allreduce_seconds, (unsigned long long)x->stats.calls,
             (unsigned long long)x->stats.compressedCalls,
             (unsigned long long)x->stats.passthrough[squallPassWarmup], (unsigned long long)x->stats.bytesIn,
-            (unsigned long long)x->stats.bytesWire, reduction(x, ranks), (unsigned long long)x->checksum);
-    for (long t = 0; t < x->steps; t++) fprintf(f, "%s%.5g", t ? ", " : "", x->curve[t]);
+            (unsigned long long)x->stats.bytesWire, reduction(x, ranks), x->updated,
+            (unsigned long long)x->checksum);
+    for (long t = 0; t < x->steps; t++) {
+      if (t) fputs(", ", f);
+      json_num(f, "%.5g", x->curve[t]);
+    }
     fprintf(f, "]}%s\n", i + 1 < nr ? "," : "");
   }
   fprintf(f, "]\n}\n");

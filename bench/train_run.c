@@ -121,10 +121,11 @@ static int configure(const train_run_desc *d, int rank) {
 
 /* Did squall do what the run asked? Warm-up calls pass through, every
  * later call must be compressed; with compression off nothing is. */
-static int check_stats(const train_run_desc *d, const squallStats_t *st, long steps, int rank) {
-  uint64_t warm = (uint64_t)(d->warmup < steps ? d->warmup : steps);
-  uint64_t want = d->compressed ? (uint64_t)steps - warm : 0;
-  if (st->calls == (uint64_t)steps && st->compressedCalls == want &&
+static int check_stats(const train_run_desc *d, const squallStats_t *st, long steps, int buckets, int rank) {
+  uint64_t warm = (uint64_t)(d->warmup < steps ? d->warmup : steps) * (uint64_t)buckets;
+  uint64_t calls = (uint64_t)steps * (uint64_t)buckets;
+  uint64_t want = d->compressed ? calls - warm : 0;
+  if (st->calls == calls && st->compressedCalls == want &&
       st->passthrough[squallPassWarmup] == (d->compressed ? warm : 0))
     return 0;
   if (rank == 0)
@@ -132,7 +133,7 @@ static int check_stats(const train_run_desc *d, const squallStats_t *st, long st
             "squall-train: run '%s': squall saw %llu calls, compressed %llu, warm-up %llu; expected %ld, "
             "%llu, %llu\n",
             d->label, (unsigned long long)st->calls, (unsigned long long)st->compressedCalls,
-            (unsigned long long)st->passthrough[squallPassWarmup], steps, (unsigned long long)want,
+            (unsigned long long)st->passthrough[squallPassWarmup], (long)calls, (unsigned long long)want,
             (unsigned long long)(d->compressed ? warm : 0));
   return -1;
 }
@@ -153,6 +154,7 @@ int train_run_one(const train_setup *s, const train_run_desc *d, MPI_Comm world,
   out->nparams = n;
   float *params = malloc(n * sizeof *params), *grad = malloc(n * sizeof *grad);
   float *gsum = malloc(n * sizeof *gsum), *x = malloc((size_t)local * dim * sizeof *x);
+  float *init = malloc(n * sizeof *init);
   int *y = malloc((size_t)local * sizeof *y);
   double *curve = calloc((size_t)s->steps, sizeof *curve);
   out->curve = calloc((size_t)s->steps, sizeof *out->curve);
@@ -160,7 +162,7 @@ int train_run_one(const train_setup *s, const train_run_desc *d, MPI_Comm world,
   train_batcher *batches = train_batcher_create(s->train, s->seed);
   train_sgd opt = {0};
   int rc = -1;
-  int ok = params && grad && gsum && x && y && curve && out->curve && ws && batches &&
+  int ok = params && grad && gsum && init && x && y && curve && out->curve && ws && batches &&
            !train_sgd_init(&opt, n, s->lr, s->momentum, s->steps, s->lr_ramp);
   if (!all_ok(comm, ok)) {
     if (rank == 0) fprintf(stderr, "squall-train: run '%s': out of memory\n", d->label);
@@ -168,7 +170,17 @@ int train_run_one(const train_setup *s, const train_run_desc *d, MPI_Comm world,
   }
   if (!all_ok(comm, configure(d, rank) == 0)) goto done;
 
+  /* The gradient tensors: the whole flat buffer, or each layer's weights
+   * and biases (contiguous in it). Either way at fixed addresses, which is
+   * what keys squall's error-feedback residuals. */
+  size_t bucket_off[TRAIN_MAX_LAYERS], bucket_len[TRAIN_MAX_LAYERS];
+  int nbuckets = s->per_layer ? m->nlayers : 1;
+  for (int b = 0; b < nbuckets; b++) {
+    bucket_off[b] = s->per_layer ? m->w_off[b] : 0;
+    bucket_len[b] = s->per_layer ? m->b_off[b] + (size_t)m->widths[b + 1] - m->w_off[b] : n;
+  }
   train_mlp_init(m, params, s->seed);
+  memcpy(init, params, n * sizeof *init);
   squallStatsReset();
   MPI_Barrier(comm);
   double t0 = MPI_Wtime(), t_ar = 0.0;
@@ -182,13 +194,16 @@ int train_run_one(const train_setup *s, const train_run_desc *d, MPI_Comm world,
     }
     curve[t] = loss;
     double ta = MPI_Wtime();
-    int err = squallMpiAllreduce(grad, gsum, (int)n, MPI_FLOAT, MPI_SUM, comm);
-    t_ar += MPI_Wtime() - ta;
-    if (err != MPI_SUCCESS) {
-      fprintf(stderr, "squall-train: rank %d: run '%s': squallMpiAllreduce failed at step %ld (MPI error %d): %s\n",
-              rank, d->label, t, err, squallGetLastError());
-      MPI_Abort(comm, 1);
+    for (int b = 0; b < nbuckets; b++) {
+      int err = squallMpiAllreduce(grad + bucket_off[b], gsum + bucket_off[b], (int)bucket_len[b], MPI_FLOAT,
+                                   MPI_SUM, comm);
+      if (err != MPI_SUCCESS) {
+        fprintf(stderr, "squall-train: rank %d: run '%s': squallMpiAllreduce failed at step %ld (MPI error %d): %s\n",
+                rank, d->label, t, err, squallGetLastError());
+        MPI_Abort(comm, 1);
+      }
     }
+    t_ar += MPI_Wtime() - ta;
     train_sgd_step(&opt, params, gsum, p, t);
     if (s->verbose && rank == 0 && (t + 1) % (s->steps / 10 > 0 ? s->steps / 10 : 1) == 0)
       fprintf(stderr, "  %s: step %ld/%ld, rank 0 batch loss %.4f\n", d->label, t + 1, s->steps, loss / local);
@@ -204,6 +219,12 @@ int train_run_one(const train_setup *s, const train_run_desc *d, MPI_Comm world,
   evaluate(m, params, s->train, n_eval, ws, comm, &out->train_loss, &out->train_acc);
   evaluate(m, params, s->test, s->test->n, ws, comm, &out->test_loss, &out->test_acc);
 
+  /* Without error feedback, coordinates that never make the top-k never
+   * move: this fraction shows it. */
+  size_t moved = 0;
+  for (size_t i = 0; i < n; i++) moved += params[i] != init[i];
+  out->updated = (double)moved / (double)n;
+
   /* Every rank applied the same update to the same start: the bits must agree. */
   out->checksum = fnv1a(params, n * sizeof *params);
   uint64_t *sums = malloc((size_t)p * sizeof *sums);
@@ -217,7 +238,7 @@ int train_run_one(const train_setup *s, const train_run_desc *d, MPI_Comm world,
     fputc('\n', stderr);
   }
   free(sums);
-  int stats_ok = check_stats(d, &out->stats, s->steps, rank) == 0;
+  int stats_ok = check_stats(d, &out->stats, s->steps, nbuckets, rank) == 0;
   rc = same && all_ok(comm, stats_ok) ? 0 : -1;
 
 done:
@@ -227,6 +248,7 @@ done:
   free(params);
   free(grad);
   free(gsum);
+  free(init);
   free(x);
   free(y);
   free(curve);

@@ -27,6 +27,7 @@ typedef struct {
   uint64_t seed;   /* weights and batch order */
   int eval_train;  /* training samples the final training loss is measured on */
   const char *squall_extra; /* squall configuration items added to every run */
+  int per_layer;   /* one all-reduce per layer (its weights and biases) instead of one flat buffer */
   int verbose;
 } train_setup;
 
@@ -51,6 +52,7 @@ typedef struct {
   double seconds, allreduce_seconds; /* wall time of the loop, and of its all-reduces */
   squallStats_t stats;      /* this rank's squall counters for the run */
   uint64_t checksum;        /* FNV-1a of the final parameters' bits (equal on all ranks) */
+  double updated;           /* fraction of the parameters that moved from their initial value */
   size_t nparams;
 } train_result;
 

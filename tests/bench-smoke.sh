@@ -32,7 +32,7 @@ else
 fi
 run="$SQUALL_BUILDDIR/tests/run-mpi.sh"
 bench="$SQUALL_BUILDDIR/squall-bench"
-export SQUALL_TEST_TIMEOUT=${SQUALL_TEST_TIMEOUT:-120}
+export SQUALL_TEST_TIMEOUT="${SQUALL_TEST_TIMEOUT:-120}"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/bench-smoke.XXXXXX") || exit 99
 trap 'rm -rf "$tmp"' EXIT
 fail=0
@@ -42,9 +42,15 @@ bad() {
 }
 
 # ---- a real run: 4 sizes x 5 codecs, JSON and plot
-if command -v gnuplot >/dev/null 2>&1; then plot="--plot $tmp/b.png"; else plot=; fi
+if command -v gnuplot >/dev/null 2>&1; then
+  plot=yes
+  set -- --plot "$tmp/b.png"
+else
+  plot=
+  set --
+fi
 "$run" 3 "$bench" -b 4K -e 256K -f 4 -n 3 -w 2 -C none,fp16,bf16,topk:0.01,topk:1 \
-  -J "$tmp/b.json" $plot --no-progress >"$tmp/out.txt" 2>"$tmp/err.txt"
+  -J "$tmp/b.json" "$@" --no-progress >"$tmp/out.txt" 2>"$tmp/err.txt"
 rc=$?
 cat "$tmp/out.txt"
 test $rc -eq 0 || { bad "squall-bench exited with $rc"; cat "$tmp/err.txt" >&2; }

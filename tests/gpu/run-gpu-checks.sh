@@ -1,41 +1,241 @@
 #!/usr/bin/env bash
-# run-gpu-checks.sh - everything a GPU machine should run, in one go: a GPU
-# summary, the standalone build of the self-test (tests/gpu/Makefile; needs
-# only nvcc, cc and make) and the self-test itself. Everything is also
-# written to "${OUT:-.}/gpu-selftest.log". Exit status: the self-test's
-# (0 pass, 1 fail, 77 no GPU), or make's when the build fails.
-# Set ARCH (e.g. "80 90 100") to override the SM detected with nvidia-smi.
+# run-gpu-checks.sh - every GPU check of tests/gpu in one command, on a
+# machine with an NVIDIA GPU, nvcc's runtime, Python with PyTorch and the
+# pip NCCL (no autotools, MPI or zstd needed there):
+#   1 selftest  each CUDA codec against its host twin, bit for bit
+#   2 direct    squallAllReduce on device buffers, one rank, real NCCL, every
+#               codec x type x op, several steps, and in a CUDA graph (a, b)
+#   3 preload   a plain NCCL program under squall-run (LD_PRELOAD interposer),
+#               one run per codec, statistics checked afterwards (d)
+#   4 ddp       a one-process PyTorch DDP run under squall-run --compress
+#               topk:0.01 --min-bytes 0: compressed calls and a falling loss (c)
+# Steps 2-4 run the bundle that tests/gpu/build-for-device.sh builds into
+# tests/gpu/build/dist on a machine without a GPU (carry that folder along);
+# without it, step 1 is built here with make and nvcc, and 2-4 fail.
+#
+# Logs go to ${OUT:-tests/gpu/build/out}: summary.txt, env.log, selftest.log,
+# direct.log, preload.log, ddp.log, ddp-stats.0.json, ddp-loss.json.
+# Exit status: 0 all passed, 1 a check failed, 77 no GPU here (nothing ran).
+# Environment: SELFTEST_ARGS (default: 1 1000 1048579 16777216), DDP_STEPS
+# (300), PYTHON (python3), NCCL_LIBDIR (where libnccl.so.2 is; default: the
+# one PyTorch loads), ARCH (SMs for a fallback self-test build).
 set -u
 cd "$(dirname "$0")/../.." || exit 2
-out=${OUT:-.}
+root=$(pwd)
+dist=$root/tests/gpu/build/dist
+out=${OUT:-$root/tests/gpu/build/out}
 mkdir -p "$out" || exit 2
-log=$out/gpu-selftest.log
+out=$(cd "$out" && pwd)
+py=${PYTHON:-python3}
+orig_ld_path=${LD_LIBRARY_PATH-} # PyTorch gets it back (it may point at the driver)
+t_start=$SECONDS
 
-main() {
-  echo "== $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(hostname)"
-  echo "== GPU"
-  if command -v nvidia-smi >/dev/null 2>&1; then
-    nvidia-smi --query-gpu=index,name,compute_cap,driver_version,memory.total,clocks.max.sm,clocks.max.mem \
-      --format=csv || nvidia-smi
-  else
-    echo "nvidia-smi not found"
-  fi
-  local arch=${ARCH:-}
-  if [ -z "$arch" ] && command -v nvidia-smi >/dev/null 2>&1; then
-    # "9.0" -> 90; the distinct SMs of all GPUs, SASS for each.
-    arch=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | tr -d ' .' | sort -u | tr '\n' ' ')
-  fi
-  [ -n "$arch" ] && export ARCH="$arch" # the Makefile's ARCH ?= yields to it
-  echo "== build"
-  make -s -C tests/gpu info
-  make -C tests/gpu -j"$(nproc 2>/dev/null || echo 4)" || return
-  echo "== self-test"
-  local t0=$SECONDS
-  ./tests/gpu/build/selftest
-  local rc=$?
-  echo "== self-test exit status $rc after $((SECONDS - t0)) s"
-  return $rc
+rows=()   # "step|result|seconds|detail"
+add_row() { rows+=("$1|$2|$3|$4"); }
+
+summary() {
+  {
+    printf '\n== summary (%s, %d s in all)\n' "$(date -u '+%Y-%m-%d %H:%M:%S UTC')" $((SECONDS - t_start))
+    printf '%-9s %-6s %6s  %s\n' step result s detail
+    for r in "${rows[@]}"; do
+      IFS='|' read -r s res secs detail <<<"$r"
+      printf '%-9s %-6s %6s  %s\n' "$s" "$res" "$secs" "$detail"
+    done
+  } | tee "$out/summary.txt"
 }
 
-main 2>&1 | tee "$log"
-exit "${PIPESTATUS[0]}"
+# The last "N passed, N failed" line of a log, or its last line.
+detail_of() {
+  local d
+  d=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$1" 2>/dev/null | tail -n 1)
+  [ -n "$d" ] || d=$(grep -v '^\s*$' "$1" 2>/dev/null | tail -n 1 | cut -c1-100)
+  printf '%s' "$d"
+}
+
+# run_cmd LOG LIMIT CMD...: runs CMD with a time limit, its output appended
+# to LOG and shown; sets RC, RES (PASS, FAIL or SKIP), SECS and DETAIL.
+run_cmd() {
+  local log=$1 limit=$2 t0=$SECONDS
+  shift 2
+  echo "== $*" | tee -a "$log"
+  timeout -k 10 "$limit" "$@" 2>&1 | tee -a "$log"
+  RC=${PIPESTATUS[0]}
+  SECS=$((SECONDS - t0))
+  DETAIL=$(detail_of "$log")
+  case $RC in
+    0) RES=PASS ;;
+    77) RES=SKIP ;;
+    124|137) RES=FAIL; DETAIL="timed out after ${limit} s; $DETAIL" ;;
+    *) RES=FAIL; DETAIL="exit $RC; $DETAIL" ;;
+  esac
+  echo "== $RES (exit $RC, $SECS s)" | tee -a "$log"
+}
+
+# ------------------------------------------------------------------ is there a GPU?
+gpu=no
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+  gpu=yes
+elif [ -e /dev/nvidia0 ]; then
+  gpu=yes
+fi
+if [ $gpu = no ]; then
+  why="no NVIDIA GPU here (nvidia-smi lists none, no /dev/nvidia0)"
+  echo "run-gpu-checks.sh: SKIP: $why" | tee "$out/env.log"
+  for s in selftest direct preload ddp; do add_row $s SKIP 0 "$why"; done
+  summary
+  exit 77
+fi
+
+# ------------------------------------------------------------------ the machine
+{
+  echo "== $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(hostname), $(uname -srm)"
+  nvidia-smi --query-gpu=index,name,compute_cap,driver_version,memory.total --format=csv 2>&1 || true
+  command -v nvcc >/dev/null 2>&1 && nvcc --version | tail -n 2
+  echo "== the bundle ($dist)"
+  if [ -f "$dist/BUILD-INFO" ]; then cat "$dist/BUILD-INFO"; else echo "missing: run tests/gpu/build-for-device.sh and carry tests/gpu/build/dist"; fi
+  echo "== Python"
+  "$py" - <<'EOF' 2>&1
+import sys
+print("python", sys.version.split()[0], sys.executable)
+try:
+    import torch
+    v = torch.cuda.nccl.version() if torch.cuda.is_available() else None
+    print("torch", torch.__version__, "cuda", torch.version.cuda, "available", torch.cuda.is_available(), "nccl", v)
+except Exception as e:
+    print("torch: not importable:", e)
+EOF
+} > "$out/env.log" 2>&1
+
+# The NCCL PyTorch loads: the test programs link libnccl.so.2 and find it here.
+nccl_dir=${NCCL_LIBDIR:-}
+if [ -z "$nccl_dir" ]; then
+  nccl_dir=$("$py" - <<'EOF' 2>/dev/null
+import glob, os, sys
+try:
+    import torch  # loads the NCCL it was built for (the pip package)
+    torch.cuda.nccl.version()
+    for line in open("/proc/self/maps"):
+        p = line.split()[-1]
+        if "/libnccl.so" in p:
+            print(os.path.dirname(p)); sys.exit(0)
+except Exception:
+    pass
+for d in sys.path:
+    for f in glob.glob(os.path.join(d, "nvidia", "*", "lib", "libnccl.so.2")):
+        print(os.path.dirname(f)); sys.exit(0)
+EOF
+)
+fi
+if [ -z "$nccl_dir" ]; then # the system's, if any
+  nccl_dir=$(ldconfig -p 2>/dev/null | sed -n 's|.*libnccl\.so\.2 .*=> \(.*\)/libnccl\.so\.2$|\1|p' | head -n 1)
+fi
+{
+  echo "== libnccl.so.2 for the test programs: ${nccl_dir:-not found (set NCCL_LIBDIR)}"
+  [ -n "$nccl_dir" ] && ls -l "$nccl_dir"/libnccl.so* 2>&1
+  for f in "$dist"/bin/test_nccl_device "$dist"/bin/test_nccl_device_direct "$dist"/lib/libsquall-preload.so; do
+    [ -e "$f" ] && { echo "-- $f"; LD_LIBRARY_PATH=${nccl_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ldd "$f" 2>&1; }
+  done
+} >> "$out/env.log" 2>&1
+cat "$out/env.log"
+[ -n "$nccl_dir" ] && export LD_LIBRARY_PATH=${nccl_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+have_bundle=yes
+for f in bin/selftest bin/test_nccl_device_direct bin/test_nccl_device bin/squall-run lib/libsquall-preload.so; do
+  [ -e "$dist/$f" ] || have_bundle=no
+done
+no_bundle="no bundle in $dist: run tests/gpu/build-for-device.sh on the build machine and carry tests/gpu/build/dist"
+
+# ------------------------------------------------------------------ 1 self-test
+: > "$out/selftest.log"
+if [ -x "$dist/bin/selftest" ]; then
+  selftest=$dist/bin/selftest
+else
+  # Fallback: the standalone build, SASS for the GPUs present.
+  arch=${ARCH:-$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | tr -d ' .' | sort -u | tr '\n' ' ')}
+  [ -n "$arch" ] && export ARCH="$arch"
+  echo "== self-test: no bundle, building it with make (ARCH=${ARCH:-90})" | tee -a "$out/selftest.log"
+  make -C tests/gpu -j"$(nproc 2>/dev/null || echo 4)" >> "$out/selftest.log" 2>&1
+  selftest=$root/tests/gpu/build/selftest
+fi
+# shellcheck disable=SC2086
+run_cmd "$out/selftest.log" 150 "$selftest" ${SELFTEST_ARGS:-1 1000 1048579 16777216}
+add_row selftest "$RES" "$SECS" "$DETAIL"
+
+# ------------------------------------------------------------------ 2 direct API
+: > "$out/direct.log"
+if [ $have_bundle = yes ] && [ -n "$nccl_dir" ]; then
+  run_cmd "$out/direct.log" 120 "$dist/bin/test_nccl_device_direct"
+  add_row direct "$RES" "$SECS" "$DETAIL"
+else
+  echo "${no_bundle}, or no libnccl.so.2 found" | tee -a "$out/direct.log"
+  add_row direct FAIL 0 "$no_bundle, or no libnccl.so.2"
+fi
+
+# ------------------------------------------------------------------ 3 the interposer
+# One run per codec (SQUALL_MIN_BYTES=4096 is what the program assumes),
+# then its statistics against what it expected.
+: > "$out/preload.log"
+if [ $have_bundle = yes ] && [ -n "$nccl_dir" ]; then
+  t0=$SECONDS n_ok=0 n_skip=0 bad_list=
+  for spec in fp16 bf16 topk:0.01 topk:0.01/fp16; do
+    codec=${spec%/*} values=fp32
+    [ "$spec" != "$codec" ] && values=${spec#*/}
+    d=$(mktemp -d "${TMPDIR:-/tmp}/squall-preload.XXXXXX")
+    run_cmd "$d/log" 60 env SQUALL_MIN_RANKS=1 SQUALL_PRELOAD_LIB="$dist/lib/libsquall-preload.so" \
+      "$dist/bin/squall-run" --compress "$codec" --values "$values" --min-bytes 4096 --debug INFO \
+      --stats "$d/stats.%r.json" -- "$dist/bin/test_nccl_device" run "$d"
+    ok=$RES
+    if [ "$ok" = PASS ]; then
+      "$dist/bin/test_nccl_device" check "$d" >> "$d/log" 2>&1 || ok=FAIL
+      tail -n 2 "$d/log"
+      if ! grep -q 'NCCL interposer: real NCCL' "$d/log"; then
+        echo "FAIL: no INFO line from the interposer naming the real NCCL" | tee -a "$d/log"
+        ok=FAIL
+      fi
+    fi
+    { echo "==== $spec: $ok"; cat "$d/log"; } >> "$out/preload.log"
+    rm -rf "$d"
+    case $ok in
+      PASS) n_ok=$((n_ok + 1)) ;;
+      SKIP) n_skip=$((n_skip + 1)) ;;
+      *) bad_list="$bad_list $spec" ;;
+    esac
+  done
+  res=PASS
+  [ $n_skip = 4 ] && res=SKIP
+  [ -n "$bad_list" ] && res=FAIL
+  add_row preload $res $((SECONDS - t0)) \
+    "$n_ok of 4 codecs passed${bad_list:+; failed:$bad_list}$([ $n_skip = 0 ] || echo "; $n_skip skipped")"
+else
+  echo "${no_bundle}, or no libnccl.so.2 found" | tee -a "$out/preload.log"
+  add_row preload FAIL 0 "$no_bundle, or no libnccl.so.2"
+fi
+
+# ------------------------------------------------------------------ 4 PyTorch DDP
+: > "$out/ddp.log"
+if [ $have_bundle = yes ]; then
+  t0=$SECONDS
+  rm -f "$out"/ddp-stats.*.json "$out/ddp-loss.json"
+  # PyTorch finds its own NCCL: the environment's LD_LIBRARY_PATH, without ours.
+  run_cmd "$out/ddp.log" 150 env LD_LIBRARY_PATH="$orig_ld_path" SQUALL_MIN_RANKS=1 PYTHONUNBUFFERED=1 \
+    SQUALL_PRELOAD_LIB="$dist/lib/libsquall-preload.so" "$dist/bin/squall-run" --compress topk:0.01 \
+    --min-bytes 0 --debug INFO --stats "$out/ddp-stats.%r.json" -- \
+    "$py" tests/gpu/ddp_squall.py train --steps "${DDP_STEPS:-300}" --out "$out/ddp-loss.json"
+  if [ "$RES" = PASS ]; then
+    run_cmd "$out/ddp.log" 30 "$py" tests/gpu/ddp_squall.py check "$out/ddp-stats.0.json" "$out/ddp-loss.json"
+  fi
+  add_row ddp "$RES" $((SECONDS - t0)) "$DETAIL"
+  grep -h 'NCCL interposer: real NCCL' "$out/ddp.log" | head -n 1
+else
+  echo "$no_bundle" | tee -a "$out/ddp.log"
+  add_row ddp FAIL 0 "$no_bundle"
+fi
+
+summary
+status=0
+for r in "${rows[@]}"; do
+  case $r in *"|FAIL|"*) status=1 ;; esac
+done
+skips=0
+for r in "${rows[@]}"; do case $r in *"|SKIP|"*) skips=$((skips + 1)) ;; esac; done
+[ $status = 0 ] && [ $skips = ${#rows[@]} ] && status=77
+exit $status
