@@ -32,6 +32,10 @@ void squall__half_encode(sq_half_kind kind, const float *g, float *res, uint16_t
 void squall__half_decode(sq_half_kind kind, const uint16_t *in, float *out, size_t n,
                          float scale, int accumulate);
 
+/* b[i] = a[i] + b[i] in kind's format, rounded to nearest even (what a
+ * 16-bit accumulator computes; the MPI transport's reduction op). */
+void squall__half_sum(sq_half_kind kind, const uint16_t *a, uint16_t *b, size_t n);
+
 /* ----------------------------------------------------------------- top-k */
 
 /* k = ceil(ratio * count) clamped to [1, count]; 0 when count is 0. */

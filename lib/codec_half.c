@@ -8,6 +8,79 @@
  */
 #include "codec.h"
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
+#define SQ_HAVE_F16C_PATH 1
+#include <immintrin.h>
+
+/* fp16 through the F16C instructions, 8 lanes at a time: the conversion is
+ * IEEE round-to-nearest-even, the same rounding as sq_f32_to_f16, and with
+ * a power-of-two scale the multiply by 1/scale gives the bits of the
+ * division in sq_half_decode_elem. 7 ns -> about 1.3 ns per element on the
+ * machine that measured it (bench notes). Lanes that are not finite take
+ * the residual rule of sq_residual_after: 0. */
+static int have_f16c(void) {
+  static int cached = -1;
+  if (cached < 0) {
+    __builtin_cpu_init();
+    cached = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+  }
+  return cached;
+}
+
+/* The fast path needs 1/scale to be exact: a normal power of two whose
+ * reciprocal is normal too. */
+static int exact_reciprocal(float scale) {
+  uint32_t b = sq_float_bits(scale);
+  uint32_t e = (b >> 23) & 0xffu;
+  return (b & 0x807fffffu) == 0 && e >= 2 && e <= 252;
+}
+
+__attribute__((target("f16c,avx"))) static size_t encode_f16c(const float *g, float *res, uint16_t *out,
+                                                                size_t n, float scale) {
+  const __m256 s = _mm256_set1_ps(scale), inv = _mm256_set1_ps(1.0f / scale);
+  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 inf = _mm256_set1_ps(__builtin_inff());
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 a = _mm256_loadu_ps(g + i);
+    if (res) a = _mm256_add_ps(a, _mm256_loadu_ps(res + i));
+    __m128i h = _mm256_cvtps_ph(_mm256_mul_ps(a, s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128((__m128i *)(out + i), h);
+    if (res) {
+      __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(h), inv);
+      __m256 finite = _mm256_and_ps(_mm256_cmp_ps(_mm256_and_ps(a, absmask), inf, _CMP_LT_OQ),
+                                    _mm256_cmp_ps(_mm256_and_ps(d, absmask), inf, _CMP_LT_OQ));
+      _mm256_storeu_ps(res + i, _mm256_and_ps(_mm256_sub_ps(a, d), finite));
+    }
+  }
+  return i;
+}
+
+__attribute__((target("f16c,avx"))) static size_t decode_f16c(const uint16_t *in, float *out, size_t n,
+                                                                float scale, int accumulate) {
+  const __m256 inv = _mm256_set1_ps(1.0f / scale);
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(in + i))), inv);
+    if (accumulate) d = _mm256_add_ps(_mm256_loadu_ps(out + i), d);
+    _mm256_storeu_ps(out + i, d);
+  }
+  return i;
+}
+
+/* Sum of two fp16 vectors, rounded back to fp16 (the MPI transport's op). */
+__attribute__((target("f16c,avx"))) static size_t sum_f16c(const uint16_t *a, uint16_t *b, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + i)));
+    __m256 y = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i)));
+    _mm_storeu_si128((__m128i *)(b + i),
+                     _mm256_cvtps_ph(_mm256_add_ps(x, y), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  }
+  return i;
+}
+#endif
+
 float squall__absmax(const float *g, const float *res, size_t n) {
   float m = 0.0f;
   for (size_t i = 0; i < n; i++) {
@@ -21,18 +94,34 @@ float squall__absmax(const float *g, const float *res, size_t n) {
 
 void squall__half_encode(sq_half_kind kind, const float *g, float *res, uint16_t *out, size_t n,
                          float scale) {
+  size_t i = 0;
+#ifdef SQ_HAVE_F16C_PATH
+  if (kind == SQ_HALF_FP16 && exact_reciprocal(scale) && have_f16c()) i = encode_f16c(g, res, out, n, scale);
+#endif
   if (res) {
-    for (size_t i = 0; i < n; i++) out[i] = sq_half_encode_elem(kind, g[i], &res[i], scale);
+    for (; i < n; i++) out[i] = sq_half_encode_elem(kind, g[i], &res[i], scale);
   } else {
-    for (size_t i = 0; i < n; i++) out[i] = sq_half_encode_elem(kind, g[i], NULL, scale);
+    for (; i < n; i++) out[i] = sq_half_encode_elem(kind, g[i], NULL, scale);
   }
 }
 
 void squall__half_decode(sq_half_kind kind, const uint16_t *in, float *out, size_t n, float scale,
                          int accumulate) {
+  size_t i = 0;
+#ifdef SQ_HAVE_F16C_PATH
+  if (kind == SQ_HALF_FP16 && exact_reciprocal(scale) && have_f16c()) i = decode_f16c(in, out, n, scale, accumulate);
+#endif
   if (accumulate) {
-    for (size_t i = 0; i < n; i++) out[i] += sq_half_decode_elem(kind, in[i], scale);
+    for (; i < n; i++) out[i] += sq_half_decode_elem(kind, in[i], scale);
   } else {
-    for (size_t i = 0; i < n; i++) out[i] = sq_half_decode_elem(kind, in[i], scale);
+    for (; i < n; i++) out[i] = sq_half_decode_elem(kind, in[i], scale);
   }
+}
+
+void squall__half_sum(sq_half_kind kind, const uint16_t *a, uint16_t *b, size_t n) {
+  size_t i = 0;
+#ifdef SQ_HAVE_F16C_PATH
+  if (kind == SQ_HALF_FP16 && have_f16c()) i = sum_f16c(a, b, n);
+#endif
+  for (; i < n; i++) b[i] = sq_half_from_f32(kind, sq_half_to_f32(kind, a[i]) + sq_half_to_f32(kind, b[i]));
 }

@@ -5,20 +5,17 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "codec.h"
 #include "transport_mpi.h"
 
 /* MPI has no 16-bit float sum in Open MPI 4: user ops add in float and
  * round back, exactly as a 16-bit accumulator would. */
 static void sum_f16(void *in, void *inout, int *len, MPI_Datatype *dt) {
-  const uint16_t *a = in;
-  uint16_t *b = inout;
-  for (int i = 0; i < *len; i++) b[i] = sq_f32_to_f16(sq_f16_to_f32(a[i]) + sq_f16_to_f32(b[i]));
+  squall__half_sum(SQ_HALF_FP16, in, inout, (size_t)*len);
 }
 
 static void sum_bf16(void *in, void *inout, int *len, MPI_Datatype *dt) {
-  const uint16_t *a = in;
-  uint16_t *b = inout;
-  for (int i = 0; i < *len; i++) b[i] = sq_f32_to_bf16(sq_bf16_to_f32(a[i]) + sq_bf16_to_f32(b[i]));
+  squall__half_sum(SQ_HALF_BF16, in, inout, (size_t)*len);
 }
 
 static MPI_Op op_f16 = MPI_OP_NULL, op_bf16 = MPI_OP_NULL;

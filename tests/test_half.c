@@ -9,6 +9,7 @@
 #include <math.h>
 
 #include "check_util.h"
+#include <string.h>
 #include "codec.h"
 
 #if defined(__FLT16_MAX__)
@@ -474,6 +475,59 @@ START_TEST(test_pow2_scale) {
 }
 END_TEST
 
+/* The array functions (which may take a SIMD path on x86) give exactly the
+ * bits of the per-element functions of codec_math.h, the CUDA twin's
+ * definition: odd lengths, NaN, Inf, subnormals, residuals, accumulate. */
+START_TEST(test_arrays_match_per_element) {
+  tu_rng rng = {12345};
+  size_t lens[] = {1, 7, 8, 9, 1000, 4099};
+  for (size_t L = 0; L < sizeof lens / sizeof lens[0]; L++)
+    for (int kind = 0; kind < 2; kind++) {
+      size_t n = lens[L];
+      float *g = malloc(n * 4), *r1 = malloc(n * 4), *r2 = malloc(n * 4), *o1 = malloc(n * 4), *o2 = malloc(n * 4);
+      uint16_t *h1 = malloc(n * 2), *h2 = malloc(n * 2), *b1 = malloc(n * 2), *b2 = malloc(n * 2);
+      for (size_t i = 0; i < n; i++) {
+        uint32_t pick = tu_u32(&rng) % 16;
+        g[i] = pick == 0 ? tu_float(tu_u32(&rng)) /* any bits: NaN, Inf, subnormal */
+               : pick == 1 ? tu_float_exp(&rng, -40, -10) : tu_float_exp(&rng, -8, 12);
+        r1[i] = r2[i] = pick == 2 ? tu_float_exp(&rng, -20, -5) : 0.0f;
+      }
+      float scales[] = {1.0f, 0x1p-20f, 0x1p10f, 3.0f /* not a power of two: the scalar path */};
+      for (int sc = 0; sc < 4; sc++) {
+        squall__half_encode((sq_half_kind)kind, g, r1, h1, n, scales[sc]);
+        for (size_t i = 0; i < n; i++) h2[i] = sq_half_encode_elem((sq_half_kind)kind, g[i], &r2[i], scales[sc]);
+        ck_assert(memcmp(h1, h2, n * 2) == 0);
+        for (size_t i = 0; i < n; i++) ck_assert_msg(tu_same_value(r1[i], r2[i]) || (tu_isnan(r1[i]) && tu_isnan(r2[i])),
+                                                     "residual %zu: %a vs %a", i, r1[i], r2[i]);
+        squall__half_encode((sq_half_kind)kind, g, NULL, h1, n, scales[sc]);
+        for (size_t i = 0; i < n; i++) ck_assert_uint_eq(h1[i], sq_half_encode_elem((sq_half_kind)kind, g[i], NULL, scales[sc]));
+        for (int acc = 0; acc < 2; acc++) {
+          for (size_t i = 0; i < n; i++) o1[i] = o2[i] = (float)i;
+          squall__half_decode((sq_half_kind)kind, h2, o1, n, scales[sc], acc);
+          for (size_t i = 0; i < n; i++) {
+            float d = sq_half_decode_elem((sq_half_kind)kind, h2[i], scales[sc]);
+            o2[i] = acc ? o2[i] + d : d;
+          }
+          for (size_t i = 0; i < n; i++)
+            ck_assert_msg(tu_same_value(o1[i], o2[i]) || (tu_isnan(o1[i]) && tu_isnan(o2[i])), "decode %zu", i);
+        }
+      }
+      for (size_t i = 0; i < n; i++) {
+        b1[i] = b2[i] = (uint16_t)tu_u32(&rng);
+        h1[i] = (uint16_t)tu_u32(&rng);
+      }
+      squall__half_sum((sq_half_kind)kind, h1, b1, n);
+      for (size_t i = 0; i < n; i++) {
+        uint16_t want = sq_half_from_f32((sq_half_kind)kind, sq_half_to_f32((sq_half_kind)kind, h1[i]) +
+                                                                  sq_half_to_f32((sq_half_kind)kind, b2[i]));
+        float fw = sq_half_to_f32((sq_half_kind)kind, want), fg = sq_half_to_f32((sq_half_kind)kind, b1[i]);
+        ck_assert_msg(b1[i] == want || (tu_isnan(fw) && tu_isnan(fg)), "sum %zu: %04x vs %04x", i, b1[i], want);
+      }
+      free(g); free(r1); free(r2); free(o1); free(o2); free(h1); free(h2); free(b1); free(b2);
+    }
+}
+END_TEST
+
 static Suite *half_suite(void) {
   Suite *s = suite_create("half");
   TCase *tc = tcase_create("conversions");
@@ -494,6 +548,7 @@ static Suite *half_suite(void) {
   tcase_add_test(tc, test_decode_accumulate);
   tcase_add_test(tc, test_absmax);
   tcase_add_test(tc, test_pow2_scale);
+  tcase_add_test(tc, test_arrays_match_per_element);
   suite_add_tcase(s, tc);
   return s;
 }
