@@ -58,7 +58,7 @@ static void usage(FILE *out) {
         "  --noise X          clusters task: standard deviation of a blob (default 0.3)\n"
         "  --teacher-width N  teacher task: hidden units of the labelling network (default 64)\n"
         "  --gain X           teacher task: pre-activation gain (default 3)\n"
-        "  --train-size N     training samples (default 65536)\n"
+        "  --train-size N     training samples (default 131072: 600 steps stay within one epoch)\n"
         "  --test-size N      held-out samples (default 4096)\n"
         "  --eval-train N     training samples the final training loss is measured on (default 4096)\n"
         "  --per-layer        one all-reduce per layer instead of one flat gradient buffer\n"
@@ -178,7 +178,7 @@ int main(int argc, char **argv) {
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   options o = {
       .task = {.kind = TRAIN_TASK_CLUSTERS, .dim = 64, .classes = 10, .clusters = 8, .informative = 0 /* 8 */, .noise = 0.3,
-               .teacher_width = 64, .gain = 3.0, .n_train = 65536, .n_test = 4096,
+               .teacher_width = 64, .gain = 3.0, .n_train = 131072, .n_test = 4096,
                .seed = 1},
       .steps = 600, .short_steps = 600, .batch = 128, .hidden = 1024, .layers = 2, .eval_train = 4096,
       .lr = 0.05, .momentum = 0.9, .seed = 1};

@@ -44,9 +44,10 @@ void train_report_table(FILE *out, const train_setup *s, int ranks, const train_
     char wire[32];
     if (per_step >= 1e6) snprintf(wire, sizeof wire, "%.2f MB", per_step / 1e6);
     else snprintf(wire, sizeof wire, "%.1f kB", per_step / 1e3);
-    fprintf(out, "| %s | %.4f | %.2f%% | %.2f%% | %s | %.1f%% | %s | %.1fx | %.1f |\n", x->d.label,
-            x->train_loss, 100.0 * x->train_acc, 100.0 * x->test_acc, delta, 100.0 * x->updated, wire,
-            reduction(x, ranks), x->seconds);
+    char ratio[32] = "-"; /* one rank sends nothing */
+    if (x->stats.bytesWire) snprintf(ratio, sizeof ratio, "%.1fx", reduction(x, ranks));
+    fprintf(out, "| %s | %.4f | %.2f%% | %.2f%% | %s | %.1f%% | %s | %s | %.1f |\n", x->d.label, x->train_loss,
+            100.0 * x->train_acc, 100.0 * x->test_acc, delta, 100.0 * x->updated, wire, ratio, x->seconds);
   }
   fprintf(out, "\n%d ranks, %ld steps of %d samples (global), MLP %zu parameters, SGD lr %g momentum %g, "
                "seed %llu.\n",

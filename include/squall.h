@@ -193,10 +193,11 @@ SQUALL_API const char *squallPassReasonName(squallPassReason_t reason);
 /* ncclAllReduce's contract: device buffers, enqueued on stream, returns
  * before completion. Eligible calls (float32/float16/bfloat16, ncclSum,
  * ncclAvg or a PreMulSum op with a host scalar, at least SQUALL_MIN_BYTES,
- * more than one rank, configuration agreed, outside a group call) are
+ * SQUALL_MIN_RANKS ranks, configuration agreed) are
  * compressed with no host synchronisation and no allocation in the steady
  * state; all others go to ncclAllReduce unchanged. Host buffers work too
- * (host codecs), with an NCCL that accepts them. */
+ * (host codecs), with an NCCL that accepts them. Not for use between
+ * ncclGroupStart and ncclGroupEnd (the interposer passes grouped calls on). */
 SQUALL_API ncclResult_t squallAllReduce(const void *sendbuff, void *recvbuff, size_t count,
                                         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                         cudaStream_t stream);

@@ -2,7 +2,7 @@
 # train-short.sh - does compression hurt accuracy? The short comparison of
 # squall-train (dense, fp16, bf16, top-k 1% with and without error feedback,
 # and a linear baseline), asserted from its JSON:
-#   - the task needs the MLP: dense beats the linear baseline by >= 20 points;
+#   - the task needs the MLP: dense beats the linear baseline by >= 40 points;
 #   - fp16 and bf16 end within LOSS16_TOL of the dense final training loss;
 #   - top-k 1% with error feedback is within 1 point of dense held-out accuracy;
 #   - top-k 1% without error feedback is worse than with it by >= NOEF_GAP
@@ -13,7 +13,9 @@
 # accuracy?", and the comments below.
 set -u
 : "${SQUALL_BUILDDIR:?}"
-NP=${SQUALL_TRAIN_NP:-4}
+# 2 ranks: one per core on a 2-core CI machine (4 oversubscribed ranks give
+# the same verdicts but take 2-3 times longer). SQUALL_TRAIN_NP overrides.
+NP=${SQUALL_TRAIN_NP:-2}
 tmp=${TMPDIR:-/tmp}/squall-train-short.$$
 mkdir -p "$tmp" || exit 99
 trap 'rm -rf "$tmp"' EXIT
@@ -68,30 +70,40 @@ loss_ef=$(get topk:0.01+ef final_train_loss)
 acc_noef=$(get topk:0.01+noef test_accuracy)
 loss_noef=$(get topk:0.01+noef final_train_loss)
 
-# The task is nonlinear: the dense MLP must beat a linear classifier clearly,
-# or every other comparison here is about nothing.
-check "dense ($acc_none) beats the linear baseline ($acc_lin) by >= 20 points" \
-  "a >= b + 0.20" "$acc_none" "$acc_lin"
+# Tolerances, from 2-rank runs of the default task with seeds 1, 2, 3 (dense
+# held-out accuracy 95.04/94.41/94.24%, final training loss 0.124/0.151/0.142)
+# and the 4-rank full comparison:
 
-# 16-bit rounding (with error feedback, squall's default) perturbs each step
-# by ~2^-9 (fp16) or ~2^-8 (bf16) relative; over a run that moves the final
-# loss by far less than the spread between seeds. LOSS16_TOL = 0.02 absolute
-# (about 10% of the dense final loss).
-LOSS16_TOL=0.02
+# The task is nonlinear: the dense MLP must beat a linear classifier by far
+# (measured: 58 points), or every other comparison here is about nothing.
+check "dense ($acc_none) beats the linear baseline ($acc_lin) by >= 40 points" \
+  "a >= b + 0.40" "$acc_none" "$acc_lin"
+
+# 16-bit rounding perturbs each step's gradient by at most 2^-11 (fp16) or
+# 2^-8 (bf16) relative, and error feedback (squall's default) carries the
+# rounding into the next step. Measured: |fp16 - dense| <= 0.0007 and
+# |bf16 - dense| <= 0.0018 in final loss. LOSS16_TOL = 0.01 is 5x that,
+# and below the spread between seeds (0.027): a codec that really hurt
+# (a scaling or rounding bug) moves the loss by more.
+LOSS16_TOL=0.01
 check "fp16 final loss ($loss_fp16) within $LOSS16_TOL of dense ($loss_none)" \
   "a - b <= c && b - a <= c" "$loss_fp16" "$loss_none" "$LOSS16_TOL"
 check "bf16 final loss ($loss_bf16) within $LOSS16_TOL of dense ($loss_none)" \
   "a - b <= c && b - a <= c" "$loss_bf16" "$loss_none" "$LOSS16_TOL"
 
 # Error feedback: top-k 1% sends 1/100 of the gradient per step, but nothing
-# is lost, only delayed; held-out accuracy must stay within 1 point of dense.
+# is lost, only delayed; held-out accuracy must stay within 1 point of dense
+# (measured: 0.39, 0.66, 0.49 points below on seeds 1-3 with 2 ranks, 0.24
+# with 4).
 check "top-k 1% + EF held-out accuracy ($acc_ef) within 1 point of dense ($acc_none)" \
   "a >= b - 0.01" "$acc_ef" "$acc_none"
 
-# Without the residual the 99% never sent are simply dropped: the run must
-# be measurably worse, in accuracy and in loss.
-NOEF_GAP=0.03
-NOEF_LOSS_GAP=0.05
+# Without the residual the 99% never sent are simply dropped, and most of
+# the first layer (the part that must learn to ignore the distractor inputs)
+# never moves: the run must be clearly worse (measured: 17-21 points of
+# accuracy and +0.47-0.54 in loss below EF on seeds 1-3).
+NOEF_GAP=0.05
+NOEF_LOSS_GAP=0.10
 check "top-k 1% without EF ($acc_noef) is >= $NOEF_GAP below with EF ($acc_ef) in accuracy" \
   "a <= b - c" "$acc_noef" "$acc_ef" "$NOEF_GAP"
 check "top-k 1% without EF ($loss_noef) is >= $NOEF_LOSS_GAP above with EF ($loss_ef) in loss" \
