@@ -44,8 +44,19 @@ case $what in
   build) ;;
   test) make -j"$jobs" check || { cat test-suite.log 2>/dev/null | tail -100; exit 1; } ;;
   bench)
+    # On one machine the ranks talk through shared memory, faster than any
+    # NIC, and compression cannot pay. By default the benchmark runs over an
+    # emulated 1 Gbit/s Ethernet link (SQUALL_LINK=none for plain shared
+    # memory, or another tc rate such as 10gbit).
     ranks=${SQUALL_RANKS:-4}
-    echo "quickstart: mpirun -n $ranks ./squall-bench ${*:--b 1M -e 64M -f 4}"
-    exec mpirun -n "$ranks" --oversubscribe ./squall-bench ${*:--b 1M -e 64M -f 4} ;;
+    link=${SQUALL_LINK:-1gbit}
+    args=${*:--b 1M -e 64M -f 4 -n 5 -w 2 --plot squall-bench.png -J squall-bench.json}
+    if [ "$link" != none ] && "$top/bench/ethernet.sh" --rate "$link" -- true >/dev/null 2>&1; then
+      echo "quickstart: bench/ethernet.sh --rate $link -- mpirun -n $ranks ./squall-bench $args"
+      exec "$top/bench/ethernet.sh" --rate "$link" -- mpirun -n "$ranks" --oversubscribe ./squall-bench $args
+    fi
+    [ "$link" != none ] && echo "quickstart: cannot emulate a $link link here (bench/ethernet.sh needs root or user namespaces); running on shared memory"
+    echo "quickstart: mpirun -n $ranks ./squall-bench $args"
+    exec mpirun -n "$ranks" --oversubscribe ./squall-bench $args ;;
   *) echo "usage: tools/quickstart.sh bench|test|build [args]" >&2; exit 2 ;;
 esac
