@@ -24,7 +24,7 @@ static const char *short_runs = "linear,none,fp16,bf16,topk:0.01+ef,topk:0.01+no
 
 typedef struct {
   train_task task;
-  long steps, short_steps;
+  long steps;
   int batch, hidden, layers, warmup_steps, eval_train;
   double lr, momentum;
   long lr_ramp;
@@ -40,14 +40,14 @@ static void usage(FILE *out) {
         "  --runs LIST        comma-separated runs: linear (no hidden layer, dense), or\n"
         "                     CODEC[+ef|+noef][+warmup], CODEC = none|fp16|bf16|topk:<ratio>\n"
         "                     (default: the full comparison)\n"
-        "  --short            CI mode: fewer steps and the runs the regression test needs\n"
+        "  --short            CI mode: only the runs the regression test needs\n"
         "  --steps N          training steps (default 600)\n"
         "  --batch B          global batch, a multiple of P (default 128)\n"
         "  --hidden H         width of each hidden layer (default 1024)\n"
         "  --layers L         hidden layers (default 2)\n"
-        "  --lr X             peak learning rate, cosine decay to 0 (default 0.05)\n"
+        "  --lr X             peak learning rate, cosine decay to 0 (default 0.1)\n"
         "  --lr-ramp N        linear learning-rate ramp-up steps (default steps/20)\n"
-        "  --momentum X       SGD momentum (default 0.9)\n"
+        "  --momentum X       SGD momentum (default 0.8)\n"
         "  --warmup-steps N   dense steps of the +warmup runs (SQUALL_WARMUP; default steps/10)\n"
         "  --seed N           data, weights and batch order (default 1)\n"
         "  --task KIND        clusters (default) or teacher\n"
@@ -99,7 +99,8 @@ static int parse_double(const char *opt, const char *v, double lo, double hi, do
 
 static int parse_options(int argc, char **argv, options *o, int rank) {
   enum { O_RUNS = 256, O_SHORT, O_STEPS, O_BATCH, O_HIDDEN, O_LAYERS, O_LR, O_RAMP, O_MOM, O_WARM, O_SEED,
-         O_TASK, O_CLUST, O_INFO, O_NOISE, O_DIM, O_CLASSES, O_TWIDTH, O_GAIN, O_NTRAIN, O_NTEST, O_EVTRAIN, O_SQUALL, O_JSON, O_PLOT, O_PERLAYER };
+         O_TASK, O_CLUST, O_INFO, O_NOISE, O_DIM, O_CLASSES, O_TWIDTH, O_GAIN, O_NTRAIN, O_NTEST, O_EVTRAIN,
+         O_SQUALL, O_JSON, O_PLOT, O_PERLAYER };
   static const struct option longopts[] = {
       {"runs", required_argument, 0, O_RUNS},        {"short", no_argument, 0, O_SHORT},
       {"steps", required_argument, 0, O_STEPS},      {"batch", required_argument, 0, O_BATCH},
@@ -113,8 +114,9 @@ static int parse_options(int argc, char **argv, options *o, int rank) {
       {"gain", required_argument, 0, O_GAIN},        {"train-size", required_argument, 0, O_NTRAIN},
       {"test-size", required_argument, 0, O_NTEST},  {"eval-train", required_argument, 0, O_EVTRAIN},
       {"squall", required_argument, 0, O_SQUALL},    {"json", required_argument, 0, O_JSON},
-      {"plot", required_argument, 0, O_PLOT},        {"per-layer", no_argument, 0, O_PERLAYER},        {"verbose", no_argument, 0, 'v'},
-      {"help", no_argument, 0, 'h'},                 {0, 0, 0, 0}};
+      {"plot", required_argument, 0, O_PLOT},        {"per-layer", no_argument, 0, O_PERLAYER},
+      {"verbose", no_argument, 0, 'v'},              {"help", no_argument, 0, 'h'},
+      {0, 0, 0, 0}};
   long steps = -1, warm = -1, ramp = -1, v;
   int opt;
   opterr = loud = rank == 0; /* one complaint, not one per rank */
@@ -126,7 +128,10 @@ static int parse_options(int argc, char **argv, options *o, int rank) {
     case O_STEPS: bad = parse_long("--steps", optarg, 1, 10000000, &steps); break;
     case O_BATCH: bad = parse_long("--batch", optarg, 1, 1 << 20, &v); o->batch = (int)v; break;
     case O_HIDDEN: bad = parse_long("--hidden", optarg, 1, 65536, &v); o->hidden = (int)v; break;
-    case O_LAYERS: bad = parse_long("--layers", optarg, 1, TRAIN_MAX_LAYERS - 1, &v); o->layers = (int)v; break;
+    case O_LAYERS:
+      bad = parse_long("--layers", optarg, 1, TRAIN_MAX_LAYERS - 1, &v);
+      o->layers = (int)v;
+      break;
     case O_LR: bad = parse_double("--lr", optarg, 0.0, 100.0, &o->lr); break;
     case O_RAMP: bad = parse_long("--lr-ramp", optarg, 0, 10000000, &ramp); break;
     case O_MOM: bad = parse_double("--momentum", optarg, 0.0, 0.9999, &o->momentum); break;
@@ -145,7 +150,10 @@ static int parse_options(int argc, char **argv, options *o, int rank) {
     case O_NOISE: bad = parse_double("--noise", optarg, 0.0, 1e6, &o->task.noise); break;
     case O_DIM: bad = parse_long("--dim", optarg, 1, 65536, &v); o->task.dim = (int)v; break;
     case O_CLASSES: bad = parse_long("--classes", optarg, 2, 65536, &v); o->task.classes = (int)v; break;
-    case O_TWIDTH: bad = parse_long("--teacher-width", optarg, 1, 65536, &v); o->task.teacher_width = (int)v; break;
+    case O_TWIDTH:
+      bad = parse_long("--teacher-width", optarg, 1, 65536, &v);
+      o->task.teacher_width = (int)v;
+      break;
     case O_GAIN: bad = parse_double("--gain", optarg, 0.0, 1e6, &o->task.gain); break;
     case O_NTRAIN: bad = parse_long("--train-size", optarg, 1, 1 << 24, &v); o->task.n_train = (int)v; break;
     case O_NTEST: bad = parse_long("--test-size", optarg, 1, 1 << 24, &v); o->task.n_test = (int)v; break;
@@ -164,7 +172,7 @@ static int parse_options(int argc, char **argv, options *o, int rank) {
     if (rank == 0) fprintf(stderr, "squall-train: unexpected argument '%s'\n", argv[optind]);
     return -1;
   }
-  o->steps = steps > 0 ? steps : o->is_short ? o->short_steps : o->steps;
+  if (steps > 0) o->steps = steps;
   if (o->runs == NULL) o->runs = o->is_short ? short_runs : full_runs;
   o->warmup_steps = warm >= 0 ? (int)warm : (int)(o->steps / 10);
   o->lr_ramp = ramp >= 0 ? ramp : o->steps / 20;
@@ -177,11 +185,16 @@ int main(int argc, char **argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
   options o = {
-      .task = {.kind = TRAIN_TASK_CLUSTERS, .dim = 64, .classes = 10, .clusters = 8, .informative = 0 /* 8 */, .noise = 0.3,
-               .teacher_width = 64, .gain = 3.0, .n_train = 131072, .n_test = 4096,
-               .seed = 1},
-      .steps = 600, .short_steps = 600, .batch = 128, .hidden = 1024, .layers = 2, .eval_train = 4096,
-      .lr = 0.05, .momentum = 0.9, .seed = 1};
+      .task = {.kind = TRAIN_TASK_CLUSTERS, .dim = 64, .classes = 10, .clusters = 8,
+               .informative = 0, /* min(8, dim) */
+               .noise = 0.3, .teacher_width = 64, .gain = 3.0, .n_train = 131072, .n_test = 4096},
+      .steps = 600, .batch = 128, .hidden = 1024, .layers = 2, .eval_train = 4096,
+      /* lr 0.1 with momentum 0.8 (the same effective step as 0.05 with 0.9):
+       * dense accuracy is the same, and top-k with error feedback lags less,
+       * since momentum replays every burst of residual that gets sent (on
+       * seeds 1-3 with 4 ranks: within 0.64 points of dense here, 0.78-1.22
+       * points behind with 0.9). */
+      .lr = 0.1, .momentum = 0.8, .seed = 1};
   int pr = parse_options(argc, argv, &o, rank);
   if (pr != 0) {
     MPI_Finalize();
@@ -189,14 +202,16 @@ int main(int argc, char **argv) {
   }
   if (o.batch % ranks != 0) {
     if (rank == 0)
-      fprintf(stderr, "squall-train: --batch %d: accepted a multiple of the rank count (%d)\n", o.batch, ranks);
+      fprintf(stderr, "squall-train: --batch %d: accepted a multiple of the rank count (%d)\n", o.batch,
+              ranks);
     MPI_Finalize();
     return 2;
   }
   o.task.seed = o.seed;
   if (o.task.informative > o.task.dim) {
     if (rank == 0)
-      fprintf(stderr, "squall-train: --informative %d: accepted 1 to --dim (%d)\n", o.task.informative, o.task.dim);
+      fprintf(stderr, "squall-train: --informative %d: accepted 1 to --dim (%d)\n", o.task.informative,
+              o.task.dim);
     MPI_Finalize();
     return 2;
   }

@@ -46,8 +46,9 @@ void train_report_table(FILE *out, const train_setup *s, int ranks, const train_
     else snprintf(wire, sizeof wire, "%.1f kB", per_step / 1e3);
     char ratio[32] = "-"; /* one rank sends nothing */
     if (x->stats.bytesWire) snprintf(ratio, sizeof ratio, "%.1fx", reduction(x, ranks));
-    fprintf(out, "| %s | %.4f | %.2f%% | %.2f%% | %s | %.1f%% | %s | %s | %.1f |\n", x->d.label, x->train_loss,
-            100.0 * x->train_acc, 100.0 * x->test_acc, delta, 100.0 * x->updated, wire, ratio, x->seconds);
+    fprintf(out, "| %s | %.4f | %.2f%% | %.2f%% | %s | %.1f%% | %s | %s | %.1f |\n", x->d.label,
+            x->train_loss, 100.0 * x->train_acc, 100.0 * x->test_acc, delta, 100.0 * x->updated, wire, ratio,
+            x->seconds);
   }
   fprintf(out, "\n%d ranks, %ld steps of %d samples (global), MLP %zu parameters, SGD lr %g momentum %g, "
                "seed %llu.\n",
@@ -90,7 +91,8 @@ int train_report_json(const char *path, const train_setup *s, const train_task *
     fprintf(f, "\"task\": {\"kind\": \"teacher\", \"teacher_width\": %d, \"gain\": %g, ", task->teacher_width,
             task->gain);
   else
-    fprintf(f, "\"task\": {\"kind\": \"clusters\", \"clusters_per_class\": %d, \"informative\": %d, \"noise\": %g, ",
+    fprintf(f, "\"task\": {\"kind\": \"clusters\", \"clusters_per_class\": %d, \"informative\": %d, "
+               "\"noise\": %g, ",
             task->clusters, task->informative, task->noise);
   fprintf(f, "\"dim\": %d, \"classes\": %d, \"train\": %d, \"test\": %d, \"seed\": %llu},\n", task->dim,
           task->classes, task->n_train, task->n_test, (unsigned long long)task->seed);
@@ -98,8 +100,10 @@ int train_report_json(const char *path, const train_setup *s, const train_task *
   json_widths(f, &s->mlp);
   fprintf(f, ", \"parameters\": %zu},\n", s->mlp.nparams);
   fprintf(f, "\"training\": {\"steps\": %ld, \"global_batch\": %d, \"lr\": %g, \"momentum\": %g, "
-             "\"lr_ramp\": %ld, \"schedule\": \"cosine\", \"seed\": %llu, \"eval_train_samples\": %d},\n",
+             "\"lr_ramp\": %ld, \"schedule\": \"cosine\", \"seed\": %llu, \"gradient_buffers\": \"%s\", "
+             "\"eval_train_samples\": %d},\n",
           s->steps, s->batch, s->lr, s->momentum, s->lr_ramp, (unsigned long long)s->seed,
+          s->per_layer ? "per-layer" : "flat",
           s->eval_train < s->train->n ? s->eval_train : s->train->n);
   fprintf(f, "\"runs\": [\n");
   for (int i = 0; i < nr; i++) {
@@ -114,7 +118,8 @@ int train_report_json(const char *path, const train_setup *s, const train_task *
     json_num(f, "%.6f", x->test_loss);
     fprintf(f, ", \"test_accuracy\": %.6f, \"seconds\": %.3f, \"allreduce_seconds\": %.3f, "
                "\"calls\": %llu, \"compressed_calls\": %llu, \"warmup_calls\": %llu, \"bytes_in\": %llu, "
-               "\"bytes_wire\": %llu, \"wire_reduction\": %.3f, \"params_updated\": %.6f, \"checksum\": \"%016llx\", \"loss_curve\": [",
+               "\"bytes_wire\": %llu, \"wire_reduction\": %.3f, \"params_updated\": %.6f, "
+               "\"checksum\": \"%016llx\", \"loss_curve\": [",
             x->test_acc, x->seconds, x->allreduce_seconds, (unsigned long long)x->stats.calls,
             (unsigned long long)x->stats.compressedCalls,
             (unsigned long long)x->stats.passthrough[squallPassWarmup], (unsigned long long)x->stats.bytesIn,

@@ -1,6 +1,7 @@
 /* train_run.c - one data-parallel training run through squallMpiAllreduce. */
 #include "train_run.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,11 +9,26 @@
 #include "squall_mpi.h"
 #include "train_optim.h"
 
+/* Prints a usage error when loud; the caller returns -1. */
+#define PARSE_ERROR(...)                                                      \
+  do {                                                                        \
+    if (loud) fprintf(stderr, "squall-train: " __VA_ARGS__);                  \
+  } while (0)
+
+/* Appends to d->spec; returns -1 when it no longer fits. */
+__attribute__((format(printf, 2, 3))) static int spec_append(train_run_desc *d, const char *fmt, ...) {
+  size_t used = strlen(d->spec);
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(d->spec + used, sizeof d->spec - used, fmt, ap);
+  va_end(ap);
+  return n < 0 || (size_t)n >= sizeof d->spec - used ? -1 : 0;
+}
+
 int train_run_parse(const char *name, int warmup, const char *extra, int loud, train_run_desc *d) {
   memset(d, 0, sizeof *d);
   if (strlen(name) >= TRAIN_LABEL_MAX) {
-    if (loud) fprintf(stderr, "squall-train: run name '%s' is longer than %d characters\n", name,
-            TRAIN_LABEL_MAX - 1);
+    PARSE_ERROR("run name '%s' is longer than %d characters\n", name, TRAIN_LABEL_MAX - 1);
     return -1;
   }
   strcpy(d->label, name);
@@ -21,11 +37,11 @@ int train_run_parse(const char *name, int warmup, const char *extra, int loud, t
     snprintf(d->spec, sizeof d->spec, "SQUALL_COMPRESS=none");
     return 0;
   }
-  char buf[TRAIN_LABEL_MAX];
-  strcpy(buf, name);
-  char *plus = strchr(buf, '+');
+  char codec[TRAIN_LABEL_MAX];
+  strcpy(codec, name);
+  char *plus = strchr(codec, '+');
   if (plus) *plus++ = 0;
-  int ef = -1, want_warmup = 0;
+  int ef = 1, want_warmup = 0; /* error feedback unless +noef: squall's default */
   while (plus && *plus) {
     char *next = strchr(plus, '+');
     if (next) *next++ = 0;
@@ -33,8 +49,7 @@ int train_run_parse(const char *name, int warmup, const char *extra, int loud, t
     else if (!strcmp(plus, "noef")) ef = 0;
     else if (!strcmp(plus, "warmup")) want_warmup = 1;
     else {
-      if (loud) fprintf(stderr, "squall-train: run '%s': unknown modifier '+%s'; accepted: +ef, +noef, +warmup\n",
-              name, plus);
+      PARSE_ERROR("run '%s': unknown modifier '+%s'; accepted: +ef, +noef, +warmup\n", name, plus);
       return -1;
     }
     plus = next;
@@ -42,27 +57,26 @@ int train_run_parse(const char *name, int warmup, const char *extra, int loud, t
   /* Check the codec with squall's own parser: its message names the value. */
   squallConfig_t cfg;
   squallConfigDefault(&cfg);
-  if (squallConfigSet(&cfg, "SQUALL_COMPRESS", buf) != squallSuccess) {
-    if (loud) fprintf(stderr, "squall-train: run '%s': %s\n", name, squallGetLastError());
+  if (squallConfigSet(&cfg, "SQUALL_COMPRESS", codec) != squallSuccess) {
+    PARSE_ERROR("run '%s': %s\n", name, squallGetLastError());
     return -1;
   }
   d->compressed = cfg.codec != squallCodecNone;
   d->warmup = want_warmup ? warmup : 0;
-  /* SQUALL_MIN_BYTES=0: the gradient is one flat buffer, and the point of a
-   * run is that all of it goes through the codec whatever the model size;
-   * the 1 MiB default would silently pass a small model's gradient through.
-   * The program's other reductions (loss sums, checksums) use MPI directly. */
-  int n = snprintf(d->spec, sizeof d->spec, "SQUALL_COMPRESS=%s SQUALL_MIN_BYTES=0 SQUALL_WARMUP=%d", buf,
-                   d->warmup);
-  if (ef >= 0) n += snprintf(d->spec + n, sizeof d->spec - (size_t)n, " SQUALL_EF=%d", ef);
-  if (extra && *extra) n += snprintf(d->spec + n, sizeof d->spec - (size_t)n, " %s", extra);
-  if ((size_t)n >= sizeof d->spec) {
-    if (loud) fprintf(stderr, "squall-train: run '%s': configuration longer than %d characters\n", name,
-            TRAIN_SPEC_MAX - 1);
+  /* SQUALL_MIN_BYTES=0: the point of a run is that the whole gradient goes
+   * through the codec, whatever the model size or --per-layer; the 1 MiB
+   * default would silently pass a small model's (or a small layer's)
+   * gradient through. The program's other reductions (loss sums,
+   * checksums) call MPI directly. SQUALL_EF is spelled out even where it is
+   * the default, so that the JSON says it. */
+  if (spec_append(d, "SQUALL_COMPRESS=%s SQUALL_MIN_BYTES=0 SQUALL_WARMUP=%d SQUALL_EF=%d", codec, d->warmup,
+                  ef) ||
+      (extra && *extra && spec_append(d, " %s", extra))) {
+    PARSE_ERROR("run '%s': configuration longer than %d characters\n", name, TRAIN_SPEC_MAX - 1);
     return -1;
   }
   if (squallConfigParse(&cfg, d->spec) != squallSuccess) {
-    if (loud) fprintf(stderr, "squall-train: run '%s': configuration '%s': %s\n", name, d->spec, squallGetLastError());
+    PARSE_ERROR("run '%s': configuration '%s': %s\n", name, d->spec, squallGetLastError());
     return -1;
   }
   return 0;
@@ -120,13 +134,15 @@ static int configure(const train_run_desc *d, int rank) {
 }
 
 /* Did squall do what the run asked? Warm-up calls pass through, every
- * later call must be compressed; with compression off nothing is. */
-static int check_stats(const train_run_desc *d, const squallStats_t *st, long steps, int buckets, int rank) {
-  uint64_t warm = (uint64_t)(d->warmup < steps ? d->warmup : steps) * (uint64_t)buckets;
+ * later call must be compressed; with compression off, or on one rank,
+ * nothing is. */
+static int check_stats(const train_run_desc *d, const squallStats_t *st, long steps, int buckets, int ranks,
+                       int rank) {
+  int compressing = d->compressed && ranks > 1;
+  uint64_t warm = compressing ? (uint64_t)(d->warmup < steps ? d->warmup : steps) * (uint64_t)buckets : 0;
   uint64_t calls = (uint64_t)steps * (uint64_t)buckets;
-  uint64_t want = d->compressed ? calls - warm : 0;
-  if (st->calls == calls && st->compressedCalls == want &&
-      st->passthrough[squallPassWarmup] == (d->compressed ? warm : 0))
+  uint64_t want = compressing ? calls - warm : 0;
+  if (st->calls == calls && st->compressedCalls == want && st->passthrough[squallPassWarmup] == warm)
     return 0;
   if (rank == 0)
     fprintf(stderr,
@@ -134,7 +150,7 @@ static int check_stats(const train_run_desc *d, const squallStats_t *st, long st
             "%llu, %llu\n",
             d->label, (unsigned long long)st->calls, (unsigned long long)st->compressedCalls,
             (unsigned long long)st->passthrough[squallPassWarmup], (long)calls, (unsigned long long)want,
-            (unsigned long long)(d->compressed ? warm : 0));
+            (unsigned long long)warm);
   return -1;
 }
 
@@ -198,7 +214,8 @@ int train_run_one(const train_setup *s, const train_run_desc *d, MPI_Comm world,
       int err = squallMpiAllreduce(grad + bucket_off[b], gsum + bucket_off[b], (int)bucket_len[b], MPI_FLOAT,
                                    MPI_SUM, comm);
       if (err != MPI_SUCCESS) {
-        fprintf(stderr, "squall-train: rank %d: run '%s': squallMpiAllreduce failed at step %ld (MPI error %d): %s\n",
+        fprintf(stderr,
+                "squall-train: rank %d: run '%s': squallMpiAllreduce failed at step %ld (MPI error %d): %s\n",
                 rank, d->label, t, err, squallGetLastError());
         MPI_Abort(comm, 1);
       }
@@ -206,7 +223,8 @@ int train_run_one(const train_setup *s, const train_run_desc *d, MPI_Comm world,
     t_ar += MPI_Wtime() - ta;
     train_sgd_step(&opt, params, gsum, p, t);
     if (s->verbose && rank == 0 && (t + 1) % (s->steps / 10 > 0 ? s->steps / 10 : 1) == 0)
-      fprintf(stderr, "  %s: step %ld/%ld, rank 0 batch loss %.4f\n", d->label, t + 1, s->steps, loss / local);
+      fprintf(stderr, "  %s: step %ld/%ld, rank 0 batch loss %.4f\n", d->label, t + 1, s->steps,
+              loss / local);
   }
   out->seconds = MPI_Wtime() - t0;
   MPI_Allreduce(&t_ar, &out->allreduce_seconds, 1, MPI_DOUBLE, MPI_MAX, comm);
@@ -228,17 +246,21 @@ int train_run_one(const train_setup *s, const train_run_desc *d, MPI_Comm world,
   /* Every rank applied the same update to the same start: the bits must agree. */
   out->checksum = fnv1a(params, n * sizeof *params);
   uint64_t *sums = malloc((size_t)p * sizeof *sums);
-  if (!all_ok(comm, sums != NULL)) goto done;
+  if (!all_ok(comm, sums != NULL)) {
+    free(sums);
+    goto done;
+  }
   MPI_Allgather(&out->checksum, 1, MPI_UINT64_T, sums, 1, MPI_UINT64_T, comm);
   int same = 1;
   for (int r = 1; r < p; r++) same &= sums[r] == sums[0];
   if (!same && rank == 0) {
-    fprintf(stderr, "squall-train: run '%s': the ranks ended with different parameters; checksums:", d->label);
+    fprintf(stderr, "squall-train: run '%s': the ranks ended with different parameters; checksums:",
+            d->label);
     for (int r = 0; r < p; r++) fprintf(stderr, " %d:%016llx", r, (unsigned long long)sums[r]);
     fputc('\n', stderr);
   }
   free(sums);
-  int stats_ok = check_stats(d, &out->stats, s->steps, nbuckets, rank) == 0;
+  int stats_ok = check_stats(d, &out->stats, s->steps, nbuckets, p, rank) == 0;
   rc = same && all_ok(comm, stats_ok) ? 0 : -1;
 
 done:

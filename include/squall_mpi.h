@@ -21,7 +21,8 @@ SQUALL_API int squallMpiAllreduce(const void *sendbuf, void *recvbuf, int count,
                                   MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
 
 /* Zeroes every error-feedback residual kept for comm (for example after
- * loading a checkpoint). Local: no communication. */
+ * loading a checkpoint). Warm-up counts are kept: a tensor past its
+ * SQUALL_WARMUP calls stays compressed. Local: no communication. */
 SQUALL_API int squallMpiResetResiduals(MPI_Comm comm);
 
 /* Frees all squall state kept for comm (residuals, scratch, agreement).

@@ -3,7 +3,8 @@
 # squall-train (dense, fp16, bf16, top-k 1% with and without error feedback,
 # and a linear baseline), asserted from its JSON:
 #   - the task needs the MLP: dense beats the linear baseline by >= 40 points;
-#   - fp16 and bf16 end within LOSS16_TOL of the dense final training loss;
+#   - fp16 and bf16 end within LOSS16_REL of the dense final training loss
+#     and within 1 point of its held-out accuracy;
 #   - top-k 1% with error feedback is within 1 point of dense held-out accuracy;
 #   - top-k 1% without error feedback is worse than with it by >= NOEF_GAP
 #     points of held-out accuracy and by >= NOEF_LOSS_GAP in training loss.
@@ -43,7 +44,7 @@ get() {
     }
     END { if (!found) exit 1 }' "$json" || {
     echo "FAIL: no '$2' for run '$1' in $json" >&2
-    echo nan
+    echo missing
   }
 }
 
@@ -52,6 +53,15 @@ fails=0
 check() {
   desc=$1 cond=$2
   shift 2
+  for x in "$@"; do
+    case $x in
+    '' | *[!0-9.eE+-]*)
+      echo "FAIL: $desc (not a number: '$x')"
+      fails=$((fails + 1))
+      return
+      ;;
+    esac
+  done
   if awk -v a="${1:-nan}" -v b="${2:-nan}" -v c="${3:-nan}" "BEGIN { exit !($cond) }"; then
     echo "ok:   $desc"
   else
@@ -70,38 +80,41 @@ loss_ef=$(get topk:0.01+ef final_train_loss)
 acc_noef=$(get topk:0.01+noef test_accuracy)
 loss_noef=$(get topk:0.01+noef final_train_loss)
 
-# Tolerances, from 2-rank runs of the default task with seeds 1, 2, 3 (dense
-# held-out accuracy 95.04/94.41/94.24%, final training loss 0.124/0.151/0.142)
-# and the 4-rank full comparison:
+acc_fp16=$(get fp16 test_accuracy)
+acc_bf16=$(get bf16 test_accuracy)
+
+# Tolerances, from the default task with seeds 1, 2, 3 on 2 and on 4 ranks
+# (dense: held-out accuracy 94.2-95.4%, final training loss 0.115-0.147).
 
 # The task is nonlinear: the dense MLP must beat a linear classifier by far
-# (measured: 58 points), or every other comparison here is about nothing.
+# (measured: 56-60 points), or every other comparison here is about nothing.
 check "dense ($acc_none) beats the linear baseline ($acc_lin) by >= 40 points" \
   "a >= b + 0.40" "$acc_none" "$acc_lin"
 
 # 16-bit rounding perturbs each step's gradient by at most 2^-11 (fp16) or
-# 2^-8 (bf16) relative, and error feedback (squall's default) carries the
-# rounding into the next step. Measured: |fp16 - dense| <= 0.0007 and
-# |bf16 - dense| <= 0.0018 in final loss. LOSS16_TOL = 0.01 is 5x that,
-# and below the spread between seeds (0.027): a codec that really hurt
-# (a scaling or rounding bug) moves the loss by more.
-LOSS16_TOL=0.01
-check "fp16 final loss ($loss_fp16) within $LOSS16_TOL of dense ($loss_none)" \
-  "a - b <= c && b - a <= c" "$loss_fp16" "$loss_none" "$LOSS16_TOL"
-check "bf16 final loss ($loss_bf16) within $LOSS16_TOL of dense ($loss_none)" \
-  "a - b <= c && b - a <= c" "$loss_bf16" "$loss_none" "$LOSS16_TOL"
+# 2^-8 (bf16) relative, and error feedback (on, squall's default) carries the
+# rounding into the next step. Measured: the final loss moved by at most
+# 1.8% (fp16) and 3.5% (bf16) of the dense loss, accuracy by at most 0.35
+# points. LOSS16_REL = 10% is about 3x that and well inside the spread
+# between seeds (0.115-0.147); a scaling or rounding bug moves it by more.
+LOSS16_REL=0.10
+for codec in fp16 bf16; do
+  eval "loss=\$loss_$codec acc=\$acc_$codec"
+  check "$codec final loss ($loss) within $LOSS16_REL of dense ($loss_none), relative" \
+    "a - b <= c * b && b - a <= c * b" "$loss" "$loss_none" "$LOSS16_REL"
+  check "$codec held-out accuracy ($acc) within 1 point of dense ($acc_none)" \
+    "a >= b - 0.01" "$acc" "$acc_none"
+done
 
 # Error feedback: top-k 1% sends 1/100 of the gradient per step, but nothing
 # is lost, only delayed; held-out accuracy must stay within 1 point of dense
-# (measured: 0.39, 0.66, 0.49 points below on seeds 1-3 with 2 ranks, 0.24
-# with 4).
+# (measured: -0.69, +0.32, -0.15 points on 2 ranks; -0.47, +0.17, -0.64 on 4).
 check "top-k 1% + EF held-out accuracy ($acc_ef) within 1 point of dense ($acc_none)" \
   "a >= b - 0.01" "$acc_ef" "$acc_none"
 
-# Without the residual the 99% never sent are simply dropped, and most of
-# the first layer (the part that must learn to ignore the distractor inputs)
-# never moves: the run must be clearly worse (measured: 17-21 points of
-# accuracy and +0.47-0.54 in loss below EF on seeds 1-3).
+# Without the residual the 99% never sent are simply dropped (a fifth of the
+# hidden-to-hidden weights never move at all): the run must be clearly worse
+# (measured: 11.1-15.6 points of accuracy below EF and +0.30-0.41 in loss).
 NOEF_GAP=0.05
 NOEF_LOSS_GAP=0.10
 check "top-k 1% without EF ($acc_noef) is >= $NOEF_GAP below with EF ($acc_ef) in accuracy" \
