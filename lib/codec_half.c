@@ -36,6 +36,15 @@ static int have_avx2(void) {
   return cached;
 }
 
+/* res = a - d where both are finite, else 0 (sq_residual_after, 8 lanes). */
+__attribute__((target("avx"))) static inline void store_residual8(float *res, __m256 a, __m256 d) {
+  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 inf = _mm256_set1_ps(__builtin_inff());
+  __m256 finite = _mm256_and_ps(_mm256_cmp_ps(_mm256_and_ps(a, absmask), inf, _CMP_LT_OQ),
+                                _mm256_cmp_ps(_mm256_and_ps(d, absmask), inf, _CMP_LT_OQ));
+  _mm256_storeu_ps(res, _mm256_and_ps(_mm256_sub_ps(a, d), finite));
+}
+
 /* bfloat16 rounding of 8 floats, as sq_f32_to_bf16: round to nearest even
  * by integer add, NaN quieted. Returns the codes in the low 16 bits. */
 __attribute__((target("avx2"))) static inline __m256i bf16_round8(__m256 x) {
@@ -60,8 +69,6 @@ __attribute__((target("avx2"))) static inline __m256 bf16_load8(const uint16_t *
 __attribute__((target("avx2"))) static size_t encode_bf16_avx2(const float *g, float *res, uint16_t *out,
                                                                  size_t n, float scale) {
   const __m256 s = _mm256_set1_ps(scale), inv = _mm256_set1_ps(1.0f / scale);
-  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  const __m256 inf = _mm256_set1_ps(__builtin_inff());
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     __m256 a = _mm256_loadu_ps(g + i);
@@ -70,9 +77,7 @@ __attribute__((target("avx2"))) static size_t encode_bf16_avx2(const float *g, f
     _mm_storeu_si128((__m128i *)(out + i), pack8(h));
     if (res) {
       __m256 d = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(h, 16)), inv);
-      __m256 finite = _mm256_and_ps(_mm256_cmp_ps(_mm256_and_ps(a, absmask), inf, _CMP_LT_OQ),
-                                    _mm256_cmp_ps(_mm256_and_ps(d, absmask), inf, _CMP_LT_OQ));
-      _mm256_storeu_ps(res + i, _mm256_and_ps(_mm256_sub_ps(a, d), finite));
+      store_residual8(res + i, a, d);
     }
   }
   return i;
@@ -108,8 +113,6 @@ static int exact_reciprocal(float scale) {
 __attribute__((target("f16c,avx"))) static size_t encode_f16c(const float *g, float *res, uint16_t *out,
                                                                 size_t n, float scale) {
   const __m256 s = _mm256_set1_ps(scale), inv = _mm256_set1_ps(1.0f / scale);
-  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
-  const __m256 inf = _mm256_set1_ps(__builtin_inff());
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     __m256 a = _mm256_loadu_ps(g + i);
@@ -118,9 +121,7 @@ __attribute__((target("f16c,avx"))) static size_t encode_f16c(const float *g, fl
     _mm_storeu_si128((__m128i *)(out + i), h);
     if (res) {
       __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(h), inv);
-      __m256 finite = _mm256_and_ps(_mm256_cmp_ps(_mm256_and_ps(a, absmask), inf, _CMP_LT_OQ),
-                                    _mm256_cmp_ps(_mm256_and_ps(d, absmask), inf, _CMP_LT_OQ));
-      _mm256_storeu_ps(res + i, _mm256_and_ps(_mm256_sub_ps(a, d), finite));
+      store_residual8(res + i, a, d);
     }
   }
   return i;
