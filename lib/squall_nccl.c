@@ -32,6 +32,8 @@ typedef struct nccl_state {
 #endif
   premul *ops;
   int nonblocking;
+  int users;     /* all-reduces running on this state right now */
+  int forgotten; /* torn down while in use: the last user frees it */
   struct nccl_state *next;
 } nccl_state;
 
@@ -67,8 +69,12 @@ void squall__nccl_comm_forget(ncclComm_t comm) {
     if ((*pp)->comm == comm) {
       nccl_state *s = *pp;
       *pp = s->next;
+      /* An abort from another thread (a framework's watchdog) can arrive
+       * while an all-reduce is inside the engine: that call frees it. */
+      int in_use = s->users > 0;
+      if (in_use) s->forgotten = 1;
       pthread_mutex_unlock(&lock);
-      free_state(s);
+      if (!in_use) free_state(s);
       return;
     }
   pthread_mutex_unlock(&lock);
@@ -159,6 +165,10 @@ static squall_engine *engine_of(nccl_state *s, const squall_nccl_api *api, int d
   return s->engine[device];
 }
 
+static ncclResult_t run_on_state(const squall_nccl_api *api, nccl_state *s, squall_engine *e, squall_call *c,
+                                 int device, const void *sendbuff, void *recvbuff, size_t count,
+                                 ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
+
 ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *sendbuff, void *recvbuff, size_t count,
                                     ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
                                     int in_group) {
@@ -181,6 +191,7 @@ ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *send
     }
   if (s && s->nonblocking) nonblocking = 1;
   squall_engine *e = s && !nonblocking ? engine_of(s, api, device) : NULL;
+  if (e) s->users++;
   pthread_mutex_unlock(&lock);
   if (nonblocking) {
     uint64_t bytes = (uint64_t)count * call.elsize;
@@ -192,6 +203,21 @@ ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *send
                  squallGetLastError());
     return PASS();
   }
+  ncclResult_t result = run_on_state(api, s, e, &call, device, sendbuff, recvbuff, count, datatype, op, comm, stream);
+  pthread_mutex_lock(&lock);
+  int free_now = --s->users == 0 && s->forgotten;
+  pthread_mutex_unlock(&lock);
+  if (free_now) free_state(s);
+  return result;
+#undef PASS
+}
+
+/* The engine's part of squall__nccl_allreduce, with s held (users > 0). */
+static ncclResult_t run_on_state(const squall_nccl_api *api, nccl_state *s, squall_engine *e, squall_call *c,
+                                 int device, const void *sendbuff, void *recvbuff, size_t count,
+                                 ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+#define PASS() api->allReduce(sendbuff, recvbuff, count, datatype, op, comm, stream)
+  squall_call call = *c;
   s->tctx[device].stream = stream;
 #ifdef HAVE_CUDA
   s->kctx.stream = stream;
