@@ -134,7 +134,8 @@ expect_error "-b '12X' is not a size" -b 12X
 expect_error "codec 'fp17' is invalid" -C none,fp17
 expect_error "-o 'max' is not benchmarked" -o max
 expect_error "benchmarks float only" -d half
-expect_error "not built" --backend nccl
+# not built (no NCCL), or built but no GPU visible: both refuse clearly
+expect_error "backend nccl: not" --backend nccl
 expect_error "-b 2048 is larger than -e 1024" -b 2K -e 1K
 expect_error "unknown option '--frobnicate'" --frobnicate
 

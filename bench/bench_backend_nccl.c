@@ -1,0 +1,117 @@
+/*
+ * bench_backend_nccl.c - the device-memory backend: buffers from
+ * cudaMalloc, all-reduce by squallAllReduce (ncclAllReduce's signature) on
+ * one stream per rank, synchronised inside the timed call as nccl-tests
+ * does. One rank per GPU: each rank takes the GPU of its index on the node.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "bench_backend.h"
+#include "squall.h"
+
+static ncclComm_t nccl_comm;
+static cudaStream_t stream;
+
+static int nccl_usable(char *why, size_t len) {
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess || n == 0) {
+    snprintf(why, len, "no GPU visible (%s)", e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+    cudaGetLastError();
+    return 0;
+  }
+  return 1;
+}
+
+/* float only for now: the driver stages data through the host as float. */
+static int nccl_supports(bench_dtype t) { return t == BENCH_F32; }
+
+static int nccl_setup(MPI_Comm comm, FILE *err) {
+  int rank, size, local = 0, ndev = 1;
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
+  MPI_Comm node;
+  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  MPI_Comm_rank(node, &local);
+  MPI_Comm_free(&node);
+  cudaGetDeviceCount(&ndev);
+  cudaError_t ce = cudaSetDevice(local % (ndev > 0 ? ndev : 1));
+  if (ce == cudaSuccess) ce = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+  if (ce != cudaSuccess) {
+    fprintf(err, "squall-bench: rank %d: CUDA set-up failed: %s\n", rank, cudaGetErrorString(ce));
+    return -1;
+  }
+  ncclUniqueId id;
+  if (rank == 0 && ncclGetUniqueId(&id) != ncclSuccess) memset(&id, 0, sizeof id);
+  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm);
+  ncclResult_t r = ncclCommInitRank(&nccl_comm, size, id, rank);
+  if (r != ncclSuccess) {
+    fprintf(err, "squall-bench: rank %d: ncclCommInitRank failed: %s (%s)\n", rank, ncclGetErrorString(r),
+            ncclGetLastError(NULL));
+    return -1;
+  }
+  return 0;
+}
+
+static void nccl_teardown(void) {
+  squallCommForget(nccl_comm);
+  ncclCommDestroy(nccl_comm);
+  cudaStreamDestroy(stream);
+}
+
+static void *nccl_alloc(size_t bytes) {
+  void *p = NULL;
+  if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess || cudaMemset(p, 0, bytes ? bytes : 1) != cudaSuccess) {
+    cudaGetLastError();
+    cudaFree(p);
+    return NULL;
+  }
+  return p;
+}
+
+static void nccl_release(void *p) { cudaFree(p); }
+
+static int nccl_upload(void *dst, const void *src, size_t bytes) {
+  return cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice) == cudaSuccess ? 0 : -1;
+}
+
+static int nccl_download(void *dst, const void *src, size_t bytes) {
+  return cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost) == cudaSuccess ? 0 : -1;
+}
+
+static int nccl_allreduce(const void *send, void *recv, size_t count, bench_dtype t, bench_op op, MPI_Comm comm,
+                          char *why, size_t len) {
+  ncclDataType_t dt = t == BENCH_F16 ? ncclFloat16 : t == BENCH_BF16 ? ncclBfloat16 : ncclFloat32;
+  ncclResult_t r = squallAllReduce(send, recv, count, dt, op == BENCH_AVG ? ncclAvg : ncclSum, nccl_comm, stream);
+  cudaError_t ce = r == ncclSuccess ? cudaStreamSynchronize(stream) : cudaSuccess;
+  if (r != ncclSuccess || ce != cudaSuccess) {
+    snprintf(why, len, "squallAllReduce(count=%zu) failed: %s", count,
+             r != ncclSuccess ? ncclGetErrorString(r) : cudaGetErrorString(ce));
+    return -1;
+  }
+  return 0;
+}
+
+static int nccl_reset_residuals(MPI_Comm comm) { return squallResetResiduals(nccl_comm) == ncclSuccess ? 0 : -1; }
+
+static int nccl_free_state(MPI_Comm comm) { return squallCommForget(nccl_comm) == ncclSuccess ? 0 : -1; }
+
+const bench_backend bench_backend_nccl = {
+    .name = "nccl",
+    .memory = "device memory",
+    .usable = nccl_usable,
+    .supports = nccl_supports,
+    .setup = nccl_setup,
+    .teardown = nccl_teardown,
+    .alloc = nccl_alloc,
+    .release = nccl_release,
+    .host_accessible = 0,
+    .upload = nccl_upload,
+    .download = nccl_download,
+    .allreduce = nccl_allreduce,
+    .reset_residuals = nccl_reset_residuals,
+    .free_state = nccl_free_state,
+};
