@@ -34,7 +34,7 @@ __global__ void widen_kernel(int dtype, const void *src, float *dst, size_t n, f
   GRID_STRIDE(i, n) {
     float v;
     if (dtype == SQ_DT_F32) v = ((const float *)src)[i];
-    else v = sq_half_to_f32(dtype == SQ_DT_BF16 ? SQ_HALF_BF16 : SQ_HALF_FP16, ((const uint16_t *)src)[i]);
+    else v = sq_half_to_f32(squall__dtype_half_kind(dtype), ((const uint16_t *)src)[i]);
     dst[i] = scalar == 1.0f ? v : scalar * v;
   }
 }
@@ -43,7 +43,7 @@ __global__ void narrow_kernel(int dtype, const float *src, void *dst, size_t n, 
   GRID_STRIDE(i, n) {
     float v = divisor == 1.0f ? src[i] : src[i] / divisor;
     if (dtype == SQ_DT_F32) ((float *)dst)[i] = v;
-    else ((uint16_t *)dst)[i] = sq_half_from_f32(dtype == SQ_DT_BF16 ? SQ_HALF_BF16 : SQ_HALF_FP16, v);
+    else ((uint16_t *)dst)[i] = sq_half_from_f32(squall__dtype_half_kind(dtype), v);
   }
 }
 

@@ -148,7 +148,6 @@ static void *carve(carver *c, size_t bytes) {
   return p;
 }
 
-static sq_half_kind kind_of_dtype(int dtype) { return dtype == SQ_DT_BF16 ? SQ_HALF_BF16 : SQ_HALF_FP16; }
 
 typedef struct {
   const float *g; /* the gradient in fp32 */
@@ -379,7 +378,7 @@ squallResult_t squall__engine_allreduce(squall_engine *e, const squall_call *c, 
   } else {
     sq_half_kind kind = cfg.codec == squallCodecBf16 ? SQ_HALF_BF16
                         : cfg.codec == squallCodecFp16 ? SQ_HALF_FP16
-                                                       : kind_of_dtype(c->dtype);
+                                                       : squall__dtype_half_kind(c->dtype);
     r = run_half(e, c, &st, kind, carve(&cv, n * sizeof(uint16_t)));
   }
   if (r != squallSuccess) {

@@ -21,6 +21,9 @@ typedef enum { SQ_DT_F32 = 0, SQ_DT_F16 = 1, SQ_DT_BF16 = 2 } squall_dtype;
 
 static inline size_t squall__dtype_size(squall_dtype t) { return t == SQ_DT_F32 ? 4 : 2; }
 
+/* The 16-bit format of a 16-bit element type (fp16 for SQ_DT_F16). */
+SQ_HD sq_half_kind squall__dtype_half_kind(int t) { return t == SQ_DT_BF16 ? SQ_HALF_BF16 : SQ_HALF_FP16; }
+
 typedef struct squall_kernels {
   const char *name; /* "host" or "cuda" */
   void *ctx;        /* e.g. the stream */

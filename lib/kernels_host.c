@@ -42,7 +42,7 @@ static squallResult_t host_widen(void *ctx, squall_dtype t, const void *src, flo
     return squallSuccess;
   }
   const uint16_t *s = src;
-  sq_half_kind kind = t == SQ_DT_BF16 ? SQ_HALF_BF16 : SQ_HALF_FP16;
+  sq_half_kind kind = squall__dtype_half_kind(t);
   for (size_t i = 0; i < n; i++) dst[i] = scalar * sq_half_to_f32(kind, s[i]);
   return squallSuccess;
 }
@@ -59,7 +59,7 @@ static squallResult_t host_narrow(void *ctx, squall_dtype t, const float *src, v
     return squallSuccess;
   }
   uint16_t *d = dst;
-  sq_half_kind kind = t == SQ_DT_BF16 ? SQ_HALF_BF16 : SQ_HALF_FP16;
+  sq_half_kind kind = squall__dtype_half_kind(t);
   for (size_t i = 0; i < n; i++) d[i] = sq_half_from_f32(kind, src[i] / divisor);
   return squallSuccess;
 }

@@ -82,8 +82,7 @@ float *squall__residuals_get(squall_residuals *s, squall_tensor *t, size_t max_b
     SQ_WARN_ONCE("out of memory for a %zu-byte residual: running without error feedback", bytes);
     return NULL;
   }
-  if (s->kernels->zero(s->kernels->ctx, t->residual, bytes) != squallSuccess) return NULL;
-  return t->residual;
+  return t->residual; /* kernels->alloc returns zeroed memory: zero on first sight */
 }
 
 squallResult_t squall__residuals_reset(squall_residuals *s) {

@@ -40,16 +40,19 @@ static int at_finalize(MPI_Comm comm, int key, void *value, void *extra) {
   return MPI_SUCCESS;
 }
 
+/* Every call passes here: after the first, one atomic load, no lock. */
 static int ensure_keyval(void) {
+  if (__atomic_load_n(&keyval, __ATOMIC_ACQUIRE) != MPI_KEYVAL_INVALID) return 1;
   pthread_mutex_lock(&keyval_lock);
   if (keyval == MPI_KEYVAL_INVALID) {
-    int self_key;
-    MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_state, &keyval, NULL);
+    int key = MPI_KEYVAL_INVALID, self_key;
+    MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_state, &key, NULL);
     if (MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, at_finalize, &self_key, NULL) == MPI_SUCCESS)
       MPI_Comm_set_attr(MPI_COMM_SELF, self_key, NULL);
     int rank = 0;
     PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
     squall__stats_set_rank(rank);
+    __atomic_store_n(&keyval, key, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&keyval_lock);
   return keyval != MPI_KEYVAL_INVALID;

@@ -165,7 +165,7 @@ static squall_engine *engine_of(nccl_state *s, const squall_nccl_api *api, int d
   return s->engine[device];
 }
 
-static ncclResult_t run_on_state(const squall_nccl_api *api, nccl_state *s, squall_engine *e, squall_call *c,
+static ncclResult_t run_on_state(const squall_nccl_api *api, nccl_state *s, squall_engine *e, const squall_call *c,
                                  int device, const void *sendbuff, void *recvbuff, size_t count,
                                  ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
 
@@ -213,11 +213,10 @@ ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *send
 }
 
 /* The engine's part of squall__nccl_allreduce, with s held (users > 0). */
-static ncclResult_t run_on_state(const squall_nccl_api *api, nccl_state *s, squall_engine *e, squall_call *c,
+static ncclResult_t run_on_state(const squall_nccl_api *api, nccl_state *s, squall_engine *e, const squall_call *c,
                                  int device, const void *sendbuff, void *recvbuff, size_t count,
                                  ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
 #define PASS() api->allReduce(sendbuff, recvbuff, count, datatype, op, comm, stream)
-  squall_call call = *c;
   s->tctx[device].stream = stream;
 #ifdef HAVE_CUDA
   s->kctx.stream = stream;
@@ -227,8 +226,8 @@ static ncclResult_t run_on_state(const squall_nccl_api *api, nccl_state *s, squa
     if (cudaStreamIsCapturing(stream, &cap) != cudaSuccess) cudaGetLastError();
     /* Capture cannot allocate or wait on the host: pass until the first
      * uncaptured call has set everything up. */
-    if (cap != cudaStreamCaptureStatusNone && !squall__engine_ready(e, &call)) {
-      uint64_t bytes = (uint64_t)count * call.elsize;
+    if (cap != cudaStreamCaptureStatusNone && !squall__engine_ready(e, c)) {
+      uint64_t bytes = (uint64_t)count * c->elsize;
       int p = 1;
       api->commCount(comm, &p);
       squall__stats_record(NULL, squallPassCapture, bytes, squall__ring_allreduce_wire(bytes, p), 0.0);
@@ -239,7 +238,7 @@ static ncclResult_t run_on_state(const squall_nccl_api *api, nccl_state *s, squa
   }
 #endif
   int reason = -1;
-  squallResult_t r = squall__engine_allreduce(e, &call, &reason);
+  squallResult_t r = squall__engine_allreduce(e, c, &reason);
 #ifdef HAVE_CUDA
   if (device && prev >= 0 && prev != dev) cudaSetDevice(prev);
 #endif
