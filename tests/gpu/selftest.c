@@ -31,35 +31,8 @@
 
 /* ------------------------------------------------------------ bookkeeping */
 
-static int g_passed, g_failed;
-
-/* A CUDA failure outside the compared outputs ends the run: after a fault
- * the context is unusable. */
-#define CK(call)                                                                    \
-  do {                                                                              \
-    cudaError_t ck_e_ = (call);                                                     \
-    if (ck_e_ != cudaSuccess) {                                                     \
-      fprintf(stderr, "selftest: %s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, \
-              cudaGetErrorString(ck_e_));                                           \
-      printf("%d passed, %d failed\n", g_passed, g_failed + 1);                     \
-      exit(1);                                                                      \
-    }                                                                               \
-  } while (0)
-
-static void *xmalloc(size_t bytes) {
-  void *p = malloc(bytes ? bytes : 1);
-  if (!p) {
-    fprintf(stderr, "selftest: out of host memory (%zu bytes)\n", bytes);
-    exit(1);
-  }
-  return p;
-}
-
-static void *dmalloc(size_t bytes) {
-  void *p = NULL;
-  CK(cudaMalloc(&p, bytes ? bytes : 1));
-  return p;
-}
+#define GPU_TEST_NAME "selftest"
+#include "gpu_check.h"
 
 static void to_dev(void *d, const void *h, size_t bytes) {
   if (bytes) CK(cudaMemcpy(d, h, bytes, cudaMemcpyHostToDevice));

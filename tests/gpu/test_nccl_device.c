@@ -50,6 +50,8 @@
 #include <nccl.h>
 
 #include "codec.h"
+#define GPU_TEST_NAME "test_nccl_device"
+#include "gpu_check.h"
 
 #define STEPS 4        /* uncaptured steps per tensor: the residual carries */
 #define REPLAYS 5      /* graph replays after the captured call */
@@ -59,21 +61,8 @@
 
 /* ------------------------------------------------------------ bookkeeping */
 
-static int g_passed, g_failed;
 static int row_bad;         /* failures in the current row */
 static char row_detail[512]; /* its first failure */
-
-/* A CUDA failure ends the run: after a fault the context is unusable. */
-#define CK(call)                                                                                 \
-  do {                                                                                           \
-    cudaError_t ck_e_ = (call);                                                                  \
-    if (ck_e_ != cudaSuccess) {                                                                  \
-      fprintf(stderr, "test_nccl_device: %s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,     \
-              cudaGetErrorString(ck_e_));                                                        \
-      printf("%d passed, %d failed\n", g_passed, g_failed + 1);                                  \
-      exit(1);                                                                                   \
-    }                                                                                            \
-  } while (0)
 
 static void bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void bad(const char *fmt, ...) {
@@ -112,21 +101,6 @@ static void row_end(const char *what, size_t n, int calls) {
   printf("%-44s %9zu %5d %8.1f  %s\n", what, n, calls, 1e3 * (now() - row_t0), row_bad ? "FAIL" : "ok");
   if (row_bad) printf("    %d problems; first: %s\n", row_bad, row_detail);
   fflush(stdout);
-}
-
-static void *xmalloc(size_t bytes) {
-  void *p = malloc(bytes ? bytes : 1);
-  if (p == NULL) {
-    fprintf(stderr, "test_nccl_device: out of host memory (%zu bytes)\n", bytes);
-    exit(1);
-  }
-  return p;
-}
-
-static void *dmalloc(size_t bytes) {
-  void *p = NULL;
-  CK(cudaMalloc(&p, bytes ? bytes : 1));
-  return p;
 }
 
 /* ------------------------------------------------------------ what is tested */
