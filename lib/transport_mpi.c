@@ -108,10 +108,6 @@ static squallResult_t mpi_allgatherv(void *ctx, const void *send, size_t bytes, 
   return r;
 }
 
-static squallResult_t mpi_allgather_host(void *ctx, const void *send, void *recv, size_t bytes) {
-  return mpi_allgather(ctx, send, recv, bytes);
-}
-
 squallResult_t squall__transport_mpi_init(squall_transport *tr, squall_mpi_ctx *ctx, MPI_Comm comm) {
   ctx->comm = comm;
   tr->ctx = ctx;
@@ -122,6 +118,6 @@ squallResult_t squall__transport_mpi_init(squall_transport *tr, squall_mpi_ctx *
   tr->allreduce_sum_f32 = mpi_allreduce_sum_f32;
   tr->allgather = mpi_allgather;
   tr->allgatherv = mpi_allgatherv;
-  tr->allgather_host = mpi_allgather_host;
+  tr->allgather_host = mpi_allgather; /* host memory already */
   return squallSuccess;
 }

@@ -41,10 +41,7 @@ static squallResult_t nccl_allgather(void *ctx, const void *send, void *recv, si
  * (rare: once per configuration, so the synchronisation is acceptable). */
 static squallResult_t nccl_allgather_host(void *ctx, const void *send, void *recv, size_t bytes) {
   squall_nccl_ctx *c = ctx;
-  if (!c->device_memory) {
-    SQ_FORWARD_IF_ERROR(nccl_allgather(ctx, send, recv, bytes));
-    return squallSuccess;
-  }
+  if (!c->device_memory) return nccl_allgather(ctx, send, recv, bytes);
 #ifdef HAVE_CUDA
   int p = 0;
   SQ_FORWARD_IF_ERROR(squall__nccl_result(c->api->commCount(c->comm, &p), "ncclCommCount"));
