@@ -62,7 +62,7 @@ typedef struct {
   const char *backend, *memory; /* "mpi", "host memory" */
   const bench_options *opt;
   const squallConfig_t *base;   /* the configuration every codec starts from */
-  const char *link;             /* SQUALL_BENCH_LINK from bench/ethernet.sh, or NULL */
+  const char *link;             /* SQUALL_BENCH_LINK from tools/ethernet.sh, or NULL */
   double seconds;               /* wall time of the whole run */
 } bench_run_info;
 

@@ -1,11 +1,11 @@
 /*
- * codec_cuda.h - the device twins of the host codecs in lib/codec.h.
+ * codec_cuda.h - the device twins of the host codecs in lib/codecs/codec.h.
  *
  * Each function enqueues kernels on `stream` and returns at once: no host
  * synchronisation, no allocation (scratch comes from the caller's
  * workspace), output sizes fixed by the arguments, so every sequence can be
  * captured in a CUDA graph. Every pointer is a device pointer. Per element
- * the kernels run the arithmetic of lib/codec_math.h, so they produce the
+ * the kernels run the arithmetic of lib/codecs/codec_math.h, so they produce the
  * same bits as their host twins (NaN payloads aside: GPU arithmetic returns
  * the canonical NaN where x86 keeps the operand's payload).
  *
@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <cuda_runtime_api.h>
 #include "squall.h"
-#include "codec_math.h"
+#include "codecs/codec_math.h"
 
 #ifdef __cplusplus
 extern "C" {

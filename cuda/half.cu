@@ -1,7 +1,7 @@
 /*
- * half.cu - device twins of the 16-bit codec (lib/codec_half.c): absmax,
+ * half.cu - device twins of the 16-bit codec (lib/codecs/codec_half.c): absmax,
  * power-of-two scale, encode with error feedback, decode. Per element the
- * kernels call lib/codec_math.h, as the host does, so the bits agree.
+ * kernels call lib/codecs/codec_math.h, as the host does, so the bits agree.
  * Plain grid-stride loops: these kernels are bound by memory bandwidth.
  */
 #include <climits>

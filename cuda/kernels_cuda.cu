@@ -12,8 +12,8 @@
 #include <cuda_runtime_api.h>
 
 #include "codec_cuda.h"
-#include "internal.h"
-#include "kernels.h"
+#include "common/internal.h"
+#include "engine/kernels.h"
 
 static cudaStream_t stream_of(void *ctx) { return (cudaStream_t)((squall_cuda_ctx *)ctx)->stream; }
 

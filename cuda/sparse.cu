@@ -1,5 +1,5 @@
 /*
- * sparse.cu - device twin of the sparse decoder (lib/codec_sparse.c): sums
+ * sparse.cu - device twin of the sparse decoder (lib/codecs/codec_sparse.c): sums
  * the all-gathered top-k slots into a zeroed dense buffer, rank by rank.
  *
  * One kernel per rank, launched in rank order on one stream: inside a slot
@@ -9,7 +9,7 @@
  * which is what makes the result bit-identical everywhere (and equal to the
  * host twin, which adds in the same order).
  */
-#include "codec.h"
+#include "codecs/codec.h"
 #include "codec_cuda.h"
 #include "cuda_check.h"
 

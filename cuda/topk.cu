@@ -1,5 +1,5 @@
 /*
- * topk.cu - device twin of the top-k encoder (lib/codec_topk.c).
+ * topk.cu - device twin of the top-k encoder (lib/codecs/codec_topk.c).
  *
  * Exact selection without a sort and without a host synchronisation:
  *  1. keys[i] = sq_topk_key(a[i]), a = g + res, kept in the workspace so
@@ -20,7 +20,7 @@
 #include <climits>
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
-#include "codec.h"
+#include "codecs/codec.h"
 #include "codec_cuda.h"
 #include "cuda_check.h"
 

@@ -9,12 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codec.h"
-#include "engine.h"
-#include "kernels.h"
+#include "codecs/codec.h"
+#include "engine/engine.h"
+#include "engine/kernels.h"
 #include "mpi_check.h"
 #include "squall_mpi.h"
-#include "transport_mpi.h"
+#include "transports/transport_mpi.h"
 
 static int rank, nranks;
 

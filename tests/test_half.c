@@ -10,7 +10,7 @@
 
 #include "check_util.h"
 #include <string.h>
-#include "codec.h"
+#include "codecs/codec.h"
 
 #if defined(__FLT16_MAX__)
 #define HAVE_FLOAT16 1

@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codec.h"
-#include "lossless.h"
+#include "codecs/codec.h"
+#include "codecs/lossless.h"
 
 /* A valid slot of k ascending indices below n. */
 static void *make_slot(size_t n, size_t k, squallValueType_t vt, unsigned seed) {

@@ -6,7 +6,7 @@
 #include <math.h>
 
 #include "check_util.h"
-#include "codec.h"
+#include "codecs/codec.h"
 
 /* fp16 value from the format definition (independent of codec_math.h). */
 static float ref_f16(uint16_t h) {

@@ -8,7 +8,7 @@
 #include <math.h>
 
 #include "check_util.h"
-#include "codec.h"
+#include "codecs/codec.h"
 
 /* ---------------------------------------------------------- reference */
 

@@ -51,11 +51,11 @@ case $what in
     ranks=${SQUALL_RANKS:-4}
     link=${SQUALL_LINK:-1gbit}
     args=${*:--b 1M -e 64M -f 4 -n 5 -w 2 --plot squall-bench.png -J squall-bench.json}
-    if [ "$link" != none ] && "$top/bench/ethernet.sh" --rate "$link" -- true >/dev/null 2>&1; then
-      echo "quickstart: bench/ethernet.sh --rate $link -- mpirun -n $ranks ./squall-bench $args"
-      exec "$top/bench/ethernet.sh" --rate "$link" -- mpirun -n "$ranks" --oversubscribe ./squall-bench $args
+    if [ "$link" != none ] && "$top/tools/ethernet.sh" --rate "$link" -- true >/dev/null 2>&1; then
+      echo "quickstart: tools/ethernet.sh --rate $link -- mpirun -n $ranks ./squall-bench $args"
+      exec "$top/tools/ethernet.sh" --rate "$link" -- mpirun -n "$ranks" --oversubscribe ./squall-bench $args
     fi
-    [ "$link" != none ] && echo "quickstart: cannot emulate a $link link here (bench/ethernet.sh needs root or user namespaces); running on shared memory"
+    [ "$link" != none ] && echo "quickstart: cannot emulate a $link link here (tools/ethernet.sh needs root or user namespaces); running on shared memory"
     echo "quickstart: mpirun -n $ranks ./squall-bench $args"
     exec mpirun -n "$ranks" --oversubscribe ./squall-bench $args ;;
   *) echo "usage: tools/quickstart.sh bench|test|build [args]" >&2; exit 2 ;;

@@ -1,6 +1,6 @@
 /*
  * selftest.c - the GPU self-test: every CUDA codec (cuda/codec_cuda.h)
- * against its host twin (lib/codec.h), bit for bit, plus timings.
+ * against its host twin (lib/codecs/codec.h), bit for bit, plus timings.
  *
  * For each size and input pattern it runs a kernel once, compares every
  * output and residual byte with the host twin, then times the kernel with
@@ -26,7 +26,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "codec.h"
+#include "codecs/codec.h"
 #include "codec_cuda.h"
 
 /* ------------------------------------------------------------ bookkeeping */

@@ -4,7 +4,7 @@
  * a single GPU), checked bit for bit against the host twin of every step.
  *
  * One rank makes the exchange an identity (the 16-bit all-reduce, the max
- * and the all-gather copy), so the result of a step is what lib/codec.h
+ * and the all-gather copy), so the result of a step is what lib/codecs/codec.h
  * computes on the host: widen, absmax, power-of-two scale, encode with the
  * residual, decode, narrow. This file keeps a host residual per tensor and
  * follows squall's error feedback over several steps; any difference in one
@@ -49,7 +49,7 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
-#include "codec.h"
+#include "codecs/codec.h"
 #define GPU_TEST_NAME "test_nccl_device"
 #include "gpu_check.h"
 
@@ -181,7 +181,7 @@ static void gen_input(int dt, void *buf, size_t n, uint64_t seed) {
 
 /* ------------------------------------------------------------ the host twin */
 
-/* One call of one rank, as squall's engine runs it (lib/engine.c) with the
+/* One call of one rank, as squall's engine runs it (lib/engine/engine.c) with the
  * host kernels: in (the caller's type) -> want (the caller's type); res is
  * the tensor's residual, or NULL without error feedback. premul is a
  * PreMulSum scalar (1 otherwise). Averages divide by the rank count, 1. */

@@ -1,0 +1,142 @@
+/*
+ * squall_mpi.c - squallMpiAllreduce(): MPI_Allreduce's contract on host
+ * buffers, through the engine with the host codecs. Each communicator's
+ * engine hangs off the communicator as an MPI attribute, so MPI frees it
+ * with the communicator (MPI_Comm_free, or MPI_Finalize for COMM_SELF).
+ */
+#include "common/internal.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "engine/engine.h"
+#include "engine/kernels.h"
+#include "squall_mpi.h"
+#include "common/stats.h"
+#include "transports/transport_mpi.h"
+
+typedef struct {
+  squall_mpi_ctx mpi;
+  squall_engine *engine;
+} comm_state;
+
+static int keyval = MPI_KEYVAL_INVALID;
+static pthread_mutex_t keyval_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int delete_state(MPI_Comm comm, int key, void *value, void *extra) {
+  comm_state *s = value;
+  squall__engine_free(s->engine);
+  free(s);
+  return MPI_SUCCESS;
+}
+
+/* MPI_Finalize deletes COMM_SELF's attributes first: write statistics then,
+ * while the rank is still known. */
+static int at_finalize(MPI_Comm comm, int key, void *value, void *extra) {
+  /* MPI never deletes COMM_WORLD's attributes: free its state here, which
+   * also logs its summary at SQUALL_DEBUG=INFO. */
+  if (keyval != MPI_KEYVAL_INVALID) squallMpiCommFree(MPI_COMM_WORLD);
+  squall__stats_write_file();
+  return MPI_SUCCESS;
+}
+
+/* Every call passes here: after the first, one atomic load, no lock. */
+static int ensure_keyval(void) {
+  if (__atomic_load_n(&keyval, __ATOMIC_ACQUIRE) != MPI_KEYVAL_INVALID) return 1;
+  pthread_mutex_lock(&keyval_lock);
+  if (keyval == MPI_KEYVAL_INVALID) {
+    int key = MPI_KEYVAL_INVALID, self_key;
+    MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, delete_state, &key, NULL);
+    if (MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, at_finalize, &self_key, NULL) == MPI_SUCCESS)
+      MPI_Comm_set_attr(MPI_COMM_SELF, self_key, NULL);
+    int rank = 0;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    squall__stats_set_rank(rank);
+    __atomic_store_n(&keyval, key, __ATOMIC_RELEASE);
+  }
+  pthread_mutex_unlock(&keyval_lock);
+  return keyval != MPI_KEYVAL_INVALID;
+}
+
+/* The communicator's state, created on first use (NULL on failure). */
+static comm_state *state_of(MPI_Comm comm, int create) {
+  if (!ensure_keyval()) return NULL;
+  void *v = NULL;
+  int found = 0;
+  MPI_Comm_get_attr(comm, keyval, &v, &found);
+  if (found) return v;
+  if (!create) return NULL;
+  comm_state *s = calloc(1, sizeof *s);
+  if (s == NULL) return NULL;
+  squall_transport tr;
+  if (squall__transport_mpi_init(&tr, &s->mpi, comm) != squallSuccess ||
+      (s->engine = squall__engine_create(&tr, &squall__kernels_host)) == NULL) {
+    free(s);
+    return NULL;
+  }
+  MPI_Comm_set_attr(comm, keyval, s);
+  return s;
+}
+
+static int dtype_of(MPI_Datatype t) {
+  if (t == MPI_FLOAT) return SQ_DT_F32;
+  return -1;
+}
+
+static int to_mpi_error(squallResult_t r) {
+  switch (r) {
+  case squallSuccess: return MPI_SUCCESS;
+  case squallInvalidArgument: return MPI_ERR_ARG;
+  case squallSystemError: return MPI_ERR_NO_MEM;
+  default: return MPI_ERR_OTHER;
+  }
+}
+
+int squallMpiAllreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                       MPI_Comm comm) {
+  int size = 0;
+  if (count < 0 || comm == MPI_COMM_NULL || datatype == MPI_DATATYPE_NULL ||
+      MPI_Type_size(datatype, &size) != MPI_SUCCESS)
+    return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm); /* MPI reports it */
+  comm_state *s = state_of(comm, 1);
+  if (s == NULL) {
+    SQ_WARN_ONCE("cannot set up squall state for a communicator; passing calls through");
+    return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+  }
+  squall_call call = {
+      .send = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf,
+      .recv = recvbuf,
+      .count = (size_t)count,
+      .dtype = dtype_of(datatype),
+      .elsize = (size_t)size,
+      .op = op == MPI_SUM ? SQ_OP_SUM : SQ_OP_OTHER,
+      .premul = 1.0f,
+  };
+  int reason = -1;
+  squallResult_t r = squall__engine_allreduce(s->engine, &call, &reason);
+  if (r != squallSuccess) {
+    SQ_WARN("squallMpiAllreduce(count=%d): %s: %s", count, squallGetErrorString(r), squallGetLastError());
+    return to_mpi_error(r);
+  }
+  if (reason >= 0) return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+  return MPI_SUCCESS;
+}
+
+int squallMpiResetResiduals(MPI_Comm comm) {
+  comm_state *s = state_of(comm, 0);
+  return s ? to_mpi_error(squall__engine_reset_residuals(s->engine)) : MPI_SUCCESS;
+}
+
+int squallMpiCommFree(MPI_Comm comm) {
+  if (keyval == MPI_KEYVAL_INVALID) return MPI_SUCCESS;
+  void *v = NULL;
+  int found = 0;
+  MPI_Comm_get_attr(comm, keyval, &v, &found);
+  return found ? MPI_Comm_delete_attr(comm, keyval) : MPI_SUCCESS; /* runs delete_state */
+}
+
+int squallMpiGetResidual(MPI_Comm comm, const void *sendbuf, int count, MPI_Datatype datatype, float *out) {
+  comm_state *s = state_of(comm, 0);
+  if (s == NULL || count < 0 || out == NULL) return MPI_ERR_ARG;
+  return to_mpi_error(squall__engine_get_residual(s->engine, sendbuf, (size_t)count, dtype_of(datatype), out));
+}

@@ -1,0 +1,267 @@
+/*
+ * squall_nccl.c - the NCCL side shared by squallAllReduce() and the
+ * LD_PRELOAD interposer: per-communicator engines (one for device buffers,
+ * one for host buffers), PreMulSum tracking, and the all-reduce that asks
+ * the engine and otherwise hands the call to the real ncclAllReduce.
+ */
+#include "common/internal.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "engine/kernels.h"
+#include "common/stats.h"
+#include "api/api_nccl.h"
+#include "transports/transport_nccl.h"
+
+typedef struct premul {
+  ncclRedOp_t op;
+  int on_device;      /* ncclScalarDevice: not readable without a sync */
+  float scalar;       /* host immediate, as float */
+  struct premul *next;
+} premul;
+
+typedef struct nccl_state {
+  ncclComm_t comm;
+  squall_nccl_ctx tctx[2]; /* [0] host buffers, [1] device buffers */
+  squall_engine *engine[2];
+#ifdef HAVE_CUDA
+  squall_cuda_ctx kctx;
+#endif
+  premul *ops;
+  int nonblocking;
+  int users;     /* all-reduces running on this state right now */
+  int forgotten; /* torn down while in use: the last user frees it */
+  struct nccl_state *next;
+} nccl_state;
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static nccl_state *states;
+
+/* Caller holds the lock. */
+static nccl_state *find(ncclComm_t comm, int create) {
+  for (nccl_state *s = states; s; s = s->next)
+    if (s->comm == comm) return s;
+  if (!create) return NULL;
+  nccl_state *s = calloc(1, sizeof *s);
+  if (s == NULL) return NULL;
+  s->comm = comm;
+  s->next = states;
+  states = s;
+  return s;
+}
+
+static void free_state(nccl_state *s) {
+  for (int i = 0; i < 2; i++) squall__engine_free(s->engine[i]);
+  for (premul *p = s->ops; p;) {
+    premul *next = p->next;
+    free(p);
+    p = next;
+  }
+  free(s);
+}
+
+void squall__nccl_comm_forget(ncclComm_t comm) {
+  pthread_mutex_lock(&lock);
+  for (nccl_state **pp = &states; *pp; pp = &(*pp)->next)
+    if ((*pp)->comm == comm) {
+      nccl_state *s = *pp;
+      *pp = s->next;
+      /* An abort from another thread (a framework's watchdog) can arrive
+       * while an all-reduce is inside the engine: that call frees it. */
+      int in_use = s->users > 0;
+      if (in_use) s->forgotten = 1;
+      pthread_mutex_unlock(&lock);
+      if (!in_use) free_state(s);
+      return;
+    }
+  pthread_mutex_unlock(&lock);
+}
+
+void squall__nccl_mark_nonblocking(ncclComm_t comm) {
+  pthread_mutex_lock(&lock);
+  nccl_state *s = find(comm, 1);
+  if (s) s->nonblocking = 1;
+  pthread_mutex_unlock(&lock);
+}
+
+static float scalar_as_float(const void *p, ncclDataType_t t, int *ok) {
+  *ok = 1;
+  switch (t) {
+  case ncclFloat32: return *(const float *)p;
+  case ncclFloat64: return (float)*(const double *)p;
+  case ncclFloat16: return sq_f16_to_f32(*(const uint16_t *)p);
+  case ncclBfloat16: return sq_bf16_to_f32(*(const uint16_t *)p);
+  default: *ok = 0; return 0.0f;
+  }
+}
+
+void squall__nccl_premul_add(ncclComm_t comm, ncclRedOp_t op, const void *scalar, ncclDataType_t datatype,
+                             ncclScalarResidence_t residence) {
+  premul *p = calloc(1, sizeof *p);
+  if (p == NULL) return; /* untracked: calls with it pass through */
+  int ok = 1;
+  p->op = op;
+  p->on_device = residence == ncclScalarDevice;
+  if (!p->on_device) p->scalar = scalar ? scalar_as_float(scalar, datatype, &ok) : 0.0f;
+  if (!ok || scalar == NULL) p->on_device = 1; /* not a float scalar: treat as unreadable */
+  pthread_mutex_lock(&lock);
+  nccl_state *s = find(comm, 1);
+  if (s) {
+    p->next = s->ops;
+    s->ops = p;
+  } else {
+    free(p);
+  }
+  pthread_mutex_unlock(&lock);
+}
+
+void squall__nccl_premul_remove(ncclComm_t comm, ncclRedOp_t op) {
+  pthread_mutex_lock(&lock);
+  nccl_state *s = find(comm, 0);
+  if (s)
+    for (premul **pp = &s->ops; *pp; pp = &(*pp)->next)
+      if ((*pp)->op == op) {
+        premul *p = *pp;
+        *pp = p->next;
+        free(p);
+        break;
+      }
+  pthread_mutex_unlock(&lock);
+}
+
+static int dtype_of(ncclDataType_t t, size_t *elsize) {
+  switch (t) {
+  case ncclFloat32: *elsize = 4; return SQ_DT_F32;
+  case ncclFloat16: *elsize = 2; return SQ_DT_F16;
+  case ncclBfloat16: *elsize = 2; return SQ_DT_BF16;
+  case ncclInt8: case ncclUint8: *elsize = 1; return -1;
+  case ncclInt32: case ncclUint32: *elsize = 4; return -1;
+  case ncclInt64: case ncclUint64: case ncclFloat64: *elsize = 8; return -1;
+  default: *elsize = 1; return -1;
+  }
+}
+
+/* The engine for this memory kind, created on first use. Caller holds the lock. */
+static squall_engine *engine_of(nccl_state *s, const squall_nccl_api *api, int device) {
+  if (s->engine[device]) return s->engine[device];
+  squall_nccl_ctx *c = &s->tctx[device];
+  c->api = api;
+  c->comm = s->comm;
+  c->device_memory = device;
+  squall_transport tr;
+  if (squall__transport_nccl_init(&tr, c) != squallSuccess) return NULL;
+  squall__stats_set_rank(tr.rank); /* names the SQUALL_STATS file; the first communicator wins */
+  squall_kernels k = squall__kernels_host;
+#ifdef HAVE_CUDA
+  if (device) {
+    k = squall__kernels_cuda;
+    k.ctx = &s->kctx;
+  }
+#endif
+  s->engine[device] = squall__engine_create(&tr, &k);
+  return s->engine[device];
+}
+
+static ncclResult_t run_on_state(const squall_nccl_api *api, nccl_state *s, squall_engine *e, const squall_call *c,
+                                 int device, const void *sendbuff, void *recvbuff, size_t count,
+                                 ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
+
+ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *sendbuff, void *recvbuff, size_t count,
+                                    ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
+                                    int in_group) {
+#define PASS() api->allReduce(sendbuff, recvbuff, count, datatype, op, comm, stream)
+  if (comm == NULL || recvbuff == NULL || (sendbuff == NULL && count > 0)) return PASS(); /* NCCL reports it */
+  squall_call call = {.send = sendbuff, .recv = recvbuff, .count = count, .premul = 1.0f, .in_group = in_group};
+  int nonblocking = 0;
+  call.dtype = dtype_of(datatype, &call.elsize);
+  int device = 0;
+#ifdef HAVE_CUDA
+  device = squall__cuda_is_device_pointer(sendbuff);
+#endif
+  pthread_mutex_lock(&lock);
+  nccl_state *s = find(comm, 1);
+  call.op = op == ncclSum ? SQ_OP_SUM : op == ncclAvg ? SQ_OP_AVG : SQ_OP_OTHER;
+  for (premul *p = s ? s->ops : NULL; p && call.op == SQ_OP_OTHER; p = p->next)
+    if (p->op == op && !p->on_device) {
+      call.op = SQ_OP_SUM;
+      call.premul = p->scalar;
+    }
+  if (s && s->nonblocking) nonblocking = 1;
+  squall_engine *e = s && !nonblocking ? engine_of(s, api, device) : NULL;
+  if (e) s->users++;
+  pthread_mutex_unlock(&lock);
+  if (nonblocking) {
+    uint64_t bytes = (uint64_t)count * call.elsize;
+    squall__stats_record(NULL, squallPassNonblocking, bytes, 0, 0.0);
+    return PASS();
+  }
+  if (e == NULL) {
+    SQ_WARN_ONCE("cannot set up squall state for an NCCL communicator: %s; passing calls through",
+                 squallGetLastError());
+    return PASS();
+  }
+  ncclResult_t result = run_on_state(api, s, e, &call, device, sendbuff, recvbuff, count, datatype, op, comm, stream);
+  pthread_mutex_lock(&lock);
+  int free_now = --s->users == 0 && s->forgotten;
+  pthread_mutex_unlock(&lock);
+  if (free_now) free_state(s);
+  return result;
+#undef PASS
+}
+
+/* The engine's part of squall__nccl_allreduce, with s held (users > 0). */
+static ncclResult_t run_on_state(const squall_nccl_api *api, nccl_state *s, squall_engine *e, const squall_call *c,
+                                 int device, const void *sendbuff, void *recvbuff, size_t count,
+                                 ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+#define PASS() api->allReduce(sendbuff, recvbuff, count, datatype, op, comm, stream)
+  s->tctx[device].stream = stream;
+#ifdef HAVE_CUDA
+  s->kctx.stream = stream;
+  int prev = -1, dev = -1;
+  if (device) {
+    enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &cap) != cudaSuccess) cudaGetLastError();
+    /* Capture cannot allocate or wait on the host: pass until the first
+     * uncaptured call has set everything up. */
+    if (cap != cudaStreamCaptureStatusNone && !squall__engine_ready(e, c)) {
+      uint64_t bytes = (uint64_t)count * c->elsize;
+      int p = 1;
+      api->commCount(comm, &p);
+      squall__stats_record(NULL, squallPassCapture, bytes, squall__ring_allreduce_wire(bytes, p), 0.0);
+      return PASS();
+    }
+    if (api->commCuDevice(comm, &dev) == ncclSuccess && cudaGetDevice(&prev) == cudaSuccess && prev != dev)
+      cudaSetDevice(dev);
+  }
+#endif
+  int reason = -1;
+  squallResult_t r = squall__engine_allreduce(e, c, &reason);
+#ifdef HAVE_CUDA
+  if (device && prev >= 0 && prev != dev) cudaSetDevice(prev);
+#endif
+  if (r != squallSuccess) {
+    SQ_WARN_ONCE("squallAllReduce(count=%zu): %s: %s; passing the call through", count, squallGetErrorString(r),
+                 squallGetLastError());
+    return PASS();
+  }
+  return reason >= 0 ? PASS() : ncclSuccess;
+#undef PASS
+}
+
+ncclResult_t squallCommForget(ncclComm_t comm) {
+  squall__nccl_comm_forget(comm);
+  return ncclSuccess;
+}
+
+ncclResult_t squallResetResiduals(ncclComm_t comm) {
+  pthread_mutex_lock(&lock);
+  nccl_state *s = find(comm, 0);
+  squallResult_t r = squallSuccess;
+  for (int i = 0; s && i < 2 && r == squallSuccess; i++)
+    if (s->engine[i]) r = squall__engine_reset_residuals(s->engine[i]);
+  pthread_mutex_unlock(&lock);
+  return (ncclResult_t)r;
+}

@@ -1,0 +1,35 @@
+/*
+ * squall_nccl.h - the NCCL side of squall shared by the direct API
+ * (squallAllReduce) and the LD_PRELOAD interposer: per-communicator state,
+ * PreMulSum op tracking, and one all-reduce that plans through the engine
+ * and falls back to the real ncclAllReduce through the given table.
+ */
+#ifndef SQUALL_SQUALL_NCCL_H
+#define SQUALL_SQUALL_NCCL_H
+
+#include "transports/nccl_table.h"
+#include "squall.h"
+
+/* ncclAllReduce's contract. in_group: the caller is inside a user's
+ * ncclGroupStart/End, so the call passes through unchanged. Any internal
+ * failure before data moved passes the call through too (warned once). */
+ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *sendbuff, void *recvbuff,
+                                    size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                                    ncclComm_t comm, cudaStream_t stream, int in_group);
+
+/* Records a PreMulSum op made by ncclRedOpCreatePreMulSum, so that calls
+ * with it count as sums of scalar * input. scalar points to a value of
+ * datatype in host memory (ncclScalarHostImmediate: copied now) or device
+ * memory (ncclScalarDevice: read at call time). */
+void squall__nccl_premul_add(ncclComm_t comm, ncclRedOp_t op, const void *scalar,
+                             ncclDataType_t datatype, ncclScalarResidence_t residence);
+void squall__nccl_premul_remove(ncclComm_t comm, ncclRedOp_t op);
+
+/* Every all-reduce on comm passes through (a non-blocking communicator). */
+void squall__nccl_mark_nonblocking(ncclComm_t comm);
+
+/* Frees all squall state of comm (destroy, abort, finalize, revoke). Safe
+ * for communicators squall never saw. */
+void squall__nccl_comm_forget(ncclComm_t comm);
+
+#endif

@@ -1,0 +1,79 @@
+/*
+ * codec.h - the host codecs: pure functions over buffers, no communication,
+ * no global state. cuda/codec_cuda.h declares the device twins, which
+ * produce the same bits (both use codec_math.h per element).
+ */
+#ifndef SQUALL_CODEC_H
+#define SQUALL_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "squall.h"
+#include "codecs/codec_math.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------- 16-bit */
+
+/* Largest |g[i] + res[i]| over the finite values (res may be NULL);
+ * 0 when there are none. Chooses the scale before encoding. */
+float squall__absmax(const float *g, const float *res, size_t n);
+
+/* out[i] = round(a * scale) in kind's format, a = g[i] + res[i] (or g[i]
+ * when res is NULL); when res is non-NULL it becomes a - decode(out[i]).
+ * scale should be a power of two (sq_pow2_scale) for the exact invariant
+ * decode(out) + res' == a. g may equal res' storage only if identical. */
+void squall__half_encode(sq_half_kind kind, const float *g, float *res, uint16_t *out,
+                         size_t n, float scale);
+
+/* out[i] = in[i] / scale (accumulate != 0: out[i] += in[i] / scale). */
+void squall__half_decode(sq_half_kind kind, const uint16_t *in, float *out, size_t n,
+                         float scale, int accumulate);
+
+/* b[i] = a[i] + b[i] in kind's format, rounded to nearest even (what a
+ * 16-bit accumulator computes; the MPI transport's reduction op). */
+void squall__half_sum(sq_half_kind kind, const uint16_t *a, uint16_t *b, size_t n);
+
+/* ----------------------------------------------------------------- top-k */
+
+/* k = ceil(ratio * count) clamped to [1, count]; 0 when count is 0. */
+size_t squall__topk_k(size_t count, double ratio);
+
+/* Bytes of one rank's slot: k u32 indices (ascending), k values (fp32 or
+ * fp16), and for fp16 the float scale, padded to a multiple of 8. */
+size_t squall__topk_slot_bytes(size_t k, squallValueType_t values);
+
+/* Scratch the host top-k needs for n elements. */
+size_t squall__topk_workspace_bytes(size_t n);
+
+/* Selects exactly k entries of largest |a|, a = g + res (res may be NULL),
+ * ordered by sq_topk_key (NaN above Inf), ties to the lower index, and
+ * writes the slot. fp16 values are round(a * scale) and the scale is stored
+ * in the slot. When res is non-NULL, res' = a - decode(value) for the sent
+ * entries and a for the others, so decode + res' == a per element.
+ * Linear in n (radix select), not a sort. Returns 0, or -1 if k > n. */
+int squall__topk_encode(const float *g, float *res, size_t n, size_t k,
+                        squallValueType_t values, float scale, void *slot, void *workspace);
+
+/* dense[0..n) = 0, then adds the nranks slots (slot_bytes apart, rank
+ * order, each k entries) into it: the same sum on every rank. Returns 0, or
+ * -1 when a slot holds an index >= n or indices that do not ascend (a
+ * corrupt payload); dense is then zeroed. */
+int squall__sparse_decode(const void *slots, int nranks, size_t k, squallValueType_t values,
+                          float *dense, size_t n);
+
+/* Accessors for a slot's parts. */
+static inline const uint32_t *squall__slot_indices(const void *slot) {
+  return (const uint32_t *)slot;
+}
+static inline const void *squall__slot_values(const void *slot, size_t k) {
+  return (const char *)slot + 4 * k;
+}
+static inline size_t squall__slot_scale_offset(size_t k) { return (6 * k + 3) & ~(size_t)3; }
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* SQUALL_CODEC_H */

@@ -1,0 +1,46 @@
+/* internal.h - what every library file needs: the public header, config.h,
+ * and the error macros (zstd's RETURN_ERROR_IF / FORWARD_IF_ERROR idiom). */
+#ifndef SQUALL_INTERNAL_H
+#define SQUALL_INTERNAL_H
+
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+#include "squall.h"
+#include "common/log.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Records a formatted detail for squallGetLastError() and returns code. */
+squallResult_t squall__fail(squallResult_t code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* The process-wide configuration and its generation, which every
+ * squallSetConfig() bumps: engines re-agree with their peers when it moves. */
+void squall__config_get(squallConfig_t *config, uint64_t *generation);
+
+#define SQ_RETURN_ERROR_IF(cond, code, ...)                                   \
+  do {                                                                        \
+    if (cond) {                                                               \
+      SQ_TRACE("%s:%d: failed check '%s'", __FILE__, __LINE__, #cond);        \
+      return squall__fail((code), __VA_ARGS__);                               \
+    }                                                                         \
+  } while (0)
+
+#define SQ_FORWARD_IF_ERROR(call)                                             \
+  do {                                                                        \
+    squallResult_t sq_r_ = (call);                                            \
+    if (sq_r_ != squallSuccess) {                                             \
+      SQ_TRACE("%s:%d: '%s' returned %d", __FILE__, __LINE__, #call, (int)sq_r_); \
+      return sq_r_;                                                           \
+    }                                                                         \
+  } while (0)
+
+#define SQ_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,110 @@
+/* stats.c - the counters behind squallStatsGet() and SQUALL_STATS. */
+#include "common/internal.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/stats.h"
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static squallStats_t process;
+static int stats_rank = -1;
+static int written;
+
+double squall__now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void add(squallStats_t *s, int reason, uint64_t in, uint64_t wire, double secs) {
+  s->calls++;
+  if (reason < 0) {
+    s->compressedCalls++;
+  } else {
+    s->passthroughCalls++;
+    s->passthrough[reason]++;
+  }
+  s->bytesIn += in;
+  s->bytesWire += wire;
+  s->codecSeconds += secs;
+}
+
+void squall__stats_record(squallStats_t *local, int reason, uint64_t in, uint64_t wire, double secs) {
+  pthread_mutex_lock(&lock);
+  add(&process, reason, in, wire, secs);
+  if (local) add(local, reason, in, wire, secs);
+  pthread_mutex_unlock(&lock);
+}
+
+squallResult_t squallStatsGet(squallStats_t *stats) {
+  SQ_RETURN_ERROR_IF(stats == NULL, squallInvalidArgument, "squallStatsGet: stats is NULL");
+  pthread_mutex_lock(&lock);
+  *stats = process;
+  pthread_mutex_unlock(&lock);
+  return squallSuccess;
+}
+
+void squallStatsReset(void) {
+  pthread_mutex_lock(&lock);
+  memset(&process, 0, sizeof process);
+  pthread_mutex_unlock(&lock);
+}
+
+void squall__stats_json(FILE *out, const squallStats_t *s, int rank) {
+  fprintf(out, "{\"rank\": %d, \"calls\": %llu, \"compressed_calls\": %llu, \"passthrough_calls\": %llu, ",
+          rank, (unsigned long long)s->calls, (unsigned long long)s->compressedCalls,
+          (unsigned long long)s->passthroughCalls);
+  fputs("\"passthrough\": {", out);
+  for (int r = 0; r < squallPassNumReasons; r++)
+    fprintf(out, "%s\"%s\": %llu", r ? ", " : "", squallPassReasonName((squallPassReason_t)r),
+            (unsigned long long)s->passthrough[r]);
+  fprintf(out, "}, \"bytes_in\": %llu, \"bytes_wire\": %llu, \"codec_seconds\": %.6f}\n",
+          (unsigned long long)s->bytesIn, (unsigned long long)s->bytesWire, s->codecSeconds);
+}
+
+/* "%r" in the path becomes the rank; otherwise ".<rank>" is appended. */
+static void stats_path(const char *pattern, int rank, char *out, size_t len) {
+  const char *r = strstr(pattern, "%r");
+  if (r)
+    snprintf(out, len, "%.*s%d%s", (int)(r - pattern), pattern, rank, r + 2);
+  else
+    snprintf(out, len, "%s.%d", pattern, rank);
+}
+
+void squall__stats_write_file(void) {
+  squallConfig_t cfg;
+  squallGetConfig(&cfg);
+  pthread_mutex_lock(&lock);
+  if (written || !cfg.statsPath[0]) {
+    pthread_mutex_unlock(&lock);
+    return;
+  }
+  written = 1;
+  squallStats_t s = process;
+  int rank = stats_rank < 0 ? 0 : stats_rank;
+  pthread_mutex_unlock(&lock);
+  char path[600];
+  stats_path(cfg.statsPath, rank, path, sizeof path);
+  FILE *f = fopen(path, "w");
+  if (f == NULL) {
+    SQ_WARN("SQUALL_STATS: cannot write '%s'", path);
+    return;
+  }
+  squall__stats_json(f, &s, rank);
+  fclose(f);
+}
+
+static void at_exit(void) { squall__stats_write_file(); }
+
+void squall__stats_set_rank(int rank) {
+  static int armed;
+  pthread_mutex_lock(&lock);
+  if (stats_rank < 0) stats_rank = rank;
+  int arm = !armed;
+  armed = 1;
+  pthread_mutex_unlock(&lock);
+  if (arm) atexit(at_exit);
+}

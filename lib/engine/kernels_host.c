@@ -1,0 +1,131 @@
+/* engine/kernels_host.c - the engine's kernel set on host memory: thin wrappers
+ * over the host codecs, plus the widening and narrowing of 16-bit data. */
+#include "common/internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "codecs/codec.h"
+#include "engine/kernels.h"
+
+static void *host_alloc(void *ctx, size_t bytes) { return calloc(1, bytes ? bytes : 1); }
+static void host_free(void *ctx, void *p) { free(p); }
+
+static squallResult_t host_zero(void *ctx, void *p, size_t bytes) {
+  memset(p, 0, bytes);
+  return squallSuccess;
+}
+
+static squallResult_t host_to_host(void *ctx, void *dst, const void *src, size_t bytes) {
+  memcpy(dst, src, bytes);
+  return squallSuccess;
+}
+
+static squallResult_t host_flush(void *ctx, const float *g, float *res, float *a, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    float r = res ? res[i] : 0.0f;
+    a[i] = res ? g[i] + r : g[i];
+    if (res) res[i] = 0.0f;
+  }
+  return squallSuccess;
+}
+
+static squallResult_t host_widen(void *ctx, squall_dtype t, const void *src, float *dst, size_t n,
+                                 float scalar) {
+  if (t == SQ_DT_F32) {
+    const float *s = src;
+    if (scalar == 1.0f) {
+      if (dst != s) memmove(dst, s, n * sizeof *dst);
+    } else {
+      for (size_t i = 0; i < n; i++) dst[i] = scalar * s[i];
+    }
+    return squallSuccess;
+  }
+  const uint16_t *s = src;
+  sq_half_kind kind = squall__dtype_half_kind(t);
+  for (size_t i = 0; i < n; i++) dst[i] = scalar * sq_half_to_f32(kind, s[i]);
+  return squallSuccess;
+}
+
+static squallResult_t host_narrow(void *ctx, squall_dtype t, const float *src, void *dst, size_t n,
+                                  float divisor) {
+  if (t == SQ_DT_F32) {
+    float *d = dst;
+    if (divisor == 1.0f) {
+      if (d != src) memmove(d, src, n * sizeof *d);
+    } else {
+      for (size_t i = 0; i < n; i++) d[i] = src[i] / divisor;
+    }
+    return squallSuccess;
+  }
+  uint16_t *d = dst;
+  sq_half_kind kind = squall__dtype_half_kind(t);
+  for (size_t i = 0; i < n; i++) d[i] = sq_half_from_f32(kind, src[i] / divisor);
+  return squallSuccess;
+}
+
+static size_t host_absmax_ws(size_t n) { return 0; }
+
+static squallResult_t host_absmax(void *ctx, const float *g, const float *res, size_t n, float *out,
+                                  void *ws) {
+  *out = squall__absmax(g, res, n);
+  return squallSuccess;
+}
+
+static squallResult_t host_pow2_scale(void *ctx, const float *absmax, float limit, float max_scale,
+                                      float *scale) {
+  float s = sq_pow2_scale(*absmax, limit);
+  *scale = s > max_scale ? max_scale : s;
+  return squallSuccess;
+}
+
+static squallResult_t host_half_encode(void *ctx, sq_half_kind kind, const float *g, float *res,
+                                       uint16_t *out, size_t n, const float *scale) {
+  squall__half_encode(kind, g, res, out, n, *scale);
+  return squallSuccess;
+}
+
+static squallResult_t host_half_decode(void *ctx, sq_half_kind kind, const uint16_t *in, float *out,
+                                       size_t n, const float *scale) {
+  squall__half_decode(kind, in, out, n, *scale, 0);
+  return squallSuccess;
+}
+
+static size_t host_topk_ws(size_t n, size_t k) { return squall__topk_workspace_bytes(n); }
+
+static squallResult_t host_topk_encode(void *ctx, const float *g, float *res, size_t n, size_t k,
+                                       squallValueType_t values, const float *scale, void *slot,
+                                       void *ws) {
+  SQ_RETURN_ERROR_IF(squall__topk_encode(g, res, n, k, values, *scale, slot, ws) != 0,
+                     squallInternalError, "top-k encode failed (k=%zu, n=%zu)", k, n);
+  return squallSuccess;
+}
+
+static squallResult_t host_sparse_decode(void *ctx, const void *slots, int nranks, size_t k,
+                                         squallValueType_t values, float *dense, size_t n,
+                                         int *flag) {
+  SQ_RETURN_ERROR_IF(squall__sparse_decode(slots, nranks, k, values, dense, n) != 0,
+                     squallRemoteError,
+                     "a peer's top-k payload is corrupt (index out of range or not ascending)");
+  return squallSuccess;
+}
+
+const squall_kernels squall__kernels_host = {
+    .name = "host",
+    .ctx = NULL,
+    .alloc = host_alloc,
+    .free = host_free,
+    .zero = host_zero,
+    .to_host = host_to_host,
+    .flush = host_flush,
+    .widen = host_widen,
+    .narrow = host_narrow,
+    .absmax_workspace_bytes = host_absmax_ws,
+    .absmax = host_absmax,
+    .pow2_scale = host_pow2_scale,
+    .half_encode = host_half_encode,
+    .half_decode = host_half_decode,
+    .topk_workspace_bytes = host_topk_ws,
+    .topk_encode = host_topk_encode,
+    .sparse_decode = host_sparse_decode,
+};

@@ -1,0 +1,30 @@
+/*
+ * preload_mpi.c - libsquall-preload-mpi.so, the MPI interposer, through the
+ * standard PMPI profiling interface: the library defines MPI_Allreduce and
+ * MPI_Comm_free, and MPI itself keeps PMPI_Allreduce and PMPI_Comm_free.
+ * Loaded with LD_PRELOAD, it makes an unmodified MPI program's float sums
+ * compressed (squallMpiAllreduce decides, and calls PMPI_Allreduce for
+ * everything it passes through). Everything else is MPI's own.
+ *
+ * No re-entry guard is needed here, unlike the NCCL side: squall reaches MPI
+ * only through PMPI_ names and functions this library does not define.
+ */
+#include "common/internal.h"
+
+#include "squall_mpi.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+EXPORT int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
+                         MPI_Op op, MPI_Comm comm) {
+  return squallMpiAllreduce(sendbuf, recvbuf, count, datatype, op, comm);
+}
+
+/* squall's state first, while the communicator is still valid (MPI also
+ * frees it through the attribute's delete callback; this keeps the order
+ * explicit and independent of MPI's). Bad arguments are MPI's to report. */
+EXPORT int MPI_Comm_free(MPI_Comm *comm) {
+  if (comm != NULL && *comm != MPI_COMM_NULL && *comm != MPI_COMM_WORLD && *comm != MPI_COMM_SELF)
+    squallMpiCommFree(*comm);
+  return PMPI_Comm_free(comm);
+}

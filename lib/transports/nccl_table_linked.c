@@ -1,0 +1,25 @@
+/* nccl_linked.c - the NCCL table of libsquall, which links -lnccl: NCCL's
+ * profiling names, so that an NCCL interposer loaded beside libsquall never
+ * sees squall's own collectives. */
+#include "common/internal.h"
+
+#include "transports/nccl_table.h"
+#include "api/api_nccl.h"
+
+static const squall_nccl_api linked = {
+    .allReduce = pncclAllReduce,
+    .allGather = pncclAllGather,
+    .commCount = pncclCommCount,
+    .commUserRank = pncclCommUserRank,
+    .commCuDevice = pncclCommCuDevice,
+    .commGetAsyncError = pncclCommGetAsyncError,
+    .groupStart = pncclGroupStart,
+    .groupEnd = pncclGroupEnd,
+};
+
+const squall_nccl_api *squall__nccl_api_linked(void) { return &linked; }
+
+ncclResult_t squallAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                             ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  return squall__nccl_allreduce(&linked, sendbuff, recvbuff, count, datatype, op, comm, stream, 0);
+}

@@ -1,0 +1,123 @@
+/* transport_mpi.c - MPI collectives for the engine (host memory). */
+#include "common/internal.h"
+
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "codecs/codec.h"
+#include "transports/transport_mpi.h"
+
+/* MPI has no 16-bit float sum in Open MPI 4: user ops add in float and
+ * round back, exactly as a 16-bit accumulator would. */
+static void sum_f16(void *in, void *inout, int *len, MPI_Datatype *dt) {
+  squall__half_sum(SQ_HALF_FP16, in, inout, (size_t)*len);
+}
+
+static void sum_bf16(void *in, void *inout, int *len, MPI_Datatype *dt) {
+  squall__half_sum(SQ_HALF_BF16, in, inout, (size_t)*len);
+}
+
+static MPI_Op op_f16 = MPI_OP_NULL, op_bf16 = MPI_OP_NULL;
+static pthread_once_t ops_once = PTHREAD_ONCE_INIT;
+static void create_ops(void) {
+  MPI_Op_create(sum_f16, 1, &op_f16);
+  MPI_Op_create(sum_bf16, 1, &op_bf16);
+}
+
+static squallResult_t mpi_result(int rc, const char *what) {
+  if (rc == MPI_SUCCESS) return squallSuccess;
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, msg, &len);
+  return squall__fail(squallSystemError, "%s failed: %s", what, msg);
+}
+
+/* MPI counts are int: large buffers go in pieces. */
+#define CHUNK ((size_t)1 << 30)
+
+static squallResult_t allreduce_chunked(MPI_Comm comm, const void *send, void *recv, size_t n,
+                                        size_t elsize, MPI_Datatype t, MPI_Op op, const char *what) {
+  for (size_t off = 0; off < n; off += CHUNK) {
+    size_t m = n - off < CHUNK ? n - off : CHUNK;
+    const void *s = send == MPI_IN_PLACE ? MPI_IN_PLACE : (const char *)send + off * elsize;
+    SQ_FORWARD_IF_ERROR(mpi_result(PMPI_Allreduce(s, (char *)recv + off * elsize, (int)m, t, op, comm), what));
+  }
+  return squallSuccess;
+}
+
+static squallResult_t mpi_allreduce_half(void *ctx, uint16_t *buf, size_t n, sq_half_kind kind) {
+  squall_mpi_ctx *c = ctx;
+  pthread_once(&ops_once, create_ops);
+  return allreduce_chunked(c->comm, MPI_IN_PLACE, buf, n, 2, MPI_UINT16_T,
+                           kind == SQ_HALF_BF16 ? op_bf16 : op_f16, "MPI_Allreduce (16-bit sum)");
+}
+
+static squallResult_t mpi_allreduce_max_f32(void *ctx, float *buf, size_t n) {
+  squall_mpi_ctx *c = ctx;
+  return allreduce_chunked(c->comm, MPI_IN_PLACE, buf, n, 4, MPI_FLOAT, MPI_MAX, "MPI_Allreduce (max)");
+}
+
+static squallResult_t mpi_allreduce_sum_f32(void *ctx, const float *send, float *recv, size_t n) {
+  squall_mpi_ctx *c = ctx;
+  return allreduce_chunked(c->comm, send == recv ? MPI_IN_PLACE : (const void *)send, recv, n, 4,
+                           MPI_FLOAT, MPI_SUM, "MPI_Allreduce (dense fallback)");
+}
+
+static squallResult_t mpi_allgather(void *ctx, const void *send, void *recv, size_t bytes) {
+  squall_mpi_ctx *c = ctx;
+  SQ_RETURN_ERROR_IF(bytes > INT_MAX, squallInvalidUsage,
+                     "all-gather slot of %zu bytes exceeds MPI's int count", bytes);
+  return mpi_result(PMPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, c->comm),
+                    "MPI_Allgather");
+}
+
+static squallResult_t mpi_allgatherv(void *ctx, const void *send, size_t bytes, void *recv,
+                                     size_t capacity, size_t *sizes, size_t *displs) {
+  squall_mpi_ctx *c = ctx;
+  int p;
+  PMPI_Comm_size(c->comm, &p);
+  uint64_t mine = bytes, *all = malloc(sizeof(uint64_t) * (size_t)p);
+  int *counts = malloc(sizeof(int) * 2 * (size_t)p);
+  if (all == NULL || counts == NULL) {
+    free(all);
+    free(counts);
+    return squall__fail(squallSystemError, "out of memory for all-gather-v sizes");
+  }
+  squallResult_t r = mpi_result(PMPI_Allgather(&mine, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, c->comm),
+                                "MPI_Allgather (sizes)");
+  size_t total = 0;
+  int bad = -1;
+  for (int i = 0; r == squallSuccess && i < p; i++) {
+    sizes[i] = (size_t)all[i];
+    displs[i] = total;
+    if (all[i] > capacity - total || all[i] > INT_MAX) { bad = i; break; }
+    total += sizes[i];
+    counts[i] = (int)sizes[i];
+    counts[p + i] = (int)displs[i];
+  }
+  /* Every rank sees the same sizes, so every rank stops here together. */
+  if (r == squallSuccess && (bad >= 0 || total > INT_MAX))
+    r = squall__fail(squallRemoteError, "rank %d announced a %llu-byte payload: more than the %zu bytes "
+                     "its slot can take", bad, (unsigned long long)all[bad < 0 ? 0 : bad], capacity);
+  if (r == squallSuccess)
+    r = mpi_result(PMPI_Allgatherv(send, (int)bytes, MPI_BYTE, recv, counts, counts + p, MPI_BYTE, c->comm),
+                   "MPI_Allgatherv");
+  free(all);
+  free(counts);
+  return r;
+}
+
+squallResult_t squall__transport_mpi_init(squall_transport *tr, squall_mpi_ctx *ctx, MPI_Comm comm) {
+  ctx->comm = comm;
+  tr->ctx = ctx;
+  SQ_FORWARD_IF_ERROR(mpi_result(PMPI_Comm_rank(comm, &tr->rank), "MPI_Comm_rank"));
+  SQ_FORWARD_IF_ERROR(mpi_result(PMPI_Comm_size(comm, &tr->nranks), "MPI_Comm_size"));
+  tr->allreduce_half = mpi_allreduce_half;
+  tr->allreduce_max_f32 = mpi_allreduce_max_f32;
+  tr->allreduce_sum_f32 = mpi_allreduce_sum_f32;
+  tr->allgather = mpi_allgather;
+  tr->allgatherv = mpi_allgatherv;
+  tr->allgather_host = mpi_allgather; /* host memory already */
+  return squallSuccess;
+}

@@ -1,0 +1,22 @@
+/* transport_nccl.h - the engine's transport over NCCL, through a table of
+ * real NCCL functions, on the caller's stream. Device memory normally; host
+ * memory with the test-only host NCCL. */
+#ifndef SQUALL_TRANSPORT_NCCL_H
+#define SQUALL_TRANSPORT_NCCL_H
+
+#include "transports/nccl_table.h"
+#include "transports/transport.h"
+
+typedef struct {
+  const squall_nccl_api *api;
+  ncclComm_t comm;
+  cudaStream_t stream; /* set by the caller before each engine call */
+  int device_memory;   /* buffers live on the GPU */
+} squall_nccl_ctx;
+
+squallResult_t squall__transport_nccl_init(squall_transport *tr, squall_nccl_ctx *ctx);
+
+/* NCCL result -> squall result, with a detail naming the call. */
+squallResult_t squall__nccl_result(ncclResult_t r, const char *what);
+
+#endif
