@@ -15,10 +15,15 @@
 extern "C" {
 #endif
 
+/* x86 features the SIMD paths use, from cpuid and xgetbv (0 elsewhere). */
+enum { SQ_CPU_AVX = 1, SQ_CPU_F16C = 2, SQ_CPU_AVX2 = 4 };
+int squall__cpu_x86(int feature_mask);
+
 /* ---------------------------------------------------------------- 16-bit */
 
-/* Largest |g[i] + res[i]| over the finite values (res may be NULL);
- * 0 when there are none. Chooses the scale before encoding. */
+/* Largest |a| over the finite values, a = g[i] + res[i] flushed to zero
+ * when subnormal, as the encoder forms it (or g[i] when res is NULL); 0 when
+ * there are none. Chooses the scale before encoding. */
 float squall__absmax(const float *g, const float *res, size_t n);
 
 /* out[i] = round(a * scale) in kind's format, a = g[i] + res[i] (or g[i]

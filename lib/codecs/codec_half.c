@@ -6,34 +6,97 @@
  * Only codec.h and libc here: the standalone GPU self-test build compiles
  * this file without config.h or the logger.
  */
+#include <string.h>
+
 #include "codecs/codec.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
 #define SQ_HAVE_F16C_PATH 1
+#include <cpuid.h>
 #include <immintrin.h>
 
-/* fp16 through the F16C instructions (bf16 through AVX2 integer rounding), 8 lanes at a time: the conversion is
- * IEEE round-to-nearest-even, the same rounding as sq_f32_to_f16, and with
- * a power-of-two scale the multiply by 1/scale gives the bits of the
- * division in sq_half_decode_elem. 7 ns -> about 1.3 ns per element on the
- * machine that measured it (bench notes). Lanes that are not finite take
- * the residual rule of sq_residual_after: 0. */
-static int have_f16c(void) {
-  static int cached = -1;
+/* fp16 through the F16C instructions (bf16 through AVX2 integer rounding),
+ * 8 lanes at a time: the conversion is IEEE round-to-nearest-even, the same
+ * rounding as sq_f32_to_f16, and with a power-of-two scale the multiply by
+ * 1/scale gives the bits of the division in sq_half_decode_elem. Lanes that
+ * are not finite take the residual rule of sq_residual_after: 0.
+ *
+ * The encoder and the absolute maximum run with the MXCSR flush-to-zero bit
+ * set (restored on return): a subnormal result becomes a signed zero, which
+ * is what sq_ftz does in the per-element definition, and no instruction
+ * meets a subnormal it produced (x86 cores that take a microcode assist per
+ * subnormal slowed whole calls 20x). Only FTZ, not DAZ: a subnormal input g
+ * is used as it is, as the definition does.
+ *
+ * CPU features come from cpuid and xgetbv (squall__cpu_x86), not from
+ * __builtin_cpu_supports, whose "f16c" name clang 14 does not know. */
+static int have_f16c(void) { return squall__cpu_x86(SQ_CPU_F16C); }
+static int have_avx2(void) { return squall__cpu_x86(SQ_CPU_AVX2); }
+
+int squall__cpu_x86(int feature) {
+  static int cached = -1; /* bit set of features; a race writes the same value */
   if (cached < 0) {
-    __builtin_cpu_init();
-    cached = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx");
+    int set = 0;
+    unsigned a, b, c, d;
+    if (__get_cpuid(1, &a, &b, &c, &d) && ((c >> 27) & 1) /* OSXSAVE */ && ((c >> 28) & 1) /* AVX */) {
+      unsigned lo, hi;
+      __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+      if ((lo & 6) == 6) { /* the OS saves the YMM state */
+        set |= SQ_CPU_AVX;
+        if ((c >> 29) & 1) set |= SQ_CPU_F16C;
+        if (__get_cpuid_max(0, NULL) >= 7) {
+          __cpuid_count(7, 0, a, b, c, d);
+          if ((b >> 5) & 1) set |= SQ_CPU_AVX2;
+        }
+      }
+    }
+    cached = set;
   }
-  return cached;
+  return (cached & feature) == feature;
 }
 
-static int have_avx2(void) {
-  static int cached = -1;
-  if (cached < 0) {
-    __builtin_cpu_init();
-    cached = __builtin_cpu_supports("avx2");
+/* MXCSR with flush-to-zero (bit 15) for the duration of a hot loop. */
+static inline unsigned ftz_begin(void) {
+  unsigned old = _mm_getcsr();
+  _mm_setcsr(old | 0x8000u);
+  return old;
+}
+static inline void ftz_end(unsigned old) { _mm_setcsr(old); }
+
+/* max(m, |a|) over the finite lanes of a (NaN and Inf are skipped). */
+__attribute__((target("avx"))) static inline __m256 absmax8(__m256 m, __m256 a) {
+  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 inf = _mm256_set1_ps(__builtin_inff());
+  __m256 x = _mm256_and_ps(a, absmask);
+  return _mm256_max_ps(m, _mm256_and_ps(x, _mm256_cmp_ps(x, inf, _CMP_LT_OQ)));
+}
+
+__attribute__((target("avx"))) static size_t absmax_avx(const float *g, const float *res, size_t n, float *out) {
+  __m256 m0 = _mm256_setzero_ps(), m1 = m0, m2 = m0, m3 = m0;
+  size_t i = 0;
+  if (res) {
+    for (; i + 32 <= n; i += 32) {
+      m0 = absmax8(m0, _mm256_add_ps(_mm256_loadu_ps(g + i), _mm256_loadu_ps(res + i)));
+      m1 = absmax8(m1, _mm256_add_ps(_mm256_loadu_ps(g + i + 8), _mm256_loadu_ps(res + i + 8)));
+      m2 = absmax8(m2, _mm256_add_ps(_mm256_loadu_ps(g + i + 16), _mm256_loadu_ps(res + i + 16)));
+      m3 = absmax8(m3, _mm256_add_ps(_mm256_loadu_ps(g + i + 24), _mm256_loadu_ps(res + i + 24)));
+    }
+  } else {
+    for (; i + 32 <= n; i += 32) {
+      m0 = absmax8(m0, _mm256_loadu_ps(g + i));
+      m1 = absmax8(m1, _mm256_loadu_ps(g + i + 8));
+      m2 = absmax8(m2, _mm256_loadu_ps(g + i + 16));
+      m3 = absmax8(m3, _mm256_loadu_ps(g + i + 24));
+    }
   }
-  return cached;
+  __m256 m = _mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3));
+  float lanes[8];
+  _mm256_storeu_ps(lanes, m);
+  float r = 0.0f;
+  for (int l = 0; l < 8; l++)
+    if (lanes[l] > r) r = lanes[l];
+  *out = r;
+  return i;
 }
 
 /* res = a - d where both are finite, else 0 (sq_residual_after, 8 lanes). */
@@ -150,16 +213,49 @@ __attribute__((target("f16c,avx"))) static size_t sum_f16c(const uint16_t *a, ui
   }
   return i;
 }
+#else
+int squall__cpu_x86(int feature_mask) {
+  (void)feature_mask;
+  return 0;
+}
 #endif
 
+/* Unaligned-safe element access (a float* need not be 4-aligned). */
+static inline float ldf(const float *p, size_t i) {
+  float x;
+  memcpy(&x, (const char *)p + 4 * i, sizeof x);
+  return x;
+}
+static inline void stf(float *p, size_t i, float x) { memcpy((char *)p + 4 * i, &x, sizeof x); }
+static inline uint16_t ld16(const uint16_t *p, size_t i) {
+  uint16_t x;
+  memcpy(&x, (const char *)p + 2 * i, sizeof x);
+  return x;
+}
+static inline void st16(uint16_t *p, size_t i, uint16_t x) { memcpy((char *)p + 2 * i, &x, sizeof x); }
+
+/* |a| over the finite a, with a as the encoder forms it: g + res flushed
+ * to zero when subnormal (sq_half_encode_elem), or g. */
 float squall__absmax(const float *g, const float *res, size_t n) {
   float m = 0.0f;
-  for (size_t i = 0; i < n; i++) {
-    float a = res ? g[i] + res[i] : g[i];
+  size_t i = 0;
+#ifdef SQ_HAVE_F16C_PATH
+  unsigned csr = 0;
+  int simd = have_f16c(); /* AVX is part of it */
+  if (simd) {
+    csr = ftz_begin();
+    i = absmax_avx(g, res, n, &m);
+  }
+#endif
+  for (; i < n; i++) {
+    float a = res ? sq_ftz(ldf(g, i) + ldf(res, i)) : ldf(g, i);
     if (!sq_isfinite(a)) continue; /* Inf and NaN are delivered as they are, never scaled for */
     float x = sq_bits_float(sq_float_bits(a) & 0x7fffffffu); /* |a| without libm */
     if (x > m) m = x;
   }
+#ifdef SQ_HAVE_F16C_PATH
+  if (simd) ftz_end(csr);
+#endif
   return m;
 }
 
@@ -167,14 +263,22 @@ void squall__half_encode(sq_half_kind kind, const float *g, float *res, uint16_t
                          float scale) {
   size_t i = 0;
 #ifdef SQ_HAVE_F16C_PATH
+  unsigned csr = ftz_begin();
   if (kind == SQ_HALF_FP16 && exact_reciprocal(scale) && have_f16c()) i = encode_f16c(g, res, out, n, scale);
   if (kind == SQ_HALF_BF16 && exact_reciprocal(scale) && have_avx2()) i = encode_bf16_avx2(g, res, out, n, scale);
 #endif
   if (res) {
-    for (; i < n; i++) out[i] = sq_half_encode_elem(kind, g[i], &res[i], scale);
+    for (; i < n; i++) {
+      float r = ldf(res, i);
+      st16(out, i, sq_half_encode_elem(kind, ldf(g, i), &r, scale));
+      stf(res, i, r);
+    }
   } else {
-    for (; i < n; i++) out[i] = sq_half_encode_elem(kind, g[i], NULL, scale);
+    for (; i < n; i++) st16(out, i, sq_half_encode_elem(kind, ldf(g, i), NULL, scale));
   }
+#ifdef SQ_HAVE_F16C_PATH
+  ftz_end(csr);
+#endif
 }
 
 void squall__half_decode(sq_half_kind kind, const uint16_t *in, float *out, size_t n, float scale,
@@ -185,9 +289,9 @@ void squall__half_decode(sq_half_kind kind, const uint16_t *in, float *out, size
   if (kind == SQ_HALF_BF16 && exact_reciprocal(scale) && have_avx2()) i = decode_bf16_avx2(in, out, n, scale, accumulate);
 #endif
   if (accumulate) {
-    for (; i < n; i++) out[i] += sq_half_decode_elem(kind, in[i], scale);
+    for (; i < n; i++) stf(out, i, ldf(out, i) + sq_half_decode_elem(kind, ld16(in, i), scale));
   } else {
-    for (; i < n; i++) out[i] = sq_half_decode_elem(kind, in[i], scale);
+    for (; i < n; i++) stf(out, i, sq_half_decode_elem(kind, ld16(in, i), scale));
   }
 }
 
@@ -197,5 +301,5 @@ void squall__half_sum(sq_half_kind kind, const uint16_t *a, uint16_t *b, size_t 
   if (kind == SQ_HALF_FP16 && have_f16c()) i = sum_f16c(a, b, n);
   if (kind == SQ_HALF_BF16 && have_avx2()) i = sum_bf16_avx2(a, b, n);
 #endif
-  for (; i < n; i++) b[i] = sq_half_from_f32(kind, sq_half_to_f32(kind, a[i]) + sq_half_to_f32(kind, b[i]));
+  for (; i < n; i++) st16(b, i, sq_half_from_f32(kind, sq_half_to_f32(kind, ld16(a, i)) + sq_half_to_f32(kind, ld16(b, i))));
 }

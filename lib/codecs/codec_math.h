@@ -112,13 +112,38 @@ SQ_HD float sq_residual_after(float a, float d) {
 /* A residual that is not sent at all keeps a, if finite. */
 SQ_HD float sq_residual_keep(float a) { return sq_isfinite(a) ? a : 0.0f; }
 
-/* One element of the 16-bit encoder with optional error feedback:
- * a = g + *res; code = round(a * scale); *res = a - decode(code). */
-SQ_HD uint16_t sq_half_encode_elem(sq_half_kind kind, float g, float *res, float scale) {
-  float a = res ? g + *res : g;
-  uint16_t h = sq_half_from_f32(kind, a * scale);
-  if (res) *res = sq_residual_after(a, sq_half_decode_elem(kind, h, scale));
+/* Flush to zero: a subnormal becomes a zero of the same sign; everything
+ * else is returned unchanged. Integer work only. */
+SQ_HD float sq_ftz(float x) {
+  uint32_t b = sq_float_bits(x);
+  return (b & 0x7f800000u) ? x : sq_bits_float(b & 0x80000000u);
+}
+
+/* The 16-bit encoder for an already formed a: code = round(a * scale) and,
+ * when res is non-NULL, *res = a - decode(code).
+ *
+ * No subnormal leaves this function: the scaled value and the residual are
+ * flushed to zero (sq_ftz). Subnormal arithmetic runs 100x slower on many
+ * x86 cores (microcode assists), and a residual that reaches the subnormal
+ * range would otherwise stay there call after call; the host SIMD loops get
+ * the same bits from the MXCSR flush-to-zero bit. What this costs: a
+ * residual below 2^-126 in magnitude is dropped, so per element and call
+ * |decode(code) + res' - a| < 2^-126, and exactly 0 whenever a - decode(code)
+ * is zero or normal. The code itself never changes for fp16 (anything below
+ * 2^-126 rounds to a zero code anyway). */
+SQ_HD uint16_t sq_half_encode_a(sq_half_kind kind, float a, float *res, float scale) {
+  uint16_t h = sq_half_from_f32(kind, sq_ftz(a * scale));
+  if (res) *res = sq_ftz(sq_residual_after(a, sq_half_decode_elem(kind, h, scale)));
   return h;
+}
+
+/* One element of the 16-bit encoder with optional error feedback:
+ * a = g + *res (flushed to zero when subnormal), code = round(a * scale),
+ * *res = a - decode(code) (flushed likewise): see sq_half_encode_a. g
+ * itself is used as it is when there is no residual. */
+SQ_HD uint16_t sq_half_encode_elem(sq_half_kind kind, float g, float *res, float scale) {
+  float a = res ? sq_ftz(g + *res) : g;
+  return sq_half_encode_a(kind, a, res, scale);
 }
 
 /* Ordering key for top-k: |a| as unsigned bits. Monotonic in |a| for
@@ -130,12 +155,15 @@ SQ_HD uint32_t sq_topk_key(float a) { return sq_float_bits(a) & 0x7fffffffu; }
 SQ_HD float sq_pow2(int e) { return sq_bits_float((uint32_t)(e + 127) << 23); }
 
 /* Largest power of two s with absmax * s <= limit, clamped to
- * [2^-100, 2^100]; 1 when absmax is zero or not finite. Powers of two keep
- * scaling exact, which the residual invariant relies on. */
+ * [2^-100, 2^100]; 1 when absmax is zero, subnormal or not finite. Powers
+ * of two keep scaling exact, which the residual invariant relies on. A
+ * subnormal absmax counts as zero: the host absmax flushes subnormal a to
+ * zero (as the encoder does) and the device one does not, and both must
+ * pick the same scale; every code of such a buffer is zero either way. */
 SQ_HD float sq_pow2_scale(float absmax, float limit) {
-  if (!(absmax > 0.0f) || !sq_isfinite(absmax)) return 1.0f;
+  if (!(absmax > 0.0f) || !sq_isfinite(absmax) || (sq_float_bits(absmax) & 0x7f800000u) == 0) return 1.0f;
   int el = (int)((sq_float_bits(limit) >> 23) & 0xffu) - 127;
-  int ea = (int)((sq_float_bits(absmax) >> 23) & 0xffu) - 127; /* -127 for subnormals */
+  int ea = (int)((sq_float_bits(absmax) >> 23) & 0xffu) - 127;
   int s = el - ea; /* log2(limit/absmax) lies in (s-1, s+1) */
   if (s > 100) return sq_pow2(100);
   if (s < -99) return sq_pow2(-100);
