@@ -19,6 +19,17 @@
 
 typedef enum { BENCH_F32 = 0, BENCH_F16, BENCH_BF16, BENCH_F64, BENCH_NUM_TYPES } bench_dtype;
 typedef enum { BENCH_SUM = 0, BENCH_AVG } bench_op;
+/* --data: what the gradients look like (bench_data.c). */
+typedef enum {
+  BENCH_DIST_UNIFORM = 0, /* fixed per-coordinate magnitudes 2^0..2^-7 times normal noise */
+  BENCH_DIST_NORMAL,      /* normal noise only */
+  BENCH_DIST_LOGNORMAL,   /* heavy-tailed magnitudes (2^(4z)), random sign */
+  BENCH_DIST_CONSTANT,    /* 0.5 everywhere: all ties */
+  BENCH_DIST_TINY,        /* around 1e-38, the subnormal boundary */
+  BENCH_DIST_SPARSE,      /* 99% zeros */
+  BENCH_DIST_NONFINITE,   /* uniform with 1 in 4096 NaN or +-Inf */
+  BENCH_NUM_DISTS
+} bench_dist;
 
 typedef struct {
   size_t min_bytes, max_bytes; /* -b, -e */
@@ -35,6 +46,7 @@ typedef struct {
   const char *backend;         /* --backend: "auto", "mpi" or "nccl" */
   const char *squall_spec;     /* -S: extra SQUALL_* items, NULL = none */
   uint64_t seed;               /* --seed */
+  bench_dist data;             /* --data */
   int progress;                /* 0 with --no-progress */
 } bench_options;
 
@@ -64,6 +76,11 @@ typedef struct {
   const squallConfig_t *base;   /* the configuration every codec starts from */
   const char *link;             /* SQUALL_BENCH_LINK from tools/ethernet.sh, or NULL */
   double seconds;               /* wall time of the whole run */
+  /* what the figures depend on, for the header */
+  const char *cpu;              /* CPU model (/proc/cpuinfo), or "unknown" */
+  int cores;                    /* online cores of rank 0's machine */
+  int node_ranks;               /* ranks on rank 0's machine */
+  const char *mpi_library;      /* MPI_Get_library_version's first line */
 } bench_run_info;
 
 /* ------------------------------------------------------------ bench_args.c */
@@ -87,16 +104,25 @@ const char *bench_human_bytes(double bytes, char *buf, size_t len);
 /* The gradient rank `rank` feeds in at iteration `iter`: elements
  * [off, off+n) of a deterministic, counter-based sequence, so that any rank
  * can recompute any other rank's input exactly (for the exact sum). */
-void bench_fill(uint64_t seed, int rank, int iter, size_t off, size_t n, float *out);
+void bench_fill(bench_dist dist, uint64_t seed, int rank, int iter, size_t off, size_t n, float *out);
 
 /* Sums of (out[i] - exact[i])^2 and exact[i]^2 over [off, off+n), where
  * exact[i] is the sum over nranks ranks of bench_fill's values in double
  * (divided by nranks when avg). */
-void bench_error_sums(uint64_t seed, int nranks, int iter, int avg, const float *out, size_t off,
+void bench_error_sums(bench_dist dist, uint64_t seed, int nranks, int iter, int avg, const float *out, size_t off,
                       size_t n, double *err2, double *ref2);
+
+/* "uniform", ... as --data spells it; parse returns 0, or -1 for a name
+ * that is not one. */
+const char *bench_dist_name(bench_dist d);
+int bench_dist_parse(const char *name, bench_dist *d);
 
 /* 64-bit hash of a buffer's bytes (equal bits -> equal hash). */
 uint64_t bench_hash(const void *p, size_t bytes);
+
+/* ------------------------------------------------------------ bench_host.c */
+/* The CPU model from /proc/cpuinfo into buf ("unknown" when absent). */
+const char *bench_cpu_model(char *buf, size_t len);
 
 /* ---------------------------------------------------------- bench_report.c */
 void bench_report_header(FILE *out, const bench_run_info *info);

@@ -60,6 +60,9 @@ static void usage(FILE *f) {
           "  -S, --squall SPEC       more squall options, e.g. \"TOPK_VALUES=fp16 ZSTD=3\"\n"
           "                          (SQUALL_MIN_BYTES is 0 unless set here)\n"
           "      --seed N            seed of the generated gradients (default 1)\n"
+          "      --data DIST         what the gradients look like: uniform (default), normal,\n"
+          "                          lognormal, constant, tiny (near 1e-38), sparse (99%% zeros),\n"
+          "                          nonfinite (1 in 4096 NaN or +-Inf)\n"
           "      --no-progress       no progress lines on stderr\n"
           "  -h, --help              this help\n"
           "SIZE: bytes with an optional K, M or G (powers of 1024), e.g. 64M.\n",
@@ -171,7 +174,7 @@ static int parse_codecs(const char *list, bench_options *opt, FILE *err) {
   } while (0)
 
 int bench_parse_args(int argc, char **argv, bench_options *opt, FILE *out, FILE *err) {
-  enum { OPT_PLOT = 256, OPT_BACKEND, OPT_SEED, OPT_NO_PROGRESS };
+  enum { OPT_PLOT = 256, OPT_BACKEND, OPT_SEED, OPT_NO_PROGRESS, OPT_DATA };
   static const struct option longopts[] = {
       {"minbytes", required_argument, 0, 'b'},     {"maxbytes", required_argument, 0, 'e'},
       {"stepfactor", required_argument, 0, 'f'},   {"stepbytes", required_argument, 0, 'i'},
@@ -181,6 +184,7 @@ int bench_parse_args(int argc, char **argv, bench_options *opt, FILE *out, FILE 
       {"json", required_argument, 0, 'J'},         {"plot", required_argument, 0, OPT_PLOT},
       {"backend", required_argument, 0, OPT_BACKEND}, {"squall", required_argument, 0, 'S'},
       {"seed", required_argument, 0, OPT_SEED},    {"no-progress", no_argument, 0, OPT_NO_PROGRESS},
+      {"data", required_argument, 0, OPT_DATA},
       {"help", no_argument, 0, 'h'},               {0, 0, 0, 0}};
   memset(opt, 0, sizeof *opt);
   opt->min_bytes = 1u << 20;
@@ -279,6 +283,11 @@ int bench_parse_args(int argc, char **argv, bench_options *opt, FILE *out, FILE 
         FAIL("--seed '%s' is invalid: accepted is a non-negative integer\n", v);
       break;
     case OPT_NO_PROGRESS: opt->progress = 0; break;
+    case OPT_DATA:
+      if (bench_dist_parse(v, &opt->data))
+        FAIL("--data '%s' is invalid: accepted are uniform, normal, lognormal, constant, tiny, "
+             "sparse and nonfinite\n", v);
+      break;
     case 'h':
       if (out) usage(out);
       return 1;

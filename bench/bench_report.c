@@ -25,7 +25,13 @@ void bench_report_header(FILE *out, const bench_run_info *in) {
   fprintf(out, "# squall: SQUALL_EF=%d SQUALL_MIN_BYTES=%zu SQUALL_TOPK_VALUES=%s SQUALL_ZSTD=%d "
                "SQUALL_WARMUP=%d\n", c->errorFeedback, c->minBytes,
           c->topkValues == squallValueFp16 ? "fp16" : "fp32", c->zstdLevel, c->warmup);
-  if (in->link) fprintf(out, "# link: %s\n", in->link);
+  fprintf(out, "# data: %s\n", bench_dist_name(o->data));
+  fprintf(out, "# host: %s, %d cores, %d ranks on this machine (%.2f per core)\n",
+          in->cpu ? in->cpu : "unknown", in->cores, in->node_ranks,
+          in->cores > 0 ? (double)in->node_ranks / in->cores : 0.0);
+  fprintf(out, "# mpi: %s\n", in->mpi_library ? in->mpi_library : "unknown");
+  fprintf(out, "# link: %s\n", in->link ? in->link
+                                        : "as the ranks find it (no emulation: SQUALL_BENCH_LINK unset)");
   fprintf(out, "#\n# time: max over ranks of the median iteration; algbw = size/time; busbw = "
                "algbw*2(P-1)/P\n# (for codecs: effective, from the uncompressed size); wire: bytes one "
                "rank sends per call;\n# ratio = bytes in / bytes on the wire; codec: compress + "

@@ -1,0 +1,221 @@
+/*
+ * squall-codec-bench - the host codecs alone, on one core, against the
+ * memory floor: nanoseconds per element of each codec's whole encode and
+ * decode on a large buffer, beside one streaming pass r[i] += g[i] timed in
+ * the same run (what any encoder with error feedback must at least do:
+ * read g and the residual, write the residual).
+ *
+ *   squall-codec-bench [-n COUNT] [-r REPS] [--data DIST|all] [--ratio R]
+ *
+ * A separate program, not a squall-bench mode: squall-bench times whole
+ * all-reduces under MPI (transport, engine, codec together), while this one
+ * needs no MPI and calls the codec functions directly, so that a codec's
+ * own cost is seen without the noise of a collective. It links the
+ * library's internals and is built, not installed.
+ *
+ * Per codec (error feedback on, the residual carried from repetition to
+ * repetition as in training; g fixed per data set):
+ *   fp16, bf16   absmax + encode + decode (the engine's 16-bit path)
+ *   topk:R       top-k encode (fp32 values) + sparse decode of the one slot
+ *   topk16:R     absmax + top-k encode with fp16 values + sparse decode
+ * Each figure is the median over the repetitions.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "bench.h"
+#include "codecs/codec.h"
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* The floor: one pass of r += g. noinline, so that it is timed as a pass. */
+__attribute__((noinline)) static void floor_pass(const float *g, float *r, size_t n) {
+  for (size_t i = 0; i < n; i++) r[i] += g[i];
+}
+
+typedef struct {
+  size_t n, k;
+  float *g, *res, *out;
+  uint16_t *codes;
+  void *slot, *ws;
+} bufs;
+
+enum { C_FP16, C_BF16, C_TOPK, C_TOPK16, NCODECS };
+static const char *const codec_names[NCODECS] = {"fp16", "bf16", "topk", "topk16"};
+
+/* One repetition of a codec; parts[0..2] receive absmax, encode, decode. */
+static void run_codec(int c, bufs *b, double parts[3]) {
+  size_t n = b->n;
+  double t0 = now(), t1 = t0, t2, t3;
+  if (c == C_FP16 || c == C_BF16) {
+    sq_half_kind kind = c == C_FP16 ? SQ_HALF_FP16 : SQ_HALF_BF16;
+    float m = squall__absmax(b->g, b->res, n);
+    float s = sq_pow2_scale(m, kind == SQ_HALF_FP16 ? SQ_F16_MAX : SQ_BF16_MAX);
+    if (kind == SQ_HALF_BF16 && s > 1.0f) s = 1.0f; /* as the engine: bf16 has float's range */
+    t1 = now();
+    squall__half_encode(kind, b->g, b->res, b->codes, n, s);
+    t2 = now();
+    squall__half_decode(kind, b->codes, b->out, n, s, 0);
+    t3 = now();
+  } else {
+    squallValueType_t vt = c == C_TOPK16 ? squallValueFp16 : squallValueFp32;
+    float s = 1.0f;
+    if (c == C_TOPK16) s = sq_pow2_scale(squall__absmax(b->g, b->res, n), SQ_F16_MAX);
+    t1 = now();
+    if (squall__topk_encode(b->g, b->res, n, b->k, vt, s, b->slot, b->ws) != 0) {
+      fprintf(stderr, "squall-codec-bench: top-k encode failed\n");
+      exit(1);
+    }
+    t2 = now();
+    if (squall__sparse_decode(b->slot, 1, b->k, vt, b->out, n) != 0) {
+      fprintf(stderr, "squall-codec-bench: sparse decode failed\n");
+      exit(1);
+    }
+    t3 = now();
+  }
+  parts[0] = t1 - t0;
+  parts[1] = t2 - t1;
+  parts[2] = t3 - t2;
+}
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: squall-codec-bench [-n COUNT] [-r REPS] [--data DIST|all] [--ratio R]\n"
+             "Times each host codec's encode + decode per element on one core, beside the\n"
+             "memory floor (one pass r[i] += g[i]) measured in the same run.\n"
+             "  -n COUNT      elements (default 16777216)\n"
+             "  -r REPS       timed repetitions, median reported (default 5)\n"
+             "  --data DIST   uniform (default), normal, lognormal, constant, tiny, sparse,\n"
+             "                nonfinite, or all\n"
+             "  --ratio R     top-k ratio (default 0.01)\n");
+}
+
+int main(int argc, char **argv) {
+  size_t n = (size_t)1 << 24;
+  int reps = 5, all = 0;
+  double ratio = 0.01;
+  bench_dist dist = BENCH_DIST_UNIFORM;
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    char *end = NULL;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage(stdout);
+      return 0;
+    } else if (!strcmp(a, "-n") && v) {
+      unsigned long long x = strtoull(v, &end, 10);
+      if (*end || x == 0 || x > 0xffffffffull) {
+        fprintf(stderr, "squall-codec-bench: -n '%s' is invalid: accepted is a count from 1 to 2^32-1\n", v);
+        return 2;
+      }
+      n = (size_t)x;
+      i++;
+    } else if (!strcmp(a, "-r") && v) {
+      long x = strtol(v, &end, 10);
+      if (*end || x < 1 || x > 1000) {
+        fprintf(stderr, "squall-codec-bench: -r '%s' is invalid: accepted is 1 to 1000\n", v);
+        return 2;
+      }
+      reps = (int)x;
+      i++;
+    } else if (!strcmp(a, "--ratio") && v) {
+      double x = strtod(v, &end);
+      if (*end || !(x > 0.0 && x <= 1.0)) {
+        fprintf(stderr, "squall-codec-bench: --ratio '%s' is invalid: accepted is 0 < R <= 1\n", v);
+        return 2;
+      }
+      ratio = x;
+      i++;
+    } else if (!strcmp(a, "--data") && v) {
+      if (!strcmp(v, "all")) all = 1;
+      else if (bench_dist_parse(v, &dist)) {
+        fprintf(stderr, "squall-codec-bench: --data '%s' is invalid: accepted are uniform, normal, "
+                        "lognormal, constant, tiny, sparse, nonfinite and all\n", v);
+        return 2;
+      }
+      i++;
+    } else {
+      fprintf(stderr, "squall-codec-bench: unknown or incomplete option '%s' (see -h)\n", a);
+      return 2;
+    }
+  }
+
+  bufs b = {.n = n, .k = squall__topk_k(n, ratio)};
+  b.g = malloc(n * sizeof(float));
+  b.res = malloc(n * sizeof(float));
+  b.out = malloc(n * sizeof(float));
+  b.codes = malloc(n * sizeof(uint16_t));
+  b.slot = malloc(squall__topk_slot_bytes(b.k, squallValueFp32) + squall__topk_slot_bytes(b.k, squallValueFp16));
+  b.ws = malloc(squall__topk_workspace_bytes(n));
+  double *t = malloc(sizeof(double) * 4 * (size_t)reps);
+  if (!b.g || !b.res || !b.out || !b.codes || !b.slot || !b.ws || !t) {
+    fprintf(stderr, "squall-codec-bench: out of memory for %zu elements\n", n);
+    return 3;
+  }
+  /* Touch everything once: page faults are not the codecs' cost. */
+  memset(b.out, 0, n * sizeof(float));
+  memset(b.codes, 0, n * sizeof(uint16_t));
+  memset(b.ws, 0, squall__topk_workspace_bytes(n));
+
+  char cpu[256];
+  printf("# squall-codec-bench: %zu elements, %d repetitions (median), top-k ratio %g (k = %zu)\n", n,
+         reps, ratio, b.k);
+  printf("# cpu: %s; SIMD: avx2 %s, f16c %s\n", bench_cpu_model(cpu, sizeof cpu),
+         squall__cpu_x86(SQ_CPU_AVX2) ? "yes" : "no", squall__cpu_x86(SQ_CPU_F16C) ? "yes" : "no");
+  printf("# ns/element; floor = one pass r[i] += g[i]; codec = absmax + encode + decode\n");
+  printf("#%-10s %-8s %8s %8s %8s %8s %8s %9s\n", "data", "codec", "absmax", "encode", "decode",
+         "total", "floor", "x floor");
+  int first = all ? 0 : (int)dist, last = all ? BENCH_NUM_DISTS - 1 : (int)dist;
+  for (int d = first; d <= last; d++) {
+    bench_fill((bench_dist)d, 1, 0, 0, 0, n, b.g);
+    for (int c = 0; c < NCODECS; c++) {
+      memset(b.res, 0, n * sizeof(float));
+      double parts[3], fl[1];
+      run_codec(c, &b, parts); /* warm-up */
+      double *ta = t, *te = t + reps, *td = t + 2 * reps, *tf = t + 3 * reps;
+      for (int r = 0; r < reps; r++) {
+        /* The floor on a scratch copy of the same size, interleaved with
+         * the codec so that both see the same machine load. */
+        double f0 = now();
+        floor_pass(b.g, b.out, n);
+        tf[r] = now() - f0;
+        run_codec(c, &b, parts);
+        ta[r] = parts[0];
+        te[r] = parts[1];
+        td[r] = parts[2];
+      }
+      double tot[64];
+      int rr = reps < 64 ? reps : 64;
+      for (int r = 0; r < rr; r++) tot[r] = ta[r] + te[r] + td[r];
+      double mt = median(tot, rr);
+      fl[0] = median(tf, reps);
+      double ns = 1e9 / (double)n;
+      printf(" %-10s %-8s %8.3f %8.3f %8.3f %8.3f %8.3f %9.2f\n", bench_dist_name((bench_dist)d),
+             codec_names[c], median(ta, reps) * ns, median(te, reps) * ns, median(td, reps) * ns,
+             mt * ns, fl[0] * ns, mt / fl[0]);
+      fflush(stdout);
+    }
+  }
+  free(b.g);
+  free(b.res);
+  free(b.out);
+  free(b.codes);
+  free(b.slot);
+  free(b.ws);
+  free(t);
+  return 0;
+}
