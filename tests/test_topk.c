@@ -113,6 +113,11 @@ static int ef_ok(float d, float rr, float a) {
          ((tu_bits(rr) & 0x7fffffffu) == 0 && fabs((double)a - (double)d) < 0x1p-126);
 }
 
+/* The sampled path's key bound check_one passes (the sample's own unless a
+ * test forces one), and the path the last encode took. */
+static uint64_t forced_bound = SQ_TOPK_SAMPLE_BOUND;
+static int last_path = -1;
+
 /* Runs the encoder once (with or without a residual) and checks the slot,
  * the residual and the per-element invariant against the reference order
  * already in b->order for a = b->a. */
@@ -123,7 +128,8 @@ static void check_one(bench *b, size_t k, squallValueType_t values, int with_res
   size_t sb = squall__topk_slot_bytes(k, values);
   memset(b->slot, 0xa5, sb + 64); /* garbage, and a guard past the end */
   if (with_res) memcpy(b->res, b->res0, n * sizeof(float));
-  int rc = squall__topk_encode(b->g, with_res ? b->res : NULL, n, k, values, scale, b->slot, b->ws);
+  int rc = squall__topk_encode_bound(b->g, with_res ? b->res : NULL, n, k, values, scale, b->slot, b->ws,
+                                     forced_bound, &last_path);
   ck_assert_msg(rc == 0, "%s: encode returned %d", what, rc);
 
   const unsigned char *bytes = b->slot;
@@ -405,6 +411,156 @@ START_TEST(test_slot_bytes) {
 }
 END_TEST
 
+/* ------------------------------------------------ sampled path, misled */
+
+/* Inputs that try to mislead a sample, beyond make_input's. */
+enum { Q_FEWHUGE, Q_PERIODIC, Q_MANYNAN, Q_SPARSE, Q_TINY, Q_COUNT };
+static const char *q_name[Q_COUNT] = {"fewhuge", "periodic", "manynan", "sparse", "tiny"};
+
+static void make_input2(int q, size_t n, tu_rng *r, float *g) {
+  for (size_t i = 0; i < n; i++) {
+    switch (q) {
+    case Q_FEWHUGE: /* a handful of huge values that no sample sees */
+      g[i] = tu_below(r, 20000) == 0 ? 1e30f : tu_float_unit(r);
+      break;
+    case Q_PERIODIC: /* large values on a power-of-two period: a fixed stride would alias */
+      g[i] = (i % 64) == 0 ? 100.0f + (float)(i % 7) : tu_float_unit(r) * 0.01f;
+      break;
+    case Q_MANYNAN: /* more non-finite entries than k */
+      g[i] = tu_below(r, 20) == 0 ? ((i & 1) ? NAN : -INFINITY) : tu_float_unit(r);
+      break;
+    case Q_SPARSE: /* 99% zeros: ties at zero straddle k */
+      g[i] = tu_below(r, 100) == 0 ? tu_float_unit(r) : 0.0f;
+      break;
+    default: /* around 1e-38, subnormals among them */
+      g[i] = tu_float_unit(r) * 2e-38f;
+      break;
+    }
+  }
+}
+
+/* Every bound the sampled path can be handed gives the reference's answer:
+ * the sample's own, zero (everything a candidate), the exact k-th key and
+ * its neighbours, and above every finite key (no candidates). */
+static void check_bounds(bench *b, const char *name, int must_sample) {
+  const size_t n = b->n;
+  size_t ks[] = {1, 2, squall__topk_k(n, 0.01), n / 8, n / 8 + 1, n};
+  char what[128];
+  for (int with_res = 0; with_res <= 1; with_res++) {
+    for (size_t i = 0; i < n; i++) b->a[i] = with_res ? b->g[i] + b->res0[i] : b->g[i];
+    ref_order(b->a, n, b->keys, b->order);
+    for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+      size_t k = ks[ki];
+      uint32_t thr = b->keys[b->order[k - 1]];
+      uint64_t bounds[] = {SQ_TOPK_SAMPLE_BOUND, 0, thr, thr ? thr - 1 : 0, thr + 1u, 0x7f7fffffu, 0x7fffffffu};
+      for (size_t bi = 0; bi < sizeof bounds / sizeof bounds[0]; bi++)
+        for (int v = 0; v <= 1; v++) {
+          forced_bound = bounds[bi];
+          snprintf(what, sizeof what, "%s n=%zu k=%zu bound=%s0x%08llx %s%s", name, n, k,
+                   bi == 0 ? "sample/" : "", (unsigned long long)(bi == 0 ? 0 : bounds[bi]),
+                   v ? "fp16" : "fp32", with_res ? " +res" : "");
+          check_one(b, k, v ? squallValueFp16 : squallValueFp32, with_res, what);
+          if (k > n / 8) TU_CHECK(last_path == SQ_TOPK_PATH_FULL, "%s: path %d, want full", what, last_path);
+          /* The exact k-th key as the bound always decides (unless it is
+           * non-finite: the bound stops below those). */
+          if (k <= n / 8 && bi == 2 && thr < 0x7f800000u)
+            TU_CHECK(last_path == SQ_TOPK_PATH_SAMPLED, "%s: path %d, want sampled", what, last_path);
+          /* A realistic input with k = 1% must not need the fallback. */
+          if (must_sample && bi == 0 && k == squall__topk_k(n, 0.01))
+            TU_CHECK(last_path == SQ_TOPK_PATH_SAMPLED, "%s: the sample misled (path %d)", what, last_path);
+        }
+    }
+  }
+  forced_bound = SQ_TOPK_SAMPLE_BOUND;
+}
+
+START_TEST(test_sampled_bounds) {
+  /* _i < P_COUNT: make_input's shapes; then the misleading ones. */
+  const size_t n = (size_t)1 << 17;
+  bench b;
+  bench_alloc(&b, n);
+  tu_rng r = {777u + (uint64_t)_i};
+  int must_sample;
+  const char *name;
+  if (_i < P_COUNT) {
+    make_input(_i, n, &r, b.g);
+    name = pattern_name[_i];
+    must_sample = _i != P_NANINF; /* 20% non-finite: all of them are candidates */
+  } else {
+    make_input2(_i - P_COUNT, n, &r, b.g);
+    name = q_name[_i - P_COUNT];
+    must_sample = _i - P_COUNT != Q_MANYNAN;
+  }
+  for (size_t i = 0; i < n; i++) b.res0[i] = (tu_next(&r) & 3) ? tu_float_exp(&r, -40, -2) : 0.0f;
+  check_bounds(&b, name, must_sample);
+  bench_free(&b);
+}
+END_TEST
+
+/* Buffers at odd addresses (a float* one byte off) give the same slot and
+ * residual bytes as aligned ones, on both paths. */
+START_TEST(test_unaligned_buffers) {
+  const size_t sizes[] = {1000, (size_t)1 << 17};
+  for (size_t si = 0; si < 2; si++)
+    for (int v = 0; v <= 1; v++) {
+      size_t n = sizes[si], k = squall__topk_k(n, 0.01);
+      squallValueType_t vt = v ? squallValueFp16 : squallValueFp32;
+      size_t sb = squall__topk_slot_bytes(k, vt);
+      float *g = malloc(n * 4), *res = malloc(n * 4);
+      char *gu = malloc(n * 4 + 1), *ru = malloc(n * 4 + 1), *su = malloc(sb + 1);
+      void *slot = malloc(sb), *ws = malloc(squall__topk_workspace_bytes(n));
+      ck_assert(g && res && gu && ru && su && slot && ws);
+      tu_rng r = {99 + si};
+      make_input(P_RANDOM, n, &r, g);
+      for (size_t i = 0; i < n; i++) res[i] = (tu_next(&r) & 1) ? tu_float_exp(&r, -20, -2) : 0.0f;
+      memcpy(gu + 1, g, n * 4);
+      memcpy(ru + 1, res, n * 4);
+      float scale = v ? 0x1p-10f : 1.0f;
+      ck_assert_int_eq(squall__topk_encode(g, res, n, k, vt, scale, slot, ws), 0);
+      ck_assert_int_eq(squall__topk_encode((const float *)(gu + 1), (float *)(ru + 1), n, k, vt, scale, su + 1, ws), 0);
+      ck_assert_msg(memcmp(slot, su + 1, sb) == 0, "n=%zu %s: unaligned slot differs", n, v ? "fp16" : "fp32");
+      ck_assert_msg(memcmp(res, ru + 1, n * 4) == 0, "n=%zu %s: unaligned residual differs", n, v ? "fp16" : "fp32");
+      /* and the decoder reads an unaligned slot */
+      float *d1 = malloc(n * 4);
+      char *d2 = malloc(n * 4 + 1);
+      ck_assert_int_eq(squall__sparse_decode(slot, 1, k, vt, d1, n), 0);
+      ck_assert_int_eq(squall__sparse_decode(su + 1, 1, k, vt, (float *)(d2 + 1), n), 0);
+      ck_assert(memcmp(d1, d2 + 1, n * 4) == 0);
+      free(d1); free(d2);
+      free(g); free(res); free(gu); free(ru); free(su); free(slot); free(ws);
+    }
+}
+END_TEST
+
+/* Many steps of error feedback on the sampled path: each step's slot and
+ * residual are exactly those of the full path (radix select everywhere). */
+START_TEST(test_sampled_matches_full_over_steps) {
+  const size_t n = (size_t)1 << 17;
+  for (int q = 0; q < 3; q++) {
+    size_t k = squall__topk_k(n, 0.01), sb = squall__topk_slot_bytes(k, squallValueFp32);
+    float *g = malloc(n * 4), *r1 = calloc(n, 4), *r2 = calloc(n, 4);
+    void *s1 = malloc(sb), *s2 = malloc(sb), *ws = malloc(squall__topk_workspace_bytes(n));
+    tu_rng r = {4242u + (uint64_t)q};
+    int sampled = 0;
+    for (int step = 0; step < 20; step++) {
+      if (q == 0) make_input(P_RANDOM, n, &r, g);
+      else if (q == 1) make_input(P_EQUAL, n, &r, g); /* ties, then the residual breaks them */
+      else make_input2(Q_SPARSE, n, &r, g);
+      int p1, p2;
+      ck_assert_int_eq(squall__topk_encode_bound(g, r1, n, k, squallValueFp32, 1.0f, s1, ws, SQ_TOPK_SAMPLE_BOUND, &p1), 0);
+      /* bound above every key: the sampled path finds nothing and falls back */
+      ck_assert_int_eq(squall__topk_encode_bound(g, r2, n, k, squallValueFp32, 1.0f, s2, ws, 0x7fffffffu, &p2), 0);
+      sampled += p1 == SQ_TOPK_PATH_SAMPLED;
+      ck_assert_int_eq(p2, SQ_TOPK_PATH_FALLBACK);
+      ck_assert_msg(memcmp(s1, s2, sb) == 0, "q=%d step %d: slots differ", q, step);
+      ck_assert_msg(memcmp(r1, r2, n * 4) == 0, "q=%d step %d: residuals differ", q, step);
+    }
+    ck_assert_msg(sampled >= 18, "q=%d: the sampled path ran only %d of 20 steps", q, sampled);
+    free(g); free(r1); free(r2); free(s1); free(s2); free(ws);
+  }
+}
+END_TEST
+
 static Suite *topk_suite(void) {
   Suite *s = suite_create("topk");
   TCase *tc = tcase_create("select");
@@ -424,4 +580,15 @@ static Suite *topk_suite(void) {
   return s;
 }
 
-int main(void) { return tu_run(topk_suite()); }
+/* The sampled path and its fallbacks (a suite of its own, added last). */
+static Suite *with_sampled(Suite *s) {
+  TCase *tc = tcase_create("sampled");
+  tcase_set_timeout(tc, 120);
+  tcase_add_loop_test(tc, test_sampled_bounds, 0, P_COUNT + Q_COUNT);
+  tcase_add_test(tc, test_unaligned_buffers);
+  tcase_add_test(tc, test_sampled_matches_full_over_steps);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return tu_run(with_sampled(topk_suite())); }

@@ -58,9 +58,21 @@ size_t squall__topk_workspace_bytes(size_t n);
  * writes the slot. fp16 values are round(a * scale) and the scale is stored
  * in the slot. When res is non-NULL, res' = a - decode(value) for the sent
  * entries and a for the others, so decode + res' == a per element.
- * Linear in n (radix select), not a sort. Returns 0, or -1 if k > n. */
+ * Linear in n, not a sort: for large n one fused pass that forms a and
+ * collects candidates above a sampled bound, else (or when the sample
+ * misleads) radix select. Buffers may sit at any address. Returns 0, or -1
+ * if k > n. */
 int squall__topk_encode(const float *g, float *res, size_t n, size_t k,
                         squallValueType_t values, float scale, void *slot, void *workspace);
+
+/* squall__topk_encode with the sampled path's key bound given (bound <=
+ * 0x7fffffff) instead of drawn from a sample (SQ_TOPK_SAMPLE_BOUND), and
+ * the path taken reported in *path (may be NULL): the tests force every
+ * way a sample can mislead. The output never depends on the bound. */
+#define SQ_TOPK_SAMPLE_BOUND UINT64_MAX
+enum { SQ_TOPK_PATH_FULL = 0, SQ_TOPK_PATH_SAMPLED = 1, SQ_TOPK_PATH_FALLBACK = 2 };
+int squall__topk_encode_bound(const float *g, float *res, size_t n, size_t k, squallValueType_t values,
+                              float scale, void *slot, void *workspace, uint64_t bound, int *path);
 
 /* dense[0..n) = 0, then adds the nranks slots (slot_bytes apart, rank
  * order, each k entries) into it: the same sum on every rank. Returns 0, or

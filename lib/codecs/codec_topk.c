@@ -294,11 +294,9 @@ __attribute__((target("avx2"))) static size_t fused_avx2(const float *g, float *
 /* Writes the slot from the candidates; returns 0, or -1 when they do not
  * decide the selection (the caller takes the full path). */
 static int sampled_path(const float *g, float *res, size_t n, size_t k, int fp16, float scale,
-                        char *idx_out, char *val_out, void *workspace) {
+                        char *idx_out, char *val_out, void *workspace, uint32_t v) {
   uint32_t *ws = (uint32_t *)workspace;
   uint32_t *hist = (uint32_t *)((char *)workspace + keys_bytes(n));
-  /* The sample fits in the histogram's space (8192 < 65536 words). */
-  uint32_t v = sample_bound(g, res, n, k, hist);
   /* Non-finite keys must all land in list A (their residual becomes 0
    * below), so v stays at or below the largest finite key. */
   if (v > 0x7f7fffffu) v = 0x7f7fffffu;
@@ -370,13 +368,16 @@ static int sampled_path(const float *g, float *res, size_t n, size_t k, int fp16
   return 0;
 }
 
-int squall__topk_encode(const float *g, float *res, size_t n, size_t k, squallValueType_t values,
-                        float scale, void *slot, void *workspace) {
+/* Both paths behind one entry; bound is the sampled path's v, or
+ * SQ_TOPK_SAMPLE_BOUND to draw it from the data. */
+int squall__topk_encode_bound(const float *g, float *res, size_t n, size_t k, squallValueType_t values,
+                              float scale, void *slot, void *workspace, uint64_t bound, int *path) {
   /* Indices are u32, and a histogram bin counts in u32. */
   if (k > n || (uint64_t)n > UINT32_MAX) return -1;
   const int fp16 = values == squallValueFp16;
   char *idx_out = (char *)slot;
   char *val_out = idx_out + 4 * k;
+  int taken = SQ_TOPK_PATH_FULL;
 
   /* Padding is zeroed so that a slot's bytes are a function of its content
    * (the lossless stage compresses them; all ranks compare nothing else). */
@@ -384,13 +385,27 @@ int squall__topk_encode(const float *g, float *res, size_t n, size_t k, squallVa
   memset(idx_out + used, 0, squall__topk_slot_bytes(k, values) - used);
   if (fp16) memcpy(idx_out + squall__slot_scale_offset(k), &scale, sizeof scale);
 
-  /* The sampled path needs room for its lists: k ties plus a candidate
-   * list of a useful size, both inside the keys' space. */
+  /* The sampled path needs room for its lists (k ties plus a candidate
+   * list of a useful size, both inside the keys' space) and a sample much
+   * smaller than n. */
   if (k > 0 && n >= TOPK_SAMPLED_MIN_N && k <= n / 8) {
-    if (sampled_path(g, res, n, k, fp16, scale, idx_out, val_out, workspace) == 0) return 0;
-    full_path(g, res, res != NULL, n, k, fp16, scale, idx_out, val_out, workspace);
-    return 0;
+    uint32_t v = bound == SQ_TOPK_SAMPLE_BOUND
+                     ? sample_bound(g, res, n, k, (uint32_t *)((char *)workspace + keys_bytes(n)))
+                     : (uint32_t)(bound > 0x7fffffffu ? 0x7fffffffu : bound);
+    if (sampled_path(g, res, n, k, fp16, scale, idx_out, val_out, workspace, v) == 0) {
+      taken = SQ_TOPK_PATH_SAMPLED;
+    } else {
+      taken = SQ_TOPK_PATH_FALLBACK; /* res holds a now */
+      full_path(g, res, res != NULL, n, k, fp16, scale, idx_out, val_out, workspace);
+    }
+  } else {
+    full_path(g, res, 0, n, k, fp16, scale, idx_out, val_out, workspace);
   }
-  full_path(g, res, 0, n, k, fp16, scale, idx_out, val_out, workspace);
+  if (path) *path = taken;
   return 0;
+}
+
+int squall__topk_encode(const float *g, float *res, size_t n, size_t k, squallValueType_t values,
+                        float scale, void *slot, void *workspace) {
+  return squall__topk_encode_bound(g, res, n, k, values, scale, slot, workspace, SQ_TOPK_SAMPLE_BOUND, NULL);
 }
