@@ -532,6 +532,134 @@ START_TEST(test_arrays_match_per_element) {
 }
 END_TEST
 
+/* ------------------------------------------- subnormals and addresses */
+
+static float ftz_ref(float x) { /* written out, not sq_ftz */
+  return (tu_bits(x) & 0x7f800000u) ? x : tu_float(tu_bits(x) & 0x80000000u);
+}
+
+/* Error feedback on data near 1e-38 (a byte-filled buffer holds 2.37e-38):
+ * no residual ever becomes subnormal, and what the flush drops is bounded:
+ * per element and step |decode + res' - a| < 2^-126 with a = g + res
+ * flushed as the encoder forms it, and exactly 0 where a - decode is
+ * normal. Over T steps the sum of what was delivered plus the last
+ * residual misses the sum of the inputs by less than T * 2^-125. */
+START_TEST(test_tiny_ef_bound) {
+  enum { N = 4096, T = 40 };
+  static float g[N], res[N], out[N], prev[N];
+  static double sum_g[N], sum_d[N];
+  static uint16_t code[N];
+  for (int run = 0; run < 4; run++) {
+    int kind = run & 1, mixed = run >> 1; /* mixed: some entries near 1 set the scale */
+    tu_rng r = {2026u + (uint64_t)run};
+    memset(res, 0, sizeof res);
+    memset(sum_g, 0, sizeof sum_g);
+    memset(sum_d, 0, sizeof sum_d);
+    size_t flushed = 0;
+    for (int t = 0; t < T; t++) {
+      for (size_t i = 0; i < N; i++) {
+        uint64_t c = tu_below(&r, mixed ? 4 : 3);
+        g[i] = c == 0 ? 2.37e-38f : c == 1 ? tu_float_unit(&r) * 4e-38f
+               : c == 2 ? tu_float(tu_u32(&r) & 0x807fffffu) /* subnormal g */ : tu_float_unit(&r);
+        sum_g[i] += (double)g[i];
+        prev[i] = res[i];
+      }
+      float limit = kind == SQ_HALF_FP16 ? SQ_F16_MAX : SQ_BF16_MAX;
+      float scale = sq_pow2_scale(squall__absmax(g, res, N), limit);
+      if (kind == SQ_HALF_BF16 && scale > 1.0f) scale = 1.0f;
+      squall__half_encode((sq_half_kind)kind, g, res, code, N, scale);
+      squall__half_decode((sq_half_kind)kind, code, out, N, scale, 0);
+      for (size_t i = 0; i < N; i++) {
+        TU_CHECK((tu_bits(res[i]) & 0x7f800000u) != 0 || (tu_bits(res[i]) & 0x7fffffffu) == 0,
+                 "kind %d step %d elt %zu: subnormal residual %a", kind, t, i, (double)res[i]);
+        float a = ftz_ref(g[i] + prev[i]);
+        flushed += tu_bits(a) != tu_bits(g[i] + prev[i]); /* a itself was subnormal */
+        double miss = fabs((double)out[i] + (double)res[i] - (double)a);
+        double diff = (double)a - (double)out[i];
+        if (diff != 0.0 && fabs(diff) < 0x1p-126) {
+          flushed++;
+          TU_CHECK(miss < 0x1p-126 && (tu_bits(res[i]) & 0x7fffffffu) == 0,
+                   "kind %d step %d elt %zu: a %a, decode %a, res' %a", kind, t, i, (double)a,
+                   (double)out[i], (double)res[i]);
+        } else {
+          TU_CHECK(miss == 0.0, "kind %d step %d elt %zu: a %a, decode %a, res' %a: not exact", kind, t,
+                   i, (double)a, (double)out[i], (double)res[i]);
+        }
+        sum_d[i] += (double)out[i];
+      }
+    }
+    ck_assert_msg(flushed > 0, "kind %d mixed %d: the data never reached the flush", kind, mixed);
+    for (size_t i = 0; i < N; i++)
+      TU_CHECK(fabs(sum_d[i] + (double)res[i] - sum_g[i]) < T * 0x1p-125, "kind %d elt %zu: lost %a", kind,
+               i, sum_d[i] + (double)res[i] - sum_g[i]);
+  }
+}
+END_TEST
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+/* The encoder sets flush-to-zero for its loops only: the caller's MXCSR
+ * comes back unchanged, whatever it was. */
+START_TEST(test_mxcsr_restored) {
+  enum { N = 1000 };
+  static float g[N], res[N], out[N];
+  static uint16_t code[N];
+  for (size_t i = 0; i < N; i++) g[i] = (float)i * 1e-3f;
+  unsigned saved = _mm_getcsr();
+  const unsigned modes[] = {0x1f80u /* default */, 0x9fc0u /* FTZ + DAZ */, 0x3f80u /* round down */};
+  for (int m = 0; m < 3; m++) {
+    _mm_setcsr(modes[m]);
+    float mx = squall__absmax(g, res, N);
+    squall__half_encode(SQ_HALF_FP16, g, res, code, N, 1.0f);
+    squall__half_decode(SQ_HALF_FP16, code, out, N, 1.0f, 0);
+    squall__half_encode(SQ_HALF_BF16, g, res, code, N, 1.0f);
+    unsigned now = _mm_getcsr() & ~0x3fu; /* the sticky exception flags may change */
+    _mm_setcsr(saved);
+    ck_assert_msg(now == (modes[m] & ~0x3fu), "MXCSR 0x%x came back as 0x%x", modes[m], now);
+    ck_assert(mx > 0.0f);
+  }
+}
+END_TEST
+#endif
+
+/* Buffers one byte off their natural alignment give the same bytes as
+ * aligned ones (memcpy-based scalar access, unaligned SIMD loads). */
+START_TEST(test_unaligned_half) {
+  const size_t lens[] = {1, 7, 33, 1000};
+  for (size_t L = 0; L < 4; L++)
+    for (int kind = 0; kind < 2; kind++) {
+      size_t n = lens[L];
+      float *g = malloc(n * 4), *res = malloc(n * 4), *out = malloc(n * 4);
+      uint16_t *code = malloc(n * 2), *b = malloc(n * 2);
+      char *gu = malloc(n * 4 + 1), *ru = malloc(n * 4 + 1), *ou = malloc(n * 4 + 1), *cu = malloc(n * 2 + 1),
+           *bu = malloc(n * 2 + 1);
+      tu_rng r = {5 + L};
+      for (size_t i = 0; i < n; i++) {
+        g[i] = tu_float_exp(&r, -10, 10);
+        res[i] = (tu_next(&r) & 1) ? tu_float_exp(&r, -20, -12) : 0.0f;
+        b[i] = (uint16_t)(0x3c00u + (tu_u32(&r) & 0x3ffu));
+      }
+      memcpy(gu + 1, g, n * 4);
+      memcpy(ru + 1, res, n * 4);
+      memcpy(bu + 1, b, n * 2);
+      float m1 = squall__absmax(g, res, n), m2 = squall__absmax((const float *)(gu + 1), (const float *)(ru + 1), n);
+      ck_assert_uint_eq(tu_bits(m1), tu_bits(m2));
+      float scale = sq_pow2_scale(m1, SQ_F16_MAX);
+      squall__half_encode((sq_half_kind)kind, g, res, code, n, scale);
+      squall__half_encode((sq_half_kind)kind, (const float *)(gu + 1), (float *)(ru + 1), (uint16_t *)(cu + 1), n, scale);
+      ck_assert(memcmp(code, cu + 1, n * 2) == 0);
+      ck_assert(memcmp(res, ru + 1, n * 4) == 0);
+      squall__half_decode((sq_half_kind)kind, code, out, n, scale, 0);
+      squall__half_decode((sq_half_kind)kind, (const uint16_t *)(cu + 1), (float *)(ou + 1), n, scale, 0);
+      ck_assert(memcmp(out, ou + 1, n * 4) == 0);
+      squall__half_sum((sq_half_kind)kind, code, b, n);
+      squall__half_sum((sq_half_kind)kind, (const uint16_t *)(cu + 1), (uint16_t *)(bu + 1), n);
+      ck_assert(memcmp(b, bu + 1, n * 2) == 0);
+      free(g); free(res); free(out); free(code); free(b); free(gu); free(ru); free(ou); free(cu); free(bu);
+    }
+}
+END_TEST
+
 static Suite *half_suite(void) {
   Suite *s = suite_create("half");
   TCase *tc = tcase_create("conversions");
@@ -557,4 +685,16 @@ static Suite *half_suite(void) {
   return s;
 }
 
-int main(void) { return tu_run(half_suite()); }
+/* Subnormal flushing and buffer addresses (a case of its own, added last). */
+static Suite *with_ftz(Suite *s) {
+  TCase *tc = tcase_create("ftz");
+  tcase_add_test(tc, test_tiny_ef_bound);
+#if defined(__x86_64__)
+  tcase_add_test(tc, test_mxcsr_restored);
+#endif
+  tcase_add_test(tc, test_unaligned_half);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return tu_run(with_ftz(half_suite())); }
