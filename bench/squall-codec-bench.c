@@ -20,6 +20,7 @@
  *   topk16:R     absmax + top-k encode with fp16 values + sparse decode
  * Each figure is the median over the repetitions.
  */
+#define _POSIX_C_SOURCE 200809L /* clock_gettime under -std=c11 */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

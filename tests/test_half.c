@@ -685,6 +685,44 @@ static Suite *half_suite(void) {
   return s;
 }
 
+/* A CPU without AVX, F16C or AVX2 takes the scalar loops: the same bits,
+ * flushing included (MXCSR on x86, sq_ftz everywhere). */
+START_TEST(test_scalar_matches_simd) {
+  enum { N = 4099 };
+  static float g[N], r1[N], r2[N], o1[N], o2[N];
+  static uint16_t h1[N], h2[N], b1[N], b2[N];
+  tu_rng r = {8080};
+  for (int kind = 0; kind < 2; kind++) {
+    for (size_t i = 0; i < N; i++) {
+      uint64_t c = tu_below(&r, 4);
+      g[i] = c == 0 ? tu_float(tu_u32(&r)) : c == 1 ? tu_float_unit(&r) * 3e-38f : tu_float_exp(&r, -8, 8);
+      r1[i] = r2[i] = (tu_next(&r) & 1) ? tu_float_exp(&r, -127, -10) : 0.0f;
+      b1[i] = b2[i] = (uint16_t)tu_u32(&r);
+    }
+    squall__cpu_x86_disable(0);
+    float m1 = squall__absmax(g, r1, N), s = sq_pow2_scale(m1, SQ_F16_MAX);
+    squall__half_encode((sq_half_kind)kind, g, r1, h1, N, s);
+    squall__half_decode((sq_half_kind)kind, h1, o1, N, s, 0);
+    squall__half_sum((sq_half_kind)kind, h1, b1, N);
+    squall__cpu_x86_disable(SQ_CPU_AVX | SQ_CPU_AVX2 | SQ_CPU_F16C);
+    float m2 = squall__absmax(g, r2, N);
+    squall__half_encode((sq_half_kind)kind, g, r2, h2, N, s);
+    squall__half_decode((sq_half_kind)kind, h2, o2, N, s, 0);
+    squall__half_sum((sq_half_kind)kind, h2, b2, N);
+    squall__cpu_x86_disable(0);
+    ck_assert_uint_eq(tu_bits(m1), tu_bits(m2));
+    ck_assert(memcmp(h1, h2, sizeof h1) == 0);
+    ck_assert(memcmp(r1, r2, sizeof r1) == 0);
+    for (size_t i = 0; i < N; i++)
+      ck_assert_msg(tu_bits(o1[i]) == tu_bits(o2[i]) || (tu_isnan(o1[i]) && tu_isnan(o2[i])), "decode %zu", i);
+    for (size_t i = 0; i < N; i++) {
+      float x = sq_half_to_f32((sq_half_kind)kind, b1[i]), y = sq_half_to_f32((sq_half_kind)kind, b2[i]);
+      ck_assert_msg(b1[i] == b2[i] || (tu_isnan(x) && tu_isnan(y)), "sum %zu", i);
+    }
+  }
+}
+END_TEST
+
 /* Subnormal flushing and buffer addresses (a case of its own, added last). */
 static Suite *with_ftz(Suite *s) {
   TCase *tc = tcase_create("ftz");
@@ -693,6 +731,7 @@ static Suite *with_ftz(Suite *s) {
   tcase_add_test(tc, test_mxcsr_restored);
 #endif
   tcase_add_test(tc, test_unaligned_half);
+  tcase_add_test(tc, test_scalar_matches_simd);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -580,6 +580,31 @@ static Suite *topk_suite(void) {
   return s;
 }
 
+/* A CPU without AVX2 takes the scalar fused pass: same bytes. */
+START_TEST(test_scalar_fused_pass) {
+  const size_t n = (size_t)1 << 17;
+  for (int q = 0; q < 4; q++) {
+    size_t k = squall__topk_k(n, 0.01), sb = squall__topk_slot_bytes(k, squallValueFp16);
+    float *g = malloc(n * 4), *r1 = malloc(n * 4), *r2 = malloc(n * 4);
+    void *s1 = malloc(sb), *s2 = malloc(sb), *ws = malloc(squall__topk_workspace_bytes(n));
+    tu_rng r = {31u + (uint64_t)q};
+    if (q < 2) make_input(q == 0 ? P_RANDOM : P_NANINF, n, &r, g);
+    else make_input2(q == 2 ? Q_SPARSE : Q_TINY, n, &r, g);
+    for (size_t i = 0; i < n; i++) r1[i] = r2[i] = (tu_next(&r) & 1) ? tu_float_exp(&r, -30, -3) : 0.0f;
+    int p1, p2;
+    squall__cpu_x86_disable(0);
+    ck_assert_int_eq(squall__topk_encode_bound(g, r1, n, k, squallValueFp16, 0x1p-3f, s1, ws, SQ_TOPK_SAMPLE_BOUND, &p1), 0);
+    squall__cpu_x86_disable(SQ_CPU_AVX | SQ_CPU_AVX2 | SQ_CPU_F16C);
+    ck_assert_int_eq(squall__topk_encode_bound(g, r2, n, k, squallValueFp16, 0x1p-3f, s2, ws, SQ_TOPK_SAMPLE_BOUND, &p2), 0);
+    squall__cpu_x86_disable(0);
+    ck_assert_int_eq(p1, p2);
+    ck_assert_msg(memcmp(s1, s2, sb) == 0, "q=%d: scalar slot differs", q);
+    ck_assert_msg(memcmp(r1, r2, n * 4) == 0, "q=%d: scalar residual differs", q);
+    free(g); free(r1); free(r2); free(s1); free(s2); free(ws);
+  }
+}
+END_TEST
+
 /* The sampled path and its fallbacks (a suite of its own, added last). */
 static Suite *with_sampled(Suite *s) {
   TCase *tc = tcase_create("sampled");
@@ -587,6 +612,7 @@ static Suite *with_sampled(Suite *s) {
   tcase_add_loop_test(tc, test_sampled_bounds, 0, P_COUNT + Q_COUNT);
   tcase_add_test(tc, test_unaligned_buffers);
   tcase_add_test(tc, test_sampled_matches_full_over_steps);
+  tcase_add_test(tc, test_scalar_fused_pass);
   suite_add_tcase(s, tc);
   return s;
 }

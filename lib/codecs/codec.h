@@ -18,6 +18,10 @@ extern "C" {
 /* x86 features the SIMD paths use, from cpuid and xgetbv (0 elsewhere). */
 enum { SQ_CPU_AVX = 1, SQ_CPU_F16C = 2, SQ_CPU_AVX2 = 4 };
 int squall__cpu_x86(int feature_mask);
+/* Makes squall__cpu_x86 deny these features from now on (0: none), so that
+ * tests can run the scalar paths a CPU without them takes. Not for use
+ * while other threads encode. */
+void squall__cpu_x86_disable(int feature_mask);
 
 /* ---------------------------------------------------------------- 16-bit */
 

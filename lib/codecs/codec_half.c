@@ -33,7 +33,12 @@
 static int have_f16c(void) { return squall__cpu_x86(SQ_CPU_F16C); }
 static int have_avx2(void) { return squall__cpu_x86(SQ_CPU_AVX2); }
 
+static int cpu_disabled; /* squall__cpu_x86_disable: tests run the scalar paths */
+
+void squall__cpu_x86_disable(int feature_mask) { cpu_disabled = feature_mask; }
+
 int squall__cpu_x86(int feature) {
+  if (feature & cpu_disabled) return 0;
   static int cached = -1; /* bit set of features; a race writes the same value */
   if (cached < 0) {
     int set = 0;
@@ -218,6 +223,7 @@ int squall__cpu_x86(int feature_mask) {
   (void)feature_mask;
   return 0;
 }
+void squall__cpu_x86_disable(int feature_mask) { (void)feature_mask; }
 #endif
 
 /* Unaligned-safe element access (a float* need not be 4-aligned). */
@@ -241,7 +247,7 @@ float squall__absmax(const float *g, const float *res, size_t n) {
   size_t i = 0;
 #ifdef SQ_HAVE_F16C_PATH
   unsigned csr = 0;
-  int simd = have_f16c(); /* AVX is part of it */
+  int simd = squall__cpu_x86(SQ_CPU_AVX);
   if (simd) {
     csr = ftz_begin();
     i = absmax_avx(g, res, n, &m);
