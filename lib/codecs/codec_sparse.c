@@ -52,7 +52,12 @@ int squall__sparse_decode(const void *slots, int nranks, size_t k, squallValueTy
       } else {
         memcpy(&v, vals + 4 * j, sizeof v);
       }
-      dense[idx] += v;
+      /* dense may sit at any address: memcpy, not a float lvalue */
+      char *at = (char *)dense + 4 * (size_t)idx;
+      float cur;
+      memcpy(&cur, at, sizeof cur);
+      cur += v;
+      memcpy(at, &cur, sizeof cur);
     }
   }
   return 0;
