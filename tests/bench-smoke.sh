@@ -119,6 +119,42 @@ rows = {r["codec"]: r for r in json.load(open(sys.argv[1]))}
 ok = rows["none"]["op"] == "avg" and rows["none"]["rel_err"] < 1e-6 and rows["fp16"]["rel_err"] < 3e-3
 sys.exit(0 if ok else 1)' "$tmp/avg.json" || bad "-o avg results out of bounds: $(cat "$tmp/avg.json")"
 
+# ---- --data: every distribution runs within the bench's own bounds (exit 0),
+# all ranks agree, and the header names the data and what the figures depend on
+for dist in uniform normal lognormal constant tiny sparse nonfinite; do
+  "$run" 2 "$bench" -b 64K -e 64K -n 2 -w 1 -C none,fp16,bf16,topk:0.01 --data $dist \
+    -J "$tmp/d-$dist.json" --no-progress >"$tmp/d.txt" 2>&1
+  rc=$?
+  if test $rc -ne 0; then
+    bad "--data $dist: exit $rc"
+    cat "$tmp/d.txt" >&2
+    continue
+  fi
+  grep -q "^# data: $dist\$" "$tmp/d.txt" || bad "--data $dist: header lacks '# data: $dist'"
+  grep -q "^# host: .*, [0-9]* cores, 2 ranks on this machine" "$tmp/d.txt" ||
+    bad "--data $dist: header lacks the host line"
+  grep -q "^# mpi: ." "$tmp/d.txt" || bad "--data $dist: header lacks the MPI library"
+  grep -q "^# link: " "$tmp/d.txt" || bad "--data $dist: header lacks the link"
+  $py -c '
+import json, sys
+rows = json.load(open(sys.argv[1]))
+ok = len(rows) == 4 and all(r["consistent"] is True and r["wrong"] is False for r in rows)
+sys.exit(0 if ok else 1)' "$tmp/d-$dist.json" || bad "--data $dist: rows wrong or ranks differ: $(cat "$tmp/d-$dist.json")"
+done
+
+# ---- squall-codec-bench: every codec and distribution, one row each
+codecbench="$SQUALL_BUILDDIR/squall-codec-bench"
+if test -x "$codecbench"; then
+  "$codecbench" -n 100000 -r 1 --data all >"$tmp/cb.txt" 2>&1 || { bad "squall-codec-bench failed"; cat "$tmp/cb.txt" >&2; }
+  rows=$(grep -c '^ [a-z]' "$tmp/cb.txt")
+  test "$rows" -eq 28 || { bad "squall-codec-bench: $rows rows, expected 7 distributions x 4 codecs"; cat "$tmp/cb.txt" >&2; }
+  "$codecbench" --data bogus >"$tmp/cbe.txt" 2>&1
+  rc=$?
+  test $rc -eq 2 && grep -q "data 'bogus' is invalid" "$tmp/cbe.txt" || bad "squall-codec-bench --data bogus: exit $rc"
+else
+  bad "$codecbench was not built"
+fi
+
 # ---- errors: exit status 2 and a message naming the flag and the value
 expect_error() { # PATTERN ARGS...
   pattern=$1
@@ -138,6 +174,7 @@ expect_error "benchmarks float only" -d half
 expect_error "backend nccl: not" --backend nccl
 expect_error "-b 2048 is larger than -e 1024" -b 2K -e 1K
 expect_error "unknown option '--frobnicate'" --frobnicate
+expect_error "--data 'bogus' is invalid" --data bogus
 
 # ---- a missing plotter is a message, not a crash: exit 1 after the results
 SQUALL_BENCH_GNUPLOT="$tmp/no-such-gnuplot" "$run" 2 "$bench" -b 4K -e 4K -n 1 -w 0 -C none \
