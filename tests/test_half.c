@@ -723,6 +723,36 @@ START_TEST(test_scalar_matches_simd) {
 }
 END_TEST
 
+/* Large buffers take non-temporal stores after a scalar head up to the
+ * store boundary: the same bits as the scalar loops, at every offset. */
+START_TEST(test_streaming_stores) {
+  const size_t n = ((size_t)1 << 22) + 5;
+  float *g = malloc(n * 4), *r1 = malloc(n * 4), *r2 = malloc(n * 4);
+  char *o1 = malloc(n * 4 + 64), *o2 = malloc(n * 4 + 64), *c1 = malloc(n * 2 + 64), *c2 = malloc(n * 2 + 64);
+  ck_assert(g && r1 && r2 && o1 && o2 && c1 && c2);
+  tu_rng r = {606};
+  for (size_t i = 0; i < n; i++) g[i] = tu_float_exp(&r, -12, 3);
+  const size_t offs[] = {0, 2, 4, 6, 12, 1};
+  for (int kind = 0; kind < 2; kind++)
+    for (size_t oi = 0; oi < 6; oi++) {
+      size_t off = offs[oi];
+      for (size_t i = 0; i < n; i++) r1[i] = r2[i] = (i & 3) ? 0.0f : 0x1p-14f;
+      float s = sq_pow2_scale(squall__absmax(g, r1, n), SQ_F16_MAX);
+      squall__cpu_x86_disable(0);
+      squall__half_encode((sq_half_kind)kind, g, r1, (uint16_t *)(c1 + off), n, s);
+      squall__half_decode((sq_half_kind)kind, (uint16_t *)(c1 + off), (float *)(o1 + 2 * off), n, s, 0);
+      squall__cpu_x86_disable(SQ_CPU_AVX | SQ_CPU_AVX2 | SQ_CPU_F16C);
+      squall__half_encode((sq_half_kind)kind, g, r2, (uint16_t *)(c2 + off), n, s);
+      squall__half_decode((sq_half_kind)kind, (uint16_t *)(c2 + off), (float *)(o2 + 2 * off), n, s, 0);
+      squall__cpu_x86_disable(0);
+      ck_assert_msg(memcmp(c1 + off, c2 + off, n * 2) == 0, "kind %d offset %zu: codes differ", kind, off);
+      ck_assert_msg(memcmp(r1, r2, n * 4) == 0, "kind %d offset %zu: residuals differ", kind, off);
+      ck_assert_msg(memcmp(o1 + 2 * off, o2 + 2 * off, n * 4) == 0, "kind %d offset %zu: decode differs", kind, off);
+    }
+  free(g); free(r1); free(r2); free(o1); free(o2); free(c1); free(c2);
+}
+END_TEST
+
 /* Subnormal flushing and buffer addresses (a case of its own, added last). */
 static Suite *with_ftz(Suite *s) {
   TCase *tc = tcase_create("ftz");
@@ -732,6 +762,7 @@ static Suite *with_ftz(Suite *s) {
 #endif
   tcase_add_test(tc, test_unaligned_half);
   tcase_add_test(tc, test_scalar_matches_simd);
+  tcase_add_test(tc, test_streaming_stores);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -256,14 +256,90 @@ static void fused_scalar(const float *g, float *res, size_t from, size_t n, uint
 }
 
 #ifdef SQ_TOPK_AVX2
-/* The fused pass, 8 lanes at a time; lanes at or above v (about 1 in 70
- * for k = n/100) go through take_lane. Returns where it stopped. */
+/* Left-packing: entry m lists the set lanes of the 8-bit mask m, lowest
+ * first, one byte each (unused bytes 0). */
+static const uint64_t pack_lanes[256] = {
+    0x0000000000000000ull, 0x0000000000000000ull, 0x0000000000000001ull, 0x0000000000000100ull,
+    0x0000000000000002ull, 0x0000000000000200ull, 0x0000000000000201ull, 0x0000000000020100ull,
+    0x0000000000000003ull, 0x0000000000000300ull, 0x0000000000000301ull, 0x0000000000030100ull,
+    0x0000000000000302ull, 0x0000000000030200ull, 0x0000000000030201ull, 0x0000000003020100ull,
+    0x0000000000000004ull, 0x0000000000000400ull, 0x0000000000000401ull, 0x0000000000040100ull,
+    0x0000000000000402ull, 0x0000000000040200ull, 0x0000000000040201ull, 0x0000000004020100ull,
+    0x0000000000000403ull, 0x0000000000040300ull, 0x0000000000040301ull, 0x0000000004030100ull,
+    0x0000000000040302ull, 0x0000000004030200ull, 0x0000000004030201ull, 0x0000000403020100ull,
+    0x0000000000000005ull, 0x0000000000000500ull, 0x0000000000000501ull, 0x0000000000050100ull,
+    0x0000000000000502ull, 0x0000000000050200ull, 0x0000000000050201ull, 0x0000000005020100ull,
+    0x0000000000000503ull, 0x0000000000050300ull, 0x0000000000050301ull, 0x0000000005030100ull,
+    0x0000000000050302ull, 0x0000000005030200ull, 0x0000000005030201ull, 0x0000000503020100ull,
+    0x0000000000000504ull, 0x0000000000050400ull, 0x0000000000050401ull, 0x0000000005040100ull,
+    0x0000000000050402ull, 0x0000000005040200ull, 0x0000000005040201ull, 0x0000000504020100ull,
+    0x0000000000050403ull, 0x0000000005040300ull, 0x0000000005040301ull, 0x0000000504030100ull,
+    0x0000000005040302ull, 0x0000000504030200ull, 0x0000000504030201ull, 0x0000050403020100ull,
+    0x0000000000000006ull, 0x0000000000000600ull, 0x0000000000000601ull, 0x0000000000060100ull,
+    0x0000000000000602ull, 0x0000000000060200ull, 0x0000000000060201ull, 0x0000000006020100ull,
+    0x0000000000000603ull, 0x0000000000060300ull, 0x0000000000060301ull, 0x0000000006030100ull,
+    0x0000000000060302ull, 0x0000000006030200ull, 0x0000000006030201ull, 0x0000000603020100ull,
+    0x0000000000000604ull, 0x0000000000060400ull, 0x0000000000060401ull, 0x0000000006040100ull,
+    0x0000000000060402ull, 0x0000000006040200ull, 0x0000000006040201ull, 0x0000000604020100ull,
+    0x0000000000060403ull, 0x0000000006040300ull, 0x0000000006040301ull, 0x0000000604030100ull,
+    0x0000000006040302ull, 0x0000000604030200ull, 0x0000000604030201ull, 0x0000060403020100ull,
+    0x0000000000000605ull, 0x0000000000060500ull, 0x0000000000060501ull, 0x0000000006050100ull,
+    0x0000000000060502ull, 0x0000000006050200ull, 0x0000000006050201ull, 0x0000000605020100ull,
+    0x0000000000060503ull, 0x0000000006050300ull, 0x0000000006050301ull, 0x0000000605030100ull,
+    0x0000000006050302ull, 0x0000000605030200ull, 0x0000000605030201ull, 0x0000060503020100ull,
+    0x0000000000060504ull, 0x0000000006050400ull, 0x0000000006050401ull, 0x0000000605040100ull,
+    0x0000000006050402ull, 0x0000000605040200ull, 0x0000000605040201ull, 0x0000060504020100ull,
+    0x0000000006050403ull, 0x0000000605040300ull, 0x0000000605040301ull, 0x0000060504030100ull,
+    0x0000000605040302ull, 0x0000060504030200ull, 0x0000060504030201ull, 0x0006050403020100ull,
+    0x0000000000000007ull, 0x0000000000000700ull, 0x0000000000000701ull, 0x0000000000070100ull,
+    0x0000000000000702ull, 0x0000000000070200ull, 0x0000000000070201ull, 0x0000000007020100ull,
+    0x0000000000000703ull, 0x0000000000070300ull, 0x0000000000070301ull, 0x0000000007030100ull,
+    0x0000000000070302ull, 0x0000000007030200ull, 0x0000000007030201ull, 0x0000000703020100ull,
+    0x0000000000000704ull, 0x0000000000070400ull, 0x0000000000070401ull, 0x0000000007040100ull,
+    0x0000000000070402ull, 0x0000000007040200ull, 0x0000000007040201ull, 0x0000000704020100ull,
+    0x0000000000070403ull, 0x0000000007040300ull, 0x0000000007040301ull, 0x0000000704030100ull,
+    0x0000000007040302ull, 0x0000000704030200ull, 0x0000000704030201ull, 0x0000070403020100ull,
+    0x0000000000000705ull, 0x0000000000070500ull, 0x0000000000070501ull, 0x0000000007050100ull,
+    0x0000000000070502ull, 0x0000000007050200ull, 0x0000000007050201ull, 0x0000000705020100ull,
+    0x0000000000070503ull, 0x0000000007050300ull, 0x0000000007050301ull, 0x0000000705030100ull,
+    0x0000000007050302ull, 0x0000000705030200ull, 0x0000000705030201ull, 0x0000070503020100ull,
+    0x0000000000070504ull, 0x0000000007050400ull, 0x0000000007050401ull, 0x0000000705040100ull,
+    0x0000000007050402ull, 0x0000000705040200ull, 0x0000000705040201ull, 0x0000070504020100ull,
+    0x0000000007050403ull, 0x0000000705040300ull, 0x0000000705040301ull, 0x0000070504030100ull,
+    0x0000000705040302ull, 0x0000070504030200ull, 0x0000070504030201ull, 0x0007050403020100ull,
+    0x0000000000000706ull, 0x0000000000070600ull, 0x0000000000070601ull, 0x0000000007060100ull,
+    0x0000000000070602ull, 0x0000000007060200ull, 0x0000000007060201ull, 0x0000000706020100ull,
+    0x0000000000070603ull, 0x0000000007060300ull, 0x0000000007060301ull, 0x0000000706030100ull,
+    0x0000000007060302ull, 0x0000000706030200ull, 0x0000000706030201ull, 0x0000070603020100ull,
+    0x0000000000070604ull, 0x0000000007060400ull, 0x0000000007060401ull, 0x0000000706040100ull,
+    0x0000000007060402ull, 0x0000000706040200ull, 0x0000000706040201ull, 0x0000070604020100ull,
+    0x0000000007060403ull, 0x0000000706040300ull, 0x0000000706040301ull, 0x0000070604030100ull,
+    0x0000000706040302ull, 0x0000070604030200ull, 0x0000070604030201ull, 0x0007060403020100ull,
+    0x0000000000070605ull, 0x0000000007060500ull, 0x0000000007060501ull, 0x0000000706050100ull,
+    0x0000000007060502ull, 0x0000000706050200ull, 0x0000000706050201ull, 0x0000070605020100ull,
+    0x0000000007060503ull, 0x0000000706050300ull, 0x0000000706050301ull, 0x0000070605030100ull,
+    0x0000000706050302ull, 0x0000070605030200ull, 0x0000070605030201ull, 0x0007060503020100ull,
+    0x0000000007060504ull, 0x0000000706050400ull, 0x0000000706050401ull, 0x0000070605040100ull,
+    0x0000000706050402ull, 0x0000070605040200ull, 0x0000070605040201ull, 0x0007060504020100ull,
+    0x0000000706050403ull, 0x0000070605040300ull, 0x0000070605040301ull, 0x0007060504030100ull,
+    0x0000070605040302ull, 0x0007060504030200ull, 0x0007060504030201ull, 0x0706050403020100ull,
+};
+
+/* The fused pass, 8 lanes at a time. Lanes above v (about 1 in 70 for
+ * k = n/100) are left-packed into list A without a branch: every step
+ * stores 8 indices and 8 values at the list's end and advances it by the
+ * number of lanes that qualified (the lists have 8 words of slack). A
+ * branch per candidate mispredicts often enough to cost a third of the
+ * pass. Ties with v (rare, or all of them for constant data: predictable
+ * either way) go through take_lane. Returns where it stopped. */
 __attribute__((target("avx2"))) static size_t fused_avx2(const float *g, float *res, size_t n, uint32_t v,
                                                        cands *c) {
   const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
   const __m256i vv = _mm256_set1_epi32((int)v);
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
+  const __m256i step = _mm256_set1_epi32(8);
+  __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  size_t i = 0, na = c->na;
+  for (; i + 8 <= n; i += 8, idx = _mm256_add_epi32(idx, step)) {
     __m256 a = _mm256_loadu_ps((const float *)((const char *)g + 4 * i));
     if (res) {
       a = _mm256_add_ps(a, _mm256_loadu_ps((const float *)((const char *)res + 4 * i)));
@@ -273,20 +349,28 @@ __attribute__((target("avx2"))) static size_t fused_avx2(const float *g, float *
     /* keys and v are below 2^31: the signed compares are unsigned ones */
     unsigned gt = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(key, vv)));
     unsigned eq = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(key, vv)));
-    if ((gt | eq) == 0) continue;
-    if (eq && c->nb >= c->cap_b && !gt) { /* ties past the first k: only counted */
-      c->nb += (size_t)__builtin_popcount(eq);
-      continue;
+    if (na <= c->cap_a) { /* past it only counted: the path gives up anyway */
+      __m256i perm = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)&pack_lanes[gt]));
+      _mm256_storeu_si256((__m256i *)(c->a_idx + na), _mm256_permutevar8x32_epi32(idx, perm));
+      _mm256_storeu_si256((__m256i *)(c->a_bits + na),
+                          _mm256_permutevar8x32_epi32(_mm256_castps_si256(a), perm));
     }
-    float lanes[8];
-    _mm256_storeu_ps(lanes, a);
-    unsigned m = gt | eq;
-    while (m) {
-      int b = __builtin_ctz(m);
-      m &= m - 1;
-      take_lane(c, (uint32_t)(i + (size_t)b), lanes[b], v);
+    na += (size_t)__builtin_popcount(gt);
+    if (eq) {
+      if (c->nb >= c->cap_b) { /* ties past the first k: only counted */
+        c->nb += (size_t)__builtin_popcount(eq);
+      } else {
+        float lanes[8];
+        _mm256_storeu_ps(lanes, a);
+        while (eq) {
+          int b = __builtin_ctz(eq);
+          eq &= eq - 1;
+          take_lane(c, (uint32_t)(i + (size_t)b), lanes[b], v);
+        }
+      }
     }
   }
+  c->na = na;
   return i;
 }
 #endif
@@ -303,11 +387,12 @@ static int sampled_path(const float *g, float *res, size_t n, size_t k, int fp16
 
   /* Workspace words: B (k), then A's indices and bits (cap_a each). */
   cands c;
+  /* A's two arrays carry 8 words of slack each for the SIMD stores. */
   c.cap_b = k;
   c.b_idx = ws;
-  c.cap_a = (keys_bytes(n) / 4 - k) / 2;
+  c.cap_a = (keys_bytes(n) / 4 - k - 16) / 2;
   c.a_idx = ws + k;
-  c.a_bits = c.a_idx + c.cap_a;
+  c.a_bits = c.a_idx + c.cap_a + 8;
   c.na = c.nb = 0;
   size_t i = 0;
 #ifdef SQ_TOPK_AVX2
@@ -337,6 +422,9 @@ static int sampled_path(const float *g, float *res, size_t n, size_t k, int fp16
     size_t above = above_hi + above_lo;
     size_t ties = k - above;
     for (size_t t = 0; t < c.na; t++) {
+      /* The residual writes land about 1/k of the buffer apart, each on a
+       * cache line the fused pass has long evicted: ask for them early. */
+      if (res && t + 16 < c.na) __builtin_prefetch((const char *)res + 4 * (size_t)c.a_idx[t + 16], 1);
       uint32_t key = c.a_bits[t] & 0x7fffffffu;
       float a = sq_bits_float(c.a_bits[t]);
       int take = 0;
@@ -349,13 +437,14 @@ static int sampled_path(const float *g, float *res, size_t n, size_t k, int fp16
         }
       }
       if (take) emit(idx_out, val_out, j++, c.a_idx[t], a, fp16, scale, res);
-      else if (res) stf(res, c.a_idx[t], sq_residual_keep(a));
+      else if (res && !sq_isfinite(a)) stf(res, c.a_idx[t], 0.0f); /* finite: res holds a already */
     }
   } else {
     /* All of A, and the first k - na ties at v: merge the two index
      * lists. Entries of B are finite (v <= the largest finite key). */
     size_t need = k - c.na, ta = 0, tb = 0;
     while (ta < c.na || tb < need) {
+      if (res && ta + 16 < c.na) __builtin_prefetch((const char *)res + 4 * (size_t)c.a_idx[ta + 16], 1);
       if (tb >= need || (ta < c.na && c.a_idx[ta] < c.b_idx[tb])) {
         emit(idx_out, val_out, j++, c.a_idx[ta], sq_bits_float(c.a_bits[ta]), fp16, scale, res);
         ta++;
