@@ -605,6 +605,40 @@ START_TEST(test_scalar_fused_pass) {
 }
 END_TEST
 
+/* fp16 values: each sent entry's code and residual are, bit for bit, what
+ * sq_half_encode_elem gives for (g, prior residual), the function the CUDA
+ * twin calls; negative subnormal sums included (the sign of a zero). */
+START_TEST(test_fp16_sent_matches_elem) {
+  const size_t sizes[] = {1000, (size_t)1 << 17};
+  for (size_t si = 0; si < 2; si++) {
+    size_t n = sizes[si], k = n / 10;
+    size_t sb = squall__topk_slot_bytes(k, squallValueFp16);
+    float *g = malloc(n * 4), *r0 = malloc(n * 4), *r = malloc(n * 4);
+    void *slot = malloc(sb), *ws = malloc(squall__topk_workspace_bytes(n));
+    tu_rng rng = {1212 + si};
+    for (size_t i = 0; i < n; i++) {
+      /* |g| < 2^-127 and |r0| < 2^-128: every sum, sent ones too, is subnormal */
+      g[i] = tu_float(tu_u32(&rng) & 0x803fffffu);
+      r0[i] = r[i] = (tu_next(&rng) & 1) ? -tu_float(tu_u32(&rng) & 0x001fffffu) : 0.0f;
+    }
+    float scale = 0x1p100f;
+    ck_assert_int_eq(squall__topk_encode(g, r, n, k, squallValueFp16, scale, slot, ws), 0);
+    const unsigned char *bytes = slot;
+    for (size_t j = 0; j < k; j++) {
+      uint32_t idx;
+      uint16_t h;
+      memcpy(&idx, bytes + 4 * j, 4);
+      memcpy(&h, bytes + 4 * k + 2 * j, 2);
+      float want_r = r0[idx];
+      uint16_t want_h = sq_half_encode_elem(SQ_HALF_FP16, g[idx], &want_r, scale);
+      TU_CHECK(h == want_h && tu_bits(r[idx]) == tu_bits(want_r), "n=%zu entry %zu (index %u): 0x%04x/%a, elem 0x%04x/%a",
+               n, j, idx, h, (double)r[idx], want_h, (double)want_r);
+    }
+    free(g); free(r0); free(r); free(slot); free(ws);
+  }
+}
+END_TEST
+
 /* The sampled path and its fallbacks (a suite of its own, added last). */
 static Suite *with_sampled(Suite *s) {
   TCase *tc = tcase_create("sampled");
@@ -613,6 +647,7 @@ static Suite *with_sampled(Suite *s) {
   tcase_add_test(tc, test_unaligned_buffers);
   tcase_add_test(tc, test_sampled_matches_full_over_steps);
   tcase_add_test(tc, test_scalar_fused_pass);
+  tcase_add_test(tc, test_fp16_sent_matches_elem);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -119,8 +119,11 @@ static inline void emit(char *idx_out, char *val_out, size_t j, uint32_t i, floa
                         float scale, float *res) {
   st32(idx_out, j, i);
   if (fp16) {
+    /* As sq_half_encode_elem forms a (the CUDA twin calls that): flushed
+     * when there is a residual. Same code either way, and the residual's
+     * zero gets the same sign. */
     float r;
-    uint16_t h = sq_half_encode_a(SQ_HALF_FP16, a, res ? &r : NULL, scale);
+    uint16_t h = sq_half_encode_a(SQ_HALF_FP16, res ? sq_ftz(a) : a, res ? &r : NULL, scale);
     memcpy(val_out + 2 * j, &h, sizeof h);
     if (res) stf(res, i, r);
   } else {
