@@ -732,9 +732,9 @@ START_TEST(test_streaming_stores) {
   ck_assert(g && r1 && r2 && o1 && o2 && c1 && c2);
   tu_rng r = {606};
   for (size_t i = 0; i < n; i++) g[i] = tu_float_exp(&r, -12, 3);
-  const size_t offs[] = {0, 2, 4, 6, 12, 1};
+  const size_t offs[] = {0, 6, 1}; /* aligned; a scalar head; never aligned (no streaming) */
   for (int kind = 0; kind < 2; kind++)
-    for (size_t oi = 0; oi < 6; oi++) {
+    for (size_t oi = 0; oi < 3; oi++) {
       size_t off = offs[oi];
       for (size_t i = 0; i < n; i++) r1[i] = r2[i] = (i & 3) ? 0.0f : 0x1p-14f;
       float s = sq_pow2_scale(squall__absmax(g, r1, n), SQ_F16_MAX);
@@ -756,6 +756,7 @@ END_TEST
 /* Subnormal flushing and buffer addresses (a case of its own, added last). */
 static Suite *with_ftz(Suite *s) {
   TCase *tc = tcase_create("ftz");
+  tcase_set_timeout(tc, 120); /* test_streaming_stores needs buffers past the 4M-element threshold */
   tcase_add_test(tc, test_tiny_ef_bound);
 #if defined(__x86_64__)
   tcase_add_test(tc, test_mxcsr_restored);
