@@ -135,15 +135,14 @@ __attribute__((target("avx2"))) static inline __m256 bf16_load8(const uint16_t *
 }
 
 __attribute__((target("avx2"))) static size_t encode_bf16_avx2(const float *g, float *res, uint16_t *out,
-                                                                 size_t n, float scale, int nt) {
+                                                                 size_t n, float scale) {
   const __m256 s = _mm256_set1_ps(scale), inv = _mm256_set1_ps(1.0f / scale);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     __m256 a = _mm256_loadu_ps(g + i);
     if (res) a = _mm256_add_ps(a, _mm256_loadu_ps(res + i));
     __m256i h = bf16_round8(_mm256_mul_ps(a, s));
-    if (nt) _mm_stream_si128((__m128i *)(out + i), pack8(h));
-    else _mm_storeu_si128((__m128i *)(out + i), pack8(h));
+    _mm_storeu_si128((__m128i *)(out + i), pack8(h));
     if (res) {
       __m256 d = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(h, 16)), inv);
       store_residual8(res + i, a, d);
@@ -195,15 +194,14 @@ static int exact_reciprocal(float scale) {
 }
 
 __attribute__((target("f16c,avx"))) static size_t encode_f16c(const float *g, float *res, uint16_t *out,
-                                                                size_t n, float scale, int nt) {
+                                                                size_t n, float scale) {
   const __m256 s = _mm256_set1_ps(scale), inv = _mm256_set1_ps(1.0f / scale);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     __m256 a = _mm256_loadu_ps(g + i);
     if (res) a = _mm256_add_ps(a, _mm256_loadu_ps(res + i));
     __m128i h = _mm256_cvtps_ph(_mm256_mul_ps(a, s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    if (nt) _mm_stream_si128((__m128i *)(out + i), h);
-    else _mm_storeu_si128((__m128i *)(out + i), h);
+    _mm_storeu_si128((__m128i *)(out + i), h);
     if (res) {
       __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(h), inv);
       store_residual8(res + i, a, d);
@@ -290,19 +288,10 @@ void squall__half_encode(sq_half_kind kind, const float *g, float *res, uint16_t
   unsigned csr = ftz_begin();
   int f16 = kind == SQ_HALF_FP16 && exact_reciprocal(scale) && have_f16c();
   int b16 = kind == SQ_HALF_BF16 && exact_reciprocal(scale) && have_avx2();
-  if (f16 || b16) {
-    size_t head = n >= SQ_NT_MIN_ELEMS ? head_to_align(out, 2, 16) : (size_t)-1;
-    int nt = head < n;
-    for (; nt && i < head; i++) { /* the scalar loop's work, up to the boundary */
-      float r = res ? ldf(res, i) : 0.0f;
-      st16(out, i, sq_half_encode_elem(kind, ldf(g, i), res ? &r : NULL, scale));
-      if (res) stf(res, i, r);
-    }
-    const float *gi = (const float *)((const char *)g + 4 * i);
-    float *ri = res ? (float *)((char *)res + 4 * i) : NULL;
-    i += f16 ? encode_f16c(gi, ri, out + i, n - i, scale, nt) : encode_bf16_avx2(gi, ri, out + i, n - i, scale, nt);
-    if (nt) _mm_sfence();
-  }
+  /* Plain stores for the codes: streaming them measured slower (0.55 ->
+   * 0.72 ns per element), unlike the decoder's float output. */
+  if (f16) i = encode_f16c(g, res, out, n, scale);
+  if (b16) i = encode_bf16_avx2(g, res, out, n, scale);
 #endif
   if (res) {
     for (; i < n; i++) {
