@@ -28,7 +28,6 @@
  * this file without config.h or the logger.
  */
 #include <float.h>
-#include <math.h>
 #include <string.h>
 
 #include "codecs/codec.h"
@@ -218,7 +217,9 @@ static uint32_t sample_bound(const float *g, const float *res, size_t n, size_t 
     scratch[j] = sq_topk_key(res ? ldf(g, i) + ldf(res, i) : ldf(g, i));
   }
   double q = (double)k / (double)n * (double)s;
-  double r = q + 4.0 * sqrt(q) + 8.0;
+  double sd = 1.0; /* sqrt(q) by Newton's method: no libm in the standalone GPU build */
+  for (int it = 0; it < 30 && q > 0.0; it++) sd = 0.5 * (sd + q / sd);
+  double r = q + 4.0 * sd + 8.0;
   size_t rank = r >= (double)(s - 1) ? s - 1 : (size_t)r;
   return select_desc(scratch, s, rank);
 }
