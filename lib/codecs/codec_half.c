@@ -15,8 +15,8 @@
 /* fp16 through the F16C instructions (bf16 through AVX2 integer rounding), 8 lanes at a time: the conversion is
  * IEEE round-to-nearest-even, the same rounding as sq_f32_to_f16, and with
  * a power-of-two scale the multiply by 1/scale gives the bits of the
- * division in sq_half_decode_elem. 7 ns -> about 1.3 ns per element on the
- * machine that measured it (bench notes). Lanes that are not finite take
+ * division in sq_half_decode_elem. 7 ns -> about 1.3 ns per element on an
+ * AVX2 machine. Lanes that are not finite take
  * the residual rule of sq_residual_after: 0. */
 static int have_f16c(void) {
   static int cached = -1;
