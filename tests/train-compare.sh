@@ -17,7 +17,8 @@
 #          full-size task (1.1M parameters, 600 steps); minutes.
 # The figures and the reasoning behind each tolerance: README, "Does it hurt
 # accuracy?", and the comments below. SQUALL_TRAIN_SEED picks another seed
-# (default 1) to check a tolerance against.
+# (default 1) to check a tolerance against; SQUALL_TRAIN_ARGS adds options,
+# e.g. --squall SQUALL_EF=0, which breaks error feedback and must fail.
 set -u
 : "${SQUALL_BUILDDIR:?}"
 mode=${1:-short}
@@ -54,7 +55,7 @@ trap 'rm -rf "$tmp"' EXIT
 json=$tmp/result.json
 
 # shellcheck disable=SC2086
-"$SQUALL_BUILDDIR/tests/run-mpi.sh" "$NP" "$SQUALL_BUILDDIR/squall-train" $args --seed "${SQUALL_TRAIN_SEED:-1}" --json "$json" </dev/null
+"$SQUALL_BUILDDIR/tests/run-mpi.sh" "$NP" "$SQUALL_BUILDDIR/squall-train" $args --seed "${SQUALL_TRAIN_SEED:-1}" ${SQUALL_TRAIN_ARGS:-} --json "$json" </dev/null
 rc=$?
 if test $rc -eq 77; then exit 77; fi
 if test $rc -ne 0; then
