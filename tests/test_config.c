@@ -569,22 +569,42 @@ END_TEST
 
 static TCase *strict_tcase(void); /* at the end of the file */
 
+/* One TCase per feature, so that CK_RUN_CASE=<name> runs just that one.
+ * Timeouts leave room for a loaded machine (Check's default is 4 s). */
 static Suite *config_suite(void) {
   Suite *s = suite_create("config");
-  TCase *tc = tcase_create("values");
+  TCase *tc = tcase_create("defaults");
+  tcase_set_timeout(tc, 30);
   tcase_add_test(tc, test_defaults);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("accept");
+  tcase_set_timeout(tc, 30);
   tcase_add_test(tc, test_accept_compress);
   tcase_add_test(tc, test_accept_others);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("names");
+  tcase_set_timeout(tc, 30);
   tcase_add_test(tc, test_names);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("reject");
+  tcase_set_timeout(tc, 30);
   tcase_add_test(tc, test_reject);
   suite_add_tcase(s, tc);
-  tc = tcase_create("sources");
+  tc = tcase_create("parse");
+  tcase_set_timeout(tc, 30);
   tcase_add_test(tc, test_parse);
   tcase_add_test(tc, test_parse_errors);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("environment");
+  tcase_set_timeout(tc, 30);
   tcase_add_test(tc, test_from_env);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("set-get");
+  tcase_set_timeout(tc, 30);
   tcase_add_test(tc, test_set_get_config);
   suite_add_tcase(s, tc);
   tc = tcase_create("printing");
+  tcase_set_timeout(tc, 30);
   tcase_add_test(tc, test_codec_string);
   tcase_add_test(tc, test_print);
   suite_add_tcase(s, tc);
@@ -856,6 +876,7 @@ END_TEST
 
 static TCase *strict_tcase(void) {
   TCase *tc = tcase_create("strict");
+  tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_strict_set_config);
   tcase_add_test(tc, test_strict_option);
   tcase_add_test(tc, test_strict_spellings);
