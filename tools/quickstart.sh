@@ -14,7 +14,7 @@ what=${1:-bench}
 [ $# -gt 0 ] && shift
 
 packages="build-essential autoconf automake libtool pkg-config libopenmpi-dev openmpi-bin \
-libzstd-dev check gnuplot-nox python3 python3-numpy python3-mpi4py jq iproute2"
+libzstd-dev check gnuplot-nox python3 python3-numpy python3-mpi4py jq iproute2 procps util-linux"
 
 missing=
 for p in $packages; do
