@@ -14,6 +14,9 @@
 
 #include "bench.h"
 #include "bench_backend.h"
+/* The library's own size parser, compiled in (its symbols are hidden in
+ * libsquall.so), so that -b 64M and SQUALL_MIN_BYTES=64M read alike. */
+#include "common/size.h"
 
 #define DEFAULT_CODECS "none,fp16,bf16,topk:0.01"
 
@@ -65,29 +68,8 @@ static void usage(FILE *f) {
           "                          nonfinite (1 in 4096 NaN or +-Inf)\n"
           "      --no-progress       no progress lines on stderr\n"
           "  -h, --help              this help\n"
-          "SIZE: bytes with an optional K, M or G (powers of 1024), e.g. 64M.\n",
+          "SIZE: bytes with an optional K, M or G (also KiB, MiB, GiB; powers of 1024), e.g. 64M.\n",
           bench_backend_list());
-}
-
-/* A size: decimal digits, an optional K/M/G (powers of 1024), an optional B. */
-static int parse_size(const char *v, size_t *out) {
-  if (!isdigit((unsigned char)v[0])) return -1;
-  char *end;
-  errno = 0;
-  unsigned long long x = strtoull(v, &end, 10);
-  if (errno) return -1;
-  unsigned long long mul = 1;
-  switch (toupper((unsigned char)*end)) {
-  case 'K': mul = 1ull << 10; end++; break;
-  case 'M': mul = 1ull << 20; end++; break;
-  case 'G': mul = 1ull << 30; end++; break;
-  default: break;
-  }
-  if (mul > 1 && (*end == 'i' || *end == 'I')) end++;
-  if (*end == 'B' || *end == 'b') end++;
-  if (*end || x > ULLONG_MAX / mul) return -1;
-  *out = (size_t)(x * mul);
-  return 0;
 }
 
 static int parse_int(const char *v, long lo, long hi, long *out) {
@@ -211,9 +193,8 @@ int bench_parse_args(int argc, char **argv, bench_options *opt, FILE *out, FILE 
     case 'b':
     case 'e': {
       size_t s;
-      if (parse_size(v, &s) || s == 0)
-        FAIL("-%c '%s' is not a size: accepted is a positive number of bytes with an optional "
-             "K, M or G suffix (powers of 1024), e.g. 64M\n", c, v);
+      if (squall__parse_size(v, &s) || s == 0)
+        FAIL("-%c '%s' is not a size: accepted is %s, greater than 0\n", c, v, SQUALL_SIZE_SPELLINGS);
       *(c == 'b' ? &opt->min_bytes : &opt->max_bytes) = s;
       break;
     }
@@ -224,9 +205,8 @@ int bench_parse_args(int argc, char **argv, bench_options *opt, FILE *out, FILE 
       saw_f = 1;
       break;
     case 'i':
-      if (parse_size(v, &opt->step_bytes) || opt->step_bytes == 0)
-        FAIL("-i '%s' is not a size: accepted is a positive number of bytes with an optional "
-             "K, M or G suffix\n", v);
+      if (squall__parse_size(v, &opt->step_bytes) || opt->step_bytes == 0)
+        FAIL("-i '%s' is not a size: accepted is %s, greater than 0\n", v, SQUALL_SIZE_SPELLINGS);
       saw_i = 1;
       break;
     case 'n':

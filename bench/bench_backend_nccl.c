@@ -10,7 +10,7 @@
 #include <cuda_runtime_api.h>
 
 #include "bench_backend.h"
-#include "squall.h"
+#include "squall_nccl.h"
 
 static ncclComm_t nccl_comm;
 static cudaStream_t stream;

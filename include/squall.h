@@ -2,9 +2,10 @@
  * squall.h - squeezed all-reduce: compressed gradient all-reduce.
  *
  * The stable API: version, results, configuration, statistics and state
- * control. Drop-in entry points live beside it: squallMpiAllreduce() in
- * squall_mpi.h (host buffers, MPI_Allreduce's signature); squallAllReduce()
- * (ncclAllReduce's signature) comes with the NCCL transport.
+ * control. It needs no MPI, NCCL or CUDA header. The drop-in entry points
+ * live beside it: squallMpiAllreduce() in squall_mpi.h (host buffers,
+ * MPI_Allreduce's signature, needs mpi.h) and squallAllReduce() in
+ * squall_nccl.h (ncclAllReduce's signature, needs nccl.h).
  *
  * Ownership: squall never keeps a pointer that the caller passes in past the
  * call, except as an opaque key (the send buffer address identifies a
@@ -15,17 +16,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include <stdio.h>
-
-/* ------------------------------------------------------------ NCCL
- * Declared when nccl.h is reachable (it needs the CUDA include path too);
- * define SQUALL_NO_NCCL to leave it out. */
-#if !defined(SQUALL_NO_NCCL) && defined(__has_include)
-#if __has_include(<nccl.h>)
-#include <nccl.h>
-#define SQUALL_HAVE_NCCL_API 1
-#endif
-#endif
 
 #ifdef __cplusplus
 extern "C" {
@@ -75,7 +65,7 @@ SQUALL_API const char *squallGetLastError(void);
 
 /* Writes SQUALL_VERSION_CODE of the library (not of this header). */
 SQUALL_API squallResult_t squallGetVersion(int *version);
-/* "0.1.0" plus build features, e.g. "0.1.0 (cuda sm_80,sm_90,sm_100; nccl)". */
+/* "0.1.0" plus build features, e.g. "0.1.0 (cuda kernels; nccl transport)". */
 SQUALL_API const char *squallVersionString(void);
 
 /* ------------------------------------------------------------ configuration */
@@ -134,20 +124,35 @@ SQUALL_API squallResult_t squallConfigFromEnv(squallConfig_t *config);
 SQUALL_API const char *squallConfigCodecString(const squallConfig_t *config, char *buf,
                                                size_t len);
 
-/* Prints every option as a table: variable, effective value, default, and
- * what it means. Drives `squall-info -c`. */
-SQUALL_API void squallConfigPrint(FILE *out, const squallConfig_t *config);
+/* One configuration option as squallConfigOption() describes it. The
+ * strings belong to squall and live as long as the library is loaded. */
+typedef struct {
+  const char *name;         /* environment variable, e.g. "SQUALL_COMPRESS" */
+  const char *field;        /* the squallConfig_t member(s) it sets, e.g. "codec, topkRatio" */
+  const char *defaultValue; /* the default as the variable spells it; "" = unset */
+  const char *accepted;     /* what the variable accepts, one phrase */
+  const char *doc;          /* what it does, one paragraph */
+  char value[512];          /* its value in the given configuration, as the variable
+                               would spell it ("invalid (...)" for an out-of-range field) */
+} squallOption_t;
 
-/* Prints the ENVIRONMENT section of squall(7) in man(7) markup from the same
- * table. */
-SQUALL_API void squallConfigPrintMan(FILE *out);
+/* Describes option number index, counting from 0 in a fixed order, with its
+ * value in *config (config NULL: the default). An index past the last
+ * option returns squallInvalidArgument, which ends an iteration:
+ *   for (int i = 0; squallConfigOption(&cfg, i, &opt) == squallSuccess; i++) ...
+ * `squall-info -c` and squall(7)'s ENVIRONMENT section are printed this way. */
+SQUALL_API squallResult_t squallConfigOption(const squallConfig_t *config, int index,
+                                             squallOption_t *option);
 
 /* The configuration the entry points use. The first use reads the
  * environment once; an invalid environment logs the error and leaves
  * compression off (every call passes through). */
 SQUALL_API squallResult_t squallGetConfig(squallConfig_t *config);
 /* Replaces the process-wide configuration for calls that start afterwards
- * (for benchmarks and tests; all ranks must set the same). */
+ * (for benchmarks and tests; all ranks must set the same). Every field is
+ * checked against what its variable accepts; on a bad one returns
+ * squallInvalidArgument, changes nothing, and squallGetLastError() names
+ * the field, its value and the accepted range. */
 SQUALL_API squallResult_t squallSetConfig(const squallConfig_t *config);
 
 /* --------------------------------------------------------------- statistics */
@@ -187,28 +192,6 @@ SQUALL_API squallResult_t squallStatsGet(squallStats_t *stats);
 SQUALL_API void squallStatsReset(void);
 /* Name of a pass-through reason as used in the JSON statistics. */
 SQUALL_API const char *squallPassReasonName(squallPassReason_t reason);
-
-/* ------------------------------------------------------------ NCCL twin */
-#ifdef SQUALL_HAVE_NCCL_API
-/* ncclAllReduce's contract: device buffers, enqueued on stream, returns
- * before completion. Eligible calls (float32/float16/bfloat16, ncclSum,
- * ncclAvg or a PreMulSum op with a host scalar, at least SQUALL_MIN_BYTES,
- * SQUALL_MIN_RANKS ranks, configuration agreed) are
- * compressed with no host synchronisation and no allocation in the steady
- * state; all others go to ncclAllReduce unchanged. Host buffers work too
- * (host codecs), with an NCCL that accepts them. Not for use between
- * ncclGroupStart and ncclGroupEnd (the interposer passes grouped calls on). */
-SQUALL_API ncclResult_t squallAllReduce(const void *sendbuff, void *recvbuff, size_t count,
-                                        ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                                        cudaStream_t stream);
-
-/* Frees squall's state for comm: call before ncclCommDestroy (the
- * LD_PRELOAD interposer does it for you). */
-SQUALL_API ncclResult_t squallCommForget(ncclComm_t comm);
-/* Zeroes every error-feedback residual kept for comm (stream-ordered on
- * the device path: enqueued on the stream of the last call). */
-SQUALL_API ncclResult_t squallResetResiduals(ncclComm_t comm);
-#endif
 
 #ifdef __cplusplus
 }

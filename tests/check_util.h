@@ -72,12 +72,20 @@ static inline float tu_float_unit(tu_rng *r) {
 }
 
 /* Runs the suite in Check's default (fork) mode; the exit status says
- * whether everything passed, as automake's test driver expects. */
+ * whether everything passed, as automake's test driver expects.
+ * CK_RUN_CASE=<name> runs one TCase; a name that matches none would run
+ * nothing and pass, so that is a failure here. */
 static inline int tu_run(Suite *s) {
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_ENV); /* CK_VERBOSITY=verbose lists every test */
-  int failed = srunner_ntests_failed(sr);
+  int failed = srunner_ntests_failed(sr), ran = srunner_ntests_run(sr);
   srunner_free(sr);
+  if (ran == 0) {
+    const char *c = getenv("CK_RUN_CASE");
+    fprintf(stderr, "no test ran: CK_RUN_CASE='%s' names no TCase of this program (CK_VERBOSITY=verbose lists them)\n",
+            c ? c : "");
+    return EXIT_FAILURE;
+  }
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
 

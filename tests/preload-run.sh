@@ -83,6 +83,10 @@ if test -x "$b/squall-info"; then
   "$run" --mpi --min-bytes 12Q -- true > "$tmp/out" 2>&1
   expect_status 2 $? "bad --min-bytes"
   expect_text "$tmp/out" "--min-bytes: SQUALL_MIN_BYTES='12Q'" "bad --min-bytes"
+  "$run" --mpi --stats "$tmp/no-such-dir/st.json" -- true > "$tmp/out" 2>&1
+  expect_status 2 $? "unwritable --stats"
+  expect_text "$tmp/out" "squall-run: --stats: SQUALL_STATS='$tmp/no-such-dir/st.json' cannot be written" "unwritable --stats"
+  expect_text "$tmp/out" "No such file or directory" "unwritable --stats"
   SQUALL_EF=7 "$run" --mpi -- true > "$tmp/out" 2>&1
   expect_status 2 $? "bad SQUALL_EF in the environment"
   expect_text "$tmp/out" "environment variable SQUALL_EF (not set by a flag)" "bad SQUALL_EF"
@@ -90,7 +94,37 @@ else
   echo "note: $b/squall-info not built: validation checks skipped"
 fi
 
-# 7. Usage errors, and a command that does not exist.
+# 7. The --mpi hint: an MPI program under the NCCL interposer alone (the
+#    default) is told at exit that its MPI_Allreduce calls were not
+#    compressed; with the MPI interposer too, or without MPI, nothing is said.
+py=
+for c in ${PYTHON3:-} /usr/bin/python3 python3; do
+  if "$c" -c 'import mpi4py' >/dev/null 2>&1; then py=$c; break; fi
+done
+if test -f "$nccllib" && test -n "$py"; then
+  mpiprog='from mpi4py import MPI
+c = MPI.COMM_WORLD
+s = c.allreduce(c.Get_rank() + 1, op=MPI.SUM)
+assert s == c.Get_size() * (c.Get_size() + 1) // 2, s
+print("allreduce ok")'
+  hint='for MPI_Allreduce use the MPI interposer: squall-run --mpi'
+  "$b/tests/run-mpi.sh" 2 "$run" --compress fp16 -- "$py" -c "$mpiprog" > "$tmp/out" 2>&1
+  expect_status 0 $? "MPI program under the NCCL interposer"
+  expect_text "$tmp/out" "allreduce ok" "MPI program under the NCCL interposer"
+  n=$(grep -c -F -- "$hint" "$tmp/out")
+  if test "$n" = 1; then ok; else bad "--mpi hint: $n lines (want 1, rank 0 only) in:"; sed 's/^/  | /' "$tmp/out"; fi
+  "$b/tests/run-mpi.sh" 2 "$run" --nccl --mpi --compress fp16 -- "$py" -c "$mpiprog" > "$tmp/out" 2>&1
+  expect_status 0 $? "MPI program under both interposers"
+  if grep -q -F -- "$hint" "$tmp/out"; then bad "hint with --mpi given:"; sed 's/^/  | /' "$tmp/out"; else ok; fi
+  "$b/tests/run-mpi.sh" 1 "$run" --compress none -- "$py" -c "$mpiprog" > "$tmp/out" 2>&1
+  if grep -q -F -- "$hint" "$tmp/out"; then bad "hint although nothing was to be compressed:"; sed 's/^/  | /' "$tmp/out"; else ok; fi
+  "$run" --compress fp16 -- "$py" -c 'print("no mpi")' > "$tmp/out" 2>&1
+  if grep -q -F -- "$hint" "$tmp/out"; then bad "hint in a process without MPI:"; sed 's/^/  | /' "$tmp/out"; else ok; fi
+else
+  echo "note: no NCCL interposer or no python3 with mpi4py: --mpi hint checks skipped"
+fi
+
+# 8. Usage errors, and a command that does not exist.
 "$run" --mpi > "$tmp/out" 2>&1
 expect_status 2 $? "no command"
 "$run" --bogus -- true > "$tmp/out" 2>&1

@@ -660,26 +660,46 @@ START_TEST(test_unaligned_half) {
 }
 END_TEST
 
+/* One TCase per feature, so that CK_RUN_CASE=<name> runs just that one.
+ * Timeouts leave room for a loaded machine (Check's default is 4 s). */
 static Suite *half_suite(void) {
   Suite *s = suite_create("half");
-  TCase *tc = tcase_create("conversions");
+  TCase *tc = tcase_create("f16-conversion");
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_f16_all_patterns_roundtrip);
-  tcase_add_test(tc, test_bf16_all_patterns_roundtrip);
   tcase_add_test(tc, test_f16_matches_reference);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("bf16-conversion");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, test_bf16_all_patterns_roundtrip);
   tcase_add_test(tc, test_bf16_matches_reference);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("rounding");
+  tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_halfway_rounds_to_even);
   tcase_add_test(tc, test_overflow);
-  tcase_add_test(tc, test_nan_inf_propagate);
   tcase_add_test(tc, test_subnormals);
   suite_add_tcase(s, tc);
-  tc = tcase_create("codec");
+  tc = tcase_create("nan-inf");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, test_nan_inf_propagate);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("error-feedback");
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_ef_invariant);
   tcase_add_test(tc, test_ef_steps);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("decode");
+  tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_decode_accumulate);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("scale");
+  tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_absmax);
   tcase_add_test(tc, test_pow2_scale);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("simd");
+  tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_arrays_match_per_element);
   suite_add_tcase(s, tc);
   return s;

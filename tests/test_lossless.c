@@ -1,8 +1,9 @@
 /* test_lossless.c - the zstd stage: round trips, and corrupt or truncated
  * payloads from a peer are errors, never crashes or out-of-bounds writes. */
-#include <check.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "check_util.h"
 
 #include "codecs/codec.h"
 #include "codecs/lossless.h"
@@ -89,16 +90,18 @@ START_TEST(test_corrupt_payloads_fail_cleanly) {
 }
 END_TEST
 
-int main(void) {
+/* One TCase per feature, so that CK_RUN_CASE=<name> runs just that one. */
+static Suite *lossless_suite(void) {
   Suite *s = suite_create("lossless");
-  TCase *tc = tcase_create("zstd");
+  TCase *tc = tcase_create("round-trip");
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_round_trip);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("corrupt");
+  tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_corrupt_payloads_fail_cleanly);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
+  return s;
 }
+
+int main(void) { return tu_run(lossless_suite()); }

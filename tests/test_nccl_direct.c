@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <squall.h>
+#include <squall_nccl.h>
 #include <squall_mpi.h>
 
 static int rank, nranks, passed, failed;

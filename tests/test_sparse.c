@@ -290,15 +290,29 @@ START_TEST(test_nonfinite_values) {
 }
 END_TEST
 
+/* One TCase per feature, so that CK_RUN_CASE=<name> runs just that one.
+ * Timeouts leave room for a loaded machine (Check's default is 4 s). */
 static Suite *sparse_suite(void) {
   Suite *s = suite_create("sparse");
-  TCase *tc = tcase_create("decode");
+  TCase *tc = tcase_create("rank-order");
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_rank_order_sum);
   tcase_add_test(tc, test_order_matters);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("fp16-scale");
+  tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_fp16_per_rank_scale);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("roundtrip");
+  tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_roundtrip_encoder);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("corrupt");
+  tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_corrupt);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("edges");
+  tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_k_zero);
   tcase_add_test(tc, test_nonfinite_values);
   suite_add_tcase(s, tc);

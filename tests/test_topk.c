@@ -561,15 +561,26 @@ START_TEST(test_sampled_matches_full_over_steps) {
 }
 END_TEST
 
+/* One TCase per feature, so that CK_RUN_CASE=<name> runs just that one.
+ * Timeouts leave room for a loaded machine (Check's default is 4 s). */
 static Suite *topk_suite(void) {
   Suite *s = suite_create("topk");
-  TCase *tc = tcase_create("select");
+  TCase *tc = tcase_create("against-sort");
   tcase_set_timeout(tc, 120);
   tcase_add_loop_test(tc, test_against_sort_small, 0, P_COUNT);
   tcase_add_loop_test(tc, test_against_sort_1m, 0, P_COUNT);
   tcase_add_test(tc, test_random_k_many);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("ties");
+  tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_ties_lower_index);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("edges");
+  tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_edges);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("fp16-values");
+  tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_fp16_scale_values);
   suite_add_tcase(s, tc);
   tc = tcase_create("sizes");

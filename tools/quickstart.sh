@@ -1,6 +1,7 @@
 #!/bin/sh
 # quickstart.sh - set up, build and run squall on a Debian 12 machine.
 #   tools/quickstart.sh bench [squall-bench args...]  build, then the benchmark on local ranks
+#     (SQUALL_LINK=1gbit|10gbit|none: the emulated link; SQUALL_CLUSTER=2x2: emulated nodes)
 #   tools/quickstart.sh test                          build, then `make check`
 #   tools/quickstart.sh build                         set up and build only
 # Installs missing Debian packages with apt-get (as root, or through sudo),
@@ -13,7 +14,7 @@ what=${1:-bench}
 [ $# -gt 0 ] && shift
 
 packages="build-essential autoconf automake libtool pkg-config libopenmpi-dev openmpi-bin \
-libzstd-dev check gnuplot-nox python3 python3-numpy python3-mpi4py jq iproute2"
+libzstd-dev check gnuplot-nox python3 python3-numpy python3-mpi4py jq iproute2 procps util-linux"
 
 missing=
 for p in $packages; do
@@ -51,6 +52,14 @@ case $what in
     ranks=${SQUALL_RANKS:-4}
     link=${SQUALL_LINK:-1gbit}
     args=${*:--b 1M -e 64M -f 4 -n 5 -w 2 --plot squall-bench.png -J squall-bench.json}
+    # SQUALL_CLUSTER=NxR: N emulated nodes of R ranks, each node's NIC
+    # limited to SQUALL_LINK (tools/cluster.sh), instead of one shared link.
+    if [ -n "${SQUALL_CLUSTER:-}" ]; then
+      n=${SQUALL_CLUSTER%x*} r=${SQUALL_CLUSTER#*x}
+      [ "$link" != none ] || link=10gbit
+      echo "quickstart: tools/cluster.sh --nodes $n --ranks-per-node $r --rate $link -- ./squall-bench $args"
+      exec "$top/tools/cluster.sh" --nodes "$n" --ranks-per-node "$r" --rate "$link" -- ./squall-bench $args
+    fi
     if [ "$link" != none ] && "$top/tools/ethernet.sh" --rate "$link" -- true >/dev/null 2>&1; then
       echo "quickstart: tools/ethernet.sh --rate $link -- mpirun -n $ranks ./squall-bench $args"
       exec "$top/tools/ethernet.sh" --rate "$link" -- mpirun -n "$ranks" --oversubscribe ./squall-bench $args

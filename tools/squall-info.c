@@ -1,9 +1,13 @@
 /* squall-info - prints the version, the build's features and the effective
- * configuration; exits 1 with the reason when the environment is invalid. */
+ * configuration; exits 1 with the reason when the environment is invalid.
+ * Everything it says about an option comes from squallConfigOption(). */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "squall.h"
 
@@ -13,8 +17,83 @@ static void usage(FILE *out) {
         "  -v, --version       print the version only\n"
         "  --man-environment   print squall(7)'s ENVIRONMENT section (man markup)\n"
         "  -h, --help          this help\n"
-        "Exit status: 0, or 1 when the configuration in the environment is invalid.\n",
+        "Exit status: 0, or 1 when the configuration in the environment is invalid\n"
+        "(a bad value, or a SQUALL_STATS file that cannot be written).\n",
         out);
+}
+
+/* -c: variable, effective value, default, what it means, what it accepts. */
+static void print_config(const squallConfig_t *cfg) {
+  squallOption_t o;
+  for (int i = 0; squallConfigOption(cfg, i, &o) == squallSuccess; i++) {
+    const char *q = o.defaultValue[0] ? "" : "\"";
+    printf("%-20s = %-12s (default %s%s%s)\n", o.name, o.value, q, o.defaultValue, q);
+    printf("    %s\n    Accepted: %s.\n", o.doc, o.accepted);
+  }
+}
+
+/* man(7) text: backslashes and dashes escaped, lines broken at blanks
+ * (mandoc's lint wants them short), no line starting with a dot. */
+static void man_text(const char *s) {
+  int col = 0;
+  if (*s == '.' || *s == '\'') fputs("\\&", stdout);
+  for (; *s; s++) {
+    if (*s == ' ' && col > 60) {
+      putchar('\n');
+      col = 0;
+      if (s[1] == '.' || s[1] == '\'') fputs("\\&", stdout);
+      continue;
+    }
+    if (*s == '\\') fputs("\\e", stdout);
+    else if (*s == '-') fputs("\\-", stdout);
+    else putchar(*s);
+    col++;
+  }
+}
+
+static void print_man_environment(void) {
+  squallOption_t o;
+  puts(".SH ENVIRONMENT");
+  for (int i = 0; squallConfigOption(NULL, i, &o) == squallSuccess; i++) {
+    printf(".TP\n.B %s\n", o.name);
+    man_text(o.doc);
+    fputs("\nAccepted: ", stdout);
+    man_text(o.accepted);
+    fputs(".\nDefault: ", stdout);
+    man_text(o.defaultValue[0] ? o.defaultValue : "unset");
+    fputs(".\n", stdout);
+  }
+}
+
+/* The library writes SQUALL_STATS at exit, when nobody can act on a
+ * failure any more: check now that the file of rank 0 (the same
+ * directory for every rank unless %r is in it) can be created. Returns 0, or
+ * -1 with the reason in why. */
+static int check_stats_path(const char *pattern, char *why, size_t len) {
+  char path[1024];
+  const char *r = strstr(pattern, "%r");
+  if (r) snprintf(path, sizeof path, "%.*s0%s", (int)(r - pattern), pattern, r + 2);
+  else snprintf(path, sizeof path, "%s.0", pattern);
+  char dir[1024];
+  const char *slash = strrchr(path, '/');
+  if (slash == NULL) snprintf(dir, sizeof dir, ".");
+  else if (slash == path) snprintf(dir, sizeof dir, "/");
+  else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+  struct stat st;
+  if (stat(dir, &st) != 0) {
+    snprintf(why, len, "rank 0 writes '%s', and its directory '%s' is not usable: %s", path, dir,
+             strerror(errno));
+    return -1;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    snprintf(why, len, "rank 0 writes '%s', and '%s' is not a directory", path, dir);
+    return -1;
+  }
+  if (access(path, F_OK) == 0 ? access(path, W_OK) != 0 : access(dir, W_OK | X_OK) != 0) {
+    snprintf(why, len, "rank 0 writes '%s', which is not writable: %s", path, strerror(errno));
+    return -1;
+  }
+  return 0;
 }
 
 int main(int argc, char **argv) {
@@ -28,7 +107,7 @@ int main(int argc, char **argv) {
     switch (opt) {
     case 'c': show_config = 1; break;
     case 'v': printf("%s\n", squallVersionString()); return 0;
-    case 'm': squallConfigPrintMan(stdout); return 0;
+    case 'm': print_man_environment(); return 0;
     case 'h': usage(stdout); return 0;
     default: usage(stderr); return 2;
     }
@@ -45,6 +124,12 @@ int main(int argc, char **argv) {
     fprintf(stderr, "squall-info: invalid configuration: %s\n", squallGetLastError());
     return 1;
   }
-  if (show_config) squallConfigPrint(stdout, &cfg);
+  char why[2600];
+  if (cfg.statsPath[0] && check_stats_path(cfg.statsPath, why, sizeof why) != 0) {
+    fprintf(stderr, "squall-info: invalid configuration: SQUALL_STATS='%s' cannot be written: %s\n",
+            cfg.statsPath, why);
+    return 1;
+  }
+  if (show_config) print_config(&cfg);
   return 0;
 }

@@ -14,6 +14,7 @@
 #include "engine/kernels.h"
 #include "common/stats.h"
 #include "api/api_nccl.h"
+#include "squall_nccl.h"
 #include "transports/transport_nccl.h"
 
 typedef struct premul {

@@ -1,11 +1,13 @@
 /*
  * config.c - the configuration table. One row per environment variable:
- * name, default, what is accepted, what it means, a parser and a printer.
- * The same rows drive parsing, `squall-info -c` and squall(7)'s ENVIRONMENT.
+ * name, struct member, default, what is accepted, what it means, a parser,
+ * a printer and a range check.
+ * The same rows drive parsing, the range checks of squallSetConfig() and
+ * squallConfigOption(), from which `squall-info -c` and squall(7)'s
+ * ENVIRONMENT are printed.
  */
 #include "common/internal.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -13,28 +15,78 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/size.h"
+
 typedef int (*parse_fn)(squallConfig_t *cfg, const char *value);
 typedef void (*print_fn)(const squallConfig_t *cfg, char *buf, size_t len);
+/* 0 when the field(s) of cfg that the option sets hold a value the option
+ * could have parsed; else -1 with the field, its value and the range in why. */
+typedef int (*check_fn)(const squallConfig_t *cfg, char *why, size_t len);
 
 typedef struct {
   const char *name;     /* environment variable */
+  const char *field;    /* squallConfig_t member(s) it sets */
   const char *defval;   /* default, as text */
   const char *accepted; /* for error messages and docs */
   const char *doc;
   parse_fn parse;       /* 0 on success */
-  print_fn print;
+  print_fn print;       /* never reads out of bounds, even for a field out of range */
+  check_fn check;
 } option_t;
 
-/* ------------------------------------------------------------ parsers */
+/* ------------------------------------------------------------ parsers
+ * Exactly the documented spellings: no leading blanks, signs, hex or
+ * trailing text, which strtol and strtod would let through. */
+
+/* Decimal digits only, within [lo, hi] (hi well below LLONG_MAX / 10, so
+ * that stopping once past hi also rules out overflow). */
+static int parse_uint(const char *v, long lo, long hi, long *out) {
+  long long x = 0;
+  if (*v < '0' || *v > '9') return -1;
+  for (; *v >= '0' && *v <= '9'; v++) {
+    x = x * 10 + (*v - '0');
+    if (x > hi) return -1;
+  }
+  if (*v || x < lo) return -1;
+  *out = (long)x;
+  return 0;
+}
+
+/* A decimal fraction: digits with an optional point and an optional
+ * exponent ("0.01", ".25", "1e-3"); no sign, blank, hex, inf or nan. The
+ * text is checked here and converted by strtod, which must consume all of
+ * it (it does not under a locale whose decimal point is not '.'). */
+static int parse_ratio(const char *v, double *out) {
+  const char *p = v;
+  int digits = 0;
+  while (*p >= '0' && *p <= '9') p++, digits++;
+  if (*p == '.') {
+    p++;
+    while (*p >= '0' && *p <= '9') p++, digits++;
+  }
+  if (!digits) return -1;
+  if (*p == 'e' || *p == 'E') {
+    p++;
+    if (*p == '+' || *p == '-') p++;
+    if (*p < '0' || *p > '9') return -1;
+    while (*p >= '0' && *p <= '9') p++;
+  }
+  if (*p) return -1;
+  char *end;
+  errno = 0;
+  double r = strtod(v, &end);
+  if (errno || end != p) return -1;
+  *out = r;
+  return 0;
+}
+
 static int parse_compress(squallConfig_t *c, const char *v) {
   if (!strcasecmp(v, "none")) { c->codec = squallCodecNone; return 0; }
   if (!strcasecmp(v, "fp16")) { c->codec = squallCodecFp16; return 0; }
   if (!strcasecmp(v, "bf16")) { c->codec = squallCodecBf16; return 0; }
   if (!strncasecmp(v, "topk:", 5)) {
-    char *end;
-    errno = 0;
-    double r = strtod(v + 5, &end);
-    if (errno || end == v + 5 || *end || !(r > 0.0 && r <= 1.0)) return -1;
+    double r;
+    if (parse_ratio(v + 5, &r) || !(r > 0.0 && r <= 1.0)) return -1;
     c->codec = squallCodecTopk;
     c->topkRatio = r;
     return 0;
@@ -48,69 +100,30 @@ static int parse_values(squallConfig_t *c, const char *v) {
   return -1;
 }
 
-static int parse_long(const char *v, long lo, long hi, long *out) {
-  char *end;
-  errno = 0;
-  long x = strtol(v, &end, 10);
-  if (errno || end == v || *end || x < lo || x > hi) return -1;
-  *out = x;
-  return 0;
-}
+#define MAX_COUNT 1000000000L /* SQUALL_WARMUP, SQUALL_MIN_RANKS */
 
-static int parse_ef(squallConfig_t *c, const char *v) {
-  long x;
-  if (parse_long(v, 0, 1, &x)) return -1;
-  c->errorFeedback = (int)x;
-  return 0;
-}
+/* An integer option: its parser and its range check, from one range. */
+#define INT_OPTION(fn, member, lo, hi)                                              \
+  static int parse_##fn(squallConfig_t *c, const char *v) {                       \
+    long x;                                                                       \
+    if (parse_uint(v, (lo), (hi), &x)) return -1;                                 \
+    c->member = (int)x;                                                           \
+    return 0;                                                                     \
+  }                                                                               \
+  static int check_##fn(const squallConfig_t *c, char *why, size_t n) {           \
+    if (c->member >= (lo) && c->member <= (hi)) return 0;                         \
+    snprintf(why, n, #member "=%d is outside [%ld, %ld]", c->member, (long)(lo), (long)(hi)); \
+    return -1;                                                                    \
+  }                                                                               \
+  static void print_##fn(const squallConfig_t *c, char *b, size_t n) { snprintf(b, n, "%d", c->member); }
 
-/* Sizes: a decimal integer with an optional K, M or G (powers of 1024). */
-static int parse_size(const char *v, size_t *out) {
-  char *end;
-  errno = 0;
-  if (!isdigit((unsigned char)v[0])) return -1;
-  unsigned long long x = strtoull(v, &end, 10);
-  if (errno || end == v) return -1;
-  unsigned long long mul = 1;
-  if (*end) {
-    switch (toupper((unsigned char)*end)) {
-    case 'K': mul = 1ull << 10; break;
-    case 'M': mul = 1ull << 20; break;
-    case 'G': mul = 1ull << 30; break;
-    default: return -1;
-    }
-    end++;
-    if (*end == 'B' || *end == 'b') end++;
-    if (*end) return -1;
-  }
-  if (x > (~0ull) / mul) return -1;
-  *out = (size_t)(x * mul);
-  return 0;
-}
+INT_OPTION(ef, errorFeedback, 0, 1)
+INT_OPTION(zstd, zstdLevel, 0, 19)
+INT_OPTION(warmup, warmup, 0, MAX_COUNT)
+INT_OPTION(min_ranks, minRanks, 1, MAX_COUNT)
 
-static int parse_min_bytes(squallConfig_t *c, const char *v) { return parse_size(v, &c->minBytes); }
-static int parse_ef_max(squallConfig_t *c, const char *v) { return parse_size(v, &c->efMaxBytes); }
-
-static int parse_zstd(squallConfig_t *c, const char *v) {
-  long x;
-  if (parse_long(v, 0, 19, &x)) return -1;
-  c->zstdLevel = (int)x;
-  return 0;
-}
-
-static int parse_warmup(squallConfig_t *c, const char *v) {
-  long x;
-  if (parse_long(v, 0, 1000000000L, &x)) return -1;
-  c->warmup = (int)x;
-  return 0;
-}
-
-static int parse_min_ranks(squallConfig_t *c, const char *v) {
-  long x;
-  if (parse_long(v, 1, 1000000000L, &x)) return -1;
-  c->minRanks = (int)x;
-  return 0;
-}
+static int parse_min_bytes(squallConfig_t *c, const char *v) { return squall__parse_size(v, &c->minBytes); }
+static int parse_ef_max(squallConfig_t *c, const char *v) { return squall__parse_size(v, &c->efMaxBytes); }
 
 static int parse_debug(squallConfig_t *c, const char *v) {
   if (!strcasecmp(v, "WARN")) c->debug = squallLogWarn;
@@ -126,12 +139,56 @@ static int parse_stats(squallConfig_t *c, const char *v) {
   return 0;
 }
 
-/* ----------------------------------------------------------- printers */
-static void print_compress(const squallConfig_t *c, char *b, size_t n) { squallConfigCodecString(c, b, n); }
-static void print_values(const squallConfig_t *c, char *b, size_t n) {
-  snprintf(b, n, "%s", c->topkValues == squallValueFp16 ? "fp16" : "fp32");
+/* ------------------------------------------------------- range checks
+ * For squallSetConfig, which gets a whole structure rather than text. */
+static int check_compress(const squallConfig_t *c, char *why, size_t n) {
+  if ((int)c->codec < squallCodecNone || (int)c->codec > squallCodecTopk) {
+    snprintf(why, n, "codec=%d is not a squallCodec_t (%d to %d)", (int)c->codec, squallCodecNone,
+             squallCodecTopk);
+    return -1;
+  }
+  /* Checked whatever the codec: a later SQUALL_COMPRESS=topk keeps it. */
+  if (!(c->topkRatio > 0.0 && c->topkRatio <= 1.0)) {
+    snprintf(why, n, "topkRatio=%g is outside (0, 1]", c->topkRatio);
+    return -1;
+  }
+  return 0;
 }
-static void print_ef(const squallConfig_t *c, char *b, size_t n) { snprintf(b, n, "%d", c->errorFeedback); }
+
+static int check_values(const squallConfig_t *c, char *why, size_t n) {
+  if (c->topkValues == squallValueFp32 || c->topkValues == squallValueFp16) return 0;
+  snprintf(why, n, "topkValues=%d is not a squallValueType_t (%d or %d)", (int)c->topkValues,
+           squallValueFp32, squallValueFp16);
+  return -1;
+}
+
+static int check_size(const squallConfig_t *c, char *why, size_t n) { (void)c, (void)why, (void)n; return 0; }
+
+static int check_debug(const squallConfig_t *c, char *why, size_t n) {
+  if ((int)c->debug >= squallLogWarn && (int)c->debug <= squallLogTrace) return 0;
+  snprintf(why, n, "debug=%d is not a squallLogLevel_t (%d to %d)", (int)c->debug, squallLogWarn,
+           squallLogTrace);
+  return -1;
+}
+
+static int check_stats(const squallConfig_t *c, char *why, size_t n) {
+  if (memchr(c->statsPath, 0, sizeof c->statsPath) != NULL) return 0;
+  snprintf(why, n, "statsPath is not terminated within its %zu bytes", sizeof c->statsPath);
+  return -1;
+}
+
+/* ----------------------------------------------------------- printers */
+static void print_compress(const squallConfig_t *c, char *b, size_t n) {
+  char why[128];
+  if (check_compress(c, why, sizeof why)) snprintf(b, n, "invalid (%s)", why);
+  else squallConfigCodecString(c, b, n);
+}
+static void print_values(const squallConfig_t *c, char *b, size_t n) {
+  char why[128];
+  if (check_values(c, why, sizeof why)) snprintf(b, n, "invalid (%s)", why);
+  else snprintf(b, n, "%s", c->topkValues == squallValueFp16 ? "fp16" : "fp32");
+}
+/* The shortest spelling that reads back as the same size. */
 static void print_size(size_t v, char *b, size_t n) {
   if (v && v % (1u << 30) == 0) snprintf(b, n, "%zuG", v >> 30);
   else if (v && v % (1u << 20) == 0) snprintf(b, n, "%zuM", v >> 20);
@@ -140,51 +197,52 @@ static void print_size(size_t v, char *b, size_t n) {
 }
 static void print_min_bytes(const squallConfig_t *c, char *b, size_t n) { print_size(c->minBytes, b, n); }
 static void print_ef_max(const squallConfig_t *c, char *b, size_t n) { print_size(c->efMaxBytes, b, n); }
-static void print_zstd(const squallConfig_t *c, char *b, size_t n) { snprintf(b, n, "%d", c->zstdLevel); }
-static void print_warmup(const squallConfig_t *c, char *b, size_t n) { snprintf(b, n, "%d", c->warmup); }
-static void print_min_ranks(const squallConfig_t *c, char *b, size_t n) { snprintf(b, n, "%d", c->minRanks); }
 static void print_debug(const squallConfig_t *c, char *b, size_t n) {
   static const char *names[] = {"WARN", "INFO", "TRACE"};
-  snprintf(b, n, "%s", names[c->debug]);
+  char why[128];
+  if (check_debug(c, why, sizeof why)) snprintf(b, n, "invalid (%s)", why);
+  else snprintf(b, n, "%s", names[c->debug]);
 }
-static void print_stats(const squallConfig_t *c, char *b, size_t n) { snprintf(b, n, "%s", c->statsPath); }
+static void print_stats(const squallConfig_t *c, char *b, size_t n) {
+  snprintf(b, n, "%.*s", (int)strnlen(c->statsPath, sizeof c->statsPath), c->statsPath);
+}
 
 static const option_t options[] = {
-    {"SQUALL_COMPRESS", "none", "none, fp16, bf16 or topk:<ratio> with 0 < ratio <= 1",
+    {"SQUALL_COMPRESS", "codec, topkRatio", "none", "none, fp16, bf16 or topk:<ratio> with 0 < ratio <= 1",
      "Codec for eligible all-reduces: none passes every call through; fp16 and bf16 scale and "
      "round to 16 bits and all-reduce those; topk:<ratio> sends the ceil(ratio*count) entries of "
      "largest magnitude and all-gathers them.",
-     parse_compress, print_compress},
-    {"SQUALL_TOPK_VALUES", "fp32", "fp32 or fp16",
+     parse_compress, print_compress, check_compress},
+    {"SQUALL_TOPK_VALUES", "topkValues", "fp32", "fp32 or fp16",
      "Precision of the values top-k sends; fp16 rounding error stays in the residual.",
-     parse_values, print_values},
-    {"SQUALL_EF", "1", "0 or 1",
+     parse_values, print_values, check_values},
+    {"SQUALL_EF", "errorFeedback", "1", "0 or 1",
      "Error feedback: keep what was not sent in a per-tensor residual and add it to the next call.",
-     parse_ef, print_ef},
-    {"SQUALL_MIN_BYTES", "1M", "a size in bytes with an optional K, M or G suffix (powers of 1024)",
-     "Calls smaller than this pass through.", parse_min_bytes, print_min_bytes},
-    {"SQUALL_ZSTD", "1", "an integer from 0 to 19",
+     parse_ef, print_ef, check_ef},
+    {"SQUALL_MIN_BYTES", "minBytes", "1M", SQUALL_SIZE_SPELLINGS,
+     "Calls smaller than this pass through.", parse_min_bytes, print_min_bytes, check_size},
+    {"SQUALL_ZSTD", "zstdLevel", "1", "an integer from 0 to 19",
      "zstd level of the lossless stage on the MPI transport (delta-coded indices and values); 0 "
      "turns it off.",
-     parse_zstd, print_zstd},
-    {"SQUALL_EF_MAX_BYTES", "0", "a size in bytes with an optional K, M or G suffix; 0 means unlimited",
+     parse_zstd, print_zstd, check_zstd},
+    {"SQUALL_EF_MAX_BYTES", "efMaxBytes", "0", SQUALL_SIZE_SPELLINGS "; 0 means unlimited",
      "Memory cap for residuals; tensors seen after the cap is reached run without error feedback "
      "(warned once).",
-     parse_ef_max, print_ef_max},
-    {"SQUALL_WARMUP", "0", "a non-negative integer",
+     parse_ef_max, print_ef_max, check_size},
+    {"SQUALL_WARMUP", "warmup", "0", "a non-negative integer (at most 1000000000)",
      "The first n eligible calls of each tensor go dense (uncompressed), as Deep Gradient "
      "Compression warms up.",
-     parse_warmup, print_warmup},
-    {"SQUALL_MIN_RANKS", "2", "a positive integer",
+     parse_warmup, print_warmup, check_warmup},
+    {"SQUALL_MIN_RANKS", "minRanks", "2", "a positive integer (at most 1000000000)",
      "Communicators with fewer ranks pass through. 1 runs the whole compressed path on a single "
      "rank, which proves the device path on a machine with one GPU.",
-     parse_min_ranks, print_min_ranks},
-    {"SQUALL_DEBUG", "WARN", "WARN, INFO or TRACE",
+     parse_min_ranks, print_min_ranks, check_min_ranks},
+    {"SQUALL_DEBUG", "debug", "WARN", "WARN, INFO or TRACE",
      "Logging to standard error: INFO logs the configuration and a summary per communicator.",
-     parse_debug, print_debug},
-    {"SQUALL_STATS", "", "a file path of at most 511 bytes; %r is replaced by the rank, else .<rank> is appended",
+     parse_debug, print_debug, check_debug},
+    {"SQUALL_STATS", "statsPath", "", "a file path of at most 511 bytes; %r is replaced by the rank, else .<rank> is appended",
      "Write the statistics counters as JSON at exit, one file per process.",
-     parse_stats, print_stats},
+     parse_stats, print_stats, check_stats},
 };
 
 static const option_t *find_option(const char *name) {
@@ -275,46 +333,25 @@ const char *squallConfigCodecString(const squallConfig_t *c, char *buf, size_t l
   return buf;
 }
 
-void squallConfigPrint(FILE *out, const squallConfig_t *config) {
-  for (size_t i = 0; i < SQ_ARRAY_SIZE(options); i++) {
-    char val[600];
-    options[i].print(config, val, sizeof val);
-    fprintf(out, "%-20s = %-12s (default %s%s%s)\n", options[i].name, val,
-            options[i].defval[0] ? "" : "\"", options[i].defval, options[i].defval[0] ? "" : "\"");
-    fprintf(out, "    %s\n    Accepted: %s.\n", options[i].doc, options[i].accepted);
+squallResult_t squallConfigOption(const squallConfig_t *config, int index, squallOption_t *option) {
+  SQ_RETURN_ERROR_IF(option == NULL, squallInvalidArgument, "squallConfigOption: option is NULL");
+  SQ_RETURN_ERROR_IF(index < 0 || (size_t)index >= SQ_ARRAY_SIZE(options), squallInvalidArgument,
+                     "squallConfigOption: there is no option %d (options are 0 to %d)", index,
+                     (int)SQ_ARRAY_SIZE(options) - 1);
+  const option_t *o = &options[index];
+  option->name = o->name;
+  option->field = o->field;
+  option->defaultValue = o->defval;
+  option->accepted = o->accepted;
+  option->doc = o->doc;
+  if (config != NULL) {
+    o->print(config, option->value, sizeof option->value);
+  } else {
+    squallConfig_t d;
+    squallConfigDefault(&d);
+    o->print(&d, option->value, sizeof option->value);
   }
-}
-
-/* man(7) text: backslashes and dashes escaped, lines broken at blanks
- * (mandoc's lint wants them short), no line starting with a dot. */
-static void man_text(FILE *out, const char *s) {
-  int col = 0;
-  if (*s == '.' || *s == '\'') fputs("\\&", out);
-  for (; *s; s++) {
-    if (*s == ' ' && col > 60) {
-      fputc('\n', out);
-      col = 0;
-      if (s[1] == '.' || s[1] == '\'') fputs("\\&", out);
-      continue;
-    }
-    if (*s == '\\') fputs("\\e", out);
-    else if (*s == '-') fputs("\\-", out);
-    else fputc(*s, out);
-    col++;
-  }
-}
-
-void squallConfigPrintMan(FILE *out) {
-  fputs(".SH ENVIRONMENT\n", out);
-  for (size_t i = 0; i < SQ_ARRAY_SIZE(options); i++) {
-    fprintf(out, ".TP\n.B %s\n", options[i].name);
-    man_text(out, options[i].doc);
-    fputs("\nAccepted: ", out);
-    man_text(out, options[i].accepted);
-    fputs(".\nDefault: ", out);
-    man_text(out, options[i].defval[0] ? options[i].defval : "unset");
-    fputs(".\n", out);
-  }
+  return squallSuccess;
 }
 
 /* ------------------------------------------- the process-wide configuration */
@@ -362,9 +399,11 @@ void squall__config_get(squallConfig_t *config, uint64_t *gen) {
 
 squallResult_t squallSetConfig(const squallConfig_t *config) {
   SQ_RETURN_ERROR_IF(config == NULL, squallInvalidArgument, "squallSetConfig: config is NULL");
-  SQ_RETURN_ERROR_IF(config->codec == squallCodecTopk && !(config->topkRatio > 0 && config->topkRatio <= 1),
-                     squallInvalidArgument, "squallSetConfig: topkRatio=%g is outside (0, 1]",
-                     config->topkRatio);
+  for (size_t i = 0; i < SQ_ARRAY_SIZE(options); i++) {
+    char why[256];
+    SQ_RETURN_ERROR_IF(options[i].check(config, why, sizeof why) != 0, squallInvalidArgument,
+                       "squallSetConfig: %s (%s accepts %s)", why, options[i].name, options[i].accepted);
+  }
   pthread_once(&config_once, config_load);
   pthread_mutex_lock(&config_lock);
   current = *config;

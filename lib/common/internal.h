@@ -6,6 +6,8 @@
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
+#include <stdio.h>
+
 #include "squall.h"
 #include "common/log.h"
 

@@ -1,6 +1,7 @@
 /* stats.c - the counters behind squallStatsGet() and SQUALL_STATS. */
 #include "common/internal.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,13 +89,20 @@ void squall__stats_write_file(void) {
   pthread_mutex_unlock(&lock);
   char path[600];
   stats_path(cfg.statsPath, rank, path, sizeof path);
+  /* At exit nobody can act on a failure: say why, so that the next run can. */
   FILE *f = fopen(path, "w");
   if (f == NULL) {
-    SQ_WARN("SQUALL_STATS: cannot write '%s'", path);
+    SQ_WARN("SQUALL_STATS: cannot create '%s': %s", path, strerror(errno));
     return;
   }
   squall__stats_json(f, &s, rank);
-  fclose(f);
+  int failed = ferror(f);
+  int saved = errno;
+  if (fclose(f) != 0 && !failed) {
+    failed = 1;
+    saved = errno;
+  }
+  if (failed) SQ_WARN("SQUALL_STATS: cannot write '%s': %s", path, strerror(saved));
 }
 
 static void at_exit(void) { squall__stats_write_file(); }

@@ -5,6 +5,8 @@
 #ifndef SQUALL_STATS_H
 #define SQUALL_STATS_H
 
+#include <stdio.h>
+
 #include "squall.h"
 
 /* Adds one call's figures to *local (a communicator's, may be NULL) and to

@@ -29,7 +29,9 @@
 #endif
 #include "common/internal.h"
 
+#include <link.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "interpose/preload_resolve.h"
@@ -175,37 +177,53 @@ static ncclResult_t missing(int fn) {
     if (real_fn[FN_##name] == NULL) return missing(FN_##name); \
   } while (0)
 
-/* Forwards a call that squall only needs to let through, under the guard. */
-#define FORWARD(name, ...)                          \
-  do {                                              \
-    NEED(name);                                     \
-    int outer_ = !inside;                           \
-    inside = 1;                                     \
-    ncclResult_t r_ = REAL(name)(__VA_ARGS__);      \
-    if (outer_) inside = 0;                         \
-    return r_;                                      \
+/* The guard, in one place: a nested call (this thread is already inside an
+ * intercepted call) goes straight to the real function; the outermost one
+ * evaluates `outer`, the wrapper's work including its call of the real
+ * function, with the guard held, and returns its result. */
+#define GUARDED(name, args, outer)              \
+  do {                                          \
+    if (inside) return REAL(name) args;         \
+    inside = 1;                                 \
+    ncclResult_t r_ = (outer);                  \
+    inside = 0;                                 \
+    return r_;                                  \
   } while (0)
 
-/* Runs `forget` for comm under the guard, then forwards. */
-#define FORGET_THEN_FORWARD(name, comm, ...)        \
-  do {                                              \
-    NEED(name);                                     \
-    if (inside) return REAL(name)(__VA_ARGS__);     \
-    inside = 1;                                     \
-    if (comm != NULL) squall__nccl_comm_forget(comm); \
-    ncclResult_t r_ = REAL(name)(__VA_ARGS__);      \
-    inside = 0;                                     \
-    return r_;                                      \
+/* A whole wrapper: resolve (a missing function returns why), then GUARDED. */
+#define INTERCEPT(name, args, outer) \
+  do {                               \
+    NEED(name);                      \
+    GUARDED(name, args, outer);      \
   } while (0)
+
+/* Set by the first outermost ncclAllReduce: the hint at exit (mpi_hint)
+ * needs to know whether the program used NCCL's all-reduce at all. */
+static int allreduce_seen;
 
 /* ------------------------------------------------------------ all-reduce */
+/* The outermost all-reduce on a communicator: squall's, unless NCCL
+ * still owns the communicator's state. */
+static ncclResult_t allreduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                              ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  /* A non-blocking communicator still initialising (ncclInProgress), or one
+   * in error, is NCCL's business: the call goes to NCCL as it is. */
+  ncclResult_t async = ncclSuccess;
+  if (api.commGetAsyncError(comm, &async) != ncclSuccess || async != ncclSuccess)
+    return REAL(AllReduce)(sendbuff, recvbuff, count, datatype, op, comm, stream);
+  return squall__nccl_allreduce(&api, sendbuff, recvbuff, count, datatype, op, comm, stream,
+                                group_depth > 0);
+}
+
 EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
                                   ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                   cudaStream_t stream) {
   NEED(AllReduce);
-  if (inside || comm == NULL) /* NULL: NCCL reports ncclInvalidArgument itself */
+  if (!inside && !__atomic_load_n(&allreduce_seen, __ATOMIC_RELAXED))
+    __atomic_store_n(&allreduce_seen, 1, __ATOMIC_RELAXED);
+  if (comm == NULL) /* NCCL reports ncclInvalidArgument itself */
     return REAL(AllReduce)(sendbuff, recvbuff, count, datatype, op, comm, stream);
-  if (!api_complete) {
+  if (!inside && !api_complete) {
     SQ_WARN_ONCE("the loaded NCCL lacks a function squall needs (%s); all-reduces pass through "
                  "uncompressed",
                  !api.allGather            ? real_why[FN_AllGather]
@@ -217,52 +235,31 @@ EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t c
                                            : real_why[FN_GroupEnd]);
     return REAL(AllReduce)(sendbuff, recvbuff, count, datatype, op, comm, stream);
   }
-  inside = 1;
-  /* A non-blocking communicator still initialising (ncclInProgress), or one
-   * in error, is NCCL's business: the call goes to NCCL as it is. */
-  ncclResult_t async = ncclSuccess, r;
-  if (api.commGetAsyncError(comm, &async) != ncclSuccess || async != ncclSuccess)
-    r = REAL(AllReduce)(sendbuff, recvbuff, count, datatype, op, comm, stream);
-  else
-    r = squall__nccl_allreduce(&api, sendbuff, recvbuff, count, datatype, op, comm, stream,
-                               group_depth > 0);
-  inside = 0;
-  return r;
+  GUARDED(AllReduce, (sendbuff, recvbuff, count, datatype, op, comm, stream),
+          allreduce(sendbuff, recvbuff, count, datatype, op, comm, stream));
 }
 
 /* ------------------------------------------------------------ groups */
-EXPORT ncclResult_t ncclGroupStart(void) {
-  NEED(GroupStart);
-  if (inside) return REAL(GroupStart)();
-  inside = 1;
-  ncclResult_t r = REAL(GroupStart)();
+static ncclResult_t group_entered(ncclResult_t r) {
   if (r == ncclSuccess) group_depth++;
-  inside = 0;
   return r;
 }
 
 /* NCCL leaves a group level on every End at depth > 0, whatever the result
  * of launching the group; at depth 0 it reports ncclInvalidUsage. */
-EXPORT ncclResult_t ncclGroupEnd(void) {
-  NEED(GroupEnd);
-  if (inside) return REAL(GroupEnd)();
-  inside = 1;
-  ncclResult_t r = REAL(GroupEnd)();
+static ncclResult_t group_left(ncclResult_t r) {
   if (group_depth > 0) group_depth--;
-  inside = 0;
   return r;
 }
+
+EXPORT ncclResult_t ncclGroupStart(void) { INTERCEPT(GroupStart, (), group_entered(REAL(GroupStart)())); }
+
+EXPORT ncclResult_t ncclGroupEnd(void) { INTERCEPT(GroupEnd, (), group_left(REAL(GroupEnd)())); }
 
 #ifdef HAVE_GROUP_SIMULATE_END
 /* Ends the group like ncclGroupEnd (NCCL leaves the level), launching nothing. */
 EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo) {
-  NEED(GroupSimulateEnd);
-  if (inside) return REAL(GroupSimulateEnd)(simInfo);
-  inside = 1;
-  ncclResult_t r = REAL(GroupSimulateEnd)(simInfo);
-  if (group_depth > 0) group_depth--;
-  inside = 0;
-  return r;
+  INTERCEPT(GroupSimulateEnd, (simInfo), group_left(REAL(GroupSimulateEnd)(simInfo)));
 }
 #endif
 
@@ -270,16 +267,10 @@ EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo) {
 /* The rank of the first communicator this process creates names its
  * SQUALL_STATS file (the first call wins; it also arms the writer at exit).
  * In a data-parallel job that is the world communicator. */
-#define INIT_THEN_NAME_STATS(name, rank, ...)                     \
-  do {                                                            \
-    NEED(name);                                                   \
-    if (inside) return REAL(name)(__VA_ARGS__);                   \
-    inside = 1;                                                   \
-    ncclResult_t r_ = REAL(name)(__VA_ARGS__);                    \
-    if (r_ == ncclSuccess || r_ == ncclInProgress) squall__stats_set_rank(rank); \
-    inside = 0;                                                   \
-    return r_;                                                    \
-  } while (0)
+static ncclResult_t name_stats(ncclResult_t r, int rank) {
+  if (r == ncclSuccess || r == ncclInProgress) squall__stats_set_rank(rank);
+  return r;
+}
 
 /* Non-blocking communicators (config->blocking == 0) pass through: NCCL may
  * answer ncclInProgress to squall's own collectives, and the engine's
@@ -291,97 +282,146 @@ static ncclResult_t note_blocking(ncclResult_t r, ncclComm_t *newcomm, const ncc
 }
 
 EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank) {
-  INIT_THEN_NAME_STATS(CommInitRank, rank, comm, nranks, commId, rank);
+  INTERCEPT(CommInitRank, (comm, nranks, commId, rank),
+            name_stats(REAL(CommInitRank)(comm, nranks, commId, rank), rank));
 }
 
 EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
                                            ncclConfig_t *config) {
-  NEED(CommInitRankConfig);
-  if (inside) return REAL(CommInitRankConfig)(comm, nranks, commId, rank, config);
-  inside = 1;
-  ncclResult_t r = note_blocking(REAL(CommInitRankConfig)(comm, nranks, commId, rank, config), comm, config);
-  if (r == ncclSuccess || r == ncclInProgress) squall__stats_set_rank(rank);
-  inside = 0;
-  return r;
+  INTERCEPT(CommInitRankConfig, (comm, nranks, commId, rank, config),
+            name_stats(note_blocking(REAL(CommInitRankConfig)(comm, nranks, commId, rank, config), comm, config),
+                       rank));
 }
 
 EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist) {
-  FORWARD(CommInitAll, comm, ndev, devlist);
+  INTERCEPT(CommInitAll, (comm, ndev, devlist), REAL(CommInitAll)(comm, ndev, devlist));
 }
 
 #ifdef HAVE_INIT_RANK_SCALABLE
 EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, int myrank, int nId,
                                              ncclUniqueId *commIds, ncclConfig_t *config) {
-  NEED(CommInitRankScalable);
-  if (inside) return REAL(CommInitRankScalable)(newcomm, nranks, myrank, nId, commIds, config);
-  inside = 1;
-  ncclResult_t r =
-      note_blocking(REAL(CommInitRankScalable)(newcomm, nranks, myrank, nId, commIds, config), newcomm, config);
-  if (r == ncclSuccess || r == ncclInProgress) squall__stats_set_rank(myrank);
-  inside = 0;
-  return r;
+  INTERCEPT(CommInitRankScalable, (newcomm, nranks, myrank, nId, commIds, config),
+            name_stats(note_blocking(REAL(CommInitRankScalable)(newcomm, nranks, myrank, nId, commIds, config),
+                                     newcomm, config),
+                       myrank));
 }
 #endif
 
 EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
                                   ncclConfig_t *config) {
-  NEED(CommSplit);
-  if (inside) return REAL(CommSplit)(comm, color, key, newcomm, config);
-  inside = 1;
-  ncclResult_t r = note_blocking(REAL(CommSplit)(comm, color, key, newcomm, config), newcomm, config);
-  inside = 0;
-  return r;
+  INTERCEPT(CommSplit, (comm, color, key, newcomm, config),
+            note_blocking(REAL(CommSplit)(comm, color, key, newcomm, config), newcomm, config));
 }
 
 #ifdef HAVE_COMM_SHRINK
 EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int excludeRanksCount,
                                    ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags) {
-  NEED(CommShrink);
-  if (inside) return REAL(CommShrink)(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
-  inside = 1;
-  ncclResult_t r = note_blocking(
-      REAL(CommShrink)(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags), newcomm, config);
-  inside = 0;
-  return r;
+  INTERCEPT(CommShrink, (comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags),
+            note_blocking(REAL(CommShrink)(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags),
+                          newcomm, config));
 }
 #endif
 
 /* ------------------------------------------------------------ teardown
  * squall's state goes first: once NCCL frees the communicator its address
  * may come back for a new one, which must not inherit stale residuals. */
-EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) { FORGET_THEN_FORWARD(CommFinalize, comm, comm); }
+static int forget(ncclComm_t comm) {
+  if (comm != NULL) squall__nccl_comm_forget(comm);
+  return 0;
+}
 
-EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) { FORGET_THEN_FORWARD(CommDestroy, comm, comm); }
+EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
+  INTERCEPT(CommFinalize, (comm), (forget(comm), REAL(CommFinalize)(comm)));
+}
 
-EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) { FORGET_THEN_FORWARD(CommAbort, comm, comm); }
+EXPORT ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  INTERCEPT(CommDestroy, (comm), (forget(comm), REAL(CommDestroy)(comm)));
+}
+
+EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  INTERCEPT(CommAbort, (comm), (forget(comm), REAL(CommAbort)(comm)));
+}
 
 #ifdef HAVE_COMM_REVOKE
 EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
-  FORGET_THEN_FORWARD(CommRevoke, comm, comm, revokeFlags);
+  INTERCEPT(CommRevoke, (comm, revokeFlags), (forget(comm), REAL(CommRevoke)(comm, revokeFlags)));
 }
 #endif
 
 /* ------------------------------------------------------------ PreMulSum ops */
-EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
-                                             ncclScalarResidence_t residence, ncclComm_t comm) {
-  NEED(RedOpCreatePreMulSum);
-  if (inside) return REAL(RedOpCreatePreMulSum)(op, scalar, datatype, residence, comm);
-  inside = 1;
-  ncclResult_t r = REAL(RedOpCreatePreMulSum)(op, scalar, datatype, residence, comm);
+static ncclResult_t premul_created(ncclResult_t r, ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
+                                   ncclScalarResidence_t residence, ncclComm_t comm) {
   if (r == ncclSuccess && op != NULL && comm != NULL)
     squall__nccl_premul_add(comm, *op, scalar, datatype, residence);
-  inside = 0;
   return r;
+}
+
+EXPORT ncclResult_t ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
+                                             ncclScalarResidence_t residence, ncclComm_t comm) {
+  INTERCEPT(RedOpCreatePreMulSum, (op, scalar, datatype, residence, comm),
+            premul_created(REAL(RedOpCreatePreMulSum)(op, scalar, datatype, residence, comm), op, scalar,
+                           datatype, residence, comm));
 }
 
 /* Forgotten before NCCL frees it, so that another thread creating an op
  * that gets the same handle is not forgotten in its place. */
-EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
-  NEED(RedOpDestroy);
-  if (inside) return REAL(RedOpDestroy)(op, comm);
-  inside = 1;
+static int premul_forget(ncclComm_t comm, ncclRedOp_t op) {
   if (comm != NULL) squall__nccl_premul_remove(comm, op);
-  ncclResult_t r = REAL(RedOpDestroy)(op, comm);
-  inside = 0;
-  return r;
+  return 0;
+}
+
+EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
+  INTERCEPT(RedOpDestroy, (op, comm), (premul_forget(comm, op), REAL(RedOpDestroy)(op, comm)));
+}
+
+/* ------------------------------------------------------------ the --mpi hint
+ * squall-run preloads this interposer by default, and an MPI program run
+ * that way (an mpi4py script, say) is never compressed: its all-reduces are
+ * MPI_Allreduce, which only libsquall-preload-mpi.so catches. So at exit a
+ * process that was configured to compress, never called ncclAllReduce, and
+ * has an MPI library loaded but not squall's MPI interposer, says so (rank 0
+ * only, when the launcher tells the rank). Counting MPI_Allreduce calls
+ * would mean interposing MPI here, which this library must not do (it links
+ * no MPI and must run in processes without one); a loaded libmpi is the
+ * sign that the process is an MPI program, and it is read from the loader's
+ * own list of objects, which costs nothing until exit. */
+typedef struct {
+  char mpi[256];  /* path of the first MPI library found, "" if none */
+  int squall_mpi; /* libsquall-preload-mpi.so is loaded */
+} loaded_libs;
+
+static int note_lib(struct dl_phdr_info *info, size_t size, void *data) {
+  (void)size;
+  loaded_libs *l = data;
+  const char *name = info->dlpi_name ? info->dlpi_name : "";
+  const char *base = strrchr(name, '/');
+  base = base ? base + 1 : name;
+  if (!strncmp(base, "libsquall-preload-mpi", 21)) l->squall_mpi = 1;
+  else if (!l->mpi[0] && (!strncmp(base, "libmpi.so", 9) || !strncmp(base, "libmpich.so", 11)))
+    snprintf(l->mpi, sizeof l->mpi, "%s", name);
+  return 0;
+}
+
+/* 1 unless the launcher says this is a rank other than 0. */
+static int maybe_rank0(void) {
+  static const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK"};
+  for (size_t i = 0; i < SQ_ARRAY_SIZE(vars); i++) {
+    const char *v = getenv(vars[i]);
+    if (v != NULL && *v) return strcmp(v, "0") == 0;
+  }
+  return 1;
+}
+
+__attribute__((destructor)) static void mpi_hint(void) {
+  if (__atomic_load_n(&allreduce_seen, __ATOMIC_RELAXED)) return;
+  squallConfig_t cfg;
+  squall__config_get(&cfg, NULL);
+  if (cfg.codec == squallCodecNone) return;
+  loaded_libs l = {"", 0};
+  dl_iterate_phdr(note_lib, &l);
+  if (!l.mpi[0] || l.squall_mpi || !maybe_rank0()) return;
+  SQ_WARN("this process loaded MPI (%s) and made no ncclAllReduce call, so the NCCL interposer "
+          "compressed nothing; for MPI_Allreduce use the MPI interposer: squall-run --mpi "
+          "(or LD_PRELOAD=libsquall-preload-mpi.so)",
+          l.mpi);
 }

@@ -5,6 +5,7 @@
 
 #include "transports/nccl_table.h"
 #include "api/api_nccl.h"
+#include "squall_nccl.h"
 
 static const squall_nccl_api linked = {
     .allReduce = pncclAllReduce,

@@ -9,20 +9,22 @@
 #               one run per codec, statistics checked afterwards (d)
 #   4 ddp       a one-process PyTorch DDP run under squall-run --compress
 #               topk:0.01 --min-bytes 0: compressed calls and a falling loss (c)
-# Steps 2-4 run the bundle that tests/gpu/build-for-device.sh builds into
-# tests/gpu/build/dist on a machine without a GPU (carry that folder along);
-# without it, step 1 is built here with make and nvcc, and 2-4 fail.
+# Every step runs the bundle that `make gpu-bundle` (or the wrapper
+# tests/gpu/build-for-device.sh) builds into tests/gpu/build/dist on a
+# machine without a GPU: carry that folder along. Without it every step
+# fails and says so (there is no autotools build here to make it).
 #
 # Logs go to ${OUT:-tests/gpu/build/out}: summary.txt, env.log, selftest.log,
 # direct.log, preload.log, ddp.log, ddp-stats.0.json, ddp-loss.json.
 # Exit status: 0 all passed, 1 a check failed, 77 no GPU here (nothing ran).
-# Environment: SELFTEST_ARGS (default: 1 1000 1048579 16777216), DDP_STEPS
-# (300), PYTHON (python3), NCCL_LIBDIR (where libnccl.so.2 is; default: the
-# one PyTorch loads), ARCH (SMs for a fallback self-test build).
+# Environment: SQUALL_GPU_BUNDLE (the bundle; default tests/gpu/build/dist),
+# SELFTEST_ARGS (default: 1 1000 1048579 16777216), DDP_STEPS (300), PYTHON
+# (python3), NCCL_LIBDIR (where libnccl.so.2 is; default: the one PyTorch
+# loads).
 set -u
 cd "$(dirname "$0")/../.." || exit 2
 root=$(pwd)
-dist=$root/tests/gpu/build/dist
+dist=${SQUALL_GPU_BUNDLE:-$root/tests/gpu/build/dist}
 out=${OUT:-$root/tests/gpu/build/out}
 mkdir -p "$out" || exit 2
 out=$(cd "$out" && pwd)
@@ -92,7 +94,7 @@ fi
   nvidia-smi --query-gpu=index,name,compute_cap,driver_version,memory.total --format=csv 2>&1 || true
   command -v nvcc >/dev/null 2>&1 && nvcc --version | tail -n 2
   echo "== the bundle ($dist)"
-  if [ -f "$dist/BUILD-INFO" ]; then cat "$dist/BUILD-INFO"; else echo "missing: run tests/gpu/build-for-device.sh and carry tests/gpu/build/dist"; fi
+  if [ -f "$dist/BUILD-INFO" ]; then cat "$dist/BUILD-INFO"; else echo "missing: run make gpu-bundle (or tests/gpu/build-for-device.sh) on the build machine and carry tests/gpu/build/dist"; fi
   echo "== Python"
   "$py" - <<'EOF' 2>&1
 import sys
@@ -142,23 +144,18 @@ have_bundle=yes
 for f in bin/selftest bin/test_nccl_device_direct bin/test_nccl_device bin/squall-run lib/libsquall-preload.so; do
   [ -e "$dist/$f" ] || have_bundle=no
 done
-no_bundle="no bundle in $dist: run tests/gpu/build-for-device.sh on the build machine and carry tests/gpu/build/dist"
+no_bundle="no bundle in $dist: run make gpu-bundle (or tests/gpu/build-for-device.sh) on the build machine and carry tests/gpu/build/dist"
 
 # ------------------------------------------------------------------ 1 self-test
 : > "$out/selftest.log"
 if [ -x "$dist/bin/selftest" ]; then
-  selftest=$dist/bin/selftest
+  # shellcheck disable=SC2086
+  run_cmd "$out/selftest.log" 150 "$dist/bin/selftest" ${SELFTEST_ARGS:-1 1000 1048579 16777216}
+  add_row selftest "$RES" "$SECS" "$DETAIL"
 else
-  # Fallback: the standalone build, SASS for the GPUs present.
-  arch=${ARCH:-$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | tr -d ' .' | sort -u | tr '\n' ' ')}
-  [ -n "$arch" ] && export ARCH="$arch"
-  echo "== self-test: no bundle, building it with make (ARCH=${ARCH:-90})" | tee -a "$out/selftest.log"
-  make -C tests/gpu -j"$(nproc 2>/dev/null || echo 4)" >> "$out/selftest.log" 2>&1
-  selftest=$root/tests/gpu/build/selftest
+  echo "$no_bundle" | tee -a "$out/selftest.log"
+  add_row selftest FAIL 0 "$no_bundle"
 fi
-# shellcheck disable=SC2086
-run_cmd "$out/selftest.log" 150 "$selftest" ${SELFTEST_ARGS:-1 1000 1048579 16777216}
-add_row selftest "$RES" "$SECS" "$DETAIL"
 
 # ------------------------------------------------------------------ 2 direct API
 : > "$out/direct.log"

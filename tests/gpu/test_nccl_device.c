@@ -50,6 +50,7 @@
 #include <nccl.h>
 
 #include "codecs/codec.h"
+#include "squall_nccl.h"
 #define GPU_TEST_NAME "test_nccl_device"
 #include "gpu_check.h"
 

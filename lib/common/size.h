@@ -1,0 +1,21 @@
+/* size.h - the one parser of sizes in bytes, for SQUALL_MIN_BYTES,
+ * SQUALL_EF_MAX_BYTES and squall-bench's -b/-e/-i. Self-contained (no other
+ * squall header), so that squall-bench compiles the same source: it links
+ * libsquall.so, whose internal symbols are hidden. */
+#ifndef SQUALL_SIZE_H
+#define SQUALL_SIZE_H
+
+#include <stddef.h>
+
+/* The accepted spellings, for error messages and documentation. */
+#define SQUALL_SIZE_SPELLINGS                                                           \
+  "an integer number of bytes with an optional K, M or G suffix (also written KiB, " \
+  "MiB, GiB; powers of 1024: 64M = 64MiB = 67108864)"
+
+/* Parses exactly: decimal digits, then nothing or one of K, M, G, KiB, MiB,
+ * GiB (case as written; 1024-based, as NCCL's tests read sizes). No sign,
+ * blank, fraction, hex or other suffix. Returns 0, or -1 (also when the
+ * size does not fit a size_t) with *out unchanged. */
+int squall__parse_size(const char *text, size_t *out);
+
+#endif

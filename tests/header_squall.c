@@ -1,0 +1,30 @@
+/* header_squall.c - squall.h stands alone: this file is built with only
+ * include/ on the include path (no MPI, NCCL or CUDA), and squall.h must
+ * not pull in any of their headers when they happen to be reachable. */
+#include "squall.h"
+
+#if defined(NCCL_H_) || defined(MPI_VERSION) || defined(__CUDA_RUNTIME_H__) || defined(CUDA_VERSION)
+#error "squall.h included an NCCL, MPI or CUDA header"
+#endif
+
+#include <stdio.h>
+#include <string.h>
+
+int main(void) {
+  /* Uses the declarations, so that a missing one fails to compile or link. */
+  squallConfig_t cfg;
+  squallOption_t opt;
+  int version = 0, n = 0;
+  if (squallConfigDefault(&cfg) != squallSuccess || squallGetVersion(&version) != squallSuccess ||
+      version != SQUALL_VERSION_CODE) {
+    fprintf(stderr, "header_squall: library and header disagree: %s\n", squallGetLastError());
+    return 1;
+  }
+  while (squallConfigOption(&cfg, n, &opt) == squallSuccess) n++;
+  if (n == 0 || strcmp(squallGetErrorString(squallSuccess), "no error") != 0) {
+    fprintf(stderr, "header_squall: %d options, success reads '%s'\n", n, squallGetErrorString(squallSuccess));
+    return 1;
+  }
+  printf("squall.h alone: %s, %d options\n", squallVersionString(), n);
+  return 0;
+}
