@@ -299,9 +299,9 @@ START_TEST(test_engine_average_and_halves) {
   for (int s = 0; s < 3; s++) {
     use_config(specs[s]);
     squall_call c = {.send = g, .recv = out, .count = n, .dtype = SQ_DT_F32, .elsize = 4, .op = SQ_OP_AVG, .premul = 1.0f};
-    int reason;
-    ck_assert_int_eq(squall__engine_allreduce(e, &c, &reason), squallSuccess);
-    ck_assert_int_eq(reason, -1);
+    squall_decision d;
+    ck_assert_int_eq(squall__engine_allreduce(e, &c, &d), squallSuccess);
+    ck_assert_int_ne(d.route, SQ_ROUTE_PASS);
     for (size_t i = 0; i < n; i++) {
       double exact = 0;
       for (int r = 0; r < nranks; r++) exact += gen_dyadic(61, r, i);
@@ -313,8 +313,9 @@ START_TEST(test_engine_average_and_halves) {
   for (size_t i = 0; i < n; i++) h[i] = sq_f32_to_f16(gen_dyadic(62, rank, i));
   use_config("SQUALL_COMPRESS=fp16");
   squall_call c = {.send = h, .recv = ho, .count = n, .dtype = SQ_DT_F16, .elsize = 2, .op = SQ_OP_SUM, .premul = 0.5f};
-  int reason;
-  ck_assert_int_eq(squall__engine_allreduce(e, &c, &reason), squallSuccess);
+  squall_decision d;
+  ck_assert_int_eq(squall__engine_allreduce(e, &c, &d), squallSuccess);
+  ck_assert_int_ne(d.route, SQ_ROUTE_PASS);
   for (size_t i = 0; i < n; i++) {
     double exact = 0;
     for (int r = 0; r < nranks; r++) exact += 0.5 * gen_dyadic(62, r, i);

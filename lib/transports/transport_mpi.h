@@ -13,4 +13,9 @@ typedef struct {
 
 squallResult_t squall__transport_mpi_init(squall_transport *tr, squall_mpi_ctx *ctx, MPI_Comm comm);
 
+/* The code of the last MPI call of this thread's transport that failed
+ * (MPI_SUCCESS when none since the last take), and clears it: the MPI
+ * entry point returns MPI's own error class for a failed collective. */
+int squall__transport_mpi_take_error(void);
+
 #endif
