@@ -7,14 +7,16 @@
 
 #include "engine/residual.h"
 
-/* Empty floating slots kept per shape: enough to recognise an allocator
- * that alternates between a few addresses, small enough to stay bounded. */
-#define MAX_EMPTY_FLOATING 8
+/* Empty slots (addresses without a residual) kept per shape: enough to
+ * remember the tensors of a large model, small enough to stay bounded. */
+#define MAX_EMPTY 64
 
 typedef struct shape {
   size_t count;
   int dtype;
-  uint64_t calls;
+  uint64_t calls; /* eligible calls (warm-up) */
+  uint64_t clock; /* slot lookups: the unit of a slot's age */
+  uint64_t round; /* the age at which the last known address came back */
   squall_tensor *slots;
   struct shape *next;
 } shape;
@@ -22,7 +24,6 @@ typedef struct shape {
 struct squall_residuals {
   const squall_kernels *kernels;
   shape *shapes;
-  uint64_t clock; /* orders slot uses */
 };
 
 static size_t process_bytes; /* atomically updated */
@@ -85,37 +86,45 @@ squall_tensor *squall__residuals_find(squall_residuals *s, const void *key, size
   return NULL;
 }
 
-/* Drops the least recently used empty floating slot while there are too
- * many: what an allocate-each-step loop leaves behind. */
-static void trim(squall_residuals *s, shape *sh) {
+/* Drops the least recently used empty slot while there are too many:
+ * what an allocate-each-step loop leaves behind. */
+static void trim(shape *sh) {
   for (;;) {
     int empty = 0;
     squall_tensor **victim = NULL;
     for (squall_tensor **pp = &sh->slots; *pp; pp = &(*pp)->next) {
       squall_tensor *t = *pp;
-      if (t->residual || t->hits) continue;
+      if (t->residual) continue;
       empty++;
       if (victim == NULL || t->last_use < (*victim)->last_use) victim = pp;
     }
-    if (empty <= MAX_EMPTY_FLOATING) return;
+    if (empty <= MAX_EMPTY) return;
     squall_tensor *t = *victim;
     *victim = t->next;
     free(t);
   }
 }
 
+/* An address not seen before inherits the residual of the least recently
+ * used slot that is older than one round: the number of lookups of this
+ * shape after which known addresses come back (a model with m tensors of
+ * the shape at stable addresses: m). Such a slot's buffer is gone, or its
+ * tensor is not part of the current loop; a slot used within the round is
+ * another live tensor and keeps its residual. */
 squall_tensor *squall__residuals_slot(squall_residuals *s, const void *key, size_t count, int dtype) {
   shape *sh = shape_of(s, count, dtype, 1);
   if (sh == NULL) return NULL;
+  uint64_t now = ++sh->clock;
   squall_tensor *donor = NULL;
   for (squall_tensor *t = sh->slots; t; t = t->next) {
     if (t->key == key) {
+      sh->round = now - t->last_use;
       t->hits++;
-      t->last_use = ++s->clock;
+      t->last_use = now;
       return t;
     }
-    /* floating (its address never came back) and holding something */
-    if (!t->hits && t->residual && (donor == NULL || t->last_use < donor->last_use)) donor = t;
+    if (t->residual && now - t->last_use > sh->round && (donor == NULL || t->last_use < donor->last_use))
+      donor = t;
   }
   squall_tensor *t = calloc(1, sizeof *t);
   if (t == NULL) return NULL;
@@ -126,11 +135,12 @@ squall_tensor *squall__residuals_slot(squall_residuals *s, const void *key, size
     t->residual = donor->residual;
     t->no_residual = donor->no_residual;
     donor->residual = NULL;
+    donor->no_residual = 0;
   }
-  t->last_use = ++s->clock;
+  t->last_use = now;
   t->next = sh->slots;
   sh->slots = t;
-  trim(s, sh);
+  trim(sh);
   return t;
 }
 

@@ -7,14 +7,17 @@
  *   - an address seen before finds its slot (a model whose tensors live at
  *     stable addresses gets one residual per tensor);
  *   - an address not seen before inherits the residual of the
- *     least-recently-used slot of its shape whose own address was never
- *     seen again ("floating": its buffer is gone), so a loop that hands a
- *     freshly allocated array each step (mpi4py/NumPy, JAX) carries one
- *     residual from step to step instead of starting from zero;
- *   - empty floating slots are dropped beyond a few per shape, so such a
- *     loop uses bounded memory.
- * Moving a residual never loses mass: the sum of all residuals is what
- * was not yet sent, whichever slot holds it.
+ *     least-recently-used slot of its shape that was not used within the
+ *     last round (the number of lookups of the shape after which known
+ *     addresses come back), so a loop that hands a freshly allocated array
+ *     each step (mpi4py/NumPy, JAX) carries its residual from step to step
+ *     instead of starting from zero, and stale residuals are recycled;
+ *   - empty slots are dropped beyond a fixed number per shape,
+ * so an allocate-each-step loop uses bounded memory. Moving a residual
+ * never loses mass: the sum of all residuals is what was not yet sent,
+ * whichever slot holds it. The first step of a model with several tensors
+ * of one shape moves a residual from one to the next once, before their
+ * addresses have come back.
  *
  * Warm-up counts calls per shape, not per address: every rank makes the
  * same calls with the same shapes, so every rank counts alike whatever its
@@ -36,7 +39,7 @@ typedef struct squall_tensor {
   float *residual;  /* count floats in the kernels' memory; NULL means zero */
   int no_residual;  /* the cap refused one: run without error feedback */
   uint64_t hits;    /* times key came back after the first sight */
-  uint64_t last_use;
+  uint64_t last_use; /* the shape's lookup clock at its last use */
   struct squall_tensor *next; /* slots of the same shape */
 } squall_tensor;
 
