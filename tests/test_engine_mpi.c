@@ -325,6 +325,7 @@ START_TEST(test_engine_average_and_halves) {
     ck_assert_msg(sq_f16_to_f32(ho[i]) == (float)exact, "f16 premul element %zu: %g vs %g", i, sq_f16_to_f32(ho[i]), exact);
   }
   squall__engine_free(e);
+  squall__transport_mpi_fini(&ctx);
   free(g); free(out); free(h); free(ho);
 }
 END_TEST

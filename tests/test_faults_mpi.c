@@ -81,6 +81,21 @@ int PMPI_Allgatherv(const void *s, int sn, MPI_Datatype st, void *r, const int *
   return inject(real_PMPI_Allgatherv(s, sn, st, r, rc, displs, rt, comm), r, total); /* MPI_BYTE */
 }
 
+/* zstd allocates inside ZSTD_compress: its failure on one rank is the
+ * one local failure that can happen after the call header. This program's
+ * ZSTD_compress (squall's static code binds to it) fails when armed. */
+typedef size_t (*zstd_compress_t)(void *, size_t, const void *, size_t, int);
+static int zstd_fail_armed;
+
+size_t ZSTD_compress(void *dst, size_t cap, const void *src, size_t size, int level) {
+  REAL(ZSTD_compress, zstd_compress_t);
+  if (zstd_fail_armed) {
+    zstd_fail_armed = 0;
+    return (size_t)-64; /* a zstd error code (memory allocation) */
+  }
+  return real_ZSTD_compress(dst, cap, src, size, level);
+}
+
 /* ------------------------------------------------------------ helpers */
 static float gen_dyadic(int seed, int r, size_t i) { /* multiples of 1/8 in [-8, 8] */
   uint64_t x = (uint64_t)seed * 0x9e3779b97f4a7c15ull ^ (uint64_t)r * 0xbf58476d1ce4e5b9ull ^ i * 0x94d049bb133111ebull;
@@ -245,6 +260,38 @@ START_TEST(test_corrupt_header_passes_through_together) {
 }
 END_TEST
 
+/* zstd fails on rank 0 only, after the header: rank 0 still joins the
+ * all-gather (with an empty payload), so every rank fails that call
+ * together and nothing hangs; the residuals are restored. */
+START_TEST(test_compressor_failure_on_one_rank_fails_everywhere) {
+  if (nranks < 2) return;
+  size_t n = 6007;
+  use_config("SQUALL_COMPRESS=topk:0.02 SQUALL_ZSTD=1");
+  squallMpiResetResiduals(MPI_COMM_WORLD);
+  float *g = malloc(n * 4), *out = malloc(n * 4), *res = malloc(n * 4);
+  ledger l;
+  ledger_init(&l, n);
+  for (int step = 0; step < 4; step++) {
+    int seed = 3000 + step;
+    for (size_t i = 0; i < n; i++) g[i] = gen_dyadic(seed, rank, i);
+    zstd_fail_armed = step == 1 && rank == 0;
+    int rc = squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    zstd_fail_armed = 0;
+    int ok = rc == MPI_SUCCESS;
+    ck_assert_msg(same_everywhere(ok), "step %d: some ranks failed, some did not", step);
+    ck_assert_msg(ok == (step != 1), "step %d: %s", step, ok ? "the injected failure was not reported" : "failed");
+    if (ok) ledger_add(&l, seed, out);
+    else ck_assert_int_eq(rc, rank == 0 ? MPI_ERR_INTERN : MPI_ERR_OTHER);
+  }
+  ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res), MPI_SUCCESS);
+  ledger_check(&l, res, "zstd failure on rank 0");
+  assert_in_step(9);
+  free(g);
+  free(out);
+  free(res);
+}
+END_TEST
+
 /* ------------------------------------------------ local argument errors */
 START_TEST(test_aliased_buffers_rejected_alike) {
   size_t n = 1024;
@@ -309,6 +356,7 @@ static void run_alloc_fault(const char *spec, int a) {
   ledger_check(&l, has ? res : NULL, spec);
   assert_in_step(100 + a);
   squall__engine_free(e);
+  squall__transport_mpi_fini(&ctx);
   free(g);
   free(out);
   free(res);
@@ -327,6 +375,7 @@ static Suite *faults_suite(void) {
   tcase_add_test(tc, test_collective_failure_returns_error_and_conserves);
   tcase_add_test(tc, test_corrupt_topk_payload_is_an_error);
   tcase_add_test(tc, test_corrupt_header_passes_through_together);
+  tcase_add_test(tc, test_compressor_failure_on_one_rank_fails_everywhere);
   suite_add_tcase(s, tc);
   tc = tcase_create("arguments");
   tcase_add_test(tc, test_aliased_buffers_rejected_alike);

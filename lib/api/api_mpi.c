@@ -26,6 +26,7 @@ static pthread_mutex_t keyval_lock = PTHREAD_MUTEX_INITIALIZER;
 static int delete_state(MPI_Comm comm, int key, void *value, void *extra) {
   comm_state *s = value;
   squall__engine_free(s->engine);
+  squall__transport_mpi_fini(&s->mpi);
   free(s);
   return MPI_SUCCESS;
 }
@@ -71,6 +72,7 @@ static comm_state *state_of(MPI_Comm comm, int create) {
   squall_transport tr;
   if (squall__transport_mpi_init(&tr, &s->mpi, comm) != squallSuccess ||
       (s->engine = squall__engine_create(&tr, &squall__kernels_host)) == NULL) {
+    squall__transport_mpi_fini(&s->mpi);
     free(s);
     return NULL;
   }

@@ -366,10 +366,13 @@ static squallResult_t exchange_lossless(squall_engine *e, const squall_call *c, 
   size_t *sizes = (size_t *)(raw + align_up(scratch));
   size_t *displs = sizes + p;
   double t0 = squall__now();
+  /* zstd allocates inside: when it fails here, this rank still joins the
+   * all-gather, with an empty payload that every peer rejects, so that all
+   * ranks fail this call together instead of waiting for this one. */
   size_t z = squall__lossless_encode(st->mine, k, vt, cfg->zstdLevel, send, bound, raw);
-  SQ_RETURN_ERROR_IF(z == 0, squallInternalError, "zstd failed to compress a %zu-entry slot", k);
   double t1 = squall__now();
   SQ_FORWARD_IF_ERROR(e->tr.allgatherv(e->tr.ctx, c->stream, send, z, recv, (size_t)p * bound, sizes, displs));
+  SQ_RETURN_ERROR_IF(z == 0, squallInternalError, "zstd failed to compress a %zu-entry slot", k);
   double t2 = squall__now();
   for (int r = 0; r < p; r++)
     SQ_RETURN_ERROR_IF(squall__lossless_decode(recv + displs[r], sizes[r], k, vt, c->count,

@@ -83,13 +83,8 @@ static squallResult_t mpi_allgatherv(void *ctx, void *stream, const void *send, 
   squall_mpi_ctx *c = ctx;
   int p;
   PMPI_Comm_size(c->comm, &p);
-  uint64_t mine = bytes, *all = malloc(sizeof(uint64_t) * (size_t)p);
-  int *counts = malloc(sizeof(int) * 2 * (size_t)p);
-  if (all == NULL || counts == NULL) {
-    free(all);
-    free(counts);
-    return squall__fail(squallSystemError, "out of memory for all-gather-v sizes");
-  }
+  uint64_t mine = bytes, *all = c->sizes;
+  int *counts = c->counts;
   squallResult_t r = mpi_result(PMPI_Allgather(&mine, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, c->comm),
                                 "MPI_Allgather (sizes)");
   size_t total = 0;
@@ -109,8 +104,6 @@ static squallResult_t mpi_allgatherv(void *ctx, void *stream, const void *send, 
   if (r == squallSuccess)
     r = mpi_result(PMPI_Allgatherv(send, (int)bytes, MPI_BYTE, recv, counts, counts + p, MPI_BYTE, c->comm),
                    "MPI_Allgatherv");
-  free(all);
-  free(counts);
   return r;
 }
 
@@ -121,6 +114,13 @@ static squallResult_t mpi_allreduce_min_i64(void *ctx, void *stream, int64_t *bu
                     "MPI_Allreduce (call header)");
 }
 
+void squall__transport_mpi_fini(squall_mpi_ctx *ctx) {
+  free(ctx->sizes);
+  free(ctx->counts);
+  ctx->sizes = NULL;
+  ctx->counts = NULL;
+}
+
 int squall__transport_mpi_take_error(void) {
   int rc = last_mpi_error;
   last_mpi_error = MPI_SUCCESS;
@@ -129,10 +129,17 @@ int squall__transport_mpi_take_error(void) {
 
 squallResult_t squall__transport_mpi_init(squall_transport *tr, squall_mpi_ctx *ctx, MPI_Comm comm) {
   memset(tr, 0, sizeof *tr);
+  memset(ctx, 0, sizeof *ctx);
   ctx->comm = comm;
   tr->ctx = ctx;
   SQ_FORWARD_IF_ERROR(mpi_result(PMPI_Comm_rank(comm, &tr->rank), "MPI_Comm_rank"));
   SQ_FORWARD_IF_ERROR(mpi_result(PMPI_Comm_size(comm, &tr->nranks), "MPI_Comm_size"));
+  ctx->sizes = malloc(sizeof(uint64_t) * (size_t)tr->nranks);
+  ctx->counts = malloc(sizeof(int) * 2 * (size_t)tr->nranks);
+  if (ctx->sizes == NULL || ctx->counts == NULL) {
+    squall__transport_mpi_fini(ctx);
+    return squall__fail(squallSystemError, "out of memory for all-gather-v sizes of %d ranks", tr->nranks);
+  }
   tr->allreduce_half = mpi_allreduce_half;
   tr->allreduce_max_f32 = mpi_allreduce_max_f32;
   tr->allreduce_sum_f32 = mpi_allreduce_sum_f32;
