@@ -52,6 +52,9 @@ struct squall_engine {
   int warned_valid;
   void *scratch; /* kernel memory, grown on demand, kept for the next call */
   size_t scratch_bytes;
+  size_t scratch_planned; /* the largest layout any header covered: the same
+                             on every rank, unlike scratch_bytes after a
+                             failed allocation */
   void *host; /* host memory for the lossless stage */
   size_t host_bytes;
   void *last_stream; /* for squallResetResiduals, which has no stream of its own */
@@ -260,10 +263,10 @@ typedef struct {
   uint64_t wire;
 } run_state;
 
-/* Step 1: everything the call needs, before anything collective. */
+/* Step 1: everything the call needs, before anything collective; st->L
+ * holds the layout already. */
 static squallResult_t prepare(squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
                               squall_route route, run_state *st) {
-  layout_for(e, c, cfg, route, &st->L);
   SQ_FORWARD_IF_ERROR(scratch_reserve(e, st->L.total, c->stream));
   if (route == SQ_ROUTE_TOPK && use_lossless(e, cfg))
     SQ_FORWARD_IF_ERROR(host_reserve(e, lossless_host_bytes(e->tr.nranks, st->L.k, cfg->topkValues)));
@@ -499,12 +502,10 @@ void squall__engine_record_unrun(const squall_call *c, squallPassReason_t reason
 /* Under CUDA graph capture nothing may allocate or wait: the call runs only
  * when the header is not due and its memory is in place. */
 static int capture_ready(squall_engine *e, const squall_call *c, const squallConfig_t *cfg, uint64_t gen,
-                         squall_route guess) {
+                         squall_route guess, const scratch_layout *L) {
   if (!e->agreed_valid || e->agreed_gen != gen) return 0;
   if (guess == SQ_ROUTE_PASS || !e->agreed_ok) return 1;
-  scratch_layout L;
-  layout_for(e, c, cfg, guess, &L);
-  if (L.total > e->scratch_bytes) return 0;
+  if (L->total > e->scratch_bytes) return 0;
   if (!cfg->errorFeedback) return 1;
   squall_tensor *t = squall__residuals_find(e->residuals, c->send, c->count, c->dtype);
   return t && (t->residual || t->no_residual);
@@ -524,19 +525,21 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   decide_in in = {.call = c, .cfg = &cfg, .nranks = e->tr.nranks, .agreed = 1, .all_ok = 1};
   squallPassReason_t why;
   squall_route guess = decide(&in, &why);
-  if (c->capturing && !capture_ready(e, c, &cfg, gen, guess)) {
+  layout_for(e, c, &cfg, guess, &st->L); /* once per call */
+  if (c->capturing && !capture_ready(e, c, &cfg, gen, guess, &st->L)) {
     d->reason = squallPassCapture;
     return squallSuccess;
   }
-  scratch_layout L;
-  layout_for(e, c, &cfg, guess, &L);
-  int grow = guess != SQ_ROUTE_PASS && L.total > e->scratch_bytes;
+  /* Growth beyond what every rank planned for needs the header (device
+   * engines): decided from the plan, which is the same on every rank. */
+  int grow = guess != SQ_ROUTE_PASS && st->L.total > e->scratch_planned;
   squallResult_t prep = guess == SQ_ROUTE_PASS ? squallSuccess : prepare(e, c, &cfg, guess, st);
   if (prep != squallSuccess)
     SQ_WARN("rank %d: cannot prepare a %zu-element all-reduce: %s", e->tr.rank, c->count, squallGetLastError());
 
   if (e->header_every_call || grow || !e->agreed_valid || e->agreed_gen != gen) {
     SQ_FORWARD_IF_ERROR(header(e, c, &cfg, gen, prep == squallSuccess, &in.agreed, &in.all_ok));
+    if (grow && in.agreed) e->scratch_planned = st->L.total;
   } else {
     /* No header on this device call: the local failure cannot be shared
      * without a synchronisation, so it is returned (the communicator
