@@ -2,7 +2,7 @@
  * kernels_cuda.cu - the engine's kernel set on device memory: the CUDA
  * codec twins (half.cu, topk.cu, sparse.cu) plus the small element-wise
  * kernels the engine needs around them. Everything is enqueued on the
- * stream in the context; only alloc and to_host wait, and the engine calls
+ * call's stream; only alloc and to_host wait, and the engine calls
  * them outside the steady state (growth) or on request (diagnostics).
  */
 #ifdef HAVE_CONFIG_H
@@ -15,7 +15,7 @@
 #include "common/internal.h"
 #include "engine/kernels.h"
 
-static cudaStream_t stream_of(void *ctx) { return (cudaStream_t)((squall_cuda_ctx *)ctx)->stream; }
+static cudaStream_t stream_of(void *stream) { return (cudaStream_t)stream; }
 
 static squallResult_t cuda_result(cudaError_t e, const char *what) {
   if (e == cudaSuccess) return squallSuccess;
@@ -64,87 +64,87 @@ __global__ void scale_kernel(const float *absmax, float limit, float max_scale, 
   *scale = s > max_scale ? max_scale : s;
 }
 
-static void *dev_alloc(void *ctx, size_t bytes) {
+static void *dev_alloc(void *stream, size_t bytes) {
   void *p = NULL;
   if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
     cudaGetLastError();
     return NULL;
   }
-  if (cudaMemsetAsync(p, 0, bytes, stream_of(ctx)) != cudaSuccess) {
+  if (cudaMemsetAsync(p, 0, bytes, stream_of(stream)) != cudaSuccess) {
     cudaFree(p);
     return NULL;
   }
   return p;
 }
 
-static void dev_free(void *ctx, void *p) { cudaFree(p); }
+static void dev_free(void *stream, void *p) { cudaFree(p); }
 
-static squallResult_t dev_zero(void *ctx, void *p, size_t bytes) {
-  return cuda_result(cudaMemsetAsync(p, 0, bytes, stream_of(ctx)), "cudaMemsetAsync");
+static squallResult_t dev_zero(void *stream, void *p, size_t bytes) {
+  return cuda_result(cudaMemsetAsync(p, 0, bytes, stream_of(stream)), "cudaMemsetAsync");
 }
 
-static squallResult_t dev_to_host(void *ctx, void *dst, const void *src, size_t bytes) {
-  cudaStream_t s = stream_of(ctx);
+static squallResult_t dev_to_host(void *stream, void *dst, const void *src, size_t bytes) {
+  cudaStream_t s = stream_of(stream);
   SQ_FORWARD_IF_ERROR(cuda_result(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s), "cudaMemcpyAsync"));
   return cuda_result(cudaStreamSynchronize(s), "cudaStreamSynchronize");
 }
 
-static squallResult_t dev_flush(void *ctx, const float *g, float *res, float *a, size_t n) {
-  flush_kernel<<<blocks_for(n), 256, 0, stream_of(ctx)>>>(g, res, a, n);
+static squallResult_t dev_flush(void *stream, const float *g, float *res, float *a, size_t n) {
+  flush_kernel<<<blocks_for(n), 256, 0, stream_of(stream)>>>(g, res, a, n);
   return cuda_result(cudaGetLastError(), "flush kernel launch");
 }
 
-static squallResult_t dev_widen(void *ctx, squall_dtype t, const void *src, float *dst, size_t n, float scalar) {
-  widen_kernel<<<blocks_for(n), 256, 0, stream_of(ctx)>>>((int)t, src, dst, n, scalar);
+static squallResult_t dev_widen(void *stream, squall_dtype t, const void *src, float *dst, size_t n, float scalar) {
+  widen_kernel<<<blocks_for(n), 256, 0, stream_of(stream)>>>((int)t, src, dst, n, scalar);
   return cuda_result(cudaGetLastError(), "widen kernel launch");
 }
 
-static squallResult_t dev_narrow(void *ctx, squall_dtype t, const float *src, void *dst, size_t n, float divisor) {
-  narrow_kernel<<<blocks_for(n), 256, 0, stream_of(ctx)>>>((int)t, src, dst, n, divisor);
+static squallResult_t dev_narrow(void *stream, squall_dtype t, const float *src, void *dst, size_t n, float divisor) {
+  narrow_kernel<<<blocks_for(n), 256, 0, stream_of(stream)>>>((int)t, src, dst, n, divisor);
   return cuda_result(cudaGetLastError(), "narrow kernel launch");
 }
 
 static size_t dev_absmax_ws(size_t n) { return squall__cuda_absmax_workspace_bytes(n); }
 
-static squallResult_t dev_absmax(void *ctx, const float *g, const float *res, size_t n, float *out, void *ws) {
-  return cuda_result(squall__cuda_absmax(g, res, n, out, ws, squall__cuda_absmax_workspace_bytes(n), stream_of(ctx)),
+static squallResult_t dev_absmax(void *stream, const float *g, const float *res, size_t n, float *out, void *ws) {
+  return cuda_result(squall__cuda_absmax(g, res, n, out, ws, squall__cuda_absmax_workspace_bytes(n), stream_of(stream)),
                      "absmax kernels");
 }
 
-static squallResult_t dev_pow2_scale(void *ctx, const float *absmax, float limit, float max_scale, float *scale) {
-  scale_kernel<<<1, 1, 0, stream_of(ctx)>>>(absmax, limit, max_scale, scale);
+static squallResult_t dev_pow2_scale(void *stream, const float *absmax, float limit, float max_scale, float *scale) {
+  scale_kernel<<<1, 1, 0, stream_of(stream)>>>(absmax, limit, max_scale, scale);
   return cuda_result(cudaGetLastError(), "scale kernel launch");
 }
 
-static squallResult_t dev_half_encode(void *ctx, sq_half_kind kind, const float *g, float *res, uint16_t *out,
+static squallResult_t dev_half_encode(void *stream, sq_half_kind kind, const float *g, float *res, uint16_t *out,
                                       size_t n, const float *scale) {
-  return cuda_result(squall__cuda_half_encode(kind, g, res, out, n, scale, stream_of(ctx)), "16-bit encode");
+  return cuda_result(squall__cuda_half_encode(kind, g, res, out, n, scale, stream_of(stream)), "16-bit encode");
 }
 
-static squallResult_t dev_half_decode(void *ctx, sq_half_kind kind, const uint16_t *in, float *out, size_t n,
+static squallResult_t dev_half_decode(void *stream, sq_half_kind kind, const uint16_t *in, float *out, size_t n,
                                       const float *scale) {
-  return cuda_result(squall__cuda_half_decode(kind, in, out, n, scale, 0, stream_of(ctx)), "16-bit decode");
+  return cuda_result(squall__cuda_half_decode(kind, in, out, n, scale, 0, stream_of(stream)), "16-bit decode");
 }
 
 static size_t dev_topk_ws(size_t n, size_t k) { return squall__cuda_topk_workspace_bytes(n, k); }
 
-static squallResult_t dev_topk_encode(void *ctx, const float *g, float *res, size_t n, size_t k,
+static squallResult_t dev_topk_encode(void *stream, const float *g, float *res, size_t n, size_t k,
                                       squallValueType_t values, const float *scale, void *slot, void *ws) {
   return cuda_result(squall__cuda_topk_encode(g, res, n, k, values, scale, slot, ws,
-                                              squall__cuda_topk_workspace_bytes(n, k), stream_of(ctx)),
+                                              squall__cuda_topk_workspace_bytes(n, k), stream_of(stream)),
                      "top-k encode");
 }
 
-static squallResult_t dev_sparse_decode(void *ctx, const void *slots, int nranks, size_t k,
+static squallResult_t dev_sparse_decode(void *stream, const void *slots, int nranks, size_t k,
                                         squallValueType_t values, float *dense, size_t n, int *flag) {
-  return cuda_result(squall__cuda_sparse_decode(slots, nranks, k, values, dense, n, flag, stream_of(ctx)),
+  return cuda_result(squall__cuda_sparse_decode(slots, nranks, k, values, dense, n, flag, stream_of(stream)),
                      "sparse decode");
 }
 
 extern "C" {
 
 const squall_kernels squall__kernels_cuda = {
-    "cuda",           NULL,          dev_alloc,       dev_free,          dev_zero,
+    "cuda",                          dev_alloc,       dev_free,          dev_zero,
     dev_to_host,      dev_flush,     dev_widen,       dev_narrow,        dev_absmax_ws,
     dev_absmax,       dev_pow2_scale, dev_half_encode, dev_half_decode,  dev_topk_ws,
     dev_topk_encode,  dev_sparse_decode,

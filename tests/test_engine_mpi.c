@@ -5,6 +5,8 @@
  * reference on every rank, error feedback conserves every input exactly.
  */
 #include <math.h>
+#include <pthread.h>
+#include <time.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +14,7 @@
 #include "codecs/codec.h"
 #include "engine/engine.h"
 #include "engine/kernels.h"
+#include "engine/residual.h"
 #include "mpi_check.h"
 #include "squall_mpi.h"
 #include "transports/transport_mpi.h"
@@ -299,9 +302,9 @@ START_TEST(test_engine_average_and_halves) {
   for (int s = 0; s < 3; s++) {
     use_config(specs[s]);
     squall_call c = {.send = g, .recv = out, .count = n, .dtype = SQ_DT_F32, .elsize = 4, .op = SQ_OP_AVG, .premul = 1.0f};
-    int reason;
-    ck_assert_int_eq(squall__engine_allreduce(e, &c, &reason), squallSuccess);
-    ck_assert_int_eq(reason, -1);
+    squall_decision d;
+    ck_assert_int_eq(squall__engine_allreduce(e, &c, &d), squallSuccess);
+    ck_assert_int_ne(d.route, SQ_ROUTE_PASS);
     for (size_t i = 0; i < n; i++) {
       double exact = 0;
       for (int r = 0; r < nranks; r++) exact += gen_dyadic(61, r, i);
@@ -313,14 +316,16 @@ START_TEST(test_engine_average_and_halves) {
   for (size_t i = 0; i < n; i++) h[i] = sq_f32_to_f16(gen_dyadic(62, rank, i));
   use_config("SQUALL_COMPRESS=fp16");
   squall_call c = {.send = h, .recv = ho, .count = n, .dtype = SQ_DT_F16, .elsize = 2, .op = SQ_OP_SUM, .premul = 0.5f};
-  int reason;
-  ck_assert_int_eq(squall__engine_allreduce(e, &c, &reason), squallSuccess);
+  squall_decision d;
+  ck_assert_int_eq(squall__engine_allreduce(e, &c, &d), squallSuccess);
+  ck_assert_int_ne(d.route, SQ_ROUTE_PASS);
   for (size_t i = 0; i < n; i++) {
     double exact = 0;
     for (int r = 0; r < nranks; r++) exact += 0.5 * gen_dyadic(62, r, i);
     ck_assert_msg(sq_f16_to_f32(ho[i]) == (float)exact, "f16 premul element %zu: %g vs %g", i, sq_f16_to_f32(ho[i]), exact);
   }
   squall__engine_free(e);
+  squall__transport_mpi_fini(&ctx);
   free(g); free(out); free(h); free(ho);
 }
 END_TEST
@@ -404,30 +409,260 @@ START_TEST(test_ef_memory_cap) {
 }
 END_TEST
 
+/* ------------------------------------- rank-consistent decisions */
+/* One rank's SQUALL_MIN_RANKS says "pass through", the others' say
+ * "compress": agreement comes before min_ranks is used, so every rank sees
+ * the disagreement and passes through (this used to deadlock). */
+START_TEST(test_min_ranks_differ_passes_through) {
+  if (nranks < 2) return;
+  squallConfig_t c;
+  squallConfigDefault(&c);
+  squallGetConfig(&c);
+  squallConfig_t saved = c;
+  ck_assert_int_eq(squallConfigParse(&c, "SQUALL_COMPRESS=topk:0.01 SQUALL_MIN_BYTES=0"), squallSuccess);
+  c.minRanks = rank == 0 ? nranks + 1 : 1;
+  ck_assert_int_eq(squallSetConfig(&c), squallSuccess);
+  size_t n = 8192;
+  float *g = malloc(n * 4), *out = malloc(n * 4), *ref = malloc(n * 4);
+  fill(g, n, 72, rank, gen_uniform);
+  for (int t = 0; t < 3; t++) {
+    ck_assert_int_eq(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+    PMPI_Allreduce(g, ref, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    ck_assert(memcmp(out, ref, n * 4) == 0);
+  }
+  ck_assert_int_eq(squallSetConfig(&saved), squallSuccess);
+  free(g); free(out); free(ref);
+}
+END_TEST
+
+/* Warm-up counts calls per shape, not per buffer: rank 0 reuses one
+ * buffer, the others hand a new one each call, and every rank still takes
+ * the same route on every call (this used to hang for top-k and fail with
+ * MPI_ERR_TRUNCATE for fp16). */
+static void check_warmup_buffers(const char *spec, size_t n) {
+  use_config(spec);
+  float *keep[6] = {0}, *out = malloc(n * 4), *ref = malloc(n * 4);
+  float *fixed = malloc(n * 4);
+  squallStats_t before, after;
+  for (int t = 0; t < 6; t++) {
+    float *g = fixed;
+    if (rank != 0) g = keep[t] = malloc(n * 4); /* all alive: six distinct addresses */
+    fill(g, n, 300 + (uint64_t)t, rank, gen_dyadic);
+    squallStatsGet(&before);
+    ck_assert_int_eq(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+    squallStatsGet(&after);
+    int warm = after.passthrough[squallPassWarmup] > before.passthrough[squallPassWarmup];
+    ck_assert_msg(warm == (t < 2), "%s: call %d: warm-up %d", spec, t, warm);
+    assert_identical_across_ranks(out, n * 4);
+    if (warm) {
+      PMPI_Allreduce(g, ref, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      ck_assert(memcmp(out, ref, n * 4) == 0);
+    }
+  }
+  for (int t = 0; t < 6; t++) free(keep[t]);
+  free(fixed); free(out); free(ref);
+}
+
+START_TEST(test_warmup_same_on_every_rank) {
+  check_warmup_buffers("SQUALL_COMPRESS=topk:0.01 SQUALL_WARMUP=2", 10009);
+  check_warmup_buffers("SQUALL_COMPRESS=fp16 SQUALL_WARMUP=2", 10037);
+}
+END_TEST
+
+/* An intercommunicator's all-reduce sums the other group's data: every
+ * rank passes it through alike (fp16 used to abort, top-k to hang). */
+START_TEST(test_intercomm_passes_through) {
+  if (nranks < 2) return;
+  MPI_Comm half, inter;
+  int color = rank % 2;
+  MPI_Comm_split(MPI_COMM_WORLD, color, rank, &half);
+  MPI_Intercomm_create(half, 0, MPI_COMM_WORLD, color ? 0 : 1, 77, &inter);
+  size_t n = 6000;
+  float *g = malloc(n * 4), *out = malloc(n * 4), *ref = malloc(n * 4);
+  fill(g, n, 74, rank, gen_uniform);
+  const char *specs[] = {"SQUALL_COMPRESS=fp16", "SQUALL_COMPRESS=topk:0.01", "SQUALL_COMPRESS=bf16"};
+  for (int s = 0; s < 3; s++) {
+    use_config(specs[s]);
+    squallStats_t before, after;
+    squallStatsGet(&before);
+    ck_assert_int_eq(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, inter), MPI_SUCCESS);
+    squallStatsGet(&after);
+    ck_assert_uint_eq(after.passthrough[squallPassOp] - before.passthrough[squallPassOp], 1);
+    PMPI_Allreduce(g, ref, (int)n, MPI_FLOAT, MPI_SUM, inter);
+    ck_assert_msg(memcmp(out, ref, n * 4) == 0, "%s on an intercommunicator", specs[s]);
+  }
+  squallMpiCommFree(inter);
+  MPI_Comm_free(&inter);
+  MPI_Comm_free(&half);
+  free(g); free(out); free(ref);
+}
+END_TEST
+
+/* squallSetConfig from another thread while calls run: each call uses one
+ * snapshot, and the per-call header makes ranks whose snapshots differ pass
+ * through together. Every call succeeds and every rank holds the same bits
+ * (used to hang or abort). */
+static volatile int flipping;
+static void *flip_config(void *arg) {
+  const char *specs[] = {"SQUALL_COMPRESS=fp16", "SQUALL_COMPRESS=topk:0.01", "SQUALL_COMPRESS=none",
+                         "SQUALL_COMPRESS=bf16", "SQUALL_COMPRESS=topk:0.05 SQUALL_ZSTD=0"};
+  squallConfig_t base = *(squallConfig_t *)arg;
+  for (unsigned i = 0; __atomic_load_n(&flipping, __ATOMIC_RELAXED); i++) {
+    squallConfig_t c = base;
+    squallConfigParse(&c, specs[(i + (unsigned)rank) % 5]);
+    squallSetConfig(&c);
+    struct timespec ts = {0, 50000};
+    nanosleep(&ts, NULL);
+  }
+  return NULL;
+}
+
+START_TEST(test_set_config_from_another_thread) {
+  use_config("SQUALL_COMPRESS=fp16");
+  squallConfig_t base;
+  squallGetConfig(&base);
+  size_t n = 3000;
+  float *g = malloc(n * 4), *out = malloc(n * 4);
+  fill(g, n, 75, rank, gen_dyadic);
+  pthread_t th;
+  flipping = 1;
+  ck_assert_int_eq(pthread_create(&th, NULL, flip_config, &base), 0);
+  for (int t = 0; t < 300; t++) {
+    ck_assert_int_eq(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+    assert_identical_across_ranks(out, n * 4);
+  }
+  __atomic_store_n(&flipping, 0, __ATOMIC_RELAXED);
+  pthread_join(th, NULL);
+  free(g); free(out);
+}
+END_TEST
+
+/* ---------------------------------------------------- residual identity */
+/* A loop that hands a new buffer every step (as mpi4py/NumPy code does)
+ * keeps one residual: memory stays flat, error feedback carries over, and
+ * conservation is exact with the last buffer's residual. All buffers stay
+ * alive here, so no address ever comes back. */
+START_TEST(test_fresh_buffer_each_step_keeps_one_residual) {
+  use_config("SQUALL_COMPRESS=topk:0.01");
+  squallMpiResetResiduals(MPI_COMM_WORLD);
+  size_t n = 12007; /* a shape no other test uses */
+  enum { STEPS = 40 };
+  double *sum_in = calloc(n, 8), *sum_out = calloc(n, 8);
+  float *out = malloc(n * 4), *res = malloc(n * 4), *bufs[STEPS];
+  size_t bytes_after_first = 0;
+  for (int t = 0; t < STEPS; t++) {
+    float *g = bufs[t] = malloc(n * 4);
+    fill(g, n, 400 + (uint64_t)t, rank, gen_dyadic);
+    for (size_t i = 0; i < n; i++)
+      for (int r = 0; r < nranks; r++) sum_in[i] += gen_dyadic(400 + (uint64_t)t, r, i);
+    ck_assert_int_eq(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+    for (size_t i = 0; i < n; i++) sum_out[i] += out[i];
+    if (t == 0) bytes_after_first = squall__residuals_process_bytes();
+    ck_assert_msg(squall__residuals_process_bytes() == bytes_after_first,
+                  "step %d: residual bytes grew from %zu to %zu", t, bytes_after_first,
+                  squall__residuals_process_bytes());
+  }
+  ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, bufs[STEPS - 1], (int)n, MPI_FLOAT, res), MPI_SUCCESS);
+  double *mine = malloc(n * 8), *kept = malloc(n * 8), total = 0;
+  for (size_t i = 0; i < n; i++) mine[i] = res[i];
+  MPI_Allreduce(mine, kept, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  for (size_t i = 0; i < n; i++) {
+    ck_assert_msg(sum_out[i] + kept[i] == sum_in[i], "element %zu: sent %.17g + kept %.17g != %.17g", i,
+                  sum_out[i], kept[i], sum_in[i]);
+    total += fabs(kept[i]);
+  }
+  ck_assert(total > 0); /* top-k at 1% keeps most of it back: the residual carried */
+  for (int t = 0; t < STEPS; t++) free(bufs[t]);
+  free(sum_in); free(sum_out); free(out); free(res); free(mine); free(kept);
+}
+END_TEST
+
+/* The same loop freeing each buffer: the allocator hands addresses back
+ * in whatever order it likes, which can look like a few tensors at stable
+ * addresses; memory stays bounded all the same. */
+START_TEST(test_fresh_buffer_each_step_bounded_memory) {
+  use_config("SQUALL_COMPRESS=topk:0.01");
+  size_t n = 12013;
+  float *out = malloc(n * 4);
+  size_t at_10 = 0;
+  for (int t = 0; t < 200; t++) {
+    float *g = malloc(n * 4);
+    fill(g, n, 700 + (uint64_t)t, rank, gen_dyadic);
+    ck_assert_int_eq(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+    if (t == 10) at_10 = squall__residuals_process_bytes();
+    free(g);
+  }
+  ck_assert_msg(squall__residuals_process_bytes() == at_10, "residual bytes grew from %zu to %zu", at_10,
+                squall__residuals_process_bytes());
+  free(out);
+}
+END_TEST
+
+/* Two tensors of one shape at stable addresses keep one residual each. */
+START_TEST(test_same_shape_stable_tensors_keep_their_own_residuals) {
+  use_config("SQUALL_COMPRESS=topk:0.01");
+  size_t n = 12011;
+  float *a = malloc(n * 4), *b = malloc(n * 4), *out = malloc(n * 4), *ra = malloc(n * 4), *rb = malloc(n * 4);
+  size_t before = squall__residuals_process_bytes();
+  for (int t = 0; t < 5; t++) {
+    fill(a, n, 500 + (uint64_t)t, rank, gen_uniform);
+    fill(b, n, 600 + (uint64_t)t, rank, gen_uniform);
+    ck_assert_int_eq(squallMpiAllreduce(a, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+    ck_assert_int_eq(squallMpiAllreduce(b, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+  }
+  ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, a, (int)n, MPI_FLOAT, ra), MPI_SUCCESS);
+  ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, b, (int)n, MPI_FLOAT, rb), MPI_SUCCESS);
+  ck_assert(memcmp(ra, rb, n * 4) != 0);
+  ck_assert_uint_eq(squall__residuals_process_bytes() - before, 2 * n * sizeof(float));
+  free(a); free(b); free(out); free(ra); free(rb);
+}
+END_TEST
+
+static TCase *tcase(Suite *s, const char *name) {
+  TCase *tc = tcase_create(name);
+  tcase_set_timeout(tc, 120);
+  suite_add_tcase(s, tc);
+  return tc;
+}
+
+/* One TCase per feature: CK_RUN_CASE=<name> runs just that one. */
 static Suite *engine_suite(void) {
   Suite *s = suite_create("engine");
-  TCase *tc = tcase_create("mpi");
-  tcase_set_timeout(tc, 120);
+  TCase *tc = tcase(s, "passthrough");
   tcase_add_test(tc, test_passthrough_bit_exact);
+  tc = tcase(s, "half");
   tcase_add_test(tc, test_fp16_error_bound);
   tcase_add_test(tc, test_fp16_tiny_values_are_scaled);
   tcase_add_test(tc, test_fp16_near_max_no_overflow);
   tcase_add_test(tc, test_bf16_error_bound);
   tcase_add_test(tc, test_bf16_huge_values);
+  tc = tcase(s, "topk");
   tcase_add_test(tc, test_topk_matches_reference);
   tcase_add_test(tc, test_topk_ratio_one_equals_dense);
+  tcase_add_test(tc, test_topk_in_place);
+  tc = tcase(s, "conservation");
   tcase_add_test(tc, test_conservation_topk);
   tcase_add_test(tc, test_conservation_topk_fp16_values);
   tcase_add_test(tc, test_conservation_fp16);
   tcase_add_test(tc, test_conservation_bf16);
+  tc = tcase(s, "edge");
   tcase_add_test(tc, test_small_and_odd_counts);
-  tcase_add_test(tc, test_topk_in_place);
   tcase_add_test(tc, test_engine_average_and_halves);
+  tc = tcase(s, "agreement");
   tcase_add_test(tc, test_config_mismatch_passes_through);
+  tcase_add_test(tc, test_min_ranks_differ_passes_through);
+  tcase_add_test(tc, test_intercomm_passes_through);
+  tcase_add_test(tc, test_set_config_from_another_thread);
+  tc = tcase(s, "warmup");
   tcase_add_test(tc, test_warmup_goes_dense);
+  tcase_add_test(tc, test_warmup_same_on_every_rank);
+  tc = tcase(s, "stats");
   tcase_add_test(tc, test_stats_topk_wire_bytes);
+  tc = tcase(s, "residuals");
   tcase_add_test(tc, test_ef_memory_cap);
-  suite_add_tcase(s, tc);
+  tcase_add_test(tc, test_fresh_buffer_each_step_keeps_one_residual);
+  tcase_add_test(tc, test_fresh_buffer_each_step_bounded_memory);
+  tcase_add_test(tc, test_same_shape_stable_tensors_keep_their_own_residuals);
   return s;
 }
 

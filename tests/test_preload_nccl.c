@@ -358,7 +358,10 @@ static int run(const char *dir) {
   tcomm c1;
   world_comm(&c1, "comm1", NULL);
   tensor *t1 = tensor_new(1, 65543, wsize), *t2 = tensor_new(2, 50000, wsize);
-  tensor *t3 = tensor_new(3, 40000, wsize), *t4 = tensor_new(4, 40000, wsize);
+  /* t4's shape differs from t3's: a buffer squall has not seen inherits
+   * the residual of a same-shape tensor whose buffer it never saw again
+   * (squall(7), RESIDUALS), which this model does not follow. */
+  tensor *t3 = tensor_new(3, 40000, wsize), *t4 = tensor_new(4, 40001, wsize);
   for (int s = 0; s < 3; s++) float_call(&c1, t1, s, ncclSum, 1.0f, 0, -1, "float sum");
   for (int s = 0; s < 2; s++) float_call(&c1, t2, s, ncclSum, 1.0f, 1, -1, "in-place float sum");
   float_call(&c1, t3, 0, ncclAvg, 1.0f, 0, -1, "float average");

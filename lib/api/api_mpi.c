@@ -26,6 +26,7 @@ static pthread_mutex_t keyval_lock = PTHREAD_MUTEX_INITIALIZER;
 static int delete_state(MPI_Comm comm, int key, void *value, void *extra) {
   comm_state *s = value;
   squall__engine_free(s->engine);
+  squall__transport_mpi_fini(&s->mpi);
   free(s);
   return MPI_SUCCESS;
 }
@@ -71,6 +72,7 @@ static comm_state *state_of(MPI_Comm comm, int create) {
   squall_transport tr;
   if (squall__transport_mpi_init(&tr, &s->mpi, comm) != squallSuccess ||
       (s->engine = squall__engine_create(&tr, &squall__kernels_host)) == NULL) {
+    squall__transport_mpi_fini(&s->mpi);
     free(s);
     return NULL;
   }
@@ -83,25 +85,48 @@ static int dtype_of(MPI_Datatype t) {
   return -1;
 }
 
+/* MPI's own error class for a failed MPI call inside squall; squall's
+ * classes for the rest. */
 static int to_mpi_error(squallResult_t r) {
+  int native = squall__transport_mpi_take_error();
+  if (r == squallSuccess) return MPI_SUCCESS;
+  if (native != MPI_SUCCESS) return native;
   switch (r) {
-  case squallSuccess: return MPI_SUCCESS;
   case squallInvalidArgument: return MPI_ERR_ARG;
   case squallSystemError: return MPI_ERR_NO_MEM;
+  case squallInternalError: return MPI_ERR_INTERN;
   default: return MPI_ERR_OTHER;
   }
 }
 
+/* An error goes to the communicator's error handler, as MPI_Allreduce's
+ * own would (fatal by default; MPI_ERRORS_RETURN returns it). */
+static int fail(MPI_Comm comm, int code) {
+  PMPI_Comm_call_errhandler(comm, code);
+  return code;
+}
+
 int squallMpiAllreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                        MPI_Comm comm) {
-  int size = 0;
+  int size = 0, inter = 0;
   if (count < 0 || comm == MPI_COMM_NULL || datatype == MPI_DATATYPE_NULL ||
-      MPI_Type_size(datatype, &size) != MPI_SUCCESS)
+      MPI_Type_size(datatype, &size) != MPI_SUCCESS || MPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS)
     return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm); /* MPI reports it */
+  /* MPI refuses aliased buffers without MPI_IN_PLACE; so must the
+   * compressed path, before anything collective (a local argument error,
+   * the same on every rank that makes it, as with MPI itself). */
+  if (count > 0 && sendbuf == recvbuf && sendbuf != MPI_IN_PLACE) {
+    SQ_WARN("squallMpiAllreduce(count=%d): sendbuf and recvbuf are the same buffer; "
+            "use MPI_IN_PLACE for an in-place all-reduce", count);
+    return fail(comm, MPI_ERR_BUFFER);
+  }
   comm_state *s = state_of(comm, 1);
   if (s == NULL) {
-    SQ_WARN_ONCE("cannot set up squall state for a communicator; passing calls through");
-    return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+    /* Passing through here alone could pair this rank's plain all-reduce
+     * with its peers' compressed collectives: fail instead. */
+    SQ_WARN("squallMpiAllreduce(count=%d): cannot set up squall state for the communicator (out of memory)",
+            count);
+    return fail(comm, MPI_ERR_NO_MEM);
   }
   squall_call call = {
       .send = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf,
@@ -111,14 +136,13 @@ int squallMpiAllreduce(const void *sendbuf, void *recvbuf, int count, MPI_Dataty
       .elsize = (size_t)size,
       .op = op == MPI_SUM ? SQ_OP_SUM : SQ_OP_OTHER,
       .premul = 1.0f,
+      .intercomm = inter,
   };
-  int reason = -1;
-  squallResult_t r = squall__engine_allreduce(s->engine, &call, &reason);
-  if (r != squallSuccess) {
-    SQ_WARN("squallMpiAllreduce(count=%d): %s: %s", count, squallGetErrorString(r), squallGetLastError());
-    return to_mpi_error(r);
-  }
-  if (reason >= 0) return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+  squall__transport_mpi_take_error(); /* what follows is this call's */
+  squall_decision d;
+  squallResult_t r = squall__engine_allreduce(s->engine, &call, &d);
+  if (r != squallSuccess) return fail(comm, to_mpi_error(r)); /* the engine logged it */
+  if (d.route == SQ_ROUTE_PASS) return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
   return MPI_SUCCESS;
 }
 

@@ -6,7 +6,9 @@
  */
 #include "common/internal.h"
 
+#include <cuda_runtime_api.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,9 +30,6 @@ typedef struct nccl_state {
   ncclComm_t comm;
   squall_nccl_ctx tctx[2]; /* [0] host buffers, [1] device buffers */
   squall_engine *engine[2];
-#ifdef HAVE_CUDA
-  squall_cuda_ctx kctx;
-#endif
   premul *ops;
   int nonblocking;
   int users;     /* all-reduces running on this state right now */
@@ -155,33 +154,32 @@ static squall_engine *engine_of(nccl_state *s, const squall_nccl_api *api, int d
   squall_transport tr;
   if (squall__transport_nccl_init(&tr, c) != squallSuccess) return NULL;
   squall__stats_set_rank(tr.rank); /* names the SQUALL_STATS file; the first communicator wins */
-  squall_kernels k = squall__kernels_host;
-#ifdef HAVE_CUDA
-  if (device) {
-    k = squall__kernels_cuda;
-    k.ctx = &s->kctx;
-  }
-#endif
-  s->engine[device] = squall__engine_create(&tr, &k);
+  /* NCCL is only built with CUDA: the device kernel set is always there. */
+  s->engine[device] = squall__engine_create(&tr, device ? &squall__kernels_cuda : &squall__kernels_host);
   return s->engine[device];
 }
 
-static ncclResult_t run_on_state(const squall_nccl_api *api, nccl_state *s, squall_engine *e, const squall_call *c,
-                                 int device, const void *sendbuff, void *recvbuff, size_t count,
-                                 ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream);
+static ncclResult_t run_on_state(const squall_nccl_api *api, squall_engine *e, squall_call *c, int device,
+                                 ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm);
 
 ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *sendbuff, void *recvbuff, size_t count,
                                     ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
                                     int in_group) {
 #define PASS() api->allReduce(sendbuff, recvbuff, count, datatype, op, comm, stream)
   if (comm == NULL || recvbuff == NULL || (sendbuff == NULL && count > 0)) return PASS(); /* NCCL reports it */
-  squall_call call = {.send = sendbuff, .recv = recvbuff, .count = count, .premul = 1.0f, .in_group = in_group};
-  int nonblocking = 0;
+  squall_call call = {.send = sendbuff, .recv = recvbuff, .count = count, .premul = 1.0f, .in_group = in_group,
+                      .stream = (void *)stream};
   call.dtype = dtype_of(datatype, &call.elsize);
-  int device = 0;
-#ifdef HAVE_CUDA
-  device = squall__cuda_is_device_pointer(sendbuff);
-#endif
+  /* count * size must fit a size_t before anything (NCCL itself refuses
+   * such a count with ncclInvalidArgument). */
+  if (count > SIZE_MAX / call.elsize) {
+    squall__fail(squallInvalidArgument, "squallAllReduce: count %zu of %zu-byte elements overflows size_t", count,
+                 call.elsize);
+    SQ_WARN("%s", squallGetLastError());
+    return ncclInvalidArgument;
+  }
+  int device = squall__cuda_is_device_pointer(sendbuff);
+  int nonblocking = 0;
   pthread_mutex_lock(&lock);
   nccl_state *s = find(comm, 1);
   call.op = op == ncclSum ? SQ_OP_SUM : op == ncclAvg ? SQ_OP_AVG : SQ_OP_OTHER;
@@ -194,17 +192,20 @@ ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *send
   squall_engine *e = s && !nonblocking ? engine_of(s, api, device) : NULL;
   if (e) s->users++;
   pthread_mutex_unlock(&lock);
-  if (nonblocking) {
-    uint64_t bytes = (uint64_t)count * call.elsize;
-    squall__stats_record(NULL, squallPassNonblocking, bytes, 0, 0.0);
+  if (nonblocking) { /* every rank's communicator is non-blocking alike */
+    int p = 1;
+    api->commCount(comm, &p);
+    squall__engine_record_unrun(&call, squallPassNonblocking, p);
     return PASS();
   }
   if (e == NULL) {
-    SQ_WARN_ONCE("cannot set up squall state for an NCCL communicator: %s; passing calls through",
-                 squallGetLastError());
-    return PASS();
+    /* Passing through alone could pair this rank's plain all-reduce with
+     * its peers' compressed collectives: fail, as NCCL would. */
+    SQ_WARN("squallAllReduce(count=%zu): cannot set up squall state for the NCCL communicator: %s", count,
+            squallGetLastError());
+    return ncclSystemError;
   }
-  ncclResult_t result = run_on_state(api, s, e, &call, device, sendbuff, recvbuff, count, datatype, op, comm, stream);
+  ncclResult_t result = run_on_state(api, e, &call, device, datatype, op, comm);
   pthread_mutex_lock(&lock);
   int free_now = --s->users == 0 && s->forgotten;
   pthread_mutex_unlock(&lock);
@@ -213,43 +214,26 @@ ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *send
 #undef PASS
 }
 
-/* The engine's part of squall__nccl_allreduce, with s held (users > 0). */
-static ncclResult_t run_on_state(const squall_nccl_api *api, nccl_state *s, squall_engine *e, const squall_call *c,
-                                 int device, const void *sendbuff, void *recvbuff, size_t count,
-                                 ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-#define PASS() api->allReduce(sendbuff, recvbuff, count, datatype, op, comm, stream)
-  s->tctx[device].stream = stream;
-#ifdef HAVE_CUDA
-  s->kctx.stream = stream;
+/* The engine's part of squall__nccl_allreduce, with the state held (users > 0). */
+static ncclResult_t run_on_state(const squall_nccl_api *api, squall_engine *e, squall_call *c, int device,
+                                 ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm) {
+  cudaStream_t stream = (cudaStream_t)c->stream;
   int prev = -1, dev = -1;
   if (device) {
     enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing(stream, &cap) != cudaSuccess) cudaGetLastError();
-    /* Capture cannot allocate or wait on the host: pass until the first
-     * uncaptured call has set everything up. */
-    if (cap != cudaStreamCaptureStatusNone && !squall__engine_ready(e, c)) {
-      uint64_t bytes = (uint64_t)count * c->elsize;
-      int p = 1;
-      api->commCount(comm, &p);
-      squall__stats_record(NULL, squallPassCapture, bytes, squall__ring_allreduce_wire(bytes, p), 0.0);
-      return PASS();
-    }
+    c->capturing = cap != cudaStreamCaptureStatusNone;
     if (api->commCuDevice(comm, &dev) == ncclSuccess && cudaGetDevice(&prev) == cudaSuccess && prev != dev)
       cudaSetDevice(dev);
   }
-#endif
-  int reason = -1;
-  squallResult_t r = squall__engine_allreduce(e, c, &reason);
-#ifdef HAVE_CUDA
+  squall_decision d;
+  squallResult_t r = squall__engine_allreduce(e, c, &d);
   if (device && prev >= 0 && prev != dev) cudaSetDevice(prev);
-#endif
-  if (r != squallSuccess) {
-    SQ_WARN_ONCE("squallAllReduce(count=%zu): %s: %s; passing the call through", count, squallGetErrorString(r),
-                 squallGetLastError());
-    return PASS();
-  }
-  return reason >= 0 ? PASS() : ncclSuccess;
-#undef PASS
+  /* The engine logged the failure; after it, a pass-through could count
+   * data twice or pair collectives wrongly: the caller gets the error. */
+  if (r != squallSuccess) return (ncclResult_t)r;
+  if (d.route != SQ_ROUTE_PASS) return ncclSuccess;
+  return api->allReduce(c->send, c->recv, c->count, datatype, op, comm, stream);
 }
 
 ncclResult_t squallCommForget(ncclComm_t comm) {

@@ -11,8 +11,9 @@
 #include "squall.h"
 
 /* ncclAllReduce's contract. in_group: the caller is inside a user's
- * ncclGroupStart/End, so the call passes through unchanged. Any internal
- * failure before data moved passes the call through too (warned once). */
+ * ncclGroupStart/End, so the call passes through unchanged. A failure is
+ * logged and returned as NCCL's code, never hidden by passing the call
+ * through (squall(7), FAILURE POLICY). */
 ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *sendbuff, void *recvbuff,
                                     size_t count, ncclDataType_t datatype, ncclRedOp_t op,
                                     ncclComm_t comm, cudaStream_t stream, int in_group);

@@ -1,6 +1,5 @@
 /*
- * engine.c - plans and runs one compressed all-reduce (DESIGN.md, "The
- * compressed all-reduce"). Paths:
+ * engine.c - decides and runs one compressed all-reduce. Routes:
  *   16-bit: global max |a| -> power-of-two scale -> encode -> 16-bit
  *           all-reduce -> decode;
  *   top-k:  encode fixed-size slot -> all-gather (or, on a host transport
@@ -8,6 +7,23 @@
  *           sparse decode, bit-identical on every rank;
  *   dense:  where top-k cannot pay, the plain all-reduce of a = g + e,
  *           which also empties the residual.
+ *
+ * A call goes through four steps:
+ *   1. prepare: everything the call needs (scratch, residual, the backup of
+ *      the residual) is allocated and laid out, locally, before anything
+ *      collective happens;
+ *   2. header: one tiny all-reduce(min) of [ok, digest, -digest] tells every
+ *      rank whether all ranks prepared successfully and hold the same
+ *      configuration. Host engines exchange it on every call that could be
+ *      compressed, so nothing rank-local (a different SQUALL_MIN_RANKS, a
+ *      squallSetConfig landing between two calls on one rank only) can make
+ *      ranks take different collectives. Device engines exchange it only
+ *      when the configuration generation moved or scratch must grow (both
+ *      the same on every rank when squallSetConfig is called at the same
+ *      point everywhere), because reading it back synchronises the stream;
+ *   3. decide(): the one decision point, from inputs identical on every rank;
+ *   4. run: on failure the residual is restored from its backup and the
+ *      error is returned.
  */
 #include "common/internal.h"
 
@@ -15,23 +31,33 @@
 #include <string.h>
 
 #include "codecs/codec.h"
-#include "engine/engine.h"
 #include "codecs/lossless.h"
-#include "engine/residual.h"
 #include "common/stats.h"
+#include "engine/engine.h"
+#include "engine/residual.h"
 
 #define DESC_BYTES 256
+/* Larger counts cannot be laid out (count * sizeof(float) and the top-k
+ * indices must not overflow): refused before anything collective. */
+#define MAX_COUNT (SIZE_MAX / 16)
 
 struct squall_engine {
   squall_transport tr;
   squall_kernels k;
   squall_residuals *residuals;
-  uint64_t agreed_gen; /* configuration generation last agreed on */
+  int header_every_call; /* host memory: the header costs no synchronisation */
+  uint64_t agreed_gen;   /* configuration generation of the last header */
   int agreed_valid, agreed_ok;
+  uint64_t warned_gen; /* disagreement logged for this generation */
+  int warned_valid;
   void *scratch; /* kernel memory, grown on demand, kept for the next call */
   size_t scratch_bytes;
+  size_t scratch_planned; /* the largest layout any header covered: the same
+                             on every rank, unlike scratch_bytes after a
+                             failed allocation */
   void *host; /* host memory for the lossless stage */
   size_t host_bytes;
+  void *last_stream; /* for squallResetResiduals, which has no stream of its own */
   squallStats_t stats;
 };
 
@@ -44,6 +70,7 @@ squall_engine *squall__engine_create(const squall_transport *tr, const squall_ke
   if (e == NULL) return NULL;
   e->tr = *tr;
   e->k = *k;
+  e->header_every_call = strcmp(k->name, "host") == 0;
   e->residuals = squall__residuals_create(&e->k);
   if (e->residuals == NULL) {
     free(e);
@@ -57,18 +84,19 @@ void squall__engine_free(squall_engine *e) {
   if (e->stats.calls) {
     const squallStats_t *s = &e->stats;
     SQ_INFO("communicator rank %d/%d: %llu calls, %llu compressed, %llu passed through, "
-            "%llu bytes in, %llu bytes on the wire (%.1fx), %.3f s in codecs",
+            "%llu bytes in, %llu bytes on the wire (%.1fx), %.3f s in codecs (host time)",
             e->tr.rank, e->tr.nranks, (unsigned long long)s->calls,
             (unsigned long long)s->compressedCalls, (unsigned long long)s->passthroughCalls,
             (unsigned long long)s->bytesIn, (unsigned long long)s->bytesWire,
             s->bytesWire ? (double)s->bytesIn / (double)s->bytesWire : 0.0, s->codecSeconds);
   }
   squall__residuals_free(e->residuals);
-  if (e->scratch) e->k.free(e->k.ctx, e->scratch);
+  if (e->scratch) e->k.free(NULL, e->scratch);
   free(e->host);
   free(e);
 }
 
+/* ------------------------------------------------------- configuration */
 /* Everything that changes what goes on the wire or what the sum means. */
 static void describe(const squallConfig_t *c, char *out) {
   char codec[64];
@@ -80,45 +108,122 @@ static void describe(const squallConfig_t *c, char *out) {
     snprintf(out + strlen(out), DESC_BYTES - strlen(out), " ratio=%.17g", c->topkRatio);
 }
 
-/* Exchanges the configuration description once per configuration
- * generation (the environment, then each squallSetConfig, which all ranks
- * make at the same point of their call sequence); on a mismatch every rank
- * logs what differs and the engine passes through. */
-static squallResult_t agree(squall_engine *e, const squallConfig_t *cfg, uint64_t gen) {
-  if (e->agreed_valid && e->agreed_gen == gen) return squallSuccess;
-  char mine[DESC_BYTES] = {0};
-  describe(cfg, mine);
-  int p = e->tr.nranks;
-  char *all = calloc((size_t)p, DESC_BYTES);
-  SQ_RETURN_ERROR_IF(all == NULL, squallSystemError, "out of memory agreeing on the configuration");
-  squallResult_t r = e->tr.allgather_host(e->tr.ctx, mine, all, DESC_BYTES);
-  if (r != squallSuccess) {
-    free(all);
-    return r;
-  }
-  int ok = 1;
-  for (int i = 0; i < p; i++) {
-    char *d = all + (size_t)i * DESC_BYTES;
-    d[DESC_BYTES - 1] = 0;
-    if (strcmp(d, mine)) {
-      if (ok) SQ_WARN("ranks disagree on the squall configuration: every call on this communicator "
-                      "passes through until they agree. rank %d has '%s', rank %d has '%s'",
-                      e->tr.rank, mine, i, d);
-      ok = 0;
-    }
-  }
-  free(all);
-  e->agreed_gen = gen;
-  e->agreed_valid = 1;
-  e->agreed_ok = ok;
-  return squallSuccess;
+/* 62 bits of FNV-1a over the description: positive, so that its negation
+ * fits and min(d) == -min(-d) says every rank has the same. */
+static int64_t digest(const squallConfig_t *c) {
+  char d[DESC_BYTES];
+  describe(c, d);
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const char *p = d; *p; p++) h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+  return (int64_t)(h >> 2);
 }
 
-/* Grows the kernel-memory scratch to at least bytes (contents not kept). */
-static squallResult_t scratch_reserve(squall_engine *e, size_t bytes) {
+/* ------------------------------------------------------------- decision */
+typedef struct {
+  const squall_call *call;
+  const squallConfig_t *cfg; /* the same on every rank when agreed */
+  int nranks;
+  int agreed;                /* every rank holds cfg */
+  int all_ok;                /* every rank prepared what the call needs */
+  squall_residuals *count;   /* counts the call for warm-up; NULL: do not count */
+} decide_in;
+
+/* Reasons that follow from the call alone (identical on every rank: MPI
+ * and NCCL require the same count, type, op and communicator). */
+static int call_pass_reason(const squall_call *c, squallPassReason_t *why) {
+  if (c->in_group) *why = squallPassInGroup;
+  else if (c->dtype < 0) *why = squallPassType;
+  /* An intercommunicator's all-reduce sums the other group's data: none
+   * of the codecs' collectives mean that. Counted with unsupported ops. */
+  else if (c->op == SQ_OP_OTHER || c->intercomm) *why = squallPassOp;
+  else if (c->count == 0) *why = squallPassSmall;
+  else return 0;
+  return 1;
+}
+
+/* Top-k, or its dense fallback where the all-gather would send more than
+ * the ring all-reduce of the data in its own precision. */
+static squall_route topk_route(const squall_call *c, const squallConfig_t *cfg, int p) {
+  size_t k = squall__topk_k(c->count, cfg->topkRatio);
+  uint64_t sb = squall__topk_slot_bytes(k, cfg->topkValues);
+  uint64_t bytes_in = (uint64_t)c->count * c->elsize;
+  int pays = (uint64_t)(p - 1) * sb < squall__ring_allreduce_wire(bytes_in, p) ||
+             p == 1; /* one rank (SQUALL_MIN_RANKS=1): run the codec to prove it */
+  if (pays && c->count <= UINT32_MAX) return SQ_ROUTE_TOPK; /* indices are u32 */
+  return c->dtype == SQ_DT_F32 ? SQ_ROUTE_DENSE : SQ_ROUTE_HALF;
+}
+
+/* THE decision point: every input is the same on every rank, so every
+ * rank takes the same route. Buffer addresses, allocation results and
+ * timing never enter here except through all_ok, which is already the
+ * minimum over all ranks. */
+static squall_route decide(const decide_in *in, squallPassReason_t *why) {
+  const squall_call *c = in->call;
+  const squallConfig_t *cfg = in->cfg;
+  if (call_pass_reason(c, why)) return SQ_ROUTE_PASS;
+  if (!in->agreed) { *why = squallPassMismatch; return SQ_ROUTE_PASS; }
+  if (in->nranks < cfg->minRanks) { *why = squallPassSingleRank; return SQ_ROUTE_PASS; }
+  if (cfg->codec == squallCodecNone) { *why = squallPassDisabled; return SQ_ROUTE_PASS; }
+  if (c->count * c->elsize < cfg->minBytes) { *why = squallPassSmall; return SQ_ROUTE_PASS; }
+  if (!in->all_ok) { *why = squallPassError; return SQ_ROUTE_PASS; }
+  if (in->count && squall__residuals_count_call(in->count, c->count, c->dtype) < (uint64_t)cfg->warmup) {
+    *why = squallPassWarmup;
+    return SQ_ROUTE_PASS;
+  }
+  if (cfg->codec == squallCodecTopk) return topk_route(c, cfg, in->nranks);
+  return SQ_ROUTE_HALF;
+}
+
+/* --------------------------------------------------------------- memory */
+static size_t align_up(size_t x) { return (x + 255) & ~(size_t)255; }
+
+/* Offsets of everything a call needs in the scratch, computed once per
+ * call from the route; `total` bytes in all. */
+typedef struct {
+  size_t k, sb;            /* top-k: entries per rank, slot bytes */
+  size_t scalars;          /* [0] absmax, [1] scale, [2] decode error flag (int) */
+  size_t work;             /* count floats: widened input / fp32 result */
+  size_t absmax_ws;
+  size_t backup;           /* count floats: the residual before the call */
+  size_t mine, slots, topk_ws; /* top-k */
+  size_t codes;            /* 16-bit */
+  size_t total;
+} scratch_layout;
+
+static void layout_for(const squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
+                       squall_route route, scratch_layout *L) {
+  size_t n = c->count, off = 0;
+  int p = e->tr.nranks;
+  memset(L, 0, sizeof *L);
+#define PLACE(field, bytes) (L->field = off, off += align_up(bytes))
+  PLACE(scalars, 4 * sizeof(float));
+  PLACE(work, n * sizeof(float));
+  PLACE(absmax_ws, e->k.absmax_workspace_bytes(n));
+  PLACE(backup, cfg->errorFeedback ? n * sizeof(float) : 0);
+  if (route == SQ_ROUTE_TOPK) {
+    L->k = squall__topk_k(n, cfg->topkRatio);
+    L->sb = squall__topk_slot_bytes(L->k, cfg->topkValues);
+    PLACE(mine, L->sb);
+    PLACE(slots, (size_t)p * L->sb);
+    PLACE(topk_ws, e->k.topk_workspace_bytes(n, L->k));
+  } else if (route == SQ_ROUTE_HALF) {
+    PLACE(codes, n * sizeof(uint16_t));
+  }
+#undef PLACE
+  L->total = off;
+}
+
+/* A piece of the scratch, checked against its size: a layout bug becomes
+ * an internal error before anything collective, not a buffer overrun. */
+static void *carve(const squall_engine *e, size_t off, size_t bytes) {
+  if (off > e->scratch_bytes || bytes > e->scratch_bytes - off) return NULL;
+  return (char *)e->scratch + off;
+}
+
+static squallResult_t scratch_reserve(squall_engine *e, size_t bytes, void *stream) {
   if (bytes <= e->scratch_bytes) return squallSuccess;
-  if (e->scratch) e->k.free(e->k.ctx, e->scratch);
-  e->scratch = e->k.alloc(e->k.ctx, bytes);
+  if (e->scratch) e->k.free(stream, e->scratch);
+  e->scratch = e->k.alloc(stream, bytes);
   e->scratch_bytes = e->scratch ? bytes : 0;
   SQ_RETURN_ERROR_IF(e->scratch == NULL, squallSystemError,
                      "cannot allocate %zu bytes of %s scratch", bytes, e->k.name);
@@ -134,58 +239,105 @@ static squallResult_t host_reserve(squall_engine *e, size_t bytes) {
   return squallSuccess;
 }
 
-static size_t align_up(size_t x) { return (x + 255) & ~(size_t)255; }
-
-/* Carves consecutive aligned pieces out of the scratch. */
-typedef struct {
-  char *base;
-  size_t used;
-} carver;
-
-static void *carve(carver *c, size_t bytes) {
-  void *p = c->base + c->used;
-  c->used += align_up(bytes);
-  return p;
+static size_t lossless_host_bytes(int p, size_t k, squallValueType_t vt) {
+  size_t bound = squall__lossless_bound(k, vt), scratch = squall__lossless_scratch_bytes(k, vt);
+  return align_up(bound) + align_up((size_t)p * bound) + align_up(scratch) + 2 * sizeof(size_t) * (size_t)p;
 }
 
+static int use_lossless(const squall_engine *e, const squallConfig_t *cfg) {
+  return cfg->zstdLevel > 0 && e->tr.allgatherv != NULL;
+}
 
+/* What one compressed call works with, all carved before the header. */
 typedef struct {
-  const float *g; /* the gradient in fp32 */
-  float *work;    /* count floats, or NULL when g is the caller's buffer */
-  float *res;     /* residual or NULL */
-  float *scalars; /* [0] absmax, [1] scale, [2] decode error flag (int) */
-  void *absmax_ws;
+  scratch_layout L;
+  squall_tensor *slot;
+  const float *g;  /* the gradient in fp32 */
+  float *work;     /* count floats */
+  float *res;      /* residual or NULL */
+  float *backup;   /* copy of res taken before it changes */
+  float *scalars;
+  void *absmax_ws, *mine, *slots, *topk_ws;
+  uint16_t *codes;
   double codec_s;
   uint64_t wire;
 } run_state;
 
+/* Step 1: everything the call needs, before anything collective; st->L
+ * holds the layout already. */
+static squallResult_t prepare(squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
+                              squall_route route, run_state *st) {
+  SQ_FORWARD_IF_ERROR(scratch_reserve(e, st->L.total, c->stream));
+  if (route == SQ_ROUTE_TOPK && use_lossless(e, cfg))
+    SQ_FORWARD_IF_ERROR(host_reserve(e, lossless_host_bytes(e->tr.nranks, st->L.k, cfg->topkValues)));
+  if (cfg->errorFeedback) {
+    st->slot = squall__residuals_slot(e->residuals, c->send, c->count, c->dtype);
+    SQ_RETURN_ERROR_IF(st->slot == NULL, squallSystemError, "out of memory for tensor state");
+    SQ_FORWARD_IF_ERROR(squall__residuals_ensure(e->residuals, st->slot, cfg->efMaxBytes, c->stream));
+    st->res = st->slot->residual;
+  } else { /* decide() counts the call per shape: the shape must exist */
+    SQ_RETURN_ERROR_IF(squall__residuals_add_shape(e->residuals, c->count, c->dtype) != 0,
+                       squallSystemError, "out of memory for tensor state");
+  }
+  const scratch_layout *L = &st->L;
+  size_t n = c->count;
+  st->scalars = carve(e, L->scalars, 4 * sizeof(float));
+  st->work = carve(e, L->work, n * sizeof(float));
+  st->absmax_ws = carve(e, L->absmax_ws, e->k.absmax_workspace_bytes(n));
+  st->backup = st->res ? carve(e, L->backup, n * sizeof(float)) : NULL;
+  int bad = !st->scalars || !st->work || (n && !st->absmax_ws && e->k.absmax_workspace_bytes(n)) ||
+            (st->res && !st->backup);
+  if (route == SQ_ROUTE_TOPK) {
+    st->mine = carve(e, L->mine, L->sb);
+    st->slots = carve(e, L->slots, (size_t)e->tr.nranks * L->sb);
+    st->topk_ws = carve(e, L->topk_ws, e->k.topk_workspace_bytes(n, L->k));
+    bad |= !st->mine || !st->slots || !st->topk_ws;
+  } else if (route == SQ_ROUTE_HALF) {
+    st->codes = carve(e, L->codes, n * sizeof(uint16_t));
+    bad |= !st->codes;
+  }
+  SQ_RETURN_ERROR_IF(bad, squallInternalError, "scratch layout of %zu bytes overruns the %zu-byte scratch",
+                     L->total, e->scratch_bytes);
+  return squallSuccess;
+}
+
+/* ----------------------------------------------------------------- run */
 /* Puts the result, now fp32 in `out` (recv itself for fp32 data, the work
  * buffer otherwise), into recv: average and narrowing in one pass. */
 static squallResult_t finish(squall_engine *e, const squall_call *c, float *out) {
   float div = c->op == SQ_OP_AVG ? (float)e->tr.nranks : 1.0f;
   if (c->dtype == SQ_DT_F32 && div == 1.0f) return squallSuccess;
-  return e->k.narrow(e->k.ctx, (squall_dtype)c->dtype, out, c->recv, c->count, div);
+  return e->k.narrow(c->stream, (squall_dtype)c->dtype, out, c->recv, c->count, div);
 }
 
-static squallResult_t run_half(squall_engine *e, const squall_call *c, run_state *st, sq_half_kind kind,
-                               uint16_t *codes) {
+/* fp32 data lands in recv directly; narrower data in the work buffer first. */
+static float *fp32_out(const squall_call *c, run_state *st) {
+  return c->dtype == SQ_DT_F32 ? (float *)c->recv : st->work;
+}
+
+static squallResult_t run_half(squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
+                               run_state *st) {
+  sq_half_kind kind = cfg->codec == squallCodecBf16 ? SQ_HALF_BF16
+                      : cfg->codec == squallCodecFp16 ? SQ_HALF_FP16
+                                                      : squall__dtype_half_kind(c->dtype);
   size_t n = c->count;
   int p = e->tr.nranks;
+  void *s = c->stream;
   double t0 = squall__now();
-  SQ_FORWARD_IF_ERROR(e->k.absmax(e->k.ctx, st->g, st->res, n, &st->scalars[0], st->absmax_ws));
+  SQ_FORWARD_IF_ERROR(e->k.absmax(s, st->g, st->res, n, &st->scalars[0], st->absmax_ws));
   double t1 = squall__now();
-  SQ_FORWARD_IF_ERROR(e->tr.allreduce_max_f32(e->tr.ctx, &st->scalars[0], 1));
+  SQ_FORWARD_IF_ERROR(e->tr.allreduce_max_f32(e->tr.ctx, s, &st->scalars[0], 1));
   /* The sum of p codes must stay finite: scale the global max to limit/p. */
   float limit = (kind == SQ_HALF_FP16 ? SQ_F16_MAX : SQ_BF16_MAX) / (float)p;
   float max_scale = kind == SQ_HALF_FP16 ? sq_pow2(100) : 1.0f; /* bf16: range is float's */
   double t2 = squall__now();
-  SQ_FORWARD_IF_ERROR(e->k.pow2_scale(e->k.ctx, &st->scalars[0], limit, max_scale, &st->scalars[1]));
-  SQ_FORWARD_IF_ERROR(e->k.half_encode(e->k.ctx, kind, st->g, st->res, codes, n, &st->scalars[1]));
+  SQ_FORWARD_IF_ERROR(e->k.pow2_scale(s, &st->scalars[0], limit, max_scale, &st->scalars[1]));
+  SQ_FORWARD_IF_ERROR(e->k.half_encode(s, kind, st->g, st->res, st->codes, n, &st->scalars[1]));
   double t3 = squall__now();
-  SQ_FORWARD_IF_ERROR(e->tr.allreduce_half(e->tr.ctx, codes, n, kind));
+  SQ_FORWARD_IF_ERROR(e->tr.allreduce_half(e->tr.ctx, s, st->codes, n, kind));
   double t4 = squall__now();
-  float *out = c->dtype == SQ_DT_F32 ? (float *)c->recv : st->work;
-  SQ_FORWARD_IF_ERROR(e->k.half_decode(e->k.ctx, kind, codes, out, n, &st->scalars[1]));
+  float *out = fp32_out(c, st);
+  SQ_FORWARD_IF_ERROR(e->k.half_decode(s, kind, st->codes, out, n, &st->scalars[1]));
   SQ_FORWARD_IF_ERROR(finish(e, c, out));
   st->codec_s += (t1 - t0) + (t3 - t2) + (squall__now() - t4);
   st->wire += squall__ring_allreduce_wire(2 * (uint64_t)n, p) + squall__ring_allreduce_wire(4, p);
@@ -195,38 +347,39 @@ static squallResult_t run_half(squall_engine *e, const squall_call *c, run_state
 static squallResult_t run_dense(squall_engine *e, const squall_call *c, run_state *st) {
   size_t n = c->count;
   double t0 = squall__now();
-  SQ_FORWARD_IF_ERROR(e->k.flush(e->k.ctx, st->g, st->res, st->work, n));
+  SQ_FORWARD_IF_ERROR(e->k.flush(c->stream, st->g, st->res, st->work, n));
   double t1 = squall__now();
-  SQ_FORWARD_IF_ERROR(e->tr.allreduce_sum_f32(e->tr.ctx, st->work, (float *)c->recv, n));
+  SQ_FORWARD_IF_ERROR(e->tr.allreduce_sum_f32(e->tr.ctx, c->stream, st->work, fp32_out(c, st), n));
   double t2 = squall__now();
-  SQ_FORWARD_IF_ERROR(finish(e, c, (float *)c->recv));
+  SQ_FORWARD_IF_ERROR(finish(e, c, fp32_out(c, st)));
   st->codec_s += (t1 - t0) + (squall__now() - t2);
   st->wire += squall__ring_allreduce_wire(4 * (uint64_t)n, e->tr.nranks);
   return squallSuccess;
 }
 
-/* All-gather of the lossless-coded slots; decodes them into `slots`. */
-static squallResult_t exchange_lossless(squall_engine *e, const void *mine, void *slots, size_t k,
-                                        squallValueType_t vt, size_t n, size_t sb, int level,
+/* All-gather of the lossless-coded slots; decodes them into st->slots. */
+static squallResult_t exchange_lossless(squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
                                         run_state *st) {
   int p = e->tr.nranks;
+  size_t k = st->L.k, sb = st->L.sb;
+  squallValueType_t vt = cfg->topkValues;
   size_t bound = squall__lossless_bound(k, vt), scratch = squall__lossless_scratch_bytes(k, vt);
-  size_t need = align_up(bound) + align_up((size_t)p * bound) + align_up(scratch) +
-                2 * sizeof(size_t) * (size_t)p;
-  SQ_FORWARD_IF_ERROR(host_reserve(e, need));
-  carver cv = {e->host, 0};
-  char *send = carve(&cv, bound), *recv = carve(&cv, (size_t)p * bound), *raw = carve(&cv, scratch);
-  size_t *sizes = (size_t *)carve(&cv, sizeof(size_t) * (size_t)p);
+  /* host_reserve() ran in prepare(): carve the same layout */
+  char *send = e->host, *recv = send + align_up(bound), *raw = recv + align_up((size_t)p * bound);
+  size_t *sizes = (size_t *)(raw + align_up(scratch));
   size_t *displs = sizes + p;
   double t0 = squall__now();
-  size_t z = squall__lossless_encode(mine, k, vt, level, send, bound, raw);
-  SQ_RETURN_ERROR_IF(z == 0, squallInternalError, "zstd failed to compress a %zu-entry slot", k);
+  /* zstd allocates inside: when it fails here, this rank still joins the
+   * all-gather, with an empty payload that every peer rejects, so that all
+   * ranks fail this call together instead of waiting for this one. */
+  size_t z = squall__lossless_encode(st->mine, k, vt, cfg->zstdLevel, send, bound, raw);
   double t1 = squall__now();
-  SQ_FORWARD_IF_ERROR(e->tr.allgatherv(e->tr.ctx, send, z, recv, (size_t)p * bound, sizes, displs));
+  SQ_FORWARD_IF_ERROR(e->tr.allgatherv(e->tr.ctx, c->stream, send, z, recv, (size_t)p * bound, sizes, displs));
+  SQ_RETURN_ERROR_IF(z == 0, squallInternalError, "zstd failed to compress a %zu-entry slot", k);
   double t2 = squall__now();
   for (int r = 0; r < p; r++)
-    SQ_RETURN_ERROR_IF(squall__lossless_decode(recv + displs[r], sizes[r], k, vt, n,
-                                               (char *)slots + (size_t)r * sb, raw) != 0,
+    SQ_RETURN_ERROR_IF(squall__lossless_decode(recv + displs[r], sizes[r], k, vt, c->count,
+                                               (char *)st->slots + (size_t)r * sb, raw) != 0,
                        squallRemoteError,
                        "rank %d sent a corrupt or truncated compressed top-k payload (%zu bytes)", r,
                        sizes[r]);
@@ -235,162 +388,192 @@ static squallResult_t exchange_lossless(squall_engine *e, const void *mine, void
   return squallSuccess;
 }
 
+/* The device decoder flags a corrupt payload in kernel memory: read it
+ * back (a synchronisation) unless the stream is being captured, where no
+ * host wait is possible; see squall(7), FAILURE POLICY. */
+static squallResult_t check_decode_flag(squall_engine *e, const squall_call *c, run_state *st) {
+  if (e->header_every_call || c->capturing) return squallSuccess; /* host: returned directly */
+  int flag = 0;
+  SQ_FORWARD_IF_ERROR(e->k.to_host(c->stream, &flag, &st->scalars[2], sizeof flag));
+  SQ_RETURN_ERROR_IF(flag != 0, squallRemoteError,
+                     "a peer's top-k payload is corrupt (index out of range or not ascending)");
+  return squallSuccess;
+}
+
 static squallResult_t run_topk(squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
-                               run_state *st, size_t k, void *mine, void *slots, void *ws) {
-  size_t n = c->count, sb = squall__topk_slot_bytes(k, cfg->topkValues);
+                               run_state *st) {
+  size_t n = c->count, k = st->L.k;
   int p = e->tr.nranks;
+  void *s = c->stream;
   double t0 = squall__now();
   if (cfg->topkValues == squallValueFp16) {
-    SQ_FORWARD_IF_ERROR(e->k.absmax(e->k.ctx, st->g, st->res, n, &st->scalars[0], st->absmax_ws));
-    SQ_FORWARD_IF_ERROR(e->k.pow2_scale(e->k.ctx, &st->scalars[0], SQ_F16_MAX, sq_pow2(100), &st->scalars[1]));
+    SQ_FORWARD_IF_ERROR(e->k.absmax(s, st->g, st->res, n, &st->scalars[0], st->absmax_ws));
+    SQ_FORWARD_IF_ERROR(e->k.pow2_scale(s, &st->scalars[0], SQ_F16_MAX, sq_pow2(100), &st->scalars[1]));
   }
-  SQ_FORWARD_IF_ERROR(e->k.topk_encode(e->k.ctx, st->g, st->res, n, k, cfg->topkValues,
-                                       &st->scalars[1], mine, ws));
+  SQ_FORWARD_IF_ERROR(e->k.topk_encode(s, st->g, st->res, n, k, cfg->topkValues, &st->scalars[1],
+                                       st->mine, st->topk_ws));
   st->codec_s += squall__now() - t0;
-  if (cfg->zstdLevel > 0 && e->tr.allgatherv != NULL) {
-    SQ_FORWARD_IF_ERROR(exchange_lossless(e, mine, slots, k, cfg->topkValues, n, sb, cfg->zstdLevel, st));
+  if (use_lossless(e, cfg)) {
+    SQ_FORWARD_IF_ERROR(exchange_lossless(e, c, cfg, st));
   } else {
-    SQ_FORWARD_IF_ERROR(e->tr.allgather(e->tr.ctx, mine, slots, sb));
-    st->wire += (uint64_t)(p - 1) * sb;
+    SQ_FORWARD_IF_ERROR(e->tr.allgather(e->tr.ctx, s, st->mine, st->slots, st->L.sb));
+    st->wire += (uint64_t)(p - 1) * st->L.sb;
   }
   double t1 = squall__now();
-  float *out = c->dtype == SQ_DT_F32 ? (float *)c->recv : st->work;
-  SQ_FORWARD_IF_ERROR(e->k.sparse_decode(e->k.ctx, slots, p, k, cfg->topkValues, out, n,
+  float *out = fp32_out(c, st);
+  SQ_FORWARD_IF_ERROR(e->k.zero(s, &st->scalars[2], sizeof(int)));
+  SQ_FORWARD_IF_ERROR(e->k.sparse_decode(s, st->slots, p, k, cfg->topkValues, out, n,
                                          (int *)&st->scalars[2]));
+  SQ_FORWARD_IF_ERROR(check_decode_flag(e, c, st));
   SQ_FORWARD_IF_ERROR(finish(e, c, out));
   st->codec_s += squall__now() - t1;
   return squallSuccess;
 }
 
-static int plan(const squall_engine *e, const squall_call *c, const squallConfig_t *cfg);
-
-/* Which path an eligible call takes, and the scratch bytes it needs. */
-typedef struct {
-  size_t k, sb;
-  int topk, dense;
-} layout;
-
-static size_t plan_layout(const squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
-                          layout *lay) {
+/* Step 4. The residual is backed up before any encoder touches it and put
+ * back when anything fails: the mass it holds is never lost, whatever
+ * step failed. A copy costs one pass over n floats, small next to the
+ * encoders' own passes; exact, unlike undoing an encode. */
+static squallResult_t run(squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
+                          squall_route route, run_state *st) {
   size_t n = c->count;
-  int p = e->tr.nranks;
-  uint64_t bytes_in = (uint64_t)n * c->elsize;
-  memset(lay, 0, sizeof *lay);
-  if (cfg->codec == squallCodecTopk) {
-    lay->k = squall__topk_k(n, cfg->topkRatio);
-    lay->sb = squall__topk_slot_bytes(lay->k, cfg->topkValues);
-    /* Sparse pays while its all-gather sends less than the ring all-reduce
-     * of the data in its own precision. */
-    lay->topk = ((uint64_t)(p - 1) * lay->sb < squall__ring_allreduce_wire(bytes_in, p) ||
-                 p == 1) && /* one rank (SQUALL_MIN_RANKS=1): run the codec to prove it */
-                n <= UINT32_MAX;  /* indices are u32 */
-    lay->dense = !lay->topk && c->dtype == SQ_DT_F32;
-  }
-  size_t need = align_up(4 * sizeof(float)) + align_up(n * sizeof(float)) + /* scalars, work */
-                align_up(e->k.absmax_workspace_bytes(n));
-  if (lay->topk)
-    need += align_up(lay->sb) + align_up((size_t)p * lay->sb) +
-            align_up(e->k.topk_workspace_bytes(n, lay->k));
-  else if (!lay->dense)
-    need += align_up(n * sizeof(uint16_t));
-  return need;
-}
-
-int squall__engine_ready(squall_engine *e, const squall_call *c) {
-  squallConfig_t cfg;
-  uint64_t gen;
-  squall__config_get(&cfg, &gen);
-  if (!e->agreed_valid || e->agreed_gen != gen) return 0;
-  if (!e->agreed_ok || plan(e, c, &cfg) >= 0) return 1; /* passes through: nothing to allocate */
-  squall_tensor *t = squall__residuals_find(e->residuals, c->send, c->count, c->dtype);
-  if (t == NULL || (cfg.errorFeedback && t->residual == NULL && !t->no_residual)) return 0;
-  layout lay;
-  return plan_layout(e, c, &cfg, &lay) <= e->scratch_bytes;
-}
-
-/* Why the call cannot be compressed, or -1. */
-static int plan(const squall_engine *e, const squall_call *c, const squallConfig_t *cfg) {
-  if (c->in_group) return squallPassInGroup;
-  if (c->dtype < 0) return squallPassType;
-  if (c->op == SQ_OP_OTHER) return squallPassOp;
-  if (e->tr.nranks < cfg->minRanks) return squallPassSingleRank;
-  if (cfg->codec == squallCodecNone) return squallPassDisabled;
-  if (c->count == 0 || c->count * c->elsize < cfg->minBytes) return squallPassSmall;
-  return -1;
-}
-
-squallResult_t squall__engine_allreduce(squall_engine *e, const squall_call *c, int *pass_reason) {
-  squallConfig_t cfg;
-  uint64_t gen;
-  squall__config_get(&cfg, &gen);
-  uint64_t bytes_in = (uint64_t)c->count * c->elsize;
-  int reason = c->in_group || e->tr.nranks < cfg.minRanks ? plan(e, c, &cfg) : -1;
-  if (reason < 0) {
-    /* Agreement first, on every call kind, so that all ranks take the same
-     * branch even when their minimum sizes or codecs differ. */
-    SQ_FORWARD_IF_ERROR(agree(e, &cfg, gen));
-    reason = e->agreed_ok ? plan(e, c, &cfg) : squallPassMismatch;
-  }
-  squall_tensor *t = NULL;
-  if (reason < 0) {
-    t = squall__residuals_tensor(e->residuals, c->send, c->count, c->dtype);
-    SQ_RETURN_ERROR_IF(t == NULL, squallSystemError, "out of memory for tensor state");
-    if (t->calls++ < (uint64_t)cfg.warmup) reason = squallPassWarmup;
-  }
-  *pass_reason = reason;
-  if (reason >= 0) {
-    squall__stats_record(&e->stats, reason, bytes_in,
-                         squall__ring_allreduce_wire(bytes_in, e->tr.nranks), 0.0);
-    return squallSuccess;
-  }
-
-  /* Lay out the scratch: work floats, then the path's buffers. */
-  size_t n = c->count;
-  int p = e->tr.nranks;
-  int direct = c->dtype == SQ_DT_F32 && c->premul == 1.0f;
-  layout lay;
-  size_t need = plan_layout(e, c, &cfg, &lay);
-  size_t k = lay.k, sb = lay.sb;
-  int path_topk = lay.topk, path_dense = lay.dense;
-  SQ_FORWARD_IF_ERROR(scratch_reserve(e, need));
-  carver cv = {e->scratch, 0};
-  run_state st = {0};
-  st.scalars = carve(&cv, 4 * sizeof(float));
-  st.work = carve(&cv, n * sizeof(float));
-  st.absmax_ws = carve(&cv, e->k.absmax_workspace_bytes(n));
-  st.res = cfg.errorFeedback ? squall__residuals_get(e->residuals, t, cfg.efMaxBytes) : NULL;
   double t0 = squall__now();
-  if (direct) {
-    st.g = c->send;
+  if (c->dtype == SQ_DT_F32 && c->premul == 1.0f) {
+    st->g = c->send;
   } else {
-    SQ_FORWARD_IF_ERROR(e->k.widen(e->k.ctx, (squall_dtype)c->dtype, c->send, st.work, n, c->premul));
-    st.g = st.work;
+    SQ_FORWARD_IF_ERROR(e->k.widen(c->stream, (squall_dtype)c->dtype, c->send, st->work, n, c->premul));
+    st->g = st->work;
   }
-  st.codec_s = squall__now() - t0;
+  if (st->res) SQ_FORWARD_IF_ERROR(e->k.widen(c->stream, SQ_DT_F32, st->res, st->backup, n, 1.0f));
+  st->codec_s += squall__now() - t0;
+  squallResult_t r = route == SQ_ROUTE_TOPK    ? run_topk(e, c, cfg, st)
+                     : route == SQ_ROUTE_DENSE ? run_dense(e, c, st)
+                                               : run_half(e, c, cfg, st);
+  if (r != squallSuccess && st->res) {
+    char why[512];
+    snprintf(why, sizeof why, "%s", squallGetLastError());
+    if (e->k.widen(c->stream, SQ_DT_F32, st->backup, st->res, n, 1.0f) != squallSuccess)
+      SQ_WARN("restoring a %zu-element residual after a failure failed too: %s", n, squallGetLastError());
+    squall__fail(r, "%s", why); /* keep the first failure as the detail */
+  }
+  return r;
+}
 
-  squallResult_t r;
-  if (path_topk) {
-    void *mine = carve(&cv, sb), *slots = carve(&cv, (size_t)p * sb);
-    void *ws = carve(&cv, e->k.topk_workspace_bytes(n, k));
-    r = run_topk(e, c, &cfg, &st, k, mine, slots, ws);
-  } else if (path_dense) {
-    r = run_dense(e, c, &st);
-  } else {
-    sq_half_kind kind = cfg.codec == squallCodecBf16 ? SQ_HALF_BF16
-                        : cfg.codec == squallCodecFp16 ? SQ_HALF_FP16
-                                                       : squall__dtype_half_kind(c->dtype);
-    r = run_half(e, c, &st, kind, carve(&cv, n * sizeof(uint16_t)));
+/* ------------------------------------------------------------- header */
+/* Step 2: one all-reduce(min) of [ok, digest, -digest]. */
+static squallResult_t header(squall_engine *e, const squall_call *c, const squallConfig_t *cfg, uint64_t gen,
+                             int ok, int *agreed, int *all_ok) {
+  int64_t d = digest(cfg), h[3] = {ok ? 1 : 0, d, -d};
+  SQ_FORWARD_IF_ERROR(e->tr.allreduce_min_i64_host(e->tr.ctx, c->stream, h, 3));
+  *all_ok = h[0] == 1;
+  *agreed = h[1] == -h[2];
+  e->agreed_gen = gen;
+  e->agreed_valid = 1;
+  e->agreed_ok = *agreed;
+  if (!*agreed && !(e->warned_valid && e->warned_gen == gen)) {
+    char mine[DESC_BYTES];
+    describe(cfg, mine);
+    SQ_WARN("ranks disagree on the squall configuration: calls on this communicator pass through "
+            "until they agree; rank %d has '%s'", e->tr.rank, mine);
+    e->warned_gen = gen;
+    e->warned_valid = 1;
   }
-  if (r != squallSuccess) {
-    squall__stats_record(&e->stats, squallPassError, bytes_in, st.wire, st.codec_s);
-    return r;
-  }
-  squall__stats_record(&e->stats, -1, bytes_in, st.wire, st.codec_s);
   return squallSuccess;
 }
 
+/* ------------------------------------------------------------ the call */
+static void record(squall_engine *e, const squall_call *c, const squall_decision *d, squallResult_t r,
+                   const run_state *st) {
+  uint64_t bytes_in = (uint64_t)c->count * c->elsize;
+  if (r != squallSuccess)
+    squall__stats_record(&e->stats, squallPassError, bytes_in, st->wire, st->codec_s);
+  else if (d->route == SQ_ROUTE_PASS)
+    squall__stats_record(&e->stats, (int)d->reason, bytes_in,
+                         squall__ring_allreduce_wire(bytes_in, e->tr.nranks), 0.0);
+  else
+    squall__stats_record(&e->stats, -1, bytes_in, st->wire, st->codec_s);
+}
+
+void squall__engine_record_unrun(const squall_call *c, squallPassReason_t reason, int nranks) {
+  uint64_t bytes = (uint64_t)c->count * c->elsize;
+  squall__stats_record(NULL, (int)reason, bytes, squall__ring_allreduce_wire(bytes, nranks), 0.0);
+}
+
+/* Under CUDA graph capture nothing may allocate or wait: the call runs only
+ * when the header is not due and its memory is in place. */
+static int capture_ready(squall_engine *e, const squall_call *c, const squallConfig_t *cfg, uint64_t gen,
+                         squall_route guess, const scratch_layout *L) {
+  if (!e->agreed_valid || e->agreed_gen != gen) return 0;
+  if (guess == SQ_ROUTE_PASS || !e->agreed_ok) return 1;
+  if (L->total > e->scratch_bytes) return 0;
+  if (!cfg->errorFeedback) return 1;
+  squall_tensor *t = squall__residuals_find(e->residuals, c->send, c->count, c->dtype);
+  return t && (t->residual || t->no_residual);
+}
+
+static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_decision *d, run_state *st) {
+  squallConfig_t cfg; /* one snapshot for the whole call */
+  uint64_t gen;
+  squall__config_get(&cfg, &gen);
+  e->last_stream = c->stream;
+  SQ_RETURN_ERROR_IF(c->count > MAX_COUNT, squallInvalidArgument,
+                     "count %zu is too large (at most %zu elements)", c->count, (size_t)MAX_COUNT);
+  d->route = SQ_ROUTE_PASS;
+  if (call_pass_reason(c, &d->reason)) return squallSuccess;
+
+  /* What this rank's own configuration would do, to prepare for it. */
+  decide_in in = {.call = c, .cfg = &cfg, .nranks = e->tr.nranks, .agreed = 1, .all_ok = 1};
+  squallPassReason_t why;
+  squall_route guess = decide(&in, &why);
+  layout_for(e, c, &cfg, guess, &st->L); /* once per call */
+  if (c->capturing && !capture_ready(e, c, &cfg, gen, guess, &st->L)) {
+    d->reason = squallPassCapture;
+    return squallSuccess;
+  }
+  /* Growth beyond what every rank planned for needs the header (device
+   * engines): decided from the plan, which is the same on every rank. */
+  int grow = guess != SQ_ROUTE_PASS && st->L.total > e->scratch_planned;
+  squallResult_t prep = guess == SQ_ROUTE_PASS ? squallSuccess : prepare(e, c, &cfg, guess, st);
+  if (prep != squallSuccess)
+    SQ_WARN("rank %d: cannot prepare a %zu-element all-reduce: %s", e->tr.rank, c->count, squallGetLastError());
+
+  if (e->header_every_call || grow || !e->agreed_valid || e->agreed_gen != gen) {
+    SQ_FORWARD_IF_ERROR(header(e, c, &cfg, gen, prep == squallSuccess, &in.agreed, &in.all_ok));
+    if (grow && in.agreed) e->scratch_planned = st->L.total;
+  } else {
+    /* No header on this device call: the local failure cannot be shared
+     * without a synchronisation, so it is returned (the communicator
+     * must then be aborted, as after any NCCL error). */
+    if (prep != squallSuccess) return prep;
+    in.agreed = e->agreed_ok;
+  }
+  in.count = e->residuals;
+  d->route = decide(&in, &d->reason);
+  if (d->route == SQ_ROUTE_PASS) {
+    if (d->reason == squallPassError)
+      SQ_WARN("rank %d: a rank could not prepare a %zu-element all-reduce: every rank passes it through",
+              e->tr.rank, c->count);
+    return squallSuccess;
+  }
+  /* agreed and all ok: the route is this rank's guess, prepared above */
+  SQ_RETURN_ERROR_IF(d->route != guess, squallInternalError, "route %d decided, %d prepared", (int)d->route,
+                     (int)guess);
+  return run(e, c, &cfg, d->route, st);
+}
+
+squallResult_t squall__engine_allreduce(squall_engine *e, const squall_call *c, squall_decision *d) {
+  run_state st;
+  memset(&st, 0, sizeof st);
+  squallResult_t r = allreduce(e, c, d, &st);
+  if (r != squallSuccess)
+    SQ_WARN("rank %d: all-reduce of %zu elements failed: %s: %s", e->tr.rank, c->count,
+            squallGetErrorString(r), squallGetLastError());
+  record(e, c, d, r, &st);
+  return r;
+}
+
 squallResult_t squall__engine_reset_residuals(squall_engine *e) {
-  return squall__residuals_reset(e->residuals);
+  return squall__residuals_reset(e->residuals, e->last_stream);
 }
 
 squallResult_t squall__engine_get_residual(squall_engine *e, const void *key, size_t count, int dtype,
@@ -398,5 +581,5 @@ squallResult_t squall__engine_get_residual(squall_engine *e, const void *key, si
   squall_tensor *t = squall__residuals_find(e->residuals, key, count, dtype);
   SQ_RETURN_ERROR_IF(t == NULL || t->residual == NULL, squallInvalidArgument,
                      "no residual is kept for the tensor at %p (%zu elements)", key, count);
-  return e->k.to_host(e->k.ctx, out, t->residual, count * sizeof(float));
+  return e->k.to_host(e->last_stream, out, t->residual, count * sizeof(float));
 }

@@ -1,8 +1,16 @@
 /*
- * engine.h - one compressed all-reduce: plan (eligible? which path?), then
- * compress -> exchange -> decompress through a transport and a kernel set.
- * Knows nothing of MPI or NCCL types: entry points translate into
- * squall_call and run the plain collective themselves when told to.
+ * engine.h - one compressed all-reduce: decide (pass through, or which
+ * codec), then compress -> exchange -> decompress through a transport and
+ * a kernel set. Knows nothing of MPI or NCCL types: entry points translate
+ * into squall_call and run the plain collective themselves when told to.
+ *
+ * The failure policy (squall(7), FAILURE POLICY) lives here, the same for
+ * every entry point:
+ *   - a call passes through only when every rank takes the same decision
+ *     from the same inputs, before anything changed;
+ *   - once a residual was touched or a collective started, a failure is
+ *     returned to the caller, never hidden by passing the call through;
+ *   - the residual then holds exactly what it held before the call.
  */
 #ifndef SQUALL_ENGINE_H
 #define SQUALL_ENGINE_H
@@ -22,12 +30,29 @@ typedef struct {
   squall_op op;
   float premul;     /* input multiplier (PreMulSum); 1 otherwise */
   int in_group;     /* inside a user's group call: pass through */
+  int intercomm;    /* an MPI intercommunicator: pass through */
+  int capturing;    /* CUDA graph capture: no allocation, no host wait */
+  void *stream;     /* the caller's stream (cudaStream_t), NULL for host */
 } squall_call;
+
+/* The route of one call, decided in one place (decide() in engine.c) from
+ * inputs identical on every rank. */
+typedef enum {
+  SQ_ROUTE_PASS = 0, /* the caller runs the plain collective; nothing was changed */
+  SQ_ROUTE_HALF,     /* 16-bit all-reduce */
+  SQ_ROUTE_TOPK,     /* top-k all-gather */
+  SQ_ROUTE_DENSE     /* top-k's dense fallback: all-reduce of g + residual */
+} squall_route;
+
+typedef struct {
+  squall_route route;
+  squallPassReason_t reason; /* why, when route is SQ_ROUTE_PASS */
+} squall_decision;
 
 typedef struct squall_engine squall_engine;
 
 /* An engine for one communicator. The transport and kernel structs are
- * copied; their ctx pointers must outlive the engine. NULL when out of
+ * copied; the transport's ctx must outlive the engine. NULL when out of
  * memory. */
 squall_engine *squall__engine_create(const squall_transport *transport, const squall_kernels *kernels);
 
@@ -35,28 +60,30 @@ squall_engine *squall__engine_create(const squall_transport *transport, const sq
  * SQUALL_DEBUG=INFO. Accepts NULL. */
 void squall__engine_free(squall_engine *engine);
 
-/* Runs the call. On return *pass_reason is -1 when the engine did the
- * all-reduce, or a squallPassReason_t when the caller must run the plain
- * collective itself (then nothing was written, and the call was counted
- * in the statistics as that collective).
- * An error after data started moving is returned as such. */
+/* Runs the call. squallSuccess with d->route == SQ_ROUTE_PASS: the caller
+ * must run the plain collective itself (nothing was written, no residual
+ * changed, and every rank got the same answer). squallSuccess otherwise:
+ * recv holds the result. Any other result: the call failed; recv is
+ * undefined, the residuals are as before the call, and the caller must
+ * return the error (never pass the call through). Every failure is logged.
+ * Statistics are recorded here for every call. */
 squallResult_t squall__engine_allreduce(squall_engine *engine, const squall_call *call,
-                                        int *pass_reason);
+                                        squall_decision *d);
 
-/* 1 when the call would neither allocate nor synchronise with the host
- * (configuration agreed, tensor, residual and scratch in place): the
- * condition for running it inside CUDA graph capture. */
-int squall__engine_ready(squall_engine *engine, const squall_call *call);
-
-/* Zeroes all residuals of this communicator. */
+/* Zeroes all residuals of this communicator (on the last call's stream). */
 squallResult_t squall__engine_reset_residuals(squall_engine *engine);
 
-/* Copies a tensor's residual (count floats, kernel memory) into out (host
- * memory for the host kernels). squallInvalidArgument when none is kept. */
+/* Copies the residual of the tensor whose send buffer is key (count floats,
+ * kernel memory) into out (host memory). squallInvalidArgument when none
+ * is kept. */
 squallResult_t squall__engine_get_residual(squall_engine *engine, const void *key, size_t count,
                                            int dtype, float *out);
 
 /* Bytes this rank sends in a ring all-reduce of `bytes` over p ranks. */
 uint64_t squall__ring_allreduce_wire(uint64_t bytes, int p);
+
+/* Records a call that never reached an engine (a non-blocking NCCL
+ * communicator) in the process-wide statistics. */
+void squall__engine_record_unrun(const squall_call *call, squallPassReason_t reason, int nranks);
 
 #endif

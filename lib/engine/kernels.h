@@ -3,6 +3,11 @@
  * runs, in one memory space: host (engine/kernels_host.c, over lib/codecs/codec_*.c) or
  * device (the CUDA twins). Per-call scalars such as the scale live in that
  * memory space too, so that a device path never waits on the host.
+ *
+ * Every function takes the call's stream (a cudaStream_t for the device
+ * set, ignored by the host set) as its first argument: the stream travels
+ * with the call (squall_call.stream), never through shared state, so two
+ * calls on one communicator from different streams cannot mix them up.
  */
 #ifndef SQUALL_KERNELS_H
 #define SQUALL_KERNELS_H
@@ -26,39 +31,39 @@ SQ_HD sq_half_kind squall__dtype_half_kind(int t) { return t == SQ_DT_BF16 ? SQ_
 
 typedef struct squall_kernels {
   const char *name; /* "host" or "cuda" */
-  void *ctx;        /* e.g. the stream */
-  void *(*alloc)(void *ctx, size_t bytes); /* zeroed; NULL on failure */
-  void (*free)(void *ctx, void *p);
-  squallResult_t (*zero)(void *ctx, void *p, size_t bytes);
+  void *(*alloc)(void *stream, size_t bytes); /* zeroed; NULL on failure */
+  void (*free)(void *stream, void *p);
+  squallResult_t (*zero)(void *stream, void *p, size_t bytes);
   /* Copies kernel memory to host memory (waits for the data). */
-  squallResult_t (*to_host)(void *ctx, void *dst, const void *src, size_t bytes);
+  squallResult_t (*to_host)(void *stream, void *dst, const void *src, size_t bytes);
   /* a[i] = g[i] + res[i] and res[i] = 0 (res may be NULL: a copy of g):
    * the dense fallback sends everything, so nothing is left behind. */
-  squallResult_t (*flush)(void *ctx, const float *g, float *res, float *a, size_t n);
+  squallResult_t (*flush)(void *stream, const float *g, float *res, float *a, size_t n);
   /* dst[i] = scalar * (float)src[i]; scalar 1 is an exact copy. */
-  squallResult_t (*widen)(void *ctx, squall_dtype t, const void *src, float *dst, size_t n,
+  squallResult_t (*widen)(void *stream, squall_dtype t, const void *src, float *dst, size_t n,
                           float scalar);
   /* dst[i] = src[i] / divisor, rounded to t (divisor 1: plain rounding). */
-  squallResult_t (*narrow)(void *ctx, squall_dtype t, const float *src, void *dst, size_t n,
+  squallResult_t (*narrow)(void *stream, squall_dtype t, const float *src, void *dst, size_t n,
                            float divisor);
   size_t (*absmax_workspace_bytes)(size_t n);
-  squallResult_t (*absmax)(void *ctx, const float *g, const float *res, size_t n, float *out,
+  squallResult_t (*absmax)(void *stream, const float *g, const float *res, size_t n, float *out,
                            void *ws);
   /* *scale = min(sq_pow2_scale(*absmax, limit), max_scale), in kernel memory. */
-  squallResult_t (*pow2_scale)(void *ctx, const float *absmax, float limit, float max_scale,
+  squallResult_t (*pow2_scale)(void *stream, const float *absmax, float limit, float max_scale,
                                float *scale);
-  squallResult_t (*half_encode)(void *ctx, sq_half_kind kind, const float *g, float *res,
+  squallResult_t (*half_encode)(void *stream, sq_half_kind kind, const float *g, float *res,
                                 uint16_t *out, size_t n, const float *scale);
-  squallResult_t (*half_decode)(void *ctx, sq_half_kind kind, const uint16_t *in, float *out,
+  squallResult_t (*half_decode)(void *stream, sq_half_kind kind, const uint16_t *in, float *out,
                                 size_t n, const float *scale);
   size_t (*topk_workspace_bytes)(size_t n, size_t k);
-  squallResult_t (*topk_encode)(void *ctx, const float *g, float *res, size_t n, size_t k,
+  squallResult_t (*topk_encode)(void *stream, const float *g, float *res, size_t n, size_t k,
                                 squallValueType_t values, const float *scale, void *slot,
                                 void *ws);
   /* Returns squallRemoteError for a corrupt slot (dense zeroed) where it
-   * can tell without waiting; the device set records it in *flag (an int
-   * of kernel memory) instead. */
-  squallResult_t (*sparse_decode)(void *ctx, const void *slots, int nranks, size_t k,
+   * can tell without waiting (the host set); the device set sets *flag (an
+   * int of kernel memory, zeroed by the caller first) to nonzero instead,
+   * which the engine reads back when it may synchronise. */
+  squallResult_t (*sparse_decode)(void *stream, const void *slots, int nranks, size_t k,
                                   squallValueType_t values, float *dense, size_t n, int *flag);
 } squall_kernels;
 
@@ -66,11 +71,7 @@ typedef struct squall_kernels {
 extern const squall_kernels squall__kernels_host;
 
 #ifdef HAVE_CUDA
-/* The device kernel set (cuda/kernels_cuda.cu). Its ctx must point to a
- * squall_cuda_ctx, whose stream the caller sets before each call. */
-typedef struct {
-  void *stream; /* cudaStream_t */
-} squall_cuda_ctx;
+/* The device kernel set (cuda/kernels_cuda.cu). */
 extern const squall_kernels squall__kernels_cuda;
 
 /* 1 when p is device (or managed) memory; 0 for host memory, and when no

@@ -8,20 +8,20 @@
 #include "codecs/codec.h"
 #include "engine/kernels.h"
 
-static void *host_alloc(void *ctx, size_t bytes) { return calloc(1, bytes ? bytes : 1); }
-static void host_free(void *ctx, void *p) { free(p); }
+static void *host_alloc(void *stream, size_t bytes) { return calloc(1, bytes ? bytes : 1); }
+static void host_free(void *stream, void *p) { free(p); }
 
-static squallResult_t host_zero(void *ctx, void *p, size_t bytes) {
+static squallResult_t host_zero(void *stream, void *p, size_t bytes) {
   memset(p, 0, bytes);
   return squallSuccess;
 }
 
-static squallResult_t host_to_host(void *ctx, void *dst, const void *src, size_t bytes) {
+static squallResult_t host_to_host(void *stream, void *dst, const void *src, size_t bytes) {
   memcpy(dst, src, bytes);
   return squallSuccess;
 }
 
-static squallResult_t host_flush(void *ctx, const float *g, float *res, float *a, size_t n) {
+static squallResult_t host_flush(void *stream, const float *g, float *res, float *a, size_t n) {
   for (size_t i = 0; i < n; i++) {
     float r = res ? res[i] : 0.0f;
     a[i] = res ? g[i] + r : g[i];
@@ -30,7 +30,7 @@ static squallResult_t host_flush(void *ctx, const float *g, float *res, float *a
   return squallSuccess;
 }
 
-static squallResult_t host_widen(void *ctx, squall_dtype t, const void *src, float *dst, size_t n,
+static squallResult_t host_widen(void *stream, squall_dtype t, const void *src, float *dst, size_t n,
                                  float scalar) {
   if (t == SQ_DT_F32) {
     const float *s = src;
@@ -47,7 +47,7 @@ static squallResult_t host_widen(void *ctx, squall_dtype t, const void *src, flo
   return squallSuccess;
 }
 
-static squallResult_t host_narrow(void *ctx, squall_dtype t, const float *src, void *dst, size_t n,
+static squallResult_t host_narrow(void *stream, squall_dtype t, const float *src, void *dst, size_t n,
                                   float divisor) {
   if (t == SQ_DT_F32) {
     float *d = dst;
@@ -66,26 +66,26 @@ static squallResult_t host_narrow(void *ctx, squall_dtype t, const float *src, v
 
 static size_t host_absmax_ws(size_t n) { return 0; }
 
-static squallResult_t host_absmax(void *ctx, const float *g, const float *res, size_t n, float *out,
+static squallResult_t host_absmax(void *stream, const float *g, const float *res, size_t n, float *out,
                                   void *ws) {
   *out = squall__absmax(g, res, n);
   return squallSuccess;
 }
 
-static squallResult_t host_pow2_scale(void *ctx, const float *absmax, float limit, float max_scale,
+static squallResult_t host_pow2_scale(void *stream, const float *absmax, float limit, float max_scale,
                                       float *scale) {
   float s = sq_pow2_scale(*absmax, limit);
   *scale = s > max_scale ? max_scale : s;
   return squallSuccess;
 }
 
-static squallResult_t host_half_encode(void *ctx, sq_half_kind kind, const float *g, float *res,
+static squallResult_t host_half_encode(void *stream, sq_half_kind kind, const float *g, float *res,
                                        uint16_t *out, size_t n, const float *scale) {
   squall__half_encode(kind, g, res, out, n, *scale);
   return squallSuccess;
 }
 
-static squallResult_t host_half_decode(void *ctx, sq_half_kind kind, const uint16_t *in, float *out,
+static squallResult_t host_half_decode(void *stream, sq_half_kind kind, const uint16_t *in, float *out,
                                        size_t n, const float *scale) {
   squall__half_decode(kind, in, out, n, *scale, 0);
   return squallSuccess;
@@ -93,7 +93,7 @@ static squallResult_t host_half_decode(void *ctx, sq_half_kind kind, const uint1
 
 static size_t host_topk_ws(size_t n, size_t k) { return squall__topk_workspace_bytes(n); }
 
-static squallResult_t host_topk_encode(void *ctx, const float *g, float *res, size_t n, size_t k,
+static squallResult_t host_topk_encode(void *stream, const float *g, float *res, size_t n, size_t k,
                                        squallValueType_t values, const float *scale, void *slot,
                                        void *ws) {
   SQ_RETURN_ERROR_IF(squall__topk_encode(g, res, n, k, values, *scale, slot, ws) != 0,
@@ -101,7 +101,7 @@ static squallResult_t host_topk_encode(void *ctx, const float *g, float *res, si
   return squallSuccess;
 }
 
-static squallResult_t host_sparse_decode(void *ctx, const void *slots, int nranks, size_t k,
+static squallResult_t host_sparse_decode(void *stream, const void *slots, int nranks, size_t k,
                                          squallValueType_t values, float *dense, size_t n,
                                          int *flag) {
   SQ_RETURN_ERROR_IF(squall__sparse_decode(slots, nranks, k, values, dense, n) != 0,
@@ -112,7 +112,6 @@ static squallResult_t host_sparse_decode(void *ctx, const void *slots, int nrank
 
 const squall_kernels squall__kernels_host = {
     .name = "host",
-    .ctx = NULL,
     .alloc = host_alloc,
     .free = host_free,
     .zero = host_zero,

@@ -1,15 +1,29 @@
-/* residual.c - the per-communicator tensor table (a small hash map). */
+/* residual.c - residual slots grouped by shape (see residual.h for the
+ * identity rules). Shapes are few, slots per shape are as many as the
+ * model has tensors of that shape: linear lists are enough. */
 #include "common/internal.h"
 
 #include <stdlib.h>
 
 #include "engine/residual.h"
 
-#define NBUCKETS 256
+/* Empty slots (addresses without a residual) kept per shape: enough to
+ * remember the tensors of a large model, small enough to stay bounded. */
+#define MAX_EMPTY 64
+
+typedef struct shape {
+  size_t count;
+  int dtype;
+  uint64_t calls; /* eligible calls (warm-up) */
+  uint64_t clock; /* slot lookups: the unit of a slot's age */
+  uint64_t round; /* the age at which the last known address came back */
+  squall_tensor *slots;
+  struct shape *next;
+} shape;
 
 struct squall_residuals {
   const squall_kernels *kernels;
-  squall_tensor *buckets[NBUCKETS];
+  shape *shapes;
 };
 
 static size_t process_bytes; /* atomically updated */
@@ -20,51 +34,119 @@ squall_residuals *squall__residuals_create(const squall_kernels *kernels) {
   return s;
 }
 
+static void release(squall_residuals *s, squall_tensor *t) {
+  if (t->residual == NULL) return;
+  s->kernels->free(NULL, t->residual);
+  __atomic_sub_fetch(&process_bytes, t->count * sizeof(float), __ATOMIC_RELAXED);
+  t->residual = NULL;
+}
+
 void squall__residuals_free(squall_residuals *s) {
   if (s == NULL) return;
-  for (int b = 0; b < NBUCKETS; b++) {
-    squall_tensor *t = s->buckets[b];
-    while (t) {
+  for (shape *sh = s->shapes; sh;) {
+    for (squall_tensor *t = sh->slots; t;) {
       squall_tensor *next = t->next;
-      if (t->residual) {
-        s->kernels->free(s->kernels->ctx, t->residual);
-        __atomic_sub_fetch(&process_bytes, t->count * sizeof(float), __ATOMIC_RELAXED);
-      }
+      release(s, t);
       free(t);
       t = next;
     }
+    shape *next = sh->next;
+    free(sh);
+    sh = next;
   }
   free(s);
 }
 
-static unsigned bucket_of(const void *key, size_t count, int dtype) {
-  uint64_t h = (uint64_t)(uintptr_t)key * 0x9e3779b97f4a7c15ull;
-  h ^= (uint64_t)count * 0xc2b2ae3d27d4eb4full + (uint64_t)dtype;
-  return (unsigned)(h >> 56) % NBUCKETS;
+static shape *shape_of(squall_residuals *s, size_t count, int dtype, int create) {
+  for (shape *sh = s->shapes; sh; sh = sh->next)
+    if (sh->count == count && sh->dtype == dtype) return sh;
+  if (!create) return NULL;
+  shape *sh = calloc(1, sizeof *sh);
+  if (sh == NULL) return NULL;
+  sh->count = count;
+  sh->dtype = dtype;
+  sh->next = s->shapes;
+  s->shapes = sh;
+  return sh;
+}
+
+int squall__residuals_add_shape(squall_residuals *s, size_t count, int dtype) {
+  return shape_of(s, count, dtype, 1) ? 0 : -1;
+}
+
+uint64_t squall__residuals_count_call(squall_residuals *s, size_t count, int dtype) {
+  shape *sh = shape_of(s, count, dtype, 1);
+  return sh ? sh->calls++ : UINT64_MAX;
 }
 
 squall_tensor *squall__residuals_find(squall_residuals *s, const void *key, size_t count, int dtype) {
-  for (squall_tensor *t = s->buckets[bucket_of(key, count, dtype)]; t; t = t->next)
-    if (t->key == key && t->count == count && t->dtype == dtype) return t;
+  shape *sh = shape_of(s, count, dtype, 0);
+  for (squall_tensor *t = sh ? sh->slots : NULL; t; t = t->next)
+    if (t->key == key) return t;
   return NULL;
 }
 
-squall_tensor *squall__residuals_tensor(squall_residuals *s, const void *key, size_t count, int dtype) {
-  squall_tensor *t = squall__residuals_find(s, key, count, dtype);
-  if (t) return t;
-  unsigned b = bucket_of(key, count, dtype);
-  t = calloc(1, sizeof *t);
+/* Drops the least recently used empty slot while there are too many:
+ * what an allocate-each-step loop leaves behind. */
+static void trim(shape *sh) {
+  for (;;) {
+    int empty = 0;
+    squall_tensor **victim = NULL;
+    for (squall_tensor **pp = &sh->slots; *pp; pp = &(*pp)->next) {
+      squall_tensor *t = *pp;
+      if (t->residual) continue;
+      empty++;
+      if (victim == NULL || t->last_use < (*victim)->last_use) victim = pp;
+    }
+    if (empty <= MAX_EMPTY) return;
+    squall_tensor *t = *victim;
+    *victim = t->next;
+    free(t);
+  }
+}
+
+/* An address not seen before inherits the residual of the least recently
+ * used slot that is older than one round: the number of lookups of this
+ * shape after which known addresses come back (a model with m tensors of
+ * the shape at stable addresses: m). Such a slot's buffer is gone, or its
+ * tensor is not part of the current loop; a slot used within the round is
+ * another live tensor and keeps its residual. */
+squall_tensor *squall__residuals_slot(squall_residuals *s, const void *key, size_t count, int dtype) {
+  shape *sh = shape_of(s, count, dtype, 1);
+  if (sh == NULL) return NULL;
+  uint64_t now = ++sh->clock;
+  squall_tensor *donor = NULL;
+  for (squall_tensor *t = sh->slots; t; t = t->next) {
+    if (t->key == key) {
+      sh->round = now - t->last_use;
+      t->hits++;
+      t->last_use = now;
+      return t;
+    }
+    if (t->residual && now - t->last_use > sh->round && (donor == NULL || t->last_use < donor->last_use))
+      donor = t;
+  }
+  squall_tensor *t = calloc(1, sizeof *t);
   if (t == NULL) return NULL;
   t->key = key;
   t->count = count;
   t->dtype = dtype;
-  t->next = s->buckets[b];
-  s->buckets[b] = t;
+  if (donor) { /* the residual moves with the tensor to its new buffer */
+    t->residual = donor->residual;
+    t->no_residual = donor->no_residual;
+    donor->residual = NULL;
+    donor->no_residual = 0;
+  }
+  t->last_use = now;
+  t->next = sh->slots;
+  sh->slots = t;
+  trim(sh);
   return t;
 }
 
-float *squall__residuals_get(squall_residuals *s, squall_tensor *t, size_t max_bytes) {
-  if (t->residual || t->no_residual) return t->residual;
+squallResult_t squall__residuals_ensure(squall_residuals *s, squall_tensor *t, size_t max_bytes,
+                                        void *stream) {
+  if (t->residual || t->no_residual) return squallSuccess;
   size_t bytes = t->count * sizeof(float);
   size_t now = __atomic_add_fetch(&process_bytes, bytes, __ATOMIC_RELAXED);
   if (max_bytes && now > max_bytes) {
@@ -73,25 +155,23 @@ float *squall__residuals_get(squall_residuals *s, squall_tensor *t, size_t max_b
     SQ_WARN_ONCE("SQUALL_EF_MAX_BYTES=%zu reached: tensors seen from now on (first: %zu elements) "
                  "run without error feedback",
                  max_bytes, t->count);
-    return NULL;
+    return squallSuccess;
   }
-  t->residual = s->kernels->alloc(s->kernels->ctx, bytes);
+  t->residual = s->kernels->alloc(stream, bytes); /* zeroed: zero on first sight */
   if (t->residual == NULL) {
     __atomic_sub_fetch(&process_bytes, bytes, __ATOMIC_RELAXED);
-    t->no_residual = 1;
-    SQ_WARN_ONCE("out of memory for a %zu-byte residual: running without error feedback", bytes);
-    return NULL;
+    return squall__fail(squallSystemError, "cannot allocate a %zu-byte residual (%s memory)", bytes,
+                        s->kernels->name);
   }
-  return t->residual; /* kernels->alloc returns zeroed memory: zero on first sight */
+  return squallSuccess;
 }
 
-squallResult_t squall__residuals_reset(squall_residuals *s) {
+squallResult_t squall__residuals_reset(squall_residuals *s, void *stream) {
   if (s == NULL) return squallSuccess;
-  for (int b = 0; b < NBUCKETS; b++)
-    for (squall_tensor *t = s->buckets[b]; t; t = t->next) {
+  for (shape *sh = s->shapes; sh; sh = sh->next)
+    for (squall_tensor *t = sh->slots; t; t = t->next)
       if (t->residual)
-        SQ_FORWARD_IF_ERROR(s->kernels->zero(s->kernels->ctx, t->residual, t->count * sizeof(float)));
-    }
+        SQ_FORWARD_IF_ERROR(s->kernels->zero(stream, t->residual, t->count * sizeof(float)));
   return squallSuccess;
 }
 

@@ -1,9 +1,29 @@
 /*
- * residual.h - per-tensor state of one communicator: the error-feedback
- * residual and the call count (for warm-up). A tensor is identified by
- * (send pointer, count, type), within the communicator that owns the store.
- * Residuals are zero on first sight; memory is charged against the
- * process-wide SQUALL_EF_MAX_BYTES cap.
+ * residual.h - per-shape state of one communicator: error-feedback
+ * residuals and the call counts that drive warm-up.
+ *
+ * Identity. A residual belongs to a slot of one shape (count, dtype). The
+ * send buffer's address is only a hint:
+ *   - an address seen before finds its slot (a model whose tensors live at
+ *     stable addresses gets one residual per tensor);
+ *   - an address not seen before inherits the residual of the
+ *     least-recently-used slot of its shape that was not used within the
+ *     last round (the number of lookups of the shape after which known
+ *     addresses come back), so a loop that hands a freshly allocated array
+ *     each step (mpi4py/NumPy, JAX) carries its residual from step to step
+ *     instead of starting from zero, and stale residuals are recycled;
+ *   - empty slots are dropped beyond a fixed number per shape,
+ * so an allocate-each-step loop uses bounded memory. Moving a residual
+ * never loses mass: the sum of all residuals is what was not yet sent,
+ * whichever slot holds it. The first step of a model with several tensors
+ * of one shape moves a residual from one to the next once, before their
+ * addresses have come back.
+ *
+ * Warm-up counts calls per shape, not per address: every rank makes the
+ * same calls with the same shapes, so every rank counts alike whatever its
+ * allocator does.
+ *
+ * Residual memory is charged against the process-wide SQUALL_EF_MAX_BYTES.
  */
 #ifndef SQUALL_RESIDUAL_H
 #define SQUALL_RESIDUAL_H
@@ -13,13 +33,14 @@
 #include "engine/kernels.h"
 
 typedef struct squall_tensor {
-  const void *key;
+  const void *key;  /* the address this slot answers to */
   size_t count;
   int dtype;
-  uint64_t calls;  /* eligible calls seen */
-  float *residual; /* count floats in the kernels' memory, or NULL */
-  int no_residual; /* the cap refused one: run without error feedback */
-  struct squall_tensor *next;
+  float *residual;  /* count floats in the kernels' memory; NULL means zero */
+  int no_residual;  /* the cap refused one: run without error feedback */
+  uint64_t hits;    /* times key came back after the first sight */
+  uint64_t last_use; /* the shape's lookup clock at its last use */
+  struct squall_tensor *next; /* slots of the same shape */
 } squall_tensor;
 
 typedef struct squall_residuals squall_residuals;
@@ -29,20 +50,32 @@ squall_residuals *squall__residuals_create(const squall_kernels *kernels);
 /* Frees every residual; accepts NULL. */
 void squall__residuals_free(squall_residuals *store);
 
-/* The tensor's entry, created on first sight (NULL only when out of memory). */
-squall_tensor *squall__residuals_tensor(squall_residuals *store, const void *key, size_t count,
-                                        int dtype);
+/* Makes sure the shape is known (0), so that counting its calls cannot
+ * fail later; -1 when out of memory. */
+int squall__residuals_add_shape(squall_residuals *store, size_t count, int dtype);
 
-/* The tensor's entry if it exists (never creates). */
+/* Counts one eligible call of this shape and returns how many came before
+ * it (the warm-up ordinal); UINT64_MAX when out of memory. */
+uint64_t squall__residuals_count_call(squall_residuals *store, size_t count, int dtype);
+
+/* The slot for a call with send buffer key (see the identity rules above),
+ * created or inherited as needed; NULL only when out of memory. */
+squall_tensor *squall__residuals_slot(squall_residuals *store, const void *key, size_t count,
+                                      int dtype);
+
+/* The slot bound to key if there is one (never creates or moves). */
 squall_tensor *squall__residuals_find(squall_residuals *store, const void *key, size_t count,
                                       int dtype);
 
-/* The tensor's residual, allocated and zeroed on first use; NULL when the
- * cap (max_bytes, 0 = unlimited) refuses it (warned once per process). */
-float *squall__residuals_get(squall_residuals *store, squall_tensor *t, size_t max_bytes);
+/* Makes sure t holds residual memory (zeroed, enqueued on stream).
+ * squallSuccess with t->residual set, or with t->no_residual set when the
+ * cap (max_bytes, 0 = unlimited) refuses it (warned once per process);
+ * squallSystemError when the allocation fails. */
+squallResult_t squall__residuals_ensure(squall_residuals *store, squall_tensor *t,
+                                        size_t max_bytes, void *stream);
 
-/* Zeroes every residual of the store (keeps the memory and warm-up counts). */
-squallResult_t squall__residuals_reset(squall_residuals *store);
+/* Zeroes every residual of the store (keeps the memory and the counts). */
+squallResult_t squall__residuals_reset(squall_residuals *store, void *stream);
 
 /* Bytes held by residuals in this process. */
 size_t squall__residuals_process_bytes(void);

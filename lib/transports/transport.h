@@ -3,6 +3,8 @@
  * nothing about which one it is. transport_mpi.c fills it with MPI on host
  * memory; the NCCL transport fills it with NCCL on device memory. Every
  * call is collective over the transport's ranks, in the same order on each.
+ * `stream` is the call's stream (a cudaStream_t for NCCL; MPI ignores it):
+ * it travels with each call, never through the context.
  */
 #ifndef SQUALL_TRANSPORT_H
 #define SQUALL_TRANSPORT_H
@@ -16,22 +18,25 @@ typedef struct squall_transport {
   void *ctx;
   int rank, nranks;
   /* Sum of 16-bit values (kind's format) over all ranks, in place. */
-  squallResult_t (*allreduce_half)(void *ctx, uint16_t *buf, size_t n, sq_half_kind kind);
+  squallResult_t (*allreduce_half)(void *ctx, void *stream, uint16_t *buf, size_t n, sq_half_kind kind);
   /* Elementwise max of n floats over all ranks, in place (buffer in the
    * transport's memory space). */
-  squallResult_t (*allreduce_max_f32)(void *ctx, float *buf, size_t n);
+  squallResult_t (*allreduce_max_f32)(void *ctx, void *stream, float *buf, size_t n);
   /* recv[r*bytes ..] = rank r's send, for every rank. */
-  squallResult_t (*allgather)(void *ctx, const void *send, void *recv, size_t bytes);
+  squallResult_t (*allgather)(void *ctx, void *stream, const void *send, void *recv, size_t bytes);
   /* Optional (NULL when the sizes must stay fixed, as on the device path):
    * variable-size all-gather of host bytes; sizes[r] is filled first. */
-  squallResult_t (*allgatherv)(void *ctx, const void *send, size_t bytes, void *recv,
+  squallResult_t (*allgatherv)(void *ctx, void *stream, const void *send, size_t bytes, void *recv,
                                size_t recv_capacity, size_t *sizes, size_t *displs);
   /* Sum of n floats over all ranks (send may equal recv). The dense
    * fallback of top-k, where sparsity cannot pay. */
-  squallResult_t (*allreduce_sum_f32)(void *ctx, const float *send, float *recv, size_t n);
-  /* All-gather of a few bytes of HOST memory (configuration agreement;
-   * rare, so it may synchronise). */
-  squallResult_t (*allgather_host)(void *ctx, const void *send, void *recv, size_t bytes);
+  squallResult_t (*allreduce_sum_f32)(void *ctx, void *stream, const float *send, float *recv, size_t n);
+  /* Elementwise minimum of n int64 in HOST memory, in place, result on the
+   * host when it returns (the engine's call header: ok flags and the
+   * configuration digest; on a device transport it synchronises, so the
+   * engine uses it there only when the configuration changed or memory
+   * must grow). */
+  squallResult_t (*allreduce_min_i64_host)(void *ctx, void *stream, int64_t *buf, size_t n);
 } squall_transport;
 
 #endif

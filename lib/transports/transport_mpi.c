@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "codecs/codec.h"
 #include "transports/transport_mpi.h"
@@ -25,8 +26,13 @@ static void create_ops(void) {
   MPI_Op_create(sum_bf16, 1, &op_bf16);
 }
 
+/* The code of the last failed MPI call on this thread: the entry point
+ * returns it as is (thread-local, like squallGetLastError). */
+static __thread int last_mpi_error;
+
 static squallResult_t mpi_result(int rc, const char *what) {
   if (rc == MPI_SUCCESS) return squallSuccess;
+  last_mpi_error = rc;
   char msg[MPI_MAX_ERROR_STRING];
   int len = 0;
   MPI_Error_string(rc, msg, &len);
@@ -46,25 +52,25 @@ static squallResult_t allreduce_chunked(MPI_Comm comm, const void *send, void *r
   return squallSuccess;
 }
 
-static squallResult_t mpi_allreduce_half(void *ctx, uint16_t *buf, size_t n, sq_half_kind kind) {
+static squallResult_t mpi_allreduce_half(void *ctx, void *stream, uint16_t *buf, size_t n, sq_half_kind kind) {
   squall_mpi_ctx *c = ctx;
   pthread_once(&ops_once, create_ops);
   return allreduce_chunked(c->comm, MPI_IN_PLACE, buf, n, 2, MPI_UINT16_T,
                            kind == SQ_HALF_BF16 ? op_bf16 : op_f16, "MPI_Allreduce (16-bit sum)");
 }
 
-static squallResult_t mpi_allreduce_max_f32(void *ctx, float *buf, size_t n) {
+static squallResult_t mpi_allreduce_max_f32(void *ctx, void *stream, float *buf, size_t n) {
   squall_mpi_ctx *c = ctx;
   return allreduce_chunked(c->comm, MPI_IN_PLACE, buf, n, 4, MPI_FLOAT, MPI_MAX, "MPI_Allreduce (max)");
 }
 
-static squallResult_t mpi_allreduce_sum_f32(void *ctx, const float *send, float *recv, size_t n) {
+static squallResult_t mpi_allreduce_sum_f32(void *ctx, void *stream, const float *send, float *recv, size_t n) {
   squall_mpi_ctx *c = ctx;
   return allreduce_chunked(c->comm, send == recv ? MPI_IN_PLACE : (const void *)send, recv, n, 4,
                            MPI_FLOAT, MPI_SUM, "MPI_Allreduce (dense fallback)");
 }
 
-static squallResult_t mpi_allgather(void *ctx, const void *send, void *recv, size_t bytes) {
+static squallResult_t mpi_allgather(void *ctx, void *stream, const void *send, void *recv, size_t bytes) {
   squall_mpi_ctx *c = ctx;
   SQ_RETURN_ERROR_IF(bytes > INT_MAX, squallInvalidUsage,
                      "all-gather slot of %zu bytes exceeds MPI's int count", bytes);
@@ -72,18 +78,13 @@ static squallResult_t mpi_allgather(void *ctx, const void *send, void *recv, siz
                     "MPI_Allgather");
 }
 
-static squallResult_t mpi_allgatherv(void *ctx, const void *send, size_t bytes, void *recv,
+static squallResult_t mpi_allgatherv(void *ctx, void *stream, const void *send, size_t bytes, void *recv,
                                      size_t capacity, size_t *sizes, size_t *displs) {
   squall_mpi_ctx *c = ctx;
   int p;
   PMPI_Comm_size(c->comm, &p);
-  uint64_t mine = bytes, *all = malloc(sizeof(uint64_t) * (size_t)p);
-  int *counts = malloc(sizeof(int) * 2 * (size_t)p);
-  if (all == NULL || counts == NULL) {
-    free(all);
-    free(counts);
-    return squall__fail(squallSystemError, "out of memory for all-gather-v sizes");
-  }
+  uint64_t mine = bytes, *all = c->sizes;
+  int *counts = c->counts;
   squallResult_t r = mpi_result(PMPI_Allgather(&mine, 1, MPI_UINT64_T, all, 1, MPI_UINT64_T, c->comm),
                                 "MPI_Allgather (sizes)");
   size_t total = 0;
@@ -103,21 +104,47 @@ static squallResult_t mpi_allgatherv(void *ctx, const void *send, size_t bytes, 
   if (r == squallSuccess)
     r = mpi_result(PMPI_Allgatherv(send, (int)bytes, MPI_BYTE, recv, counts, counts + p, MPI_BYTE, c->comm),
                    "MPI_Allgatherv");
-  free(all);
-  free(counts);
   return r;
 }
 
+static squallResult_t mpi_allreduce_min_i64(void *ctx, void *stream, int64_t *buf, size_t n) {
+  squall_mpi_ctx *c = ctx;
+  SQ_RETURN_ERROR_IF(n > INT_MAX, squallInternalError, "call header of %zu values", n);
+  return mpi_result(PMPI_Allreduce(MPI_IN_PLACE, buf, (int)n, MPI_INT64_T, MPI_MIN, c->comm),
+                    "MPI_Allreduce (call header)");
+}
+
+void squall__transport_mpi_fini(squall_mpi_ctx *ctx) {
+  free(ctx->sizes);
+  free(ctx->counts);
+  ctx->sizes = NULL;
+  ctx->counts = NULL;
+}
+
+int squall__transport_mpi_take_error(void) {
+  int rc = last_mpi_error;
+  last_mpi_error = MPI_SUCCESS;
+  return rc;
+}
+
 squallResult_t squall__transport_mpi_init(squall_transport *tr, squall_mpi_ctx *ctx, MPI_Comm comm) {
+  memset(tr, 0, sizeof *tr);
+  memset(ctx, 0, sizeof *ctx);
   ctx->comm = comm;
   tr->ctx = ctx;
   SQ_FORWARD_IF_ERROR(mpi_result(PMPI_Comm_rank(comm, &tr->rank), "MPI_Comm_rank"));
   SQ_FORWARD_IF_ERROR(mpi_result(PMPI_Comm_size(comm, &tr->nranks), "MPI_Comm_size"));
+  ctx->sizes = malloc(sizeof(uint64_t) * (size_t)tr->nranks);
+  ctx->counts = malloc(sizeof(int) * 2 * (size_t)tr->nranks);
+  if (ctx->sizes == NULL || ctx->counts == NULL) {
+    squall__transport_mpi_fini(ctx);
+    return squall__fail(squallSystemError, "out of memory for all-gather-v sizes of %d ranks", tr->nranks);
+  }
   tr->allreduce_half = mpi_allreduce_half;
   tr->allreduce_max_f32 = mpi_allreduce_max_f32;
   tr->allreduce_sum_f32 = mpi_allreduce_sum_f32;
   tr->allgather = mpi_allgather;
   tr->allgatherv = mpi_allgatherv;
-  tr->allgather_host = mpi_allgather; /* host memory already */
+  tr->allreduce_min_i64_host = mpi_allreduce_min_i64; /* host memory already */
   return squallSuccess;
 }

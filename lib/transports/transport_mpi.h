@@ -9,8 +9,17 @@
 /* Fills *tr for comm. ctx must stay alive (and hold comm) while tr is used. */
 typedef struct {
   MPI_Comm comm;
+  uint64_t *sizes; /* nranks each: the all-gather-v's bookkeeping, allocated */
+  int *counts;     /* up front so that no call can fail alone halfway */
 } squall_mpi_ctx;
 
 squallResult_t squall__transport_mpi_init(squall_transport *tr, squall_mpi_ctx *ctx, MPI_Comm comm);
+/* Frees what init allocated; accepts a zeroed ctx. */
+void squall__transport_mpi_fini(squall_mpi_ctx *ctx);
+
+/* The code of the last MPI call of this thread's transport that failed
+ * (MPI_SUCCESS when none since the last take), and clears it: the MPI
+ * entry point returns MPI's own error class for a failed collective. */
+int squall__transport_mpi_take_error(void);
 
 #endif

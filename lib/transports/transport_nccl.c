@@ -1,6 +1,7 @@
-/* transport_nccl.c - NCCL collectives for the engine. */
+/* transport_nccl.c - NCCL collectives for the engine, on the call's stream. */
 #include "common/internal.h"
 
+#include <cuda_runtime_api.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,58 +13,59 @@ squallResult_t squall__nccl_result(ncclResult_t r, const char *what) {
   return squall__fail((squallResult_t)r, "%s failed: NCCL error %d", what, (int)r);
 }
 
-static squallResult_t nccl_allreduce_half(void *ctx, uint16_t *buf, size_t n, sq_half_kind kind) {
+static squallResult_t nccl_allreduce_half(void *ctx, void *stream, uint16_t *buf, size_t n, sq_half_kind kind) {
   squall_nccl_ctx *c = ctx;
   return squall__nccl_result(c->api->allReduce(buf, buf, n, kind == SQ_HALF_BF16 ? ncclBfloat16 : ncclFloat16,
-                                               ncclSum, c->comm, c->stream),
+                                               ncclSum, c->comm, (cudaStream_t)stream),
                              "ncclAllReduce (16-bit sum)");
 }
 
-static squallResult_t nccl_allreduce_max_f32(void *ctx, float *buf, size_t n) {
+static squallResult_t nccl_allreduce_max_f32(void *ctx, void *stream, float *buf, size_t n) {
   squall_nccl_ctx *c = ctx;
-  return squall__nccl_result(c->api->allReduce(buf, buf, n, ncclFloat32, ncclMax, c->comm, c->stream),
+  return squall__nccl_result(c->api->allReduce(buf, buf, n, ncclFloat32, ncclMax, c->comm, (cudaStream_t)stream),
                              "ncclAllReduce (max)");
 }
 
-static squallResult_t nccl_allreduce_sum_f32(void *ctx, const float *send, float *recv, size_t n) {
+static squallResult_t nccl_allreduce_sum_f32(void *ctx, void *stream, const float *send, float *recv, size_t n) {
   squall_nccl_ctx *c = ctx;
-  return squall__nccl_result(c->api->allReduce(send, recv, n, ncclFloat32, ncclSum, c->comm, c->stream),
+  return squall__nccl_result(c->api->allReduce(send, recv, n, ncclFloat32, ncclSum, c->comm, (cudaStream_t)stream),
                              "ncclAllReduce (dense fallback)");
 }
 
-static squallResult_t nccl_allgather(void *ctx, const void *send, void *recv, size_t bytes) {
+static squallResult_t nccl_allgather(void *ctx, void *stream, const void *send, void *recv, size_t bytes) {
   squall_nccl_ctx *c = ctx;
-  return squall__nccl_result(c->api->allGather(send, recv, bytes, ncclUint8, c->comm, c->stream),
+  return squall__nccl_result(c->api->allGather(send, recv, bytes, ncclUint8, c->comm, (cudaStream_t)stream),
                              "ncclAllGather");
 }
 
-/* A few host bytes from every rank: staged through device memory on a GPU
- * (rare: once per configuration, so the synchronisation is acceptable). */
-static squallResult_t nccl_allgather_host(void *ctx, const void *send, void *recv, size_t bytes) {
+/* A few host int64 from every rank, reduced to their minimum: staged
+ * through device memory on a GPU and synchronised (the engine asks only
+ * when the configuration changed or memory must grow). */
+static squallResult_t nccl_allreduce_min_i64_host(void *ctx, void *stream, int64_t *buf, size_t n) {
   squall_nccl_ctx *c = ctx;
-  if (!c->device_memory) return nccl_allgather(ctx, send, recv, bytes);
-#ifdef HAVE_CUDA
-  int p = 0;
-  SQ_FORWARD_IF_ERROR(squall__nccl_result(c->api->commCount(c->comm, &p), "ncclCommCount"));
-  char *d = NULL;
-  size_t total = bytes * (size_t)(p + 1);
-  if (cudaMalloc((void **)&d, total) != cudaSuccess) {
+  cudaStream_t s = (cudaStream_t)stream;
+  if (!c->device_memory)
+    return squall__nccl_result(c->api->allReduce(buf, buf, n, ncclInt64, ncclMin, c->comm, s),
+                               "ncclAllReduce (call header)");
+  int64_t *d = NULL;
+  size_t bytes = n * sizeof *buf;
+  if (cudaMalloc((void **)&d, bytes) != cudaSuccess) {
     cudaGetLastError();
-    return squall__fail(squallUnhandledCudaError, "cudaMalloc of %zu bytes for configuration agreement", total);
+    return squall__fail(squallUnhandledCudaError, "cudaMalloc of %zu bytes for the call header", bytes);
   }
   squallResult_t r = squallSuccess;
-  if (cudaMemcpyAsync(d, send, bytes, cudaMemcpyHostToDevice, c->stream) != cudaSuccess)
-    r = squall__fail(squallUnhandledCudaError, "cudaMemcpyAsync (agreement)");
-  if (r == squallSuccess) r = nccl_allgather(ctx, d, d + bytes, bytes);
+  if (cudaMemcpyAsync(d, buf, bytes, cudaMemcpyHostToDevice, s) != cudaSuccess)
+    r = squall__fail(squallUnhandledCudaError, "cudaMemcpyAsync (call header)");
+  if (r == squallSuccess)
+    r = squall__nccl_result(c->api->allReduce(d, d, n, ncclInt64, ncclMin, c->comm, s),
+                            "ncclAllReduce (call header)");
   if (r == squallSuccess &&
-      (cudaMemcpyAsync(recv, d + bytes, bytes * (size_t)p, cudaMemcpyDeviceToHost, c->stream) != cudaSuccess ||
-       cudaStreamSynchronize(c->stream) != cudaSuccess))
-    r = squall__fail(squallUnhandledCudaError, "copying the agreement back: %s", cudaGetErrorString(cudaGetLastError()));
+      (cudaMemcpyAsync(buf, d, bytes, cudaMemcpyDeviceToHost, s) != cudaSuccess ||
+       cudaStreamSynchronize(s) != cudaSuccess))
+    r = squall__fail(squallUnhandledCudaError, "copying the call header back: %s",
+                     cudaGetErrorString(cudaGetLastError()));
   cudaFree(d);
   return r;
-#else
-  return squall__fail(squallInternalError, "device memory without CUDA support");
-#endif
 }
 
 squallResult_t squall__transport_nccl_init(squall_transport *tr, squall_nccl_ctx *ctx) {
@@ -76,6 +78,6 @@ squallResult_t squall__transport_nccl_init(squall_transport *tr, squall_nccl_ctx
   tr->allreduce_sum_f32 = nccl_allreduce_sum_f32;
   tr->allgather = nccl_allgather;
   tr->allgatherv = NULL; /* sizes stay fixed: no host synchronisation on the device path */
-  tr->allgather_host = nccl_allgather_host;
+  tr->allreduce_min_i64_host = nccl_allreduce_min_i64_host;
   return squallSuccess;
 }

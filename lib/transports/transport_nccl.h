@@ -1,6 +1,7 @@
 /* transport_nccl.h - the engine's transport over NCCL, through a table of
- * real NCCL functions, on the caller's stream. Device memory normally; host
- * memory with the test-only host NCCL. */
+ * real NCCL functions, on the stream each call brings. Device memory
+ * normally; host memory with the test-only host NCCL. NCCL is built only
+ * with CUDA, so this side always has the CUDA runtime. */
 #ifndef SQUALL_TRANSPORT_NCCL_H
 #define SQUALL_TRANSPORT_NCCL_H
 
@@ -10,8 +11,7 @@
 typedef struct {
   const squall_nccl_api *api;
   ncclComm_t comm;
-  cudaStream_t stream; /* set by the caller before each engine call */
-  int device_memory;   /* buffers live on the GPU */
+  int device_memory; /* buffers live on the GPU */
 } squall_nccl_ctx;
 
 squallResult_t squall__transport_nccl_init(squall_transport *tr, squall_nccl_ctx *ctx);

@@ -11,6 +11,7 @@
 #include "fakenccl.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -78,6 +79,37 @@ static ncclResult_t own_input(const void *sendbuff, size_t count, ncclDataType_t
   return ncclSuccess;
 }
 
+/* Fault injection for squall's failure-policy tests: FAKENCCL_FAULT set to
+ * "fail:N" or "corrupt:N" makes the N-th all-reduce or all-gather of this
+ * process, counted from when the variable last changed value, complete on
+ * every rank as usual and then either return ncclSystemError or overwrite
+ * what it received with 0xff bytes (out-of-range indices, NaN values).
+ * Completing first keeps the ranks in step, as a real failure detected
+ * after the transfer would. FAKENCCL_FAULT_RANK=r limits it to one rank. */
+static ncclResult_t inject_fault(const struct ncclComm *comm, ncclResult_t r, void *recv, size_t bytes) {
+  static char armed[64];
+  static long seen;
+  const char *v = getenv("FAKENCCL_FAULT");
+  if (v == NULL) v = "";
+  if (strncmp(v, armed, sizeof armed - 1) != 0) { /* a new setting: count from zero */
+    snprintf(armed, sizeof armed, "%s", v);
+    seen = 0;
+  }
+  if (r != ncclSuccess || !armed[0]) return r;
+  const char *only = getenv("FAKENCCL_FAULT_RANK");
+  if (only && *only && atoi(only) != comm->rank) return r;
+  long at = 0;
+  int corrupt = !strncmp(armed, "corrupt:", 8);
+  if (!corrupt && strncmp(armed, "fail:", 5)) return r;
+  at = atol(strchr(armed, ':') + 1);
+  if (++seen != at) return r;
+  if (corrupt) {
+    memset(recv, 0xff, bytes);
+    return ncclSuccess;
+  }
+  return fake__error(ncclSystemError, "injected failure (FAKENCCL_FAULT=%s)", armed);
+}
+
 FAKE_API ncclResult_t pncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
                                      ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   const char *fn = "ncclAllReduce";
@@ -100,7 +132,7 @@ FAKE_API ncclResult_t pncclAllReduce(const void *sendbuff, void *recvbuff, size_
   if (r == ncclSuccess) fake__combine(recvbuff, all, (size_t)bytes, comm->nranks, count, datatype, &ro);
   free(all);
   free(scratch);
-  return r;
+  return inject_fault(comm, r, recvbuff, (size_t)bytes);
 }
 FAKE_ALIAS(ncclAllReduce);
 
@@ -174,7 +206,9 @@ FAKE_API ncclResult_t pncclAllGather(const void *sendbuff, void *recvbuff, size_
   TRY(buf_check(recvbuff, "recvbuff", fn));
   /* In place, as NCCL defines it: sendbuff is this rank's block of recvbuff. */
   const void *src = sendbuff == (char *)recvbuff + (size_t)comm->rank * (size_t)bytes ? MPI_IN_PLACE : sendbuff;
-  return mpi_check(MPI_Allgather(src, bytes, MPI_BYTE, recvbuff, bytes, MPI_BYTE, comm->mpi), "MPI_Allgather", fn);
+  ncclResult_t r = mpi_check(MPI_Allgather(src, bytes, MPI_BYTE, recvbuff, bytes, MPI_BYTE, comm->mpi),
+                             "MPI_Allgather", fn);
+  return inject_fault(comm, r, recvbuff, (size_t)bytes * (size_t)comm->nranks);
 }
 FAKE_ALIAS(ncclAllGather);
 

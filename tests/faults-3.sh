@@ -1,0 +1,3 @@
+#!/bin/sh
+# The failure-policy suite (injected faults) on 3 MPI ranks.
+exec "$SQUALL_BUILDDIR/tests/run-mpi.sh" 3 "$SQUALL_BUILDDIR/tests/test_faults_mpi"

@@ -1,0 +1,398 @@
+/*
+ * test_faults_mpi.c - the failure policy under injected faults, over MPI
+ * (run by tests/faults-N.sh on 2 and 3 ranks):
+ *   - a fault-injecting PMPI layer (this program defines PMPI_Allreduce,
+ *     PMPI_Allgather and PMPI_Allgatherv, which squall's MPI transport
+ *     calls; each forwards to MPI's own and, when armed, fails or corrupts
+ *     the n-th collective after it completed on every rank, so ranks stay
+ *     in step whatever squall does next);
+ *   - a kernel set whose n-th allocation fails on one rank.
+ * Every scenario asserts: no hang (tests/run-mpi.sh bounds the run), no
+ * success with a wrong result, exact conservation (inputs = outputs +
+ * residuals over every call that returned success, on dyadic data), and
+ * ranks in step afterwards.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/engine.h"
+#include "engine/kernels.h"
+#include "mpi_check.h"
+#include "squall_mpi.h"
+#include "transports/transport_mpi.h"
+
+static int rank, nranks;
+
+/* ------------------------------------------------ fault-injecting PMPI */
+typedef enum { FAULT_NONE, FAULT_FAIL, FAULT_CORRUPT } fault_kind;
+static fault_kind armed_kind;
+static int armed_at, seen; /* the armed_at-th collective (1-based) since arming */
+static int fired;
+
+static void arm(fault_kind kind, int at) {
+  armed_kind = kind;
+  armed_at = at;
+  seen = 0;
+  fired = 0;
+}
+
+/* After MPI's own call: the fault, if this is the armed collective. */
+static int inject(int rc, void *recv, size_t bytes) {
+  if (armed_kind == FAULT_NONE || rc != MPI_SUCCESS || ++seen != armed_at) return rc;
+  fired = 1;
+  if (armed_kind == FAULT_FAIL) return MPI_ERR_TRUNCATE; /* a class squall must hand back */
+  memset(recv, 0xff, bytes);                             /* indices out of range, NaN values */
+  return MPI_SUCCESS;
+}
+
+#define REAL(name, type) static type real_##name; if (!real_##name) real_##name = (type)dlsym(RTLD_NEXT, #name)
+
+typedef int (*allreduce_t)(const void *, void *, int, MPI_Datatype, MPI_Op, MPI_Comm);
+typedef int (*allgather_t)(const void *, int, MPI_Datatype, void *, int, MPI_Datatype, MPI_Comm);
+typedef int (*allgatherv_t)(const void *, int, MPI_Datatype, void *, const int *, const int *, MPI_Datatype,
+                            MPI_Comm);
+
+int PMPI_Allreduce(const void *s, void *r, int n, MPI_Datatype t, MPI_Op op, MPI_Comm comm) {
+  REAL(PMPI_Allreduce, allreduce_t);
+  int size = 0;
+  MPI_Type_size(t, &size);
+  return inject(real_PMPI_Allreduce(s, r, n, t, op, comm), r, (size_t)n * (size_t)size);
+}
+
+int PMPI_Allgather(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm comm) {
+  REAL(PMPI_Allgather, allgather_t);
+  int size = 0, p = 0;
+  MPI_Type_size(rt, &size);
+  MPI_Comm_size(comm, &p);
+  return inject(real_PMPI_Allgather(s, sn, st, r, rn, rt, comm), r, (size_t)rn * (size_t)size * (size_t)p);
+}
+
+int PMPI_Allgatherv(const void *s, int sn, MPI_Datatype st, void *r, const int *rc, const int *displs,
+                    MPI_Datatype rt, MPI_Comm comm) {
+  REAL(PMPI_Allgatherv, allgatherv_t);
+  int p = 0;
+  MPI_Comm_size(comm, &p);
+  size_t total = 0;
+  for (int i = 0; i < p; i++) total += (size_t)rc[i];
+  return inject(real_PMPI_Allgatherv(s, sn, st, r, rc, displs, rt, comm), r, total); /* MPI_BYTE */
+}
+
+/* zstd allocates inside ZSTD_compress: its failure on one rank is the
+ * one local failure that can happen after the call header. This program's
+ * ZSTD_compress (squall's static code binds to it) fails when armed. */
+typedef size_t (*zstd_compress_t)(void *, size_t, const void *, size_t, int);
+static int zstd_fail_armed;
+
+size_t ZSTD_compress(void *dst, size_t cap, const void *src, size_t size, int level) {
+  REAL(ZSTD_compress, zstd_compress_t);
+  if (zstd_fail_armed) {
+    zstd_fail_armed = 0;
+    return (size_t)-64; /* a zstd error code (memory allocation) */
+  }
+  return real_ZSTD_compress(dst, cap, src, size, level);
+}
+
+/* ------------------------------------------------------------ helpers */
+static float gen_dyadic(int seed, int r, size_t i) { /* multiples of 1/8 in [-8, 8] */
+  uint64_t x = (uint64_t)seed * 0x9e3779b97f4a7c15ull ^ (uint64_t)r * 0xbf58476d1ce4e5b9ull ^ i * 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  x *= 0x9e3779b97f4a7c15ull;
+  x ^= x >> 29;
+  return (float)((int)(x % 129) - 64) / 8.0f;
+}
+
+static void use_config(const char *spec) {
+  squallConfig_t c, env;
+  squallConfigDefault(&c);
+  squallGetConfig(&env);
+  c.debug = env.debug;
+  c.minRanks = env.minRanks;
+  ck_assert_int_eq(squallConfigParse(&c, "SQUALL_MIN_BYTES=0"), squallSuccess);
+  ck_assert_msg(squallConfigParse(&c, spec) == squallSuccess, "bad spec %s", spec);
+  ck_assert_int_eq(squallSetConfig(&c), squallSuccess);
+}
+
+/* The same value on every rank? */
+static int same_everywhere(long v) {
+  long lo, hi;
+  MPI_Allreduce(&v, &lo, 1, MPI_LONG, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&v, &hi, 1, MPI_LONG, MPI_MAX, MPI_COMM_WORLD);
+  return lo == hi;
+}
+
+/* Ranks in step: a plain all-reduce after the scenario pairs with its peers'. */
+static void assert_in_step(int tag) {
+  int mine = tag * 1000 + rank, sum = 0;
+  ck_assert_int_eq(MPI_Allreduce(&mine, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+  ck_assert_int_eq(sum, tag * 1000 * nranks + nranks * (nranks - 1) / 2);
+}
+
+/* Conservation bookkeeping of one tensor over successful calls. */
+typedef struct {
+  size_t n;
+  double *in, *out;
+} ledger;
+
+static void ledger_init(ledger *l, size_t n) {
+  l->n = n;
+  l->in = calloc(n, sizeof(double));
+  l->out = calloc(n, sizeof(double));
+}
+
+static void ledger_add(ledger *l, int seed, const float *out) {
+  for (size_t i = 0; i < l->n; i++) {
+    for (int r = 0; r < nranks; r++) l->in[i] += gen_dyadic(seed, r, i);
+    l->out[i] += out[i];
+  }
+}
+
+/* outputs + every rank's residual == inputs, element by element, exactly. */
+static void ledger_check(ledger *l, const float *res, const char *what) {
+  double *mine = malloc(l->n * sizeof(double)), *kept = malloc(l->n * sizeof(double));
+  for (size_t i = 0; i < l->n; i++) mine[i] = res ? res[i] : 0.0;
+  MPI_Allreduce(mine, kept, (int)l->n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  for (size_t i = 0; i < l->n; i++)
+    ck_assert_msg(l->out[i] + kept[i] == l->in[i], "%s: element %zu: sent %.17g + kept %.17g != %.17g", what, i,
+                  l->out[i], kept[i], l->in[i]);
+  free(mine);
+  free(kept);
+  free(l->in);
+  free(l->out);
+}
+
+/* ------------------------------------- collective faults, squallMpiAllreduce */
+typedef struct {
+  const char *spec;
+  int collectives; /* per compressed call: the header, then the codec's */
+  int gather;      /* which of them carries top-k payloads (0: none) */
+} scenario;
+
+static const scenario scenarios[] = {
+    {"SQUALL_COMPRESS=topk:0.02 SQUALL_ZSTD=0", 2, 2},
+    {"SQUALL_COMPRESS=topk:0.02 SQUALL_ZSTD=1", 3, 3}, /* header, sizes, payloads */
+    {"SQUALL_COMPRESS=topk:0.02 SQUALL_TOPK_VALUES=fp16 SQUALL_ZSTD=0", 2, 2},
+    {"SQUALL_COMPRESS=fp16", 3, 0}, /* header, max, 16-bit sum */
+    {"SQUALL_COMPRESS=bf16", 3, 0},
+    {"SQUALL_COMPRESS=topk:1", 2, 0}, /* dense fallback: header, sum */
+};
+
+/* Four calls of one tensor; in call 1 the at-th collective fails or is
+ * corrupted. in_place: the tensor is the receive buffer. */
+static void run_fault(const scenario *sc, fault_kind kind, int at, int in_place) {
+  size_t n = 6007;
+  use_config(sc->spec);
+  squallMpiResetResiduals(MPI_COMM_WORLD);
+  float *g = malloc(n * 4), *out = malloc(n * 4), *res = malloc(n * 4);
+  ledger l;
+  ledger_init(&l, n);
+  int failures = 0;
+  for (int step = 0; step < 4; step++) {
+    int seed = 1000 + step;
+    for (size_t i = 0; i < n; i++) g[i] = gen_dyadic(seed, rank, i);
+    if (in_place) memcpy(out, g, n * 4);
+    if (step == 1) arm(kind, at);
+    int rc = squallMpiAllreduce(in_place ? MPI_IN_PLACE : g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    int hit = fired;
+    arm(FAULT_NONE, 0);
+    ck_assert_msg(same_everywhere(rc), "%s, fault %d at %d: ranks returned different codes", sc->spec, kind, at);
+    if (rc == MPI_SUCCESS) {
+      ledger_add(&l, seed, out);
+      continue;
+    }
+    failures++;
+    ck_assert_msg(hit && step == 1, "%s: call %d failed (%d) without a fault", sc->spec, step, rc);
+    /* A failed MPI call's own class comes back; a corrupt payload is
+     * squall's remote error. */
+    ck_assert_int_eq(rc, kind == FAULT_FAIL ? MPI_ERR_TRUNCATE : MPI_ERR_OTHER);
+  }
+  /* A failure injected into a collective the call really made is reported;
+   * a corrupted payload is detected. */
+  ck_assert_msg(failures == 1, "%s, fault %d at collective %d: %d failures, expected 1", sc->spec, kind, at,
+                failures);
+  const void *key = in_place ? (const void *)out : g;
+  int has = squallMpiGetResidual(MPI_COMM_WORLD, key, (int)n, MPI_FLOAT, res) == MPI_SUCCESS;
+  ledger_check(&l, has ? res : NULL, sc->spec);
+  assert_in_step(at);
+  free(g);
+  free(out);
+  free(res);
+}
+
+START_TEST(test_collective_failure_returns_error_and_conserves) {
+  for (size_t s = 0; s < sizeof scenarios / sizeof scenarios[0]; s++)
+    for (int at = 1; at <= scenarios[s].collectives; at++) {
+      run_fault(&scenarios[s], FAULT_FAIL, at, 0);
+      run_fault(&scenarios[s], FAULT_FAIL, at, 1);
+    }
+}
+END_TEST
+
+START_TEST(test_corrupt_topk_payload_is_an_error) {
+  for (size_t s = 0; s < sizeof scenarios / sizeof scenarios[0]; s++)
+    if (scenarios[s].gather) {
+      run_fault(&scenarios[s], FAULT_CORRUPT, scenarios[s].gather, 0);
+      run_fault(&scenarios[s], FAULT_CORRUPT, scenarios[s].gather, 1); /* in place: the caller's buffer too */
+    }
+}
+END_TEST
+
+/* A corrupted call header (every rank sees garbage alike) is not "all ok":
+ * every rank passes the call through, exactly. */
+START_TEST(test_corrupt_header_passes_through_together) {
+  use_config("SQUALL_COMPRESS=fp16");
+  size_t n = 4096;
+  float *g = malloc(n * 4), *out = malloc(n * 4), *ref = malloc(n * 4);
+  for (size_t i = 0; i < n; i++) g[i] = gen_dyadic(7, rank, i);
+  arm(FAULT_CORRUPT, 1);
+  ck_assert_int_eq(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+  ck_assert(fired);
+  arm(FAULT_NONE, 0);
+  MPI_Allreduce(g, ref, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  ck_assert(memcmp(out, ref, n * 4) == 0);
+  assert_in_step(7);
+  free(g);
+  free(out);
+  free(ref);
+}
+END_TEST
+
+/* zstd fails on rank 0 only, after the header: rank 0 still joins the
+ * all-gather (with an empty payload), so every rank fails that call
+ * together and nothing hangs; the residuals are restored. */
+START_TEST(test_compressor_failure_on_one_rank_fails_everywhere) {
+  if (nranks < 2) return;
+  size_t n = 6007;
+  use_config("SQUALL_COMPRESS=topk:0.02 SQUALL_ZSTD=1");
+  squallMpiResetResiduals(MPI_COMM_WORLD);
+  float *g = malloc(n * 4), *out = malloc(n * 4), *res = malloc(n * 4);
+  ledger l;
+  ledger_init(&l, n);
+  for (int step = 0; step < 4; step++) {
+    int seed = 3000 + step;
+    for (size_t i = 0; i < n; i++) g[i] = gen_dyadic(seed, rank, i);
+    zstd_fail_armed = step == 1 && rank == 0;
+    int rc = squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    zstd_fail_armed = 0;
+    int ok = rc == MPI_SUCCESS;
+    ck_assert_msg(same_everywhere(ok), "step %d: some ranks failed, some did not", step);
+    ck_assert_msg(ok == (step != 1), "step %d: %s", step, ok ? "the injected failure was not reported" : "failed");
+    if (ok) ledger_add(&l, seed, out);
+    else ck_assert_int_eq(rc, rank == 0 ? MPI_ERR_INTERN : MPI_ERR_OTHER);
+  }
+  ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res), MPI_SUCCESS);
+  ledger_check(&l, res, "zstd failure on rank 0");
+  assert_in_step(9);
+  free(g);
+  free(out);
+  free(res);
+}
+END_TEST
+
+/* ------------------------------------------------ local argument errors */
+START_TEST(test_aliased_buffers_rejected_alike) {
+  size_t n = 1024;
+  float *g = malloc(n * 4);
+  for (size_t i = 0; i < n; i++) g[i] = gen_dyadic(3, rank, i);
+  const char *specs[] = {"SQUALL_COMPRESS=none", "SQUALL_COMPRESS=fp16", "SQUALL_COMPRESS=topk:0.01"};
+  for (int s = 0; s < 3; s++) {
+    use_config(specs[s]);
+    ck_assert_int_eq(squallMpiAllreduce(g, g, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_ERR_BUFFER);
+  }
+  assert_in_step(3); /* rejected before anything collective */
+  free(g);
+}
+END_TEST
+
+/* ------------------------------------------- allocation faults (engine) */
+static int alloc_fail_at, alloc_seen; /* on rank 0 only */
+
+static void *failing_alloc(void *stream, size_t bytes) {
+  if (rank == 0 && alloc_fail_at && ++alloc_seen == alloc_fail_at) return NULL;
+  return squall__kernels_host.alloc(stream, bytes);
+}
+
+/* Rank 0's a-th allocation fails: the call that needed it passes through on
+ * every rank together (squallPassError), and nothing is lost. */
+static void run_alloc_fault(const char *spec, int a) {
+  squall_mpi_ctx ctx;
+  squall_transport tr;
+  ck_assert_int_eq(squall__transport_mpi_init(&tr, &ctx, MPI_COMM_WORLD), squallSuccess);
+  squall_kernels k = squall__kernels_host;
+  k.alloc = failing_alloc;
+  squall_engine *e = squall__engine_create(&tr, &k);
+  ck_assert_ptr_nonnull(e);
+  use_config(spec);
+  size_t n = 5003;
+  float *g = malloc(n * 4), *out = malloc(n * 4), *res = malloc(n * 4);
+  ledger l;
+  ledger_init(&l, n);
+  alloc_seen = 0;
+  alloc_fail_at = a;
+  int passed_error = 0;
+  for (int step = 0; step < 4; step++) {
+    int seed = 2000 + step;
+    for (size_t i = 0; i < n; i++) g[i] = gen_dyadic(seed, rank, i);
+    squall_call c = {.send = g, .recv = out, .count = n, .dtype = SQ_DT_F32, .elsize = 4, .op = SQ_OP_SUM,
+                     .premul = 1.0f};
+    squall_decision d;
+    ck_assert_int_eq(squall__engine_allreduce(e, &c, &d), squallSuccess);
+    ck_assert(same_everywhere(d.route) && same_everywhere(d.reason));
+    if (d.route == SQ_ROUTE_PASS) { /* what an entry point does */
+      ck_assert_int_eq(d.reason, squallPassError);
+      passed_error++;
+      MPI_Allreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    }
+    ledger_add(&l, seed, out);
+  }
+  alloc_fail_at = 0;
+  ck_assert_msg(same_everywhere(passed_error), "%s: ranks disagree on what passed through", spec);
+  ck_assert_msg(passed_error == 1, "%s: allocation %d failed on rank 0, %d calls passed through", spec, a,
+                passed_error);
+  int has = squall__engine_get_residual(e, g, n, SQ_DT_F32, res) == squallSuccess;
+  ledger_check(&l, has ? res : NULL, spec);
+  assert_in_step(100 + a);
+  squall__engine_free(e);
+  squall__transport_mpi_fini(&ctx);
+  free(g);
+  free(out);
+  free(res);
+}
+
+START_TEST(test_alloc_failure_on_one_rank_passes_through_together) {
+  const char *specs[] = {"SQUALL_COMPRESS=topk:0.02", "SQUALL_COMPRESS=fp16", "SQUALL_COMPRESS=topk:1"};
+  for (int s = 0; s < 3; s++)
+    for (int a = 1; a <= 2; a++) run_alloc_fault(specs[s], a); /* the scratch, the residual */
+}
+END_TEST
+
+static Suite *faults_suite(void) {
+  Suite *s = suite_create("faults");
+  TCase *tc = tcase_create("collective");
+  tcase_add_test(tc, test_collective_failure_returns_error_and_conserves);
+  tcase_add_test(tc, test_corrupt_topk_payload_is_an_error);
+  tcase_add_test(tc, test_corrupt_header_passes_through_together);
+  tcase_add_test(tc, test_compressor_failure_on_one_rank_fails_everywhere);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("arguments");
+  tcase_add_test(tc, test_aliased_buffers_rejected_alike);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("alloc");
+  tcase_add_test(tc, test_alloc_failure_on_one_rank_passes_through_together);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  /* squall's errors go to the communicator's handler, as MPI's own do */
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  int failed = mpi_check_run(faults_suite());
+  MPI_Finalize();
+  return failed ? 1 : 0;
+}

@@ -1,0 +1,211 @@
+/*
+ * test_nccl_faults.c - squallAllReduce's failure policy on the test-only
+ * host NCCL (tests/fakenccl), whose FAKENCCL_FAULT fails or corrupts the
+ * n-th collective after it completed on every rank (run by
+ * tests/nccl-faults.sh on 2 and 3 ranks). This program also replaces
+ * calloc (libsquall's host allocations resolve to it) to fail one large
+ * allocation on one rank.
+ *
+ * Asserted: a failure after anything changed comes back as an error, never
+ * as a passed-through "success" (which used to count data twice or all-reduce
+ * a zeroed buffer); a corrupt top-k payload is ncclRemoteError; an
+ * allocation failure on one rank makes every rank pass the call through
+ * together; an overflowing count is ncclInvalidArgument; exact conservation
+ * (inputs = outputs + residuals) over the calls that succeeded; ranks in
+ * step afterwards. A hang fails through tests/run-mpi.sh's time limit.
+ */
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <squall.h>
+
+static int rank, nranks, passed, failed;
+
+static void check(int ok, const char *fmt, const char *what) {
+  if (ok) {
+    passed++;
+  } else {
+    failed++;
+    fprintf(stderr, "rank %d: FAIL: %s%s\n", rank, fmt, what);
+  }
+}
+#define CHECK(cond, what) check((cond), what, "")
+#define CHECKS(cond, what, ctx) check((cond), what ": ", ctx)
+
+/* -------------------------------------- one failing allocation (calloc) */
+extern void *__libc_calloc(size_t n, size_t size);
+static size_t calloc_min = 0; /* armed when nonzero: fail the next calloc of at least this */
+
+/* default visibility (the build hides symbols): libsquall.so must bind to it */
+__attribute__((visibility("default"))) void *calloc(size_t n, size_t size) {
+  if (calloc_min && n * size >= calloc_min) {
+    calloc_min = 0;
+    if (getenv("TEST_DEBUG")) fprintf(stderr, "calloc(%zu, %zu) fails\n", n, size);
+    return NULL;
+  }
+  return __libc_calloc(n, size);
+}
+
+/* --------------------------------------------------------------- helpers */
+static float gen(int seed, int r, size_t i) { /* dyadic, in [-8, 8] */
+  unsigned x = (unsigned)(seed * 2654435761u) ^ (unsigned)(r * 40503u) ^ (unsigned)(i * 2246822519u);
+  x ^= x >> 15;
+  x *= 2246822519u;
+  x ^= x >> 13;
+  return (float)((int)(x % 129) - 64) / 8.0f;
+}
+
+static void use(const char *spec) {
+  squallConfig_t c;
+  squallConfigDefault(&c);
+  squallConfigParse(&c, "SQUALL_MIN_BYTES=0 SQUALL_ZSTD=0");
+  if (squallConfigParse(&c, spec) != squallSuccess || squallSetConfig(&c) != squallSuccess) {
+    fprintf(stderr, "bad spec %s\n", spec);
+    exit(2);
+  }
+}
+
+static int same_everywhere(long v) {
+  long lo, hi;
+  MPI_Allreduce(&v, &lo, 1, MPI_LONG, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&v, &hi, 1, MPI_LONG, MPI_MAX, MPI_COMM_WORLD);
+  return lo == hi;
+}
+
+/* A plain NCCL all-reduce pairs with its peers': the ranks are in step. */
+static void check_in_step(ncclComm_t comm, const char *ctx) {
+  int mine = rank + 1, sum = 0;
+  CHECKS(ncclAllReduce(&mine, &sum, 1, ncclInt32, ncclSum, comm, NULL) == ncclSuccess &&
+             sum == nranks * (nranks + 1) / 2,
+         "ranks in step afterwards", ctx);
+}
+
+/* Four calls of one tensor with the fault set for call 1; then a flush
+ * (SQUALL_COMPRESS=topk:1 with a zero input sends g + residual = the
+ * residual, and empties it), so that
+ *   sum of successful outputs + flush == sum of successful inputs. */
+static void run_fault(ncclComm_t comm, const char *spec, const char *fault, int in_place, ncclResult_t want) {
+  char ctx[160];
+  snprintf(ctx, sizeof ctx, "%s, FAKENCCL_FAULT=%s%s", spec, fault, in_place ? ", in place" : "");
+  size_t n = 20011;
+  float *g = malloc(n * 4), *out = malloc(n * 4);
+  double *in_sum = calloc(n, 8), *out_sum = calloc(n, 8);
+  use(spec);
+  squallResetResiduals(comm);
+  int failures = 0;
+  for (int step = 0; step < 4; step++) {
+    for (size_t i = 0; i < n; i++) g[i] = gen(10 + step, rank, i);
+    float *send = g;
+    if (in_place) {
+      memcpy(out, g, n * 4);
+      send = out;
+    }
+    if (step == 1) setenv("FAKENCCL_FAULT", fault, 1);
+    ncclResult_t r = squallAllReduce(send, out, n, ncclFloat32, ncclSum, comm, NULL);
+    unsetenv("FAKENCCL_FAULT");
+    CHECKS(same_everywhere(r), "every rank returns the same", ctx);
+    if (r == ncclSuccess) {
+      for (size_t i = 0; i < n; i++) {
+        for (int q = 0; q < nranks; q++) in_sum[i] += gen(10 + step, q, i);
+        out_sum[i] += out[i];
+      }
+    } else {
+      failures++;
+      CHECKS(step == 1 && r == want, "the injected fault is returned as the expected error", ctx);
+    }
+  }
+  CHECKS(failures == 1, "exactly the faulty call failed", ctx);
+  /* the flush, through the in-place tensor's key when that was the key */
+  use("SQUALL_COMPRESS=topk:1");
+  float *key = in_place ? out : g;
+  memset(key, 0, n * 4);
+  CHECKS(squallAllReduce(key, out, n, ncclFloat32, ncclSum, comm, NULL) == ncclSuccess, "flush", ctx);
+  int exact = 1;
+  for (size_t i = 0; i < n; i++) exact &= out_sum[i] + out[i] == in_sum[i];
+  CHECKS(exact, "outputs + residuals == inputs over the calls that succeeded", ctx);
+  check_in_step(comm, ctx);
+  free(g);
+  free(out);
+  free(in_sum);
+  free(out_sum);
+}
+
+/* Rank 0 cannot allocate the scratch of a new shape: every rank passes that
+ * call through, and it is exact. */
+static void run_alloc_fault(ncclComm_t comm, const char *spec, size_t n) {
+  /* n: a size no call before had, so that the scratch must grow */
+  float *g = malloc(n * 4), *out = malloc(n * 4), *ref = malloc(n * 4);
+  for (size_t i = 0; i < n; i++) g[i] = gen(30, rank, i);
+  use(spec);
+  squallStats_t before, after;
+  squallStatsGet(&before);
+  if (rank == 0) calloc_min = 64 * 1024;
+  ncclResult_t r = squallAllReduce(g, out, n, ncclFloat32, ncclSum, comm, NULL);
+  calloc_min = 0;
+  squallStatsGet(&after);
+  CHECKS(r == ncclSuccess, "a local allocation failure before anything collective is not an error", spec);
+  CHECKS(after.passthrough[squallPassError] == before.passthrough[squallPassError] + 1,
+         "every rank passed the call through (reason: error)", spec);
+  ncclAllReduce(g, ref, n, ncclFloat32, ncclSum, comm, NULL);
+  CHECKS(memcmp(out, ref, n * 4) == 0, "the passed-through call is exact", spec);
+  CHECKS(squallAllReduce(g, out, n, ncclFloat32, ncclSum, comm, NULL) == ncclSuccess, "the next call", spec);
+  squallStatsGet(&before);
+  CHECKS(before.compressedCalls == after.compressedCalls + 1, "the next call is compressed again", spec);
+  check_in_step(comm, spec);
+  free(g);
+  free(out);
+  free(ref);
+}
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  ncclUniqueId id;
+  if (rank == 0) ncclGetUniqueId(&id);
+  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+  ncclComm_t comm;
+  if (ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) {
+    fprintf(stderr, "ncclCommInitRank failed: is the host NCCL in LD_LIBRARY_PATH?\n");
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  /* Collectives of one compressed call on a host-memory communicator:
+   * top-k: 1 header, 2 all-gather; 16-bit: 1 header, 2 max, 3 sum;
+   * dense (topk:1): 1 header, 2 sum. */
+  const char *topk = "SQUALL_COMPRESS=topk:0.02";
+  for (int ip = 0; ip < 2; ip++) {
+    run_fault(comm, topk, "fail:1", ip, ncclSystemError);
+    run_fault(comm, topk, "fail:2", ip, ncclSystemError); /* after the residual was rewritten */
+    run_fault(comm, topk, "corrupt:2", ip, ncclRemoteError);
+    run_fault(comm, "SQUALL_COMPRESS=topk:0.02 SQUALL_TOPK_VALUES=fp16", "corrupt:2", ip, ncclRemoteError);
+    for (int at = 1; at <= 3; at++) {
+      char f[16];
+      snprintf(f, sizeof f, "fail:%d", at);
+      run_fault(comm, "SQUALL_COMPRESS=fp16", f, ip, ncclSystemError);
+      run_fault(comm, "SQUALL_COMPRESS=bf16", f, ip, ncclSystemError);
+    }
+    run_fault(comm, "SQUALL_COMPRESS=topk:1", "fail:2", ip, ncclSystemError);
+  }
+  run_alloc_fault(comm, topk, 70001);
+  run_alloc_fault(comm, "SQUALL_COMPRESS=fp16", 90001);
+
+  /* count * element size overflows: refused like NCCL, without touching memory */
+  float x = 0;
+  use(topk);
+  CHECK(squallAllReduce(&x, &x, SIZE_MAX / 2 + 1, ncclFloat32, ncclSum, comm, NULL) == ncclInvalidArgument,
+        "an overflowing count is ncclInvalidArgument");
+  CHECK(squallAllReduce(&x, &x, SIZE_MAX / 2 + 1, ncclInt32, ncclMax, comm, NULL) == ncclInvalidArgument,
+        "an overflowing count is ncclInvalidArgument for a type squall passes through too");
+  check_in_step(comm, "after the argument errors");
+
+  squallCommForget(comm);
+  ncclCommDestroy(comm);
+  int tot[2] = {passed, failed}, sum[2];
+  MPI_Reduce(tot, sum, 2, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
+  if (rank == 0) printf("test_nccl_faults: %d passed, %d failed\n", sum[0], sum[1]);
+  MPI_Finalize();
+  return sum[1] && rank == 0 ? 1 : failed ? 1 : 0;
+}
