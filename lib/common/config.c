@@ -30,6 +30,9 @@ static int parse_compress(squallConfig_t *c, const char *v) {
   if (!strcasecmp(v, "none")) { c->codec = squallCodecNone; return 0; }
   if (!strcasecmp(v, "fp16")) { c->codec = squallCodecFp16; return 0; }
   if (!strcasecmp(v, "bf16")) { c->codec = squallCodecBf16; return 0; }
+  if (!strcasecmp(v, "int8")) { c->codec = squallCodecInt8; return 0; } /* branch quant */
+  if (!strcasecmp(v, "int4")) { c->codec = squallCodecInt4; return 0; }
+  if (!strcasecmp(v, "fp8")) { c->codec = squallCodecFp8; return 0; }
   if (!strncasecmp(v, "topk:", 5)) {
     char *end;
     errno = 0;
@@ -149,11 +152,33 @@ static void print_debug(const squallConfig_t *c, char *b, size_t n) {
 }
 static void print_stats(const squallConfig_t *c, char *b, size_t n) { snprintf(b, n, "%s", c->statsPath); }
 
+/* ---------------------------------------- branch quant: bucket, half accumulation */
+#define SQ_BUCKET_MIN 8
+#define SQ_BUCKET_MAX (1L << 20)
+static int parse_bucket(squallConfig_t *c, const char *v) {
+  long x;
+  if (parse_long(v, SQ_BUCKET_MIN, SQ_BUCKET_MAX, &x) || x % 8) return -1;
+  c->bucket = (size_t)x;
+  return 0;
+}
+static void print_bucket(const squallConfig_t *c, char *b, size_t n) { snprintf(b, n, "%zu", c->bucket); }
+static int parse_half_accum(squallConfig_t *c, const char *v) {
+  if (!strcasecmp(v, "fp32")) { c->halfAccum = squallHalfAccumFp32; return 0; }
+  if (!strcasecmp(v, "half")) { c->halfAccum = squallHalfAccumHalf; return 0; }
+  return -1;
+}
+static void print_half_accum(const squallConfig_t *c, char *b, size_t n) {
+  snprintf(b, n, "%s", c->halfAccum == squallHalfAccumHalf ? "half" : "fp32");
+}
+/* ---------------------------------------- end branch quant */
+
 static const option_t options[] = {
-    {"SQUALL_COMPRESS", "none", "none, fp16, bf16 or topk:<ratio> with 0 < ratio <= 1",
+    {"SQUALL_COMPRESS", "none", "none, fp16, bf16, int8, int4, fp8 or topk:<ratio> with 0 < ratio <= 1",
      "Codec for eligible all-reduces: none passes every call through; fp16 and bf16 scale and "
-     "round to 16 bits and all-reduce those; topk:<ratio> sends the ceil(ratio*count) entries of "
-     "largest magnitude and all-gathers them.",
+     "round to 16 bits and all-reduce those; int8, int4 and fp8 (e4m3) round each bucket of "
+     "SQUALL_BUCKET elements under its own power-of-two scale and run a two-phase all-reduce "
+     "(exchange, sum in fp32 in rank order, re-encode, all-gather); topk:<ratio> sends the "
+     "ceil(ratio*count) entries of largest magnitude and all-gathers them.",
      parse_compress, print_compress},
     {"SQUALL_TOPK_VALUES", "fp32", "fp32 or fp16",
      "Precision of the values top-k sends; fp16 rounding error stays in the residual.",
@@ -185,6 +210,16 @@ static const option_t options[] = {
     {"SQUALL_STATS", "", "a file path of at most 511 bytes; %r is replaced by the rank, else .<rank> is appended",
      "Write the statistics counters as JSON at exit, one file per process.",
      parse_stats, print_stats},
+    /* branch quant */
+    {"SQUALL_BUCKET", "512", "a multiple of 8 from 8 to 1048576",
+     "Elements that share one scale in the int8, int4 and fp8 codecs (2 bytes of scale and flags "
+     "per bucket).",
+     parse_bucket, print_bucket},
+    {"SQUALL_HALF_ACCUM", "fp32", "fp32 or half",
+     "Where fp16 and bf16 codes are summed: fp32 runs the two-phase all-reduce (each rank sums "
+     "its shard in fp32, so the error does not grow with the rank count); half all-reduces the "
+     "16-bit codes, rounding after every addition.",
+     parse_half_accum, print_half_accum},
 };
 
 static const option_t *find_option(const char *name) {
@@ -270,6 +305,9 @@ const char *squallConfigCodecString(const squallConfig_t *c, char *buf, size_t l
   case squallCodecFp16: snprintf(buf, len, "fp16"); break;
   case squallCodecBf16: snprintf(buf, len, "bf16"); break;
   case squallCodecTopk: snprintf(buf, len, "topk:%g", c->topkRatio); break;
+  case squallCodecInt8: snprintf(buf, len, "int8"); break; /* branch quant */
+  case squallCodecInt4: snprintf(buf, len, "int4"); break;
+  case squallCodecFp8: snprintf(buf, len, "fp8"); break;
   default: snprintf(buf, len, "none"); break;
   }
   return buf;
@@ -365,6 +403,9 @@ squallResult_t squallSetConfig(const squallConfig_t *config) {
   SQ_RETURN_ERROR_IF(config->codec == squallCodecTopk && !(config->topkRatio > 0 && config->topkRatio <= 1),
                      squallInvalidArgument, "squallSetConfig: topkRatio=%g is outside (0, 1]",
                      config->topkRatio);
+  SQ_RETURN_ERROR_IF(config->bucket < SQ_BUCKET_MIN || config->bucket > (size_t)SQ_BUCKET_MAX || config->bucket % 8,
+                     squallInvalidArgument, "squallSetConfig: bucket=%zu is not a multiple of 8 in [8, %ld]",
+                     config->bucket, SQ_BUCKET_MAX); /* branch quant */
   pthread_once(&config_once, config_load);
   pthread_mutex_lock(&config_lock);
   current = *config;

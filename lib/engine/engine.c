@@ -19,6 +19,7 @@
 #include "codecs/lossless.h"
 #include "engine/residual.h"
 #include "common/stats.h"
+#include "engine/twophase.h" /* branch quant */
 
 #define DESC_BYTES 256
 
@@ -76,6 +77,9 @@ static void describe(const squallConfig_t *c, char *out) {
            squallConfigCodecString(c, codec, sizeof codec),
            c->topkValues == squallValueFp16 ? "fp16" : "fp32", c->errorFeedback, c->minBytes,
            c->zstdLevel, c->warmup, c->minRanks);
+  /* branch quant: the bucket and the 16-bit accumulation change the wire */
+  snprintf(out + strlen(out), DESC_BYTES - strlen(out), " bucket=%zu half_accum=%d", c->bucket,
+           (int)c->halfAccum);
   if (c->codec == squallCodecTopk) /* the exact ratio, not %g's rounding */
     snprintf(out + strlen(out), DESC_BYTES - strlen(out), " ratio=%.17g", c->topkRatio);
 }
@@ -268,6 +272,8 @@ static int plan(const squall_engine *e, const squall_call *c, const squallConfig
 typedef struct {
   size_t k, sb;
   int topk, dense;
+  int twophase;             /* branch quant: the two-phase all-reduce */
+  squall_twophase_codec tp;
 } layout;
 
 static size_t plan_layout(const squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
@@ -288,9 +294,13 @@ static size_t plan_layout(const squall_engine *e, const squall_call *c, const sq
   }
   size_t need = align_up(4 * sizeof(float)) + align_up(n * sizeof(float)) + /* scalars, work */
                 align_up(e->k.absmax_workspace_bytes(n));
+  /* branch quant: quantised codecs, and 16-bit codes summed in fp32 */
+  if (!lay->topk && !lay->dense) lay->twophase = squall__twophase_select(cfg, c->dtype, &lay->tp);
   if (lay->topk)
     need += align_up(lay->sb) + align_up((size_t)p * lay->sb) +
             align_up(e->k.topk_workspace_bytes(n, lay->k));
+  else if (lay->twophase)
+    need += squall__twophase_scratch_bytes(&lay->tp, n, p);
   else if (!lay->dense)
     need += align_up(n * sizeof(uint16_t));
   return need;
@@ -375,6 +385,12 @@ squallResult_t squall__engine_allreduce(squall_engine *e, const squall_call *c, 
     r = run_topk(e, c, &cfg, &st, k, mine, slots, ws);
   } else if (path_dense) {
     r = run_dense(e, c, &st);
+  } else if (lay.twophase) { /* branch quant */
+    float *out = c->dtype == SQ_DT_F32 ? (float *)c->recv : st.work;
+    r = squall__twophase_allreduce(&e->tr, &e->k, &lay.tp, st.g, st.res, out, n, st.scalars,
+                                   st.absmax_ws, carve(&cv, squall__twophase_scratch_bytes(&lay.tp, n, p)),
+                                   &st.codec_s, &st.wire);
+    if (r == squallSuccess) r = finish(e, c, out);
   } else {
     sq_half_kind kind = cfg.codec == squallCodecBf16 ? SQ_HALF_BF16
                         : cfg.codec == squallCodecFp16 ? SQ_HALF_FP16

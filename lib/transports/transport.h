@@ -32,6 +32,10 @@ typedef struct squall_transport {
   /* All-gather of a few bytes of HOST memory (configuration agreement;
    * rare, so it may synchronise). */
   squallResult_t (*allgather_host)(void *ctx, const void *send, void *recv, size_t bytes);
+  /* All-to-all (branch quant, the two-phase all-reduce): send[r*bytes ..]
+   * goes to rank r, and recv[r*bytes ..] comes from rank r, in the
+   * transport's memory space. */
+  squallResult_t (*alltoall)(void *ctx, const void *send, void *recv, size_t bytes);
 } squall_transport;
 
 #endif

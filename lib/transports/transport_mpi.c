@@ -108,6 +108,15 @@ static squallResult_t mpi_allgatherv(void *ctx, const void *send, size_t bytes, 
   return r;
 }
 
+/* branch quant: the exchange of the two-phase all-reduce. */
+static squallResult_t mpi_alltoall(void *ctx, const void *send, void *recv, size_t bytes) {
+  squall_mpi_ctx *c = ctx;
+  SQ_RETURN_ERROR_IF(bytes > INT_MAX, squallInvalidUsage,
+                     "all-to-all block of %zu bytes exceeds MPI's int count", bytes);
+  return mpi_result(PMPI_Alltoall(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, c->comm),
+                    "MPI_Alltoall");
+}
+
 squallResult_t squall__transport_mpi_init(squall_transport *tr, squall_mpi_ctx *ctx, MPI_Comm comm) {
   ctx->comm = comm;
   tr->ctx = ctx;
@@ -119,5 +128,6 @@ squallResult_t squall__transport_mpi_init(squall_transport *tr, squall_mpi_ctx *
   tr->allgather = mpi_allgather;
   tr->allgatherv = mpi_allgatherv;
   tr->allgather_host = mpi_allgather; /* host memory already */
+  tr->alltoall = mpi_alltoall;         /* branch quant */
   return squallSuccess;
 }
