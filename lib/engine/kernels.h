@@ -95,6 +95,18 @@ typedef struct {
 } squall_cuda_ctx;
 extern const squall_kernels squall__kernels_cuda;
 
+/* The device entries of the quantised codecs (cuda/kernels_cuda_quant.cu). */
+squallResult_t squall__dev_quant_encode(void *ctx, sq_quant_kind k, size_t bucket, const float *g,
+                                        float *res, uint8_t *out, size_t n);
+squallResult_t squall__dev_quant_decode(void *ctx, sq_quant_kind k, size_t bucket,
+                                        const uint8_t *in, float *out, size_t n);
+squallResult_t squall__dev_quant_reduce(void *ctx, sq_quant_kind k, size_t bucket,
+                                        const uint8_t *blocks, int nblocks, size_t block_bytes,
+                                        float *out, size_t n);
+squallResult_t squall__dev_half_reduce(void *ctx, sq_half_kind kind, const uint16_t *blocks,
+                                       int nblocks, size_t block_elems, float *out, size_t n,
+                                       const float *scale);
+
 /* 1 when p is device (or managed) memory; 0 for host memory, and when no
  * CUDA driver is present (the error is cleared). */
 int squall__cuda_is_device_pointer(const void *p);
