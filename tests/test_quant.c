@@ -392,6 +392,66 @@ START_TEST(test_error_bound) {
 }
 END_TEST
 
+/* The array functions (with their vectorised fast paths) give the bits of
+ * the per-element functions of codec_math.h, which the CUDA twins call:
+ * encodes of buckets at every magnitude (fast and general paths), decodes
+ * of random bytes (every header, flag and code). */
+START_TEST(test_arrays_match_per_element) {
+  enum { N = 4096, B = 256 };
+  static float g[N], res[N], res2[N], out[N];
+  static uint8_t buf[N * 2], rnd[N * 2];
+  tu_rng r = {21};
+  for (int ki = 0; ki < 3; ki++) {
+    sq_quant_kind k = kinds[ki];
+    size_t stride = sq_quant_bucket_bytes(k, B);
+    for (size_t i = 0; i < N; i++) {
+      int e = -140 + (int)((i / B) * 19 % 268); /* a range per bucket, up to float's top */
+      g[i] = tu_float_exp(&r, e < -126 ? -126 : e > 127 ? 127 : e, e + 2 > 127 ? 127 : e + 2 < -126 ? -126 : e + 2);
+      res[i] = res2[i] = (i % 3) ? g[i] * 0.001f : 0.0f;
+      if (i == 5 * B + 7) g[i] = NAN;
+    }
+    squall__quant_encode(k, B, g, res, buf, N);
+    for (size_t b0 = 0; b0 < N; b0 += B) {
+      float amax = 0;
+      uint32_t flags = 0;
+      for (size_t i = b0; i < b0 + B; i++) {
+        float a = g[i] + res2[i];
+        if (tu_isfinite(a)) amax = fabsf(a) > amax ? fabsf(a) : amax;
+        else flags |= sq_quant_nf_flag(a);
+      }
+      int se = sq_quant_exp(k, amax);
+      const uint8_t *o = buf + b0 / B * stride;
+      TU_CHECK((int8_t)o[0] == se && o[1] == flags, "%s bucket %zu: header %d/%u, want %d/%u", kname[ki],
+               b0 / B, (int8_t)o[0], o[1], se, flags);
+      for (size_t i = b0; i < b0 + B; i++) {
+        float a = g[i] + res2[i], d;
+        uint32_t want = sq_quant_encode_elem(k, a, sq_pow2(se), sq_quant_inv_pow2(se), &d);
+        size_t e = i - b0;
+        uint32_t got = k == SQ_QUANT_INT4 ? (o[2 + e / 2] >> (4 * (e & 1))) & 15u : o[2 + e];
+        TU_CHECK(got == want, "%s elem %zu (%a): code 0x%x, per-element 0x%x", kname[ki], i, (double)a, got, want);
+        float rr = sq_quant_residual(a, d);
+        TU_CHECK(tu_bits(res[i]) == tu_bits(rr), "%s elem %zu: residual %a, per-element %a", kname[ki], i,
+                 (double)res[i], (double)rr);
+      }
+    }
+    for (size_t i = 0; i < sizeof rnd; i++) rnd[i] = (uint8_t)tu_u32(&r);
+    for (int acc = 0; acc < 2; acc++) {
+      for (size_t i = 0; i < N; i++) out[i] = acc ? g[i] : 0.0f;
+      squall__quant_decode(k, B, rnd, out, N, acc);
+      for (size_t i = 0; i < N; i++) {
+        const uint8_t *h = rnd + i / B * stride;
+        size_t e = i % B;
+        uint32_t c = k == SQ_QUANT_INT4 ? (h[2 + e / 2] >> (4 * (e & 1))) & 15u : h[2 + e];
+        float d = sq_quant_decode_elem(k, c, sq_quant_inv_pow2((int8_t)h[0]), h[1]);
+        float want = acc ? g[i] + d : d;
+        TU_CHECK(tu_bits(out[i]) == tu_bits(want) || (tu_isnan(out[i]) && tu_isnan(want)),
+                 "%s decode elem %zu: %a, per-element %a", kname[ki], i, (double)out[i], (double)want);
+      }
+    }
+  }
+}
+END_TEST
+
 static Suite *quant_suite(void) {
   Suite *s = suite_create("quant");
   TCase *tc = tcase_create("codes");
@@ -411,6 +471,7 @@ static Suite *quant_suite(void) {
   tcase_add_test(tc, test_max_magnitude_bucket);
   tcase_add_test(tc, test_reduce_in_rank_order);
   tcase_add_test(tc, test_error_bound);
+  tcase_add_test(tc, test_arrays_match_per_element);
   suite_add_tcase(s, tc);
   return s;
 }

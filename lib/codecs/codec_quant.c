@@ -65,6 +65,26 @@ static void encode_int_fast(sq_quant_kind k, const float *g, float *res, uint8_t
   }
 }
 
+/* The e4m3 codes of a finite bucket with s > -100: sq_f32_to_e4m3 and
+ * sq_e4m3_to_f32 as selects instead of branches (the normal range rounds
+ * by integer addition on the float bits, the subnormal range by
+ * sq_rne_int on |x| * 2^9), so the compiler vectorises it. Same bits. */
+static void encode_fp8_fast(const float *g, float *res, uint8_t *c, size_t m, float p, float inv) {
+  for (size_t i = 0; i < m; i++) {
+    float a = res ? g[i] + res[i] : g[i];
+    uint32_t b = sq_float_bits(a * p);
+    uint32_t sign = b & 0x80000000u, ax = b & 0x7fffffffu;
+    uint32_t r = ax + 0x7ffffu + ((ax >> 20) & 1u); /* round to 3 mantissa bits, ties to even */
+    float sub = sq_rne_int(sq_bits_float(ax) * 512.0f);  /* subnormal: a multiple of 2^-9 */
+    int normal = ax >= 0x3c800000u;
+    uint32_t code = normal ? (r >> 20) - 960u : (uint32_t)sub;
+    float mag = normal ? sq_bits_float(r & 0xfff00000u) : sub * 0.001953125f;
+    float d = sq_bits_float(sq_float_bits(mag) | sign) * inv;
+    if (res) res[i] = a - d;
+    c[i] = (uint8_t)(code | (sign >> 24));
+  }
+}
+
 /* One bucket of m <= bucket elements. */
 static void encode_bucket(sq_quant_kind k, const float *g, float *res, uint8_t *o, size_t m) {
   uint32_t flags;
@@ -76,6 +96,8 @@ static void encode_bucket(sq_quant_kind k, const float *g, float *res, uint8_t *
   uint8_t *c = o + SQ_QUANT_HEADER_BYTES;
   if (k != SQ_QUANT_FP8 && flags == 0 && s > -100) {
     encode_int_fast(k, g, res, c, m, p, inv);
+  } else if (flags == 0 && s > -100) {
+    encode_fp8_fast(g, res, c, m, p, inv);
   } else if (k == SQ_QUANT_INT4) {
     for (size_t i = 0; i < m; i += 2) {
       uint32_t pair = 0;
