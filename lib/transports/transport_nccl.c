@@ -66,6 +66,25 @@ static squallResult_t nccl_allgather_host(void *ctx, const void *send, void *rec
 #endif
 }
 
+/* branch quant: all-to-all as grouped send/recv pairs (NCCL has no
+ * all-to-all collective). */
+static squallResult_t nccl_alltoall(void *ctx, const void *send, void *recv, size_t bytes) {
+  squall_nccl_ctx *c = ctx;
+  SQ_RETURN_ERROR_IF(c->api->send == NULL || c->api->recv == NULL, squallInvalidUsage,
+                     "this NCCL has no ncclSend/ncclRecv: the two-phase all-reduce cannot run");
+  int p = 0;
+  SQ_FORWARD_IF_ERROR(squall__nccl_result(c->api->commCount(c->comm, &p), "ncclCommCount"));
+  SQ_FORWARD_IF_ERROR(squall__nccl_result(c->api->groupStart(), "ncclGroupStart"));
+  ncclResult_t r = ncclSuccess;
+  for (int q = 0; q < p && r == ncclSuccess; q++) {
+    r = c->api->send((const char *)send + (size_t)q * bytes, bytes, ncclUint8, q, c->comm, c->stream);
+    if (r == ncclSuccess)
+      r = c->api->recv((char *)recv + (size_t)q * bytes, bytes, ncclUint8, q, c->comm, c->stream);
+  }
+  ncclResult_t e = c->api->groupEnd(); /* always closed, also after a failed enqueue */
+  return squall__nccl_result(r != ncclSuccess ? r : e, "ncclSend/ncclRecv (all-to-all)");
+}
+
 squallResult_t squall__transport_nccl_init(squall_transport *tr, squall_nccl_ctx *ctx) {
   memset(tr, 0, sizeof *tr);
   tr->ctx = ctx;
@@ -77,5 +96,6 @@ squallResult_t squall__transport_nccl_init(squall_transport *tr, squall_nccl_ctx
   tr->allgather = nccl_allgather;
   tr->allgatherv = NULL; /* sizes stay fixed: no host synchronisation on the device path */
   tr->allgather_host = nccl_allgather_host;
+  tr->alltoall = nccl_alltoall; /* branch quant */
   return squallSuccess;
 }
