@@ -189,9 +189,8 @@ void squall__quant_reduce(sq_quant_kind k, size_t bucket, const uint8_t *blocks,
 
 void squall__half_reduce(sq_half_kind kind, const uint16_t *blocks, int nblocks, size_t block_elems,
                          float *out, size_t n, float scale) {
-  for (size_t i = 0; i < n; i++) out[i] = sq_half_decode_elem(kind, blocks[i], scale);
-  for (int r = 1; r < nblocks; r++) {
-    const uint16_t *b = blocks + (size_t)r * block_elems;
-    for (size_t i = 0; i < n; i++) out[i] += sq_half_decode_elem(kind, b[i], scale);
-  }
+  /* out = d_0, then out += d_r in rank order: per element the arithmetic of
+   * acc = d_0; acc = acc + d_r, through the vectorised 16-bit decoder. */
+  for (int r = 0; r < nblocks; r++)
+    squall__half_decode(kind, blocks + (size_t)r * block_elems, out, n, scale, r > 0);
 }

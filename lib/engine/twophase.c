@@ -10,6 +10,7 @@
 #include "common/stats.h"
 
 int squall__twophase_select(const squallConfig_t *cfg, int dtype, squall_twophase_codec *cd) {
+  (void)dtype; /* every element type is widened to fp32 first */
   memset(cd, 0, sizeof *cd);
   cd->bucket = cfg->bucket;
   switch (cfg->codec) {
@@ -23,7 +24,6 @@ int squall__twophase_select(const squallConfig_t *cfg, int dtype, squall_twophas
     return 1;
   default: return 0;
   }
-  (void)dtype;
 }
 
 void squall__twophase_geometry(const squall_twophase_codec *cd, size_t n, int p, size_t *shard_elems,
