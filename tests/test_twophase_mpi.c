@@ -229,6 +229,30 @@ START_TEST(test_in_place) {
 }
 END_TEST
 
+/* Ranks that disagree on the bucket (or on the 16-bit accumulation) would
+ * exchange blocks of different layouts: the agreement sees it and every
+ * rank passes through, bit for bit the plain all-reduce. */
+START_TEST(test_disagreement_passes_through) {
+  if (nranks < 2) return;
+  size_t n = 3000;
+  float *g = malloc(n * 4), *a = malloc(n * 4), *b = malloc(n * 4);
+  for (size_t i = 0; i < n; i++) g[i] = gen_uniform(12, rank, i);
+  const char *specs[2][2] = {{"SQUALL_COMPRESS=int8 SQUALL_BUCKET=64", "SQUALL_COMPRESS=int8 SQUALL_BUCKET=512"},
+                             {"SQUALL_COMPRESS=fp16 SQUALL_HALF_ACCUM=half", "SQUALL_COMPRESS=fp16 SQUALL_HALF_ACCUM=fp32"}};
+  for (int s = 0; s < 2; s++) {
+    use_config(specs[s][rank == 0 ? 0 : 1]);
+    squallStats_t before, after;
+    squallStatsGet(&before);
+    ck_assert_int_eq(squallMpiAllreduce(g, a, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+    squallStatsGet(&after);
+    PMPI_Allreduce(g, b, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    ck_assert_msg(memcmp(a, b, n * 4) == 0, "%s: not the plain all-reduce", specs[s][1]);
+    ck_assert(after.passthrough[squallPassMismatch] == before.passthrough[squallPassMismatch] + 1);
+  }
+  free(g); free(a); free(b);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("twophase");
   TCase *tc = tcase_create("engine");
@@ -238,6 +262,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_half_accumulation);
   tcase_add_test(tc, test_nonfinite_propagates);
   tcase_add_test(tc, test_in_place);
+  tcase_add_test(tc, test_disagreement_passes_through);
   suite_add_tcase(s, tc);
   return s;
 }
