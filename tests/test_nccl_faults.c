@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <squall.h>
+#include <squall_nccl.h>
 
 static int rank, nranks, passed, failed;
 
