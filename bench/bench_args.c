@@ -56,7 +56,7 @@ static void usage(FILE *f) {
           "  -o, --op OP             sum or avg (default sum)\n"
           "  -c, --check 0|1         measure the error against the exact sum (default 1)\n"
           "  -C, --compress LIST     codecs, comma-separated (default " DEFAULT_CODECS ");\n"
-          "                          each is none, fp16, bf16 or topk:RATIO\n"
+          "                          each is none, fp16, bf16, int8, int4, fp8 or topk:RATIO\n"
           "  -J, --json FILE         write the results as a JSON array\n"
           "      --plot FILE.png     plot effective bus bandwidth against size (gnuplot)\n"
           "      --backend NAME      auto, mpi or nccl (default auto; built: %s)\n"
@@ -118,7 +118,7 @@ static int parse_codecs(const char *list, bench_options *opt, FILE *err) {
     size_t len = comma ? (size_t)(comma - p) : strlen(p);
     if (len == 0) {
       if (err) fprintf(err, "squall-bench: -C '%s': empty codec name in the list; accepted: a "
-                            "comma-separated list of none, fp16, bf16, topk:RATIO\n", list);
+                            "comma-separated list of none, fp16, bf16, int8, int4, fp8, topk:RATIO\n", list);
       return -1;
     }
     if (len >= BENCH_CODEC_LEN || opt->ncodecs == BENCH_MAX_CODECS) {

@@ -84,6 +84,9 @@ static int cmp_double(const void *a, const void *b) {
  *    enters twice with error feedback (sent now, carried from the last
  *    step) and the 16-bit sum rounds up to P-1 times: 8*P units is well
  *    above that and far below a broken codec.
+ *  - int8, int4, fp8: the same count with the unit of each format relative
+ *    to its bucket's max (1/254, 1/14, 2^-4); the two-phase sum adds one
+ *    more encode, which 8*P units covers.
  *  - top-k: no bound here; how much a step leaves in the residual is what
  *    the column reports. */
 static double error_bound(const char *codec, int p, bench_dist data) {
@@ -93,14 +96,21 @@ static double error_bound(const char *codec, int p, bench_dist data) {
   if (!strcmp(codec, "none")) return 4.0 * p * ldexp(1.0, -24);
   if (!strcmp(codec, "fp16")) return 8.0 * p * ldexp(1.0, -11);
   if (!strcmp(codec, "bf16")) return 8.0 * p * ldexp(1.0, -8);
+  if (!strcmp(codec, "int8")) return 8.0 * p / 254.0; /* branch quant */
+  if (!strcmp(codec, "int4")) return 8.0 * p / 14.0;
+  if (!strcmp(codec, "fp8")) return 8.0 * p * ldexp(1.0, -4);
   return INFINITY;
 }
 
 static const char *path_of(const char *codec, const squallStats_t *d, uint64_t wire_per_call,
-                           uint64_t ring) {
+                           uint64_t ring, const squallConfig_t *cfg) {
   if (!strcmp(codec, "none")) return "plain";
   if (d->compressedCalls == 0) return "passthrough";
   if (d->passthroughCalls) return "mixed";
+  /* branch quant: the quantised codecs, and 16-bit codes summed in fp32 */
+  if (!strcmp(codec, "int8") || !strcmp(codec, "int4") || !strcmp(codec, "fp8") ||
+      (strncmp(codec, "topk", 4) && cfg->halfAccum == squallHalfAccumFp32))
+    return "two-phase";
   if (strncmp(codec, "topk", 4)) return "16-bit";
   return wire_per_call == ring ? "dense" : "sparse"; /* the engine's dense fallback */
 }
@@ -186,7 +196,7 @@ static void run_one(bench_ctx *c, const char *codec, void *send, void *recv, flo
   row->ratio = sum[0] > 0 ? sum[1] / (sum[0] * o->iters) : 0.0;
   row->codec_us = mx[1] * 1e6;
   row->speedup = -1;
-  row->path = path_of(codec, &d, (uint64_t)llround((double)wire / o->iters), ring);
+  row->path = path_of(codec, &d, (uint64_t)llround((double)wire / o->iters), ring, &cfg);
   row->checked = o->check;
   if (o->check) {
     row->rel_err = sum[3] > 0 ? sqrt(sum[2] / sum[3]) : sqrt(sum[2]);

@@ -82,6 +82,26 @@ cudaError_t squall__cuda_sparse_decode(const void *slots, int nranks, size_t k,
                                        squallValueType_t values, float *dense, size_t n,
                                        int *d_error, cudaStream_t stream);
 
+/* ------------------------------------------------- quantised (quant.cu) */
+
+/* As squall__quant_encode(): one block per bucket; padding zeroed. */
+cudaError_t squall__cuda_quant_encode(sq_quant_kind k, size_t bucket, const float *g, float *res,
+                                      uint8_t *out, size_t n, cudaStream_t stream);
+
+/* As squall__quant_decode() with accumulate 0. */
+cudaError_t squall__cuda_quant_decode(sq_quant_kind k, size_t bucket, const uint8_t *in, float *out,
+                                      size_t n, cudaStream_t stream);
+
+/* As squall__quant_reduce(): fp32 sums in rank order. */
+cudaError_t squall__cuda_quant_reduce(sq_quant_kind k, size_t bucket, const uint8_t *blocks,
+                                      int nblocks, size_t block_bytes, float *out, size_t n,
+                                      cudaStream_t stream);
+
+/* As squall__half_reduce(), the scale read from *d_scale. */
+cudaError_t squall__cuda_half_reduce(sq_half_kind kind, const uint16_t *blocks, int nblocks,
+                                     size_t block_elems, float *out, size_t n, const float *d_scale,
+                                     cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

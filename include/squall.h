@@ -73,8 +73,16 @@ typedef enum {
   squallCodecNone = 0, /* every call goes to the plain collective */
   squallCodecFp16 = 1, /* scaled IEEE half, all-reduced in 16 bits */
   squallCodecBf16 = 2, /* bfloat16, all-reduced in 16 bits */
-  squallCodecTopk = 3  /* top-k sparsification, all-gathered */
+  squallCodecTopk = 3, /* top-k sparsification, all-gathered */
+  squallCodecInt8 = 4, /* int8 per bucket, two-phase all-reduce accumulating in fp32 */
+  squallCodecInt4 = 5, /* int4 per bucket, two-phase */
+  squallCodecFp8 = 6   /* fp8 e4m3 per bucket, two-phase */
 } squallCodec_t;
+
+typedef enum {
+  squallHalfAccumFp32 = 0, /* fp16/bf16 codes summed in fp32 (two-phase all-reduce) */
+  squallHalfAccumHalf = 1  /* fp16/bf16 codes summed in 16 bits (one 16-bit all-reduce) */
+} squallHalfAccum_t;
 
 typedef enum {
   squallValueFp32 = 0, /* top-k values sent as float */
@@ -99,6 +107,8 @@ typedef struct {
   int minRanks;                 /* SQUALL_MIN_RANKS: fewer ranks pass through (1 for tests) */
   squallLogLevel_t debug;       /* SQUALL_DEBUG */
   char statsPath[512];          /* SQUALL_STATS: JSON counters at exit, "" = none */
+  size_t bucket;                /* SQUALL_BUCKET: elements per scale of int8/int4/fp8 */
+  squallHalfAccum_t halfAccum;  /* SQUALL_HALF_ACCUM: where fp16/bf16 codes are summed */
 } squallConfig_t;
 
 /* Fills *config with the built-in defaults (no environment). */

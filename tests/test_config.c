@@ -16,7 +16,8 @@ static int cfg_equal(const squallConfig_t *a, const squallConfig_t *b) {
   return a->codec == b->codec && a->topkRatio == b->topkRatio && a->topkValues == b->topkValues &&
          a->errorFeedback == b->errorFeedback && a->minBytes == b->minBytes && a->zstdLevel == b->zstdLevel &&
          a->efMaxBytes == b->efMaxBytes && a->warmup == b->warmup && a->debug == b->debug &&
-         strcmp(a->statsPath, b->statsPath) == 0;
+         strcmp(a->statsPath, b->statsPath) == 0 &&
+         a->bucket == b->bucket && a->halfAccum == b->halfAccum; /* branch quant */
 }
 
 static squallConfig_t defaults(void) {
@@ -39,6 +40,8 @@ static squallConfig_t unusual(void) {
   c.warmup = 3;
   c.debug = squallLogTrace;
   strcpy(c.statsPath, "/nowhere/stats.json");
+  c.bucket = 64; /* branch quant */
+  c.halfAccum = squallHalfAccumHalf;
   return c;
 }
 
@@ -221,15 +224,20 @@ static void reject(const char *name, const char *value, const char *accepted_hin
 }
 
 START_TEST(test_reject) {
-  static const char *compress[] = {"topk:0", "topk:1.5", "topk:", "topk:abc", "fp8", "topk:-0.5", "topk:nan",
+  static const char *compress[] = {"topk:0", "topk:1.5", "topk:", "topk:abc", "fp4", "topk:-0.5", "topk:nan",
                                    "topk:inf", "topk", "", "topk:0.5x", "fp16 ", "topk:1.0000001", "topk:-0",
-                                   "int8", "topk:1e-400"};
+                                   "int16", "topk:1e-400", "int8 ", "e4m3"};
   for (size_t i = 0; i < sizeof compress / sizeof compress[0]; i++)
     reject("SQUALL_COMPRESS", compress[i], "topk:<ratio> with 0 < ratio <= 1");
   static const char *values[] = {"bf16", "fp8", "", "FP 16", "16"};
   for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) reject("SQUALL_TOPK_VALUES", values[i], "fp32 or fp16");
   static const char *ef[] = {"2", "-1", "", "yes", "1.0", "1x", "on"};
   for (size_t i = 0; i < sizeof ef / sizeof ef[0]; i++) reject("SQUALL_EF", ef[i], "0 or 1");
+  /* branch quant */
+  static const char *bucket[] = {"0", "4", "12", "-8", "2097152", "512x", "", "1e3"};
+  for (size_t i = 0; i < sizeof bucket / sizeof bucket[0]; i++) reject("SQUALL_BUCKET", bucket[i], "a multiple of 8");
+  static const char *accum[] = {"fp16", "", "32", "halff"};
+  for (size_t i = 0; i < sizeof accum / sizeof accum[0]; i++) reject("SQUALL_HALF_ACCUM", accum[i], "fp32 or half");
   static const char *sizes[] = {"-1", "1X", "", "K", "1KK", "1T", "1.5M", " 1", "1 K", "18446744073709551616",
                                 "17179869184G", "0x10", "1KBB", "M1"};
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
@@ -437,8 +445,9 @@ START_TEST(test_codec_string) {
     ck_assert_msg(y.codec == squallCodecTopk && y.topkRatio == ratios[i], "'%s' read back as %.17g", buf,
                   y.topkRatio);
   }
-  static const squallCodec_t codecs[] = {squallCodecNone, squallCodecFp16, squallCodecBf16};
-  for (size_t i = 0; i < 3; i++) {
+  static const squallCodec_t codecs[] = {squallCodecNone, squallCodecFp16, squallCodecBf16,
+                                         squallCodecInt8, squallCodecInt4, squallCodecFp8};
+  for (size_t i = 0; i < sizeof codecs / sizeof codecs[0]; i++) {
     squallConfig_t x = defaults(), y = unusual();
     x.codec = codecs[i];
     ck_assert_int_eq(squallConfigSet(&y, "COMPRESS", squallConfigCodecString(&x, buf, sizeof buf)), squallSuccess);
@@ -477,7 +486,8 @@ static char *print_to_string(const squallConfig_t *c, int man) {
 
 static const char *all_names[] = {"SQUALL_COMPRESS", "SQUALL_TOPK_VALUES", "SQUALL_EF",
                                   "SQUALL_MIN_BYTES", "SQUALL_ZSTD", "SQUALL_EF_MAX_BYTES",
-                                  "SQUALL_WARMUP", "SQUALL_MIN_RANKS", "SQUALL_DEBUG", "SQUALL_STATS"};
+                                  "SQUALL_WARMUP", "SQUALL_MIN_RANKS", "SQUALL_DEBUG", "SQUALL_STATS",
+                                  "SQUALL_BUCKET", "SQUALL_HALF_ACCUM"}; /* branch quant */
 
 /* The line of 'name' shows 'value' as its effective value. */
 static void expect_row(const char *text, const char *name, const char *value) {
@@ -722,7 +732,9 @@ START_TEST(test_strict_option) {
     n++;
   }
   ck_assert_int_eq(n, (int)(sizeof all_names / sizeof all_names[0]));
-  ck_assert_ptr_nonnull(strstr(squallGetLastError(), "no option 10"));
+  char past[32];
+  snprintf(past, sizeof past, "no option %d", n);
+  ck_assert_ptr_nonnull(strstr(squallGetLastError(), past));
   ck_assert_int_eq(squallConfigOption(NULL, -1, &o), squallInvalidArgument);
   ck_assert_int_eq(squallConfigOption(NULL, 0, NULL), squallInvalidArgument);
 

@@ -38,7 +38,7 @@ static void usage(FILE *out) {
         "Trains one MLP per squall configuration, data parallel over P ranks through\n"
         "squallMpiAllreduce, and compares final training loss and held-out accuracy.\n"
         "  --runs LIST        comma-separated runs: linear (no hidden layer, dense), or\n"
-        "                     CODEC[+ef|+noef][+warmup], CODEC = none|fp16|bf16|topk:<ratio>\n"
+        "                     CODEC[+ef|+noef][+warmup], CODEC = none|fp16|bf16|int8|int4|fp8|topk:<ratio>\n"
         "                     (default: the full comparison)\n"
         "  --short            CI mode: the runs the regression test needs, on a small task\n"
         "                     (--hidden 128 --steps 300 --lr 0.2 --clusters 4 --train-size 32768\n"

@@ -94,6 +94,35 @@ static inline const void *squall__slot_values(const void *slot, size_t k) {
 }
 static inline size_t squall__slot_scale_offset(size_t k) { return (6 * k + 3) & ~(size_t)3; }
 
+/* ------------------------------------------------- quantised (codec_quant.c)
+ * int8, int4 and fp8 e4m3 with a power-of-two scale per bucket of `bucket`
+ * elements; the format and its rules are in codec_math.h. */
+
+/* Wire bytes of n elements: ceil(n / bucket) buckets, the last padded. */
+size_t squall__quant_bytes(sq_quant_kind k, size_t bucket, size_t n);
+
+/* Encodes a = g + res (res may be NULL: a = g) bucket by bucket into out
+ * (squall__quant_bytes bytes, padding zeroed); when res is non-NULL it
+ * becomes a - decode(code), exactly, so decode + res' == a per finite
+ * element (as values: int codes have no -0). Non-finite a: res' = 0. */
+void squall__quant_encode(sq_quant_kind k, size_t bucket, const float *g, float *res, uint8_t *out,
+                          size_t n);
+
+/* out[i] = decode (accumulate != 0: out[i] += decode) of n elements. */
+void squall__quant_decode(sq_quant_kind k, size_t bucket, const uint8_t *in, float *out, size_t n,
+                          int accumulate);
+
+/* out[i] = sum over r = 0..nblocks-1, in that order, in fp32, of the decode
+ * of block r (blocks block_bytes apart, each holding n encoded elements):
+ * what the owner of a shard computes in the two-phase all-reduce. */
+void squall__quant_reduce(sq_quant_kind k, size_t bucket, const uint8_t *blocks, int nblocks,
+                          size_t block_bytes, float *out, size_t n);
+
+/* The same for 16-bit codes under one scale: out[i] = sum over r, in order,
+ * in fp32, of blocks[r * block_elems + i] / scale. */
+void squall__half_reduce(sq_half_kind kind, const uint16_t *blocks, int nblocks, size_t block_elems,
+                         float *out, size_t n, float scale);
+
 #ifdef __cplusplus
 }
 #endif

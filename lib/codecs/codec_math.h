@@ -170,4 +170,162 @@ SQ_HD float sq_pow2_scale(float absmax, float limit) {
   return absmax * sq_pow2(s) <= limit ? sq_pow2(s) : sq_pow2(s - 1);
 }
 
+
+/* ------------------------------------------------ quantised codecs (int8,
+ * int4, fp8 e4m3) with one power-of-two scale per bucket of elements.
+ *
+ * A bucket of B elements goes on the wire as a 2-byte header followed by
+ * its codes (B bytes for int8 and fp8, B/2 for int4, low nibble first):
+ *   header[0]  s, the scale exponent as a signed byte in [-126, 127]: the
+ *              codes hold a * 2^s, so decode is code / 2^s;
+ *   header[1]  non-finite flags: 1 = a +Inf was seen, 2 = -Inf, 4 = NaN.
+ * s is the largest exponent with max|a| * 2^s <= limit (127 for int8, 7
+ * for int4, 448 for fp8) over the bucket's finite values, 0 for a bucket
+ * with none. Powers of two keep a * 2^s and code / 2^s exact for every
+ * float (s in [-126, 127] is what makes the decode exact down to float's
+ * subnormals), so the error-feedback residual a - decode(code) is exact
+ * too (Sterbenz: a nonzero code is within a factor 2 of a * 2^s).
+ * Rounding is to nearest, ties to even; a code whose decode would overflow
+ * float (buckets near FLT_MAX) moves one step toward zero instead.
+ * A non-finite element is sent as the marker code (int8 -128, int4 -8,
+ * fp8 0x7f/0xff, all outside the symmetric range) and decodes to +Inf when
+ * the bucket saw only +Inf, -Inf when only -Inf, NaN otherwise; its
+ * residual is 0. So the reduced sum is non-finite wherever a plain
+ * all-reduce's would be: never a silent finite result. */
+typedef enum { SQ_QUANT_INT8 = 0, SQ_QUANT_INT4 = 1, SQ_QUANT_FP8 = 2 } sq_quant_kind;
+
+#define SQ_QUANT_HEADER_BYTES 2
+#define SQ_QUANT_NF_PINF 1u
+#define SQ_QUANT_NF_NINF 2u
+#define SQ_QUANT_NF_NAN 4u
+
+SQ_HD float sq_quant_limit(sq_quant_kind k) {
+  return k == SQ_QUANT_INT8 ? 127.0f : k == SQ_QUANT_INT4 ? 7.0f : 448.0f;
+}
+
+/* Wire bytes of one bucket of `bucket` elements (the last bucket of a
+ * tensor is padded to this size). */
+SQ_HD size_t sq_quant_bucket_bytes(sq_quant_kind k, size_t bucket) {
+  return SQ_QUANT_HEADER_BYTES + (k == SQ_QUANT_INT4 ? (bucket + 1) / 2 : bucket);
+}
+
+/* The flag of one non-finite value (0 for a finite one). */
+SQ_HD uint32_t sq_quant_nf_flag(float a) {
+  uint32_t x = sq_float_bits(a);
+  if ((x & 0x7f800000u) != 0x7f800000u) return 0;
+  if (x & 0x7fffffu) return SQ_QUANT_NF_NAN;
+  return (x >> 31) ? SQ_QUANT_NF_NINF : SQ_QUANT_NF_PINF;
+}
+
+/* The bucket's scale exponent: largest s in [-126, 127] with
+ * absmax * 2^s <= limit; 0 for absmax 0 (or not finite). */
+SQ_HD int sq_quant_exp(sq_quant_kind k, float absmax) {
+  if (!(absmax > 0.0f) || !sq_isfinite(absmax)) return 0;
+  float limit = sq_quant_limit(k);
+  int el = (int)((sq_float_bits(limit) >> 23) & 0xffu) - 127;  /* 2..8 */
+  int ea = (int)((sq_float_bits(absmax) >> 23) & 0xffu) - 127; /* -127 for subnormals */
+  int s = el - ea; /* absmax * 2^s lies in [2^el, 2^(el+1)) */
+  if (s > 127) return 127; /* then absmax * 2^127 < 2^el <= limit */
+  return absmax * sq_pow2(s) <= limit ? s : s - 1; /* s >= -125 since el >= 2 */
+}
+
+/* Round to nearest even for |x| <= 2^22: IEEE addition does the rounding. */
+SQ_HD float sq_rne_int(float x) {
+  const float magic = 12582912.0f; /* 1.5 * 2^23 */
+  return (x + magic) - magic;
+}
+
+/* e4m3 (OCP FP8, bias 7, no infinities, max 448) of x with |x| <= 448 and
+ * finite: round to nearest even. Returns the 8-bit code. */
+SQ_HD uint32_t sq_f32_to_e4m3(float x) {
+  uint32_t b = sq_float_bits(x);
+  uint32_t sign = (b >> 24) & 0x80u, ax = b & 0x7fffffffu;
+  if (ax < 0x3c800000u) /* below 2^-6: a multiple of 2^-9 (8 rounds into the smallest normal) */
+    return sign | (uint32_t)sq_rne_int(sq_bits_float(ax) * 512.0f);
+  uint32_t h = (((ax >> 23) - 120) << 3) | ((ax & 0x7fffffu) >> 20);
+  uint32_t rem = ax & 0xfffffu;
+  if (rem > 0x80000u || (rem == 0x80000u && (h & 1u))) h++; /* a carry moves into the exponent */
+  return sign | h;
+}
+
+/* The value of an e4m3 code that is not the marker (S.1111.111). */
+SQ_HD float sq_e4m3_to_f32(uint32_t c) {
+  uint32_t sign = (c & 0x80u) << 24, e = (c >> 3) & 0xfu, m = c & 7u;
+  if (e == 0) {
+    float v = (float)m * 0.001953125f; /* m * 2^-9, exact */
+    return sign ? -v : v;
+  }
+  return sq_bits_float(sign | ((e + 120) << 23) | (m << 20));
+}
+
+/* The code's value before unscaling (code * 1 for the integer kinds), or
+ * a non-finite value for the marker. c holds the 8 code bits (4 for int4). */
+SQ_HD int sq_quant_is_marker(sq_quant_kind k, uint32_t c) {
+  return k == SQ_QUANT_INT8 ? c == 0x80u : k == SQ_QUANT_INT4 ? c == 0x8u : (c & 0x7fu) == 0x7fu;
+}
+
+SQ_HD float sq_quant_code_value(sq_quant_kind k, uint32_t c) {
+  if (k == SQ_QUANT_INT8) return (float)(int32_t)(int8_t)(uint8_t)c;
+  if (k == SQ_QUANT_INT4) return (float)((int32_t)(c & 0xfu) - (int32_t)((c & 0x8u) << 1));
+  return sq_e4m3_to_f32(c);
+}
+
+/* What a marker decodes to under the bucket's flags. */
+SQ_HD float sq_quant_marker_value(uint32_t flags) {
+  if (flags == SQ_QUANT_NF_PINF) return sq_bits_float(0x7f800000u);
+  if (flags == SQ_QUANT_NF_NINF) return sq_bits_float(0xff800000u);
+  return sq_bits_float(0x7fc00000u);
+}
+
+/* 2^-s for a header byte s, the decode multiplier: exact, 2^-127 being a
+ * float subnormal. Bytes outside [-126, 127] (a corrupt header) clamp, so
+ * they still decode to some float. code * 2^-s is the exact quotient
+ * code / 2^s, so this is the division's result bit for bit. */
+SQ_HD float sq_quant_inv_pow2(int s) {
+  s = s < -126 ? -126 : s > 127 ? 127 : s;
+  return s == 127 ? sq_bits_float(0x00400000u) : sq_pow2(-s);
+}
+
+/* Decode of one code (c: 8 bits; int4: the nibble) under scale 2^s, with
+ * inv = sq_quant_inv_pow2(s): exact, since s <= 127 keeps code * 2^-s on
+ * float's grid (a multiple of 2^-136 at worst, above 2^-149). */
+SQ_HD float sq_quant_decode_elem(sq_quant_kind k, uint32_t c, float inv, uint32_t flags) {
+  if (sq_quant_is_marker(k, c)) return sq_quant_marker_value(flags);
+  return sq_quant_code_value(k, c) * inv;
+}
+
+/* One element of a bucket with scale p = 2^s (inv = 2^-s): the code of a,
+ * and *d its decode (a itself for a non-finite a, so the residual rule
+ * gives 0). */
+SQ_HD uint32_t sq_quant_encode_elem(sq_quant_kind k, float a, float p, float inv, float *d) {
+  if (!sq_isfinite(a)) {
+    *d = a;
+    return k == SQ_QUANT_INT8 ? 0x80u : k == SQ_QUANT_INT4 ? 0x8u : 0x7fu;
+  }
+  float x = a * p; /* exact (or far below half a code when it underflows) */
+  if (k == SQ_QUANT_FP8) {
+    uint32_t c = sq_f32_to_e4m3(x);
+    float v = sq_e4m3_to_f32(c) * inv;
+    if (!sq_isfinite(v)) { /* rounded up past FLT_MAX: one step toward zero */
+      c -= 1u;
+      v = sq_e4m3_to_f32(c) * inv;
+    }
+    *d = v;
+    return c;
+  }
+  float q = sq_rne_int(x);
+  float v = q * inv;
+  if (!sq_isfinite(v)) {
+    q -= q > 0.0f ? 1.0f : -1.0f;
+    v = q * inv;
+  }
+  *d = v;
+  uint32_t c = (uint32_t)(int32_t)q;
+  return k == SQ_QUANT_INT4 ? (c & 0xfu) : (c & 0xffu);
+}
+
+/* The residual after one quantised element (error feedback): a - d, exact;
+ * 0 for non-finite values, which are delivered, never kept. */
+SQ_HD float sq_quant_residual(float a, float d) { return sq_residual_after(a, d); }
+
 #endif /* SQUALL_CODEC_MATH_H */

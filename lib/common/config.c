@@ -84,6 +84,9 @@ static int parse_compress(squallConfig_t *c, const char *v) {
   if (!strcasecmp(v, "none")) { c->codec = squallCodecNone; return 0; }
   if (!strcasecmp(v, "fp16")) { c->codec = squallCodecFp16; return 0; }
   if (!strcasecmp(v, "bf16")) { c->codec = squallCodecBf16; return 0; }
+  if (!strcasecmp(v, "int8")) { c->codec = squallCodecInt8; return 0; } /* branch quant */
+  if (!strcasecmp(v, "int4")) { c->codec = squallCodecInt4; return 0; }
+  if (!strcasecmp(v, "fp8")) { c->codec = squallCodecFp8; return 0; }
   if (!strncasecmp(v, "topk:", 5)) {
     double r;
     if (parse_ratio(v + 5, &r) || !(r > 0.0 && r <= 1.0)) return -1;
@@ -142,9 +145,9 @@ static int parse_stats(squallConfig_t *c, const char *v) {
 /* ------------------------------------------------------- range checks
  * For squallSetConfig, which gets a whole structure rather than text. */
 static int check_compress(const squallConfig_t *c, char *why, size_t n) {
-  if ((int)c->codec < squallCodecNone || (int)c->codec > squallCodecTopk) {
+  if ((int)c->codec < squallCodecNone || (int)c->codec > squallCodecFp8) {
     snprintf(why, n, "codec=%d is not a squallCodec_t (%d to %d)", (int)c->codec, squallCodecNone,
-             squallCodecTopk);
+             squallCodecFp8);
     return -1;
   }
   /* Checked whatever the codec: a later SQUALL_COMPRESS=topk keeps it. */
@@ -207,11 +210,42 @@ static void print_stats(const squallConfig_t *c, char *b, size_t n) {
   snprintf(b, n, "%.*s", (int)strnlen(c->statsPath, sizeof c->statsPath), c->statsPath);
 }
 
+/* ------------------------------------------ bucket, half accumulation */
+#define SQ_BUCKET_MIN 8
+#define SQ_BUCKET_MAX (1L << 20)
+static int parse_bucket(squallConfig_t *c, const char *v) {
+  long x;
+  if (parse_uint(v, SQ_BUCKET_MIN, SQ_BUCKET_MAX, &x) || x % 8) return -1;
+  c->bucket = (size_t)x;
+  return 0;
+}
+static void print_bucket(const squallConfig_t *c, char *b, size_t n) { snprintf(b, n, "%zu", c->bucket); }
+static int parse_half_accum(squallConfig_t *c, const char *v) {
+  if (!strcasecmp(v, "fp32")) { c->halfAccum = squallHalfAccumFp32; return 0; }
+  if (!strcasecmp(v, "half")) { c->halfAccum = squallHalfAccumHalf; return 0; }
+  return -1;
+}
+static void print_half_accum(const squallConfig_t *c, char *b, size_t n) {
+  snprintf(b, n, "%s", c->halfAccum == squallHalfAccumHalf ? "half" : "fp32");
+}
+static int check_bucket(const squallConfig_t *c, char *why, size_t n) {
+  if (c->bucket >= SQ_BUCKET_MIN && c->bucket <= (size_t)SQ_BUCKET_MAX && c->bucket % 8 == 0) return 0;
+  snprintf(why, n, "bucket=%zu is not a multiple of 8 in [%d, %ld]", c->bucket, SQ_BUCKET_MIN, SQ_BUCKET_MAX);
+  return -1;
+}
+static int check_half_accum(const squallConfig_t *c, char *why, size_t n) {
+  if (c->halfAccum == squallHalfAccumFp32 || c->halfAccum == squallHalfAccumHalf) return 0;
+  snprintf(why, n, "halfAccum=%d is not a squallHalfAccum_t", (int)c->halfAccum);
+  return -1;
+}
+
 static const option_t options[] = {
-    {"SQUALL_COMPRESS", "codec, topkRatio", "none", "none, fp16, bf16 or topk:<ratio> with 0 < ratio <= 1",
+    {"SQUALL_COMPRESS", "codec, topkRatio", "none", "none, fp16, bf16, int8, int4, fp8 or topk:<ratio> with 0 < ratio <= 1",
      "Codec for eligible all-reduces: none passes every call through; fp16 and bf16 scale and "
-     "round to 16 bits and all-reduce those; topk:<ratio> sends the ceil(ratio*count) entries of "
-     "largest magnitude and all-gathers them.",
+     "round to 16 bits and all-reduce those; int8, int4 and fp8 (e4m3) round each bucket of "
+     "SQUALL_BUCKET elements under its own power-of-two scale and run a two-phase all-reduce "
+     "(exchange, sum in fp32 in rank order, re-encode, all-gather); topk:<ratio> sends the "
+     "ceil(ratio*count) entries of largest magnitude and all-gathers them.",
      parse_compress, print_compress, check_compress},
     {"SQUALL_TOPK_VALUES", "topkValues", "fp32", "fp32 or fp16",
      "Precision of the values top-k sends; fp16 rounding error stays in the residual.",
@@ -243,6 +277,15 @@ static const option_t options[] = {
     {"SQUALL_STATS", "statsPath", "", "a file path of at most 511 bytes; %r is replaced by the rank, else .<rank> is appended",
      "Write the statistics counters as JSON at exit, one file per process.",
      parse_stats, print_stats, check_stats},
+    {"SQUALL_BUCKET", "bucket", "512", "a multiple of 8 from 8 to 1048576",
+     "Elements that share one scale in the int8, int4 and fp8 codecs (2 bytes of scale and flags "
+     "per bucket).",
+     parse_bucket, print_bucket, check_bucket},
+    {"SQUALL_HALF_ACCUM", "halfAccum", "fp32", "fp32 or half",
+     "Where fp16 and bf16 codes are summed: fp32 runs the two-phase all-reduce (each rank sums "
+     "its shard in fp32, so the error does not grow with the rank count); half all-reduces the "
+     "16-bit codes, rounding after every addition.",
+     parse_half_accum, print_half_accum, check_half_accum},
 };
 
 static const option_t *find_option(const char *name) {
@@ -328,6 +371,9 @@ const char *squallConfigCodecString(const squallConfig_t *c, char *buf, size_t l
   case squallCodecFp16: snprintf(buf, len, "fp16"); break;
   case squallCodecBf16: snprintf(buf, len, "bf16"); break;
   case squallCodecTopk: snprintf(buf, len, "topk:%g", c->topkRatio); break;
+  case squallCodecInt8: snprintf(buf, len, "int8"); break; /* branch quant */
+  case squallCodecInt4: snprintf(buf, len, "int4"); break;
+  case squallCodecFp8: snprintf(buf, len, "fp8"); break;
   default: snprintf(buf, len, "none"); break;
   }
   return buf;

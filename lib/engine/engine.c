@@ -6,7 +6,10 @@
  *           with SQUALL_ZSTD, lossless-coded all-gather-v) -> rank-ordered
  *           sparse decode, bit-identical on every rank;
  *   dense:  where top-k cannot pay, the plain all-reduce of a = g + e,
- *           which also empties the residual.
+ *           which also empties the residual;
+ *   two-phase: int8/int4/fp8, and fp16/bf16 summed in fp32 (twophase.h):
+ *           encode -> all-to-all -> fp32 sum of the own shard -> re-encode
+ *           -> all-gather -> decode.
  *
  * A call goes through four steps:
  *   1. prepare: everything the call needs (scratch, residual, the backup of
@@ -35,6 +38,7 @@
 #include "common/stats.h"
 #include "engine/engine.h"
 #include "engine/residual.h"
+#include "engine/twophase.h"
 
 #define DESC_BYTES 256
 /* Larger counts cannot be laid out (count * sizeof(float) and the top-k
@@ -104,6 +108,9 @@ static void describe(const squallConfig_t *c, char *out) {
            squallConfigCodecString(c, codec, sizeof codec),
            c->topkValues == squallValueFp16 ? "fp16" : "fp32", c->errorFeedback, c->minBytes,
            c->zstdLevel, c->warmup, c->minRanks);
+  /* branch quant: the bucket and the 16-bit accumulation change the wire */
+  snprintf(out + strlen(out), DESC_BYTES - strlen(out), " bucket=%zu half_accum=%d", c->bucket,
+           (int)c->halfAccum);
   if (c->codec == squallCodecTopk) /* the exact ratio, not %g's rounding */
     snprintf(out + strlen(out), DESC_BYTES - strlen(out), " ratio=%.17g", c->topkRatio);
 }
@@ -126,6 +133,7 @@ typedef struct {
   int agreed;                /* every rank holds cfg */
   int all_ok;                /* every rank prepared what the call needs */
   squall_residuals *count;   /* counts the call for warm-up; NULL: do not count */
+  int alltoall;              /* the transport has an all-to-all (same library on every rank) */
 } decide_in;
 
 /* Reasons that follow from the call alone (identical on every rank: MPI
@@ -171,6 +179,14 @@ static squall_route decide(const decide_in *in, squallPassReason_t *why) {
     return SQ_ROUTE_PASS;
   }
   if (cfg->codec == squallCodecTopk) return topk_route(c, cfg, in->nranks);
+  squall_twophase_codec tp;
+  if (squall__twophase_select(cfg, c->dtype, &tp)) {
+    if (in->alltoall) return SQ_ROUTE_TWOPHASE;
+    if (tp.quant) { /* no 16-bit fallback means the same on the wire */
+      *why = squallPassDisabled;
+      return SQ_ROUTE_PASS;
+    }
+  }
   return SQ_ROUTE_HALF;
 }
 
@@ -187,6 +203,8 @@ typedef struct {
   size_t backup;           /* count floats: the residual before the call */
   size_t mine, slots, topk_ws; /* top-k */
   size_t codes;            /* 16-bit */
+  size_t twophase;         /* two-phase: its own scratch */
+  squall_twophase_codec tp;
   size_t total;
 } scratch_layout;
 
@@ -208,6 +226,9 @@ static void layout_for(const squall_engine *e, const squall_call *c, const squal
     PLACE(topk_ws, e->k.topk_workspace_bytes(n, L->k));
   } else if (route == SQ_ROUTE_HALF) {
     PLACE(codes, n * sizeof(uint16_t));
+  } else if (route == SQ_ROUTE_TWOPHASE) {
+    squall__twophase_select(cfg, c->dtype, &L->tp);
+    PLACE(twophase, squall__twophase_scratch_bytes(&L->tp, n, p));
   }
 #undef PLACE
   L->total = off;
@@ -259,6 +280,7 @@ typedef struct {
   float *scalars;
   void *absmax_ws, *mine, *slots, *topk_ws;
   uint16_t *codes;
+  void *twophase;
   double codec_s;
   uint64_t wire;
 } run_state;
@@ -295,6 +317,9 @@ static squallResult_t prepare(squall_engine *e, const squall_call *c, const squa
   } else if (route == SQ_ROUTE_HALF) {
     st->codes = carve(e, L->codes, n * sizeof(uint16_t));
     bad |= !st->codes;
+  } else if (route == SQ_ROUTE_TWOPHASE) {
+    st->twophase = carve(e, L->twophase, squall__twophase_scratch_bytes(&L->tp, n, e->tr.nranks));
+    bad |= !st->twophase;
   }
   SQ_RETURN_ERROR_IF(bad, squallInternalError, "scratch layout of %zu bytes overruns the %zu-byte scratch",
                      L->total, e->scratch_bytes);
@@ -430,6 +455,15 @@ static squallResult_t run_topk(squall_engine *e, const squall_call *c, const squ
   return squallSuccess;
 }
 
+/* Quantised codecs, and 16-bit codes summed in fp32 (twophase.h). */
+static squallResult_t run_twophase(squall_engine *e, const squall_call *c, run_state *st) {
+  float *out = fp32_out(c, st);
+  SQ_FORWARD_IF_ERROR(squall__twophase_allreduce(&e->tr, &e->k, &st->L.tp, c->stream, st->g, st->res, out,
+                                                 c->count, st->scalars, st->absmax_ws, st->twophase,
+                                                 &st->codec_s, &st->wire));
+  return finish(e, c, out);
+}
+
 /* Step 4. The residual is backed up before any encoder touches it and put
  * back when anything fails: the mass it holds is never lost, whatever
  * step failed. A copy costs one pass over n floats, small next to the
@@ -446,9 +480,10 @@ static squallResult_t run(squall_engine *e, const squall_call *c, const squallCo
   }
   if (st->res) SQ_FORWARD_IF_ERROR(e->k.widen(c->stream, SQ_DT_F32, st->res, st->backup, n, 1.0f));
   st->codec_s += squall__now() - t0;
-  squallResult_t r = route == SQ_ROUTE_TOPK    ? run_topk(e, c, cfg, st)
-                     : route == SQ_ROUTE_DENSE ? run_dense(e, c, st)
-                                               : run_half(e, c, cfg, st);
+  squallResult_t r = route == SQ_ROUTE_TOPK       ? run_topk(e, c, cfg, st)
+                     : route == SQ_ROUTE_DENSE    ? run_dense(e, c, st)
+                     : route == SQ_ROUTE_TWOPHASE ? run_twophase(e, c, st)
+                                                  : run_half(e, c, cfg, st);
   if (r != squallSuccess && st->res) {
     char why[512];
     snprintf(why, sizeof why, "%s", squallGetLastError());
@@ -522,7 +557,8 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   if (call_pass_reason(c, &d->reason)) return squallSuccess;
 
   /* What this rank's own configuration would do, to prepare for it. */
-  decide_in in = {.call = c, .cfg = &cfg, .nranks = e->tr.nranks, .agreed = 1, .all_ok = 1};
+  decide_in in = {.call = c, .cfg = &cfg, .nranks = e->tr.nranks, .agreed = 1, .all_ok = 1,
+                  .alltoall = e->tr.alltoall != NULL};
   squallPassReason_t why;
   squall_route guess = decide(&in, &why);
   layout_for(e, c, &cfg, guess, &st->L); /* once per call */

@@ -41,7 +41,8 @@ typedef enum {
   SQ_ROUTE_PASS = 0, /* the caller runs the plain collective; nothing was changed */
   SQ_ROUTE_HALF,     /* 16-bit all-reduce */
   SQ_ROUTE_TOPK,     /* top-k all-gather */
-  SQ_ROUTE_DENSE     /* top-k's dense fallback: all-reduce of g + residual */
+  SQ_ROUTE_DENSE,    /* top-k's dense fallback: all-reduce of g + residual */
+  SQ_ROUTE_TWOPHASE  /* quantised or fp32-accumulated 16-bit: exchange, sum, all-gather */
 } squall_route;
 
 typedef struct {

@@ -65,7 +65,29 @@ typedef struct squall_kernels {
    * which the engine reads back when it may synchronise. */
   squallResult_t (*sparse_decode)(void *stream, const void *slots, int nranks, size_t k,
                                   squallValueType_t values, float *dense, size_t n, int *flag);
+  /* ---- quantised codecs and the two-phase reductions:
+   * the codec.h functions of the same names, in this memory space. */
+  squallResult_t (*quant_encode)(void *stream, sq_quant_kind k, size_t bucket, const float *g,
+                                 float *res, uint8_t *out, size_t n);
+  squallResult_t (*quant_decode)(void *stream, sq_quant_kind k, size_t bucket, const uint8_t *in,
+                                 float *out, size_t n);
+  squallResult_t (*quant_reduce)(void *stream, sq_quant_kind k, size_t bucket, const uint8_t *blocks,
+                                 int nblocks, size_t block_bytes, float *out, size_t n);
+  squallResult_t (*half_reduce)(void *stream, sq_half_kind kind, const uint16_t *blocks, int nblocks,
+                                size_t block_elems, float *out, size_t n, const float *scale);
 } squall_kernels;
+
+/* The host entries of the quantised codecs (engine/kernels_host_quant.c). */
+squallResult_t squall__host_quant_encode(void *stream, sq_quant_kind k, size_t bucket, const float *g,
+                                         float *res, uint8_t *out, size_t n);
+squallResult_t squall__host_quant_decode(void *stream, sq_quant_kind k, size_t bucket,
+                                         const uint8_t *in, float *out, size_t n);
+squallResult_t squall__host_quant_reduce(void *stream, sq_quant_kind k, size_t bucket,
+                                         const uint8_t *blocks, int nblocks, size_t block_bytes,
+                                         float *out, size_t n);
+squallResult_t squall__host_half_reduce(void *stream, sq_half_kind kind, const uint16_t *blocks,
+                                        int nblocks, size_t block_elems, float *out, size_t n,
+                                        const float *scale);
 
 /* The host kernel set (lib/engine/kernels_host.c). */
 extern const squall_kernels squall__kernels_host;
@@ -73,6 +95,18 @@ extern const squall_kernels squall__kernels_host;
 #ifdef HAVE_CUDA
 /* The device kernel set (cuda/kernels_cuda.cu). */
 extern const squall_kernels squall__kernels_cuda;
+
+/* The device entries of the quantised codecs (cuda/kernels_cuda_quant.cu). */
+squallResult_t squall__dev_quant_encode(void *stream, sq_quant_kind k, size_t bucket, const float *g,
+                                        float *res, uint8_t *out, size_t n);
+squallResult_t squall__dev_quant_decode(void *stream, sq_quant_kind k, size_t bucket,
+                                        const uint8_t *in, float *out, size_t n);
+squallResult_t squall__dev_quant_reduce(void *stream, sq_quant_kind k, size_t bucket,
+                                        const uint8_t *blocks, int nblocks, size_t block_bytes,
+                                        float *out, size_t n);
+squallResult_t squall__dev_half_reduce(void *stream, sq_half_kind kind, const uint16_t *blocks,
+                                       int nblocks, size_t block_elems, float *out, size_t n,
+                                       const float *scale);
 
 /* 1 when p is device (or managed) memory; 0 for host memory, and when no
  * CUDA driver is present (the error is cleared). */

@@ -84,7 +84,9 @@
   X(RedOpCreatePreMulSum, 1, ncclResult_t,                                                      \
     (ncclRedOp_t *, void *, ncclDataType_t, ncclScalarResidence_t, ncclComm_t))                 \
   X(RedOpDestroy, 1, ncclResult_t, (ncclRedOp_t, ncclComm_t))                                   \
-  X(GetVersion, 0, ncclResult_t, (int *))
+  X(GetVersion, 0, ncclResult_t, (int *))                                                       \
+  X(Send, 0, ncclResult_t, (const void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t)) \
+  X(Recv, 0, ncclResult_t, (void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))
 
 enum {
 #define REAL_ENUM(name, req, ret, params) FN_##name,
@@ -141,6 +143,8 @@ static void resolve_all(void) {
   api.commGetAsyncError = REAL(CommGetAsyncError);
   api.groupStart = REAL(GroupStart);
   api.groupEnd = REAL(GroupEnd);
+  api.send = REAL(Send); /* branch quant: optional; without them the two-phase path reports an error */
+  api.recv = REAL(Recv);
   api_complete = api.allReduce && api.allGather && api.commCount && api.commUserRank &&
                  api.commCuDevice && api.commGetAsyncError && api.groupStart && api.groupEnd;
   if (how_allreduce != squall_resolved_none) {

@@ -20,6 +20,9 @@ typedef struct squall_nccl_api {
   ncclResult_t (*commGetAsyncError)(ncclComm_t, ncclResult_t *);
   ncclResult_t (*groupStart)(void);
   ncclResult_t (*groupEnd)(void);
+  /* branch quant: the all-to-all of the two-phase all-reduce */
+  ncclResult_t (*send)(const void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+  ncclResult_t (*recv)(void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
 } squall_nccl_api;
 
 /* The table of the NCCL that libsquall was linked with (profiling names). */

@@ -16,6 +16,8 @@ static const squall_nccl_api linked = {
     .commGetAsyncError = pncclCommGetAsyncError,
     .groupStart = pncclGroupStart,
     .groupEnd = pncclGroupEnd,
+    .send = pncclSend, /* branch quant */
+    .recv = pncclRecv,
 };
 
 const squall_nccl_api *squall__nccl_api_linked(void) { return &linked; }

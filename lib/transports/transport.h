@@ -37,6 +37,10 @@ typedef struct squall_transport {
    * engine uses it there only when the configuration changed or memory
    * must grow). */
   squallResult_t (*allreduce_min_i64_host)(void *ctx, void *stream, int64_t *buf, size_t n);
+  /* All-to-all (the two-phase all-reduce): send[r*bytes ..] goes to rank
+   * r, and recv[r*bytes ..] comes from rank r, in the transport's memory
+   * space. NULL where the library cannot (an NCCL without send/recv). */
+  squallResult_t (*alltoall)(void *ctx, void *stream, const void *send, void *recv, size_t bytes);
 } squall_transport;
 
 #endif

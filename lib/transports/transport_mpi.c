@@ -127,6 +127,15 @@ int squall__transport_mpi_take_error(void) {
   return rc;
 }
 
+/* The exchange of the two-phase all-reduce. */
+static squallResult_t mpi_alltoall(void *ctx, void *stream, const void *send, void *recv, size_t bytes) {
+  squall_mpi_ctx *c = ctx;
+  SQ_RETURN_ERROR_IF(bytes > INT_MAX, squallInvalidUsage,
+                     "all-to-all block of %zu bytes exceeds MPI's int count", bytes);
+  return mpi_result(PMPI_Alltoall(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, c->comm),
+                    "MPI_Alltoall");
+}
+
 squallResult_t squall__transport_mpi_init(squall_transport *tr, squall_mpi_ctx *ctx, MPI_Comm comm) {
   memset(tr, 0, sizeof *tr);
   memset(ctx, 0, sizeof *ctx);
@@ -146,5 +155,6 @@ squallResult_t squall__transport_mpi_init(squall_transport *tr, squall_mpi_ctx *
   tr->allgather = mpi_allgather;
   tr->allgatherv = mpi_allgatherv;
   tr->allreduce_min_i64_host = mpi_allreduce_min_i64; /* host memory already */
+  tr->alltoall = mpi_alltoall;
   return squallSuccess;
 }

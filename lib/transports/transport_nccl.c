@@ -68,6 +68,23 @@ static squallResult_t nccl_allreduce_min_i64_host(void *ctx, void *stream, int64
   return r;
 }
 
+/* All-to-all as grouped send/recv pairs (NCCL has no all-to-all
+ * collective). */
+static squallResult_t nccl_alltoall(void *ctx, void *stream, const void *send, void *recv, size_t bytes) {
+  squall_nccl_ctx *c = ctx;
+  int p = 0;
+  SQ_FORWARD_IF_ERROR(squall__nccl_result(c->api->commCount(c->comm, &p), "ncclCommCount"));
+  SQ_FORWARD_IF_ERROR(squall__nccl_result(c->api->groupStart(), "ncclGroupStart"));
+  ncclResult_t r = ncclSuccess;
+  for (int q = 0; q < p && r == ncclSuccess; q++) {
+    r = c->api->send((const char *)send + (size_t)q * bytes, bytes, ncclUint8, q, c->comm, (cudaStream_t)stream);
+    if (r == ncclSuccess)
+      r = c->api->recv((char *)recv + (size_t)q * bytes, bytes, ncclUint8, q, c->comm, (cudaStream_t)stream);
+  }
+  ncclResult_t e = c->api->groupEnd(); /* always closed, also after a failed enqueue */
+  return squall__nccl_result(r != ncclSuccess ? r : e, "ncclSend/ncclRecv (all-to-all)");
+}
+
 squallResult_t squall__transport_nccl_init(squall_transport *tr, squall_nccl_ctx *ctx) {
   memset(tr, 0, sizeof *tr);
   tr->ctx = ctx;
@@ -79,5 +96,8 @@ squallResult_t squall__transport_nccl_init(squall_transport *tr, squall_nccl_ctx
   tr->allgather = nccl_allgather;
   tr->allgatherv = NULL; /* sizes stay fixed: no host synchronisation on the device path */
   tr->allreduce_min_i64_host = nccl_allreduce_min_i64_host;
+  /* Optional: an NCCL without ncclSend/ncclRecv (before 2.7) leaves the
+   * two-phase path out, which the engine decides before the call starts. */
+  if (ctx->api->send != NULL && ctx->api->recv != NULL) tr->alltoall = nccl_alltoall;
   return squallSuccess;
 }

@@ -478,6 +478,104 @@ static void check_sparse(ctx_t *x, squallValueType_t vt, int corrupt) {
   free(slots), free(hdense), free(ddense);
 }
 
+/* ------------------------------------------------------------ quantised (branch quant) */
+
+typedef struct {
+  sq_quant_kind k;
+  size_t bucket;
+  int with_res;
+  uint8_t *d_codes;
+} quant_args;
+
+static const char *quant_name(sq_quant_kind k) {
+  return k == SQ_QUANT_INT8 ? "int8" : k == SQ_QUANT_INT4 ? "int4" : "fp8";
+}
+
+static cudaError_t run_quant_encode(ctx_t *x, const void *a) {
+  const quant_args *p = a;
+  return squall__cuda_quant_encode(p->k, p->bucket, x->d_g, p->with_res ? x->d_res : NULL, p->d_codes,
+                                   x->n, 0);
+}
+
+static cudaError_t run_quant_decode(ctx_t *x, const void *a) {
+  const quant_args *p = a;
+  return squall__cuda_quant_decode(p->k, p->bucket, p->d_codes, x->d_f32, x->n, 0);
+}
+
+/* Encode (every byte: headers, codes, padding; the residual) and then the
+ * decode of those codes, against the host twin. */
+static void check_quant(ctx_t *x, sq_quant_kind k, size_t bucket, int with_res) {
+  char variant[48];
+  snprintf(variant, sizeof variant, "%s/%zu%s", quant_name(k), bucket, with_res ? "+res" : "");
+  check_t c = new_check(x, "quant_encode", variant);
+  size_t n = x->n, bytes = squall__quant_bytes(k, bucket, n);
+  quant_args args = {k, bucket, with_res, dmalloc(bytes ? bytes : 1)};
+  float *hres = xmalloc(n * 4), *dres = xmalloc(n * 4), *hout = xmalloc(n * 4), *dout = xmalloc(n * 4);
+  uint8_t *hc = xmalloc(bytes + 1), *dc = xmalloc(bytes + 1);
+  memcpy(hres, x->res, n * 4);
+  squall__quant_encode(k, bucket, x->g, with_res ? hres : NULL, hc, n);
+  CK(cudaMemset(args.d_codes, 0xab, bytes)); /* the kernel must write every byte */
+  restore_res(x);
+  CK(run_quant_encode(x, &args));
+  to_host(dc, args.d_codes, bytes);
+  to_host(dres, x->d_res, n * 4);
+  for (size_t b = 0; b < bytes; b++)
+    if (hc[b] != dc[b]) {
+      c.mismatches++;
+      note(&c, "byte %zu: host 0x%02x, device 0x%02x", b, hc[b], dc[b]);
+    }
+  if (with_res) compare(&c, "res", E_F32, hres, dres, n);
+  else compare(&c, "res (untouched)", E_F32, x->res, dres, n);
+  c.us = time_it(x, run_quant_encode, &args);
+  c.bytes = (double)n * (4 + (with_res ? 8 : 0)) + (double)bytes;
+  report(&c);
+
+  check_t d = new_check(x, "quant_decode", variant);
+  squall__quant_decode(k, bucket, hc, hout, n, 0);
+  CK(run_quant_decode(x, &args));
+  to_host(dout, x->d_f32, n * 4);
+  compare(&d, "out", E_F32, hout, dout, n);
+  d.us = time_it(x, run_quant_decode, &args);
+  d.bytes = (double)n * 4 + (double)bytes;
+  report(&d);
+
+  /* reduce: P = 3 copies (random bytes for the other two: every header and
+   * code, NaN flags and corrupt exponents included) summed in rank order */
+  check_t r = new_check(x, "quant_reduce", variant);
+  uint8_t *blocks = xmalloc(3 * bytes + 1), *d_blocks = dmalloc(3 * bytes + 1);
+  memcpy(blocks, hc, bytes);
+  g_rng = 0x9e3779b9u + n + bucket;
+  for (size_t b = bytes; b < 3 * bytes; b++) blocks[b] = (uint8_t)rnd();
+  squall__quant_reduce(k, bucket, blocks, 3, bytes, hout, n);
+  to_dev(d_blocks, blocks, 3 * bytes);
+  CK(squall__cuda_quant_reduce(k, bucket, d_blocks, 3, bytes, x->d_f32, n, 0));
+  to_host(dout, x->d_f32, n * 4);
+  compare(&r, "out", E_F32, hout, dout, n);
+  report(&r);
+  CK(cudaFree(args.d_codes));
+  CK(cudaFree(d_blocks));
+  free(hres), free(dres), free(hout), free(dout), free(hc), free(dc), free(blocks);
+}
+
+/* 16-bit codes summed in fp32 over 3 blocks of random codes. */
+static void check_half_reduce(ctx_t *x, sq_half_kind kind, float scale) {
+  check_t c = new_check(x, "half_reduce", kind == SQ_HALF_BF16 ? "bf16" : "fp16");
+  size_t n = x->n;
+  uint16_t *in = xmalloc(3 * n * 2 + 2), *d_in = dmalloc(3 * n * 2 + 2);
+  float *hout = xmalloc(n * 4), *dout = xmalloc(n * 4);
+  g_rng = 0x5eed1234u + n + (uint64_t)kind;
+  for (size_t i = 0; i < 3 * n; i++) in[i] = (uint16_t)rnd();
+  squall__half_reduce(kind, in, 3, n, hout, n, scale);
+  to_dev(d_in, in, 3 * n * 2);
+  to_dev(x->d_scalar, &scale, 4);
+  CK(squall__cuda_half_reduce(kind, d_in, 3, n, x->d_f32, n, x->d_scalar, 0));
+  to_host(dout, x->d_f32, n * 4);
+  compare(&c, "out", E_F32, hout, dout, n);
+  report(&c);
+  CK(cudaFree(d_in));
+  free(in), free(hout), free(dout);
+}
+
 /* ------------------------------------------------------------ driver */
 
 static void run_size(size_t n, pattern_t p, int reps) {
@@ -523,6 +621,15 @@ static void run_size(size_t n, pattern_t p, int reps) {
   if (n <= 1000) check_topk(&x, 1.0, squallValueFp16, 1, s16); /* k == n */
   for (int vt = 0; vt < 2; vt++)
     for (int corrupt = 0; corrupt < 3; corrupt++) check_sparse(&x, (squallValueType_t)vt, corrupt);
+  /* branch quant */
+  static const sq_quant_kind qkinds[] = {SQ_QUANT_INT8, SQ_QUANT_INT4, SQ_QUANT_FP8};
+  for (int q = 0; q < 3; q++) {
+    check_quant(&x, qkinds[q], 512, 1);
+    check_quant(&x, qkinds[q], 512, 0);
+    if (n <= 1000) check_quant(&x, qkinds[q], 24, 1);
+  }
+  check_half_reduce(&x, SQ_HALF_FP16, s16);
+  check_half_reduce(&x, SQ_HALF_BF16, sb16);
 
   CK(cudaEventDestroy(x.t0));
   CK(cudaEventDestroy(x.t1));

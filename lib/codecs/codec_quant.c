@@ -1,0 +1,196 @@
+/*
+ * codec_quant.c - the host quantised codecs (int8, int4, fp8 e4m3) with one
+ * power-of-two scale per bucket, and the rank-ordered fp32 reductions the
+ * two-phase all-reduce runs on what it receives (quantised buckets or
+ * 16-bit codes). Every element goes through codec_math.h, so the CUDA twin
+ * (cuda/quant.cu) produces the same bits.
+ *
+ * Only codec.h and libc here, like codec_half.c: the standalone GPU
+ * self-test compiles this file too.
+ */
+#include "codecs/codec.h"
+
+size_t squall__quant_bytes(sq_quant_kind k, size_t bucket, size_t n) {
+  return (n + bucket - 1) / bucket * sq_quant_bucket_bytes(k, bucket);
+}
+
+/* Largest |a| over the finite a = g + res of a bucket, and the flags of
+ * the others. The encode computes a the same way, so the scale covers
+ * exactly what is encoded. */
+static float scan_bucket(const float *g, const float *res, size_t m, uint32_t *flags) {
+  float amax = 0.0f;
+  uint32_t nf = 0;
+  for (size_t i = 0; i < m; i++) {
+    float a = res ? g[i] + res[i] : g[i];
+    uint32_t b = sq_float_bits(a) & 0x7fffffffu;
+    if (b < 0x7f800000u) {
+      float x = sq_bits_float(b);
+      amax = x > amax ? x : amax;
+    } else {
+      nf |= sq_quant_nf_flag(a);
+    }
+  }
+  *flags = nf;
+  return amax;
+}
+
+/* The integer codes of a finite bucket whose decodes cannot overflow
+ * (s > -100): sq_quant_encode_elem without its two rare branches, in a
+ * loop the compiler vectorises. Same bits (test_arrays_match_per_element). */
+static void encode_int_fast(sq_quant_kind k, const float *g, float *res, uint8_t *c, size_t m,
+                            float p, float inv) {
+  if (k == SQ_QUANT_INT8) {
+    for (size_t i = 0; i < m; i++) {
+      float a = res ? g[i] + res[i] : g[i];
+      float q = sq_rne_int(a * p);
+      if (res) res[i] = a - q * inv;
+      c[i] = (uint8_t)(int8_t)(int32_t)q;
+    }
+    return;
+  }
+  for (size_t i = 0; i + 1 < m; i += 2) {
+    float a0 = res ? g[i] + res[i] : g[i], a1 = res ? g[i + 1] + res[i + 1] : g[i + 1];
+    float q0 = sq_rne_int(a0 * p), q1 = sq_rne_int(a1 * p);
+    if (res) {
+      res[i] = a0 - q0 * inv;
+      res[i + 1] = a1 - q1 * inv;
+    }
+    c[i / 2] = (uint8_t)(((uint32_t)(int32_t)q0 & 0xfu) | (((uint32_t)(int32_t)q1 & 0xfu) << 4));
+  }
+  if (m & 1) {
+    float a = res ? g[m - 1] + res[m - 1] : g[m - 1];
+    float q = sq_rne_int(a * p);
+    if (res) res[m - 1] = a - q * inv;
+    c[m / 2] = (uint8_t)((uint32_t)(int32_t)q & 0xfu);
+  }
+}
+
+/* The e4m3 codes of a finite bucket with s > -100: sq_f32_to_e4m3 and
+ * sq_e4m3_to_f32 as selects instead of branches (the normal range rounds
+ * by integer addition on the float bits, the subnormal range by
+ * sq_rne_int on |x| * 2^9), so the compiler vectorises it. Same bits. */
+static void encode_fp8_fast(const float *g, float *res, uint8_t *c, size_t m, float p, float inv) {
+  for (size_t i = 0; i < m; i++) {
+    float a = res ? g[i] + res[i] : g[i];
+    uint32_t b = sq_float_bits(a * p);
+    uint32_t sign = b & 0x80000000u, ax = b & 0x7fffffffu;
+    uint32_t r = ax + 0x7ffffu + ((ax >> 20) & 1u); /* round to 3 mantissa bits, ties to even */
+    float sub = sq_rne_int(sq_bits_float(ax) * 512.0f);  /* subnormal: a multiple of 2^-9 */
+    int normal = ax >= 0x3c800000u;
+    uint32_t code = normal ? (r >> 20) - 960u : (uint32_t)sub;
+    float mag = normal ? sq_bits_float(r & 0xfff00000u) : sub * 0.001953125f;
+    float d = sq_bits_float(sq_float_bits(mag) | sign) * inv;
+    if (res) res[i] = a - d;
+    c[i] = (uint8_t)(code | (sign >> 24));
+  }
+}
+
+/* One bucket of m <= bucket elements. */
+static void encode_bucket(sq_quant_kind k, const float *g, float *res, uint8_t *o, size_t m) {
+  uint32_t flags;
+  float amax = scan_bucket(g, res, m, &flags);
+  int s = sq_quant_exp(k, amax);
+  float p = sq_pow2(s), inv = sq_quant_inv_pow2(s);
+  o[0] = (uint8_t)(int8_t)s;
+  o[1] = (uint8_t)flags;
+  uint8_t *c = o + SQ_QUANT_HEADER_BYTES;
+  if (k != SQ_QUANT_FP8 && flags == 0 && s > -100) {
+    encode_int_fast(k, g, res, c, m, p, inv);
+  } else if (flags == 0 && s > -100) {
+    encode_fp8_fast(g, res, c, m, p, inv);
+  } else if (k == SQ_QUANT_INT4) {
+    for (size_t i = 0; i < m; i += 2) {
+      uint32_t pair = 0;
+      for (size_t j = i; j < i + 2 && j < m; j++) {
+        float a = res ? g[j] + res[j] : g[j], d;
+        pair |= sq_quant_encode_elem(k, a, p, inv, &d) << (4 * (j - i));
+        if (res) res[j] = sq_quant_residual(a, d);
+      }
+      c[i / 2] = (uint8_t)pair;
+    }
+  } else {
+    for (size_t i = 0; i < m; i++) {
+      float a = res ? g[i] + res[i] : g[i], d;
+      c[i] = (uint8_t)sq_quant_encode_elem(k, a, p, inv, &d);
+      if (res) res[i] = sq_quant_residual(a, d);
+    }
+  }
+}
+
+void squall__quant_encode(sq_quant_kind k, size_t bucket, const float *g, float *res, uint8_t *out,
+                          size_t n) {
+  size_t stride = sq_quant_bucket_bytes(k, bucket);
+  for (size_t b0 = 0; b0 < n; b0 += bucket, out += stride) {
+    size_t m = n - b0 < bucket ? n - b0 : bucket;
+    if (m < bucket) memset(out, 0, stride); /* the padding of the last bucket is defined */
+    encode_bucket(k, g + b0, res ? res + b0 : NULL, out, m);
+  }
+}
+
+/* Values of every code at scale 1, the marker as NaN: a bucket without
+ * non-finite flags decodes as table[c] * 2^-s, which is
+ * sq_quant_decode_elem's result (NaN * x is NaN). */
+static void code_table(sq_quant_kind k, float *tab) {
+  unsigned nc = k == SQ_QUANT_INT4 ? 16 : 256;
+  for (unsigned c = 0; c < nc; c++)
+    tab[c] = sq_quant_is_marker(k, c) ? sq_quant_marker_value(0) : sq_quant_code_value(k, c);
+}
+
+/* out[0..m) = (or +=) the decode of one bucket. */
+static void decode_bucket(sq_quant_kind k, const float *tab, const uint8_t *in, float *out, size_t m,
+                          int accumulate) {
+  float inv = sq_quant_inv_pow2((int)(int8_t)in[0]);
+  uint32_t flags = in[1];
+  const uint8_t *c = in + SQ_QUANT_HEADER_BYTES;
+  if (flags != 0) {
+    for (size_t i = 0; i < m; i++) {
+      uint32_t code = k == SQ_QUANT_INT4 ? (c[i / 2] >> (4 * (i & 1))) & 0xfu : c[i];
+      float d = sq_quant_decode_elem(k, code, inv, flags);
+      out[i] = accumulate ? out[i] + d : d;
+    }
+  } else if (k == SQ_QUANT_INT4) {
+    for (size_t i = 0; i + 1 < m; i += 2) {
+      float d0 = tab[c[i / 2] & 0xfu] * inv, d1 = tab[c[i / 2] >> 4] * inv;
+      out[i] = accumulate ? out[i] + d0 : d0;
+      out[i + 1] = accumulate ? out[i + 1] + d1 : d1;
+    }
+    if (m & 1) {
+      float d = tab[c[m / 2] & 0xfu] * inv;
+      out[m - 1] = accumulate ? out[m - 1] + d : d;
+    }
+  } else if (accumulate) {
+    for (size_t i = 0; i < m; i++) out[i] += tab[c[i]] * inv;
+  } else {
+    for (size_t i = 0; i < m; i++) out[i] = tab[c[i]] * inv;
+  }
+}
+
+void squall__quant_decode(sq_quant_kind k, size_t bucket, const uint8_t *in, float *out, size_t n,
+                          int accumulate) {
+  size_t stride = sq_quant_bucket_bytes(k, bucket);
+  float tab[256];
+  code_table(k, tab);
+  for (size_t b0 = 0; b0 < n; b0 += bucket, in += stride)
+    decode_bucket(k, tab, in, out + b0, n - b0 < bucket ? n - b0 : bucket, accumulate);
+}
+
+void squall__quant_reduce(sq_quant_kind k, size_t bucket, const uint8_t *blocks, int nblocks,
+                          size_t block_bytes, float *out, size_t n) {
+  size_t stride = sq_quant_bucket_bytes(k, bucket);
+  float tab[256];
+  code_table(k, tab);
+  /* Bucket by bucket, all ranks in order: the partial sums stay in cache. */
+  for (size_t b0 = 0, j = 0; b0 < n; b0 += bucket, j++) {
+    size_t m = n - b0 < bucket ? n - b0 : bucket;
+    for (int r = 0; r < nblocks; r++)
+      decode_bucket(k, tab, blocks + (size_t)r * block_bytes + j * stride, out + b0, m, r > 0);
+  }
+}
+
+void squall__half_reduce(sq_half_kind kind, const uint16_t *blocks, int nblocks, size_t block_elems,
+                         float *out, size_t n, float scale) {
+  /* out = d_0, then out += d_r in rank order: per element the arithmetic of
+   * acc = d_0; acc = acc + d_r, through the vectorised 16-bit decoder. */
+  for (int r = 0; r < nblocks; r++)
+    squall__half_decode(kind, blocks + (size_t)r * block_elems, out, n, scale, r > 0);
+}

@@ -1,0 +1,57 @@
+/*
+ * twophase.h - the two-phase compressed all-reduce: reduce-scatter by
+ * exchange, then all-gather, with the sum taken in fp32.
+ *
+ *   1. Every rank encodes a = g + e (e: its residual, e' = a - decode) and
+ *      sends shard r of the codes to rank r (all-to-all).
+ *   2. Rank r decodes the P copies of its shard and sums them in fp32, in
+ *      rank order: S = sum_q decode(code_q).
+ *   3. Rank r encodes b = S + e[shard r] (its own residual, which becomes
+ *      b - decode: the error of this second encode stays on the owner and
+ *      is sent again by the next call's first encode) and all-gathers it.
+ *   4. Every rank decodes all shards: the same bits on every rank.
+ * Conservation: out + sum of all residuals after the call equals sum of g
+ * + sum of residuals before it, exactly wherever fp32 sums are exact.
+ * Wire bytes per rank: 2 (P-1) blocks of about n/P codes.
+ *
+ * Codecs: the quantised ones (per-bucket scales; shards are whole
+ * buckets), and fp16/bf16 under one global power-of-two scale chosen for
+ * |sum| <= max/2 (the sum is re-encoded in 16 bits).
+ */
+#ifndef SQUALL_TWOPHASE_H
+#define SQUALL_TWOPHASE_H
+
+#include "engine/kernels.h"
+#include "squall.h"
+#include "transports/transport.h"
+
+typedef struct {
+  int quant;           /* 1: quantised buckets (qkind); 0: 16-bit codes (hkind) */
+  sq_quant_kind qkind;
+  sq_half_kind hkind;
+  size_t bucket;       /* elements per bucket (quantised) */
+} squall_twophase_codec;
+
+/* 1 when the configuration runs the two-phase path for this element type
+ * (int8/int4/fp8; fp16/bf16 with SQUALL_HALF_ACCUM=fp32), with *cd filled. */
+int squall__twophase_select(const squallConfig_t *cfg, int dtype, squall_twophase_codec *cd);
+
+/* Shard geometry: elements per shard and bytes per exchanged block. */
+void squall__twophase_geometry(const squall_twophase_codec *cd, size_t n, int p, size_t *shard_elems,
+                               size_t *block_bytes);
+
+/* Kernel-memory scratch the call needs. */
+size_t squall__twophase_scratch_bytes(const squall_twophase_codec *cd, size_t n, int p);
+
+/* Runs the all-reduce of g (+ res; res may be NULL: no error feedback)
+ * into out (n floats; may equal g: g is read before out is written).
+ * scalars: kernel memory, [0] absmax and [1] scale of the 16-bit codecs;
+ * absmax_ws: the kernels' absmax workspace; scratch: the bytes above.
+ * stream: the call's stream (NULL on the host). Adds the codec seconds and the wire bytes this rank sent. */
+squallResult_t squall__twophase_allreduce(const squall_transport *tr, const squall_kernels *k,
+                                          const squall_twophase_codec *cd, void *stream, const float *g,
+                                          float *res, float *out, size_t n, float *scalars,
+                                          void *absmax_ws, void *scratch, double *codec_s,
+                                          uint64_t *wire);
+
+#endif

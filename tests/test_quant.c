@@ -1,0 +1,479 @@
+/*
+ * test_quant.c - the quantised codecs (int8, int4, fp8 e4m3, per-bucket
+ * power-of-two scales): every code decodes to what an independent
+ * reference (libm ldexp, the e4m3 definition) gives; encoding rounds to the
+ * nearest code, ties to even (checked against an exhaustive nearest-code
+ * search); the error-feedback invariant decode(code) + res' == a holds bit
+ * for bit; the scale rule and the special buckets (all zero, NaN/Inf,
+ * subnormal, near FLT_MAX); the rank-ordered fp32 reductions.
+ */
+#include <float.h>
+#include <math.h>
+
+#include "check_util.h"
+#include "codecs/codec.h"
+
+static const sq_quant_kind kinds[] = {SQ_QUANT_INT8, SQ_QUANT_INT4, SQ_QUANT_FP8};
+static const char *kname[] = {"int8", "int4", "fp8"};
+
+/* ------------------------------------------------------------ references */
+
+/* The value of a code at scale exponent 0, from the format definitions. */
+static double ref_code_value(sq_quant_kind k, unsigned c) {
+  if (k == SQ_QUANT_INT8) return (double)(c < 128 ? (int)c : (int)c - 256);
+  if (k == SQ_QUANT_INT4) return (double)(c < 8 ? (int)c : (int)c - 16);
+  int e = (c >> 3) & 15, m = c & 7;
+  double v = e == 0 ? ldexp(m, -9) : ldexp(8 + m, e - 10);
+  return (c & 0x80) ? -v : v;
+}
+
+static int ref_is_marker(sq_quant_kind k, unsigned c) {
+  return k == SQ_QUANT_INT8 ? c == 0x80 : k == SQ_QUANT_INT4 ? c == 8 : (c & 0x7f) == 0x7f;
+}
+
+static unsigned ncodes(sq_quant_kind k) { return k == SQ_QUANT_INT4 ? 16 : 256; }
+
+/* Nearest non-marker code to x (scale 0), ties to the even code (even
+ * integer; fp8: even mantissa bit pattern). For fp8 -0 and +0 are the same
+ * value: the sign of x decides. */
+static unsigned ref_nearest(sq_quant_kind k, double x) {
+  unsigned best = 0;
+  double bd = INFINITY;
+  for (unsigned c = 0; c < ncodes(k); c++) {
+    if (ref_is_marker(k, c)) continue;
+    double v = ref_code_value(k, c), d = fabs(v - x);
+    if (d < bd || (d == bd && (c & 1) == 0 && (best & 1) == 1)) {
+      bd = d;
+      best = c;
+    }
+  }
+  if (k == SQ_QUANT_FP8 && (best & 0x7f) == 0) best = signbit(x) ? 0x80 : 0;
+  return best;
+}
+
+/* A single-bucket buffer: header then codes. */
+typedef struct {
+  uint8_t b[2 + 4096];
+} bucket_buf;
+
+/* ------------------------------------------------------------ the codes */
+
+START_TEST(test_every_code_decodes_to_reference) {
+  static const int exps[] = {-126, -100, -7, -1, 0, 1, 5, 60, 127};
+  for (int ki = 0; ki < 3; ki++) {
+    sq_quant_kind k = kinds[ki];
+    unsigned nc = ncodes(k);
+    for (size_t ei = 0; ei < sizeof exps / sizeof exps[0]; ei++) {
+      for (unsigned flags = 0; flags < 8; flags++) {
+        bucket_buf bb;
+        size_t n = nc;
+        bb.b[0] = (uint8_t)(int8_t)exps[ei];
+        bb.b[1] = (uint8_t)flags;
+        for (unsigned c = 0; c < nc; c++) {
+          if (k == SQ_QUANT_INT4) {
+            if (c & 1) bb.b[2 + c / 2] |= (uint8_t)(c << 4);
+            else bb.b[2 + c / 2] = (uint8_t)c;
+          } else {
+            bb.b[2 + c] = (uint8_t)c;
+          }
+        }
+        float out[256];
+        squall__quant_decode(k, n, bb.b, out, n, 0);
+        for (unsigned c = 0; c < nc; c++) {
+          if (ref_is_marker(k, c)) {
+            float want = flags == 1 ? INFINITY : flags == 2 ? -INFINITY : NAN;
+            TU_CHECK(flags == 1 || flags == 2 ? out[c] == want : tu_isnan(out[c]),
+                     "%s marker 0x%x flags %u decodes to %a", kname[ki], c, flags, (double)out[c]);
+            continue;
+          }
+          /* as a float: past FLT_MAX that is Inf (codes the encoder never
+           * emits at this scale, since it steps toward zero there) */
+          float want = (float)ldexp(ref_code_value(k, c), -exps[ei]);
+          TU_CHECK(tu_bits(out[c]) == tu_bits(want),
+                   "%s code 0x%x at 2^%d: %a, reference %a", kname[ki], c, exps[ei], (double)out[c], (double)want);
+        }
+      }
+    }
+  }
+}
+END_TEST
+
+/* The per-element e4m3 conversion on every representable value and on
+ * every midpoint between neighbours (ties to even). */
+START_TEST(test_fp8_conversion_exhaustive) {
+  for (unsigned c = 0; c < 256; c++) {
+    if (ref_is_marker(SQ_QUANT_FP8, c)) continue;
+    float v = (float)ref_code_value(SQ_QUANT_FP8, c);
+    ck_assert_uint_eq(sq_f32_to_e4m3(v), c);
+    ck_assert(tu_bits(sq_e4m3_to_f32(c)) == tu_bits(v));
+    if ((c & 0x7f) < 0x7e) { /* midpoint to the next larger magnitude */
+      double mid = (ref_code_value(SQ_QUANT_FP8, c) + ref_code_value(SQ_QUANT_FP8, c + 1)) / 2;
+      unsigned want = (c & 1) ? c + 1 : c;
+      ck_assert_msg(sq_f32_to_e4m3((float)mid) == want, "midpoint %a -> 0x%x, want 0x%x", mid,
+                    sq_f32_to_e4m3((float)mid), want);
+    }
+  }
+}
+END_TEST
+
+/* Encoding at scale 1 (absmax pinned at the limit) picks the nearest code,
+ * ties to even, for random and for tie inputs. */
+START_TEST(test_encode_rounds_to_nearest_even) {
+  tu_rng r = {7};
+  for (int ki = 0; ki < 3; ki++) {
+    sq_quant_kind k = kinds[ki];
+    enum { N = 512 };
+    float g[N];
+    float lim = sq_quant_limit(k);
+    g[0] = lim;
+    for (size_t i = 1; i < N; i++) {
+      if (i % 3 == 0) /* halfway between integers, or random fine points */
+        g[i] = (float)((int)tu_below(&r, (uint64_t)(2 * lim)) - (int)lim) + 0.5f;
+      else
+        g[i] = tu_float_unit(&r) * lim;
+      if (k == SQ_QUANT_FP8 && i % 5 == 0) g[i] = ldexpf(tu_float_unit(&r), -(int)tu_below(&r, 12));
+    }
+    uint8_t buf[2 + N];
+    squall__quant_encode(k, N, g, NULL, buf, N);
+    ck_assert_int_eq((int8_t)buf[0], 0);
+    for (size_t i = 0; i < N; i++) {
+      unsigned c = k == SQ_QUANT_INT4 ? (buf[2 + i / 2] >> (4 * (i & 1))) & 15 : buf[2 + i];
+      unsigned want = ref_nearest(k, g[i]);
+      if (k != SQ_QUANT_FP8 && ref_code_value(k, want) == 0) want = 0;
+      TU_CHECK(c == want, "%s: %a encodes to 0x%x, nearest-even is 0x%x", kname[ki], (double)g[i], c, want);
+    }
+  }
+}
+END_TEST
+
+/* ------------------------------------------------------------ the scale */
+
+START_TEST(test_scale_rule) {
+  tu_rng r = {11};
+  for (int ki = 0; ki < 3; ki++) {
+    sq_quant_kind k = kinds[ki];
+    double lim = sq_quant_limit(k);
+    for (int t = 0; t < 200000; t++) {
+      float a = tu_float_exp(&r, -126, 127);
+      a = fabsf(a);
+      if (t % 7 == 0) a = tu_float(tu_u32(&r) & 0x007fffffu); /* subnormal */
+      if (a == 0) continue;
+      int s = sq_quant_exp(k, a);
+      TU_CHECK(s >= -126 && s <= 127, "s=%d", s);
+      TU_CHECK(ldexp(a, s) <= lim, "%s: %a * 2^%d > limit", kname[ki], (double)a, s);
+      TU_CHECK(s == 127 || ldexp(a, s + 1) > lim, "%s: %a: 2^%d is not the largest", kname[ki], (double)a, s);
+    }
+    ck_assert_int_eq(sq_quant_exp(k, 0.0f), 0);
+    ck_assert_int_eq(sq_quant_exp(k, INFINITY), 0);
+    ck_assert_int_eq(sq_quant_exp(k, NAN), 0);
+  }
+}
+END_TEST
+
+/* ------------------------------------------------- error feedback invariant */
+
+/* decode + res' == a bit for bit (zeros as values) over random buckets of
+ * many magnitudes, with and without a prior residual, full and partial
+ * last buckets. Non-finite a: res' = 0 and a non-finite decode. */
+static void check_invariant(sq_quant_kind k, size_t bucket, int emin, int emax, uint64_t seed) {
+  enum { N = 10000 };
+  static float g[N], res[N], a[N], out[N];
+  static uint8_t code[N * 2 + 4096];
+  tu_rng r = {seed};
+  for (size_t i = 0; i < N; i++) {
+    /* each bucket gets its own magnitude range, so scales vary */
+    size_t b = i / bucket;
+    int lo = emin + (int)((b * 7) % (size_t)(emax - emin)), hi = lo + 3 < emax ? lo + 3 : emax;
+    g[i] = tu_float_exp(&r, lo, hi);
+    res[i] = (tu_next(&r) & 1) && lo > -122 ? tu_float_exp(&r, lo - 4, lo - 1) : 0.0f;
+    if (i % 101 == 0) g[i] = (i & 1) ? 0.0f : -0.0f;
+    if (i % 997 == 0) g[i] = tu_float(tu_u32(&r) & 0x807fffffu); /* subnormal */
+    a[i] = g[i] + res[i];
+  }
+  squall__quant_encode(k, bucket, g, res, code, N);
+  squall__quant_decode(k, bucket, code, out, N, 0);
+  for (size_t i = 0; i < N; i++) {
+    if (!tu_isfinite(a[i])) { /* g + res overflowed: delivered, not kept */
+      unsigned flags = code[(i / bucket) * sq_quant_bucket_bytes(k, bucket) + 1];
+      /* a bucket with both infinities delivers NaN (their sum's value) */
+      TU_CHECK(res[i] == 0.0f && (flags == 3 ? tu_isnan(out[i]) : out[i] == a[i]),
+               "%s: %a -> %a, res' %a, flags %u", kname[k], (double)a[i], (double)out[i],
+               (double)res[i], flags);
+      continue;
+    }
+    TU_CHECK(tu_same_value(out[i] + res[i], a[i]),
+             "%s bucket %zu: a=%a decode=%a res'=%a", kname[k], bucket, (double)a[i], (double)out[i],
+             (double)res[i]);
+    TU_CHECK(tu_isfinite(out[i]), "%s: finite %a decodes to %a", kname[k], (double)a[i], (double)out[i]);
+  }
+}
+
+START_TEST(test_ef_invariant) {
+  static const size_t buckets[] = {8, 100, 512, 1024};
+  for (int ki = 0; ki < 3; ki++)
+    for (size_t b = 0; b < 4; b++) {
+      check_invariant(kinds[ki], buckets[b], -20, 20, 100 + b);
+      check_invariant(kinds[ki], buckets[b], -126, 127, 200 + b);
+    }
+}
+END_TEST
+
+/* Many steps of one rank: sum_t decode_t + res_T == sum_t g_t exactly on
+ * dyadic data small enough that every float sum is exact. */
+START_TEST(test_ef_steps) {
+  enum { N = 3000, T = 40 };
+  static float g[N], res[N], out[N];
+  static double sum_g[N], sum_out[N];
+  static uint8_t code[N * 2];
+  tu_rng r = {5};
+  for (int ki = 0; ki < 3; ki++) {
+    memset(res, 0, sizeof res);
+    memset(sum_g, 0, sizeof sum_g);
+    memset(sum_out, 0, sizeof sum_out);
+    for (int t = 0; t < T; t++) {
+      for (size_t i = 0; i < N; i++) {
+        g[i] = (float)((int)tu_below(&r, 4096) - 2048) / 1024.0f;
+        sum_g[i] += g[i];
+      }
+      squall__quant_encode(kinds[ki], 256, g, res, code, N);
+      squall__quant_decode(kinds[ki], 256, code, out, N, 0);
+      for (size_t i = 0; i < N; i++) sum_out[i] += out[i];
+    }
+    for (size_t i = 0; i < N; i++)
+      TU_CHECK(sum_out[i] + res[i] == sum_g[i], "%s: element %zu: %.17g + %.17g != %.17g", kname[ki], i,
+               sum_out[i], (double)res[i], sum_g[i]);
+  }
+}
+END_TEST
+
+/* ------------------------------------------------------ special buckets */
+
+static void encode1(sq_quant_kind k, const float *g, size_t n, float *res, uint8_t *buf, float *out) {
+  squall__quant_encode(k, n, g, res, buf, n);
+  squall__quant_decode(k, n, buf, out, n, 0);
+}
+
+START_TEST(test_all_zero_bucket) {
+  for (int ki = 0; ki < 3; ki++) {
+    float g[64] = {0}, res[64] = {0}, out[64];
+    uint8_t buf[2 + 64];
+    g[3] = -0.0f;
+    encode1(kinds[ki], g, 64, res, buf, out);
+    ck_assert_int_eq(buf[0], 0);
+    ck_assert_int_eq(buf[1], 0);
+    for (int i = 0; i < 64; i++) {
+      ck_assert(out[i] == 0.0f && res[i] == 0.0f);
+    }
+  }
+}
+END_TEST
+
+START_TEST(test_nonfinite_buckets) {
+  for (int ki = 0; ki < 3; ki++) {
+    sq_quant_kind k = kinds[ki];
+    for (int which = 0; which < 4; which++) {
+      float g[16], res[16] = {0}, out[16];
+      uint8_t buf[2 + 16];
+      for (int i = 0; i < 16; i++) g[i] = (float)(i - 8) * 0.25f;
+      if (which == 0) g[5] = INFINITY;
+      if (which == 1) g[5] = -INFINITY, g[9] = -INFINITY;
+      if (which == 2) g[5] = NAN;
+      if (which == 3) g[5] = INFINITY, g[9] = -INFINITY;
+      res[5] = 0.5f; /* a residual on a non-finite element is dropped */
+      encode1(k, g, 16, res, buf, out);
+      ck_assert_int_eq(buf[1], which == 0 ? 1 : which == 1 ? 2 : which == 2 ? 4 : 3);
+      for (int i = 0; i < 16; i++) {
+        if (!tu_isfinite(g[i])) {
+          ck_assert_msg(which <= 1 ? out[i] == g[i] : tu_isnan(out[i]), "%s case %d elem %d: %a",
+                        kname[ki], which, i, (double)out[i]);
+          ck_assert(res[i] == 0.0f);
+        } else {
+          /* the finite values keep a scale set by the finite ones only */
+          ck_assert_msg(out[i] + res[i] == g[i], "%s: finite %a lost", kname[ki], (double)g[i]);
+          ck_assert(tu_isfinite(out[i]));
+        }
+      }
+    }
+  }
+}
+END_TEST
+
+START_TEST(test_subnormal_bucket) {
+  for (int ki = 0; ki < 3; ki++) {
+    float g[32], res[32] = {0}, out[32];
+    uint8_t buf[2 + 32];
+    for (int i = 0; i < 32; i++) g[i] = tu_float((uint32_t)(i * 0x3f01 + 1) | (i & 1 ? 0x80000000u : 0));
+    g[31] = tu_float(0x807fffffu); /* just below 2^-126: code about 2 at the largest scale */
+    encode1(kinds[ki], g, 32, res, buf, out);
+    ck_assert_int_eq((int8_t)buf[0], 127);
+    for (int i = 0; i < 32; i++) ck_assert(out[i] + res[i] == g[i]);
+    /* the largest element is sent, not left in the residual */
+    ck_assert(out[31] != 0.0f);
+  }
+}
+END_TEST
+
+START_TEST(test_max_magnitude_bucket) {
+  for (int ki = 0; ki < 3; ki++) {
+    float g[8] = {FLT_MAX, -FLT_MAX, FLT_MAX / 3, 1.0f, -FLT_MAX / 1.5f, 0.0f, 1e30f, -1e38f};
+    float res[8] = {0}, out[8];
+    uint8_t buf[2 + 8];
+    encode1(kinds[ki], g, 8, res, buf, out);
+    for (int i = 0; i < 8; i++) {
+      ck_assert_msg(tu_isfinite(out[i]), "%s: %a decodes to %a", kname[ki], (double)g[i], (double)out[i]);
+      ck_assert_msg(out[i] + res[i] == g[i], "%s: invariant at %a", kname[ki], (double)g[i]);
+    }
+    ck_assert(out[0] > 0 && out[1] < 0);
+  }
+}
+END_TEST
+
+/* ------------------------------------------------------------ reductions */
+
+START_TEST(test_reduce_in_rank_order) {
+  enum { N = 1500, P = 5, B = 128 };
+  static float g[P][N], out[N], d[N];
+  tu_rng r = {3};
+  for (int ki = 0; ki < 3; ki++) {
+    sq_quant_kind k = kinds[ki];
+    size_t bb = squall__quant_bytes(k, B, N) + 64;
+    uint8_t *blocks = calloc(P, bb);
+    for (int p = 0; p < P; p++) {
+      for (size_t i = 0; i < N; i++) g[p][i] = tu_float_exp(&r, -10, 10);
+      squall__quant_encode(k, B, g[p], NULL, blocks + p * bb, N);
+    }
+    squall__quant_reduce(k, B, blocks, P, bb, out, N);
+    float want[N];
+    for (int p = 0; p < P; p++) {
+      squall__quant_decode(k, B, blocks + p * bb, d, N, 0);
+      for (size_t i = 0; i < N; i++) want[i] = p ? want[i] + d[i] : d[i];
+    }
+    for (size_t i = 0; i < N; i++) TU_CHECK(tu_bits(out[i]) == tu_bits(want[i]), "%s elem %zu", kname[ki], i);
+    free(blocks);
+  }
+  /* 16-bit codes */
+  static uint16_t h[P * N];
+  for (int kind = 0; kind < 2; kind++) {
+    for (size_t i = 0; i < P * N; i++) h[i] = (uint16_t)(tu_u32(&r) & 0x3bff);
+    squall__half_reduce((sq_half_kind)kind, h, P, N, out, N, 4.0f);
+    for (size_t i = 0; i < N; i++) {
+      float w = 0;
+      for (int p = 0; p < P; p++) {
+        float v = sq_half_to_f32((sq_half_kind)kind, h[p * N + i]) / 4.0f;
+        w = p ? w + v : v;
+      }
+      TU_CHECK(tu_bits(out[i]) == tu_bits(w), "half kind %d elem %zu", kind, i);
+    }
+  }
+}
+END_TEST
+
+/* The error of one encode is within half a code step of the bucket's scale
+ * (int: 2^-s / 2; fp8: 2^-4 relative for normal codes plus the subnormal
+ * step): the bound the README quotes. */
+START_TEST(test_error_bound) {
+  enum { N = 1 << 14, B = 512 };
+  static float g[N], res[N], out[N];
+  static uint8_t buf[N * 2];
+  tu_rng r = {9};
+  for (size_t i = 0; i < N; i++) g[i] = tu_float_unit(&r) * 3.0f;
+  for (int ki = 0; ki < 3; ki++) {
+    sq_quant_kind k = kinds[ki];
+    memset(res, 0, sizeof res);
+    squall__quant_encode(k, B, g, res, buf, N);
+    squall__quant_decode(k, B, buf, out, N, 0);
+    for (size_t i = 0; i < N; i++) {
+      int s = (int8_t)buf[(i / B) * sq_quant_bucket_bytes(k, B)];
+      double step = k == SQ_QUANT_FP8 ? fmax(ldexp(fabs(g[i]), -4), ldexp(1, -10 - s)) : ldexp(1, -1 - s);
+      TU_CHECK(fabs((double)g[i] - out[i]) <= step, "%s: |%a - %a| > %g", kname[ki], (double)g[i],
+               (double)out[i], step);
+    }
+  }
+}
+END_TEST
+
+/* The array functions (with their vectorised fast paths) give the bits of
+ * the per-element functions of codec_math.h, which the CUDA twins call:
+ * encodes of buckets at every magnitude (fast and general paths), decodes
+ * of random bytes (every header, flag and code). */
+START_TEST(test_arrays_match_per_element) {
+  enum { N = 4096, B = 256 };
+  static float g[N], res[N], res2[N], out[N];
+  static uint8_t buf[N * 2], rnd[N * 2];
+  tu_rng r = {21};
+  for (int ki = 0; ki < 3; ki++) {
+    sq_quant_kind k = kinds[ki];
+    size_t stride = sq_quant_bucket_bytes(k, B);
+    for (size_t i = 0; i < N; i++) {
+      int e = -140 + (int)((i / B) * 19 % 268); /* a range per bucket, up to float's top */
+      g[i] = tu_float_exp(&r, e < -126 ? -126 : e > 127 ? 127 : e, e + 2 > 127 ? 127 : e + 2 < -126 ? -126 : e + 2);
+      res[i] = res2[i] = (i % 3) ? g[i] * 0.001f : 0.0f;
+      if (i == 5 * B + 7) g[i] = NAN;
+    }
+    squall__quant_encode(k, B, g, res, buf, N);
+    for (size_t b0 = 0; b0 < N; b0 += B) {
+      float amax = 0;
+      uint32_t flags = 0;
+      for (size_t i = b0; i < b0 + B; i++) {
+        float a = g[i] + res2[i];
+        if (tu_isfinite(a)) amax = fabsf(a) > amax ? fabsf(a) : amax;
+        else flags |= sq_quant_nf_flag(a);
+      }
+      int se = sq_quant_exp(k, amax);
+      const uint8_t *o = buf + b0 / B * stride;
+      TU_CHECK((int8_t)o[0] == se && o[1] == flags, "%s bucket %zu: header %d/%u, want %d/%u", kname[ki],
+               b0 / B, (int8_t)o[0], o[1], se, flags);
+      for (size_t i = b0; i < b0 + B; i++) {
+        float a = g[i] + res2[i], d;
+        uint32_t want = sq_quant_encode_elem(k, a, sq_pow2(se), sq_quant_inv_pow2(se), &d);
+        size_t e = i - b0;
+        uint32_t got = k == SQ_QUANT_INT4 ? (o[2 + e / 2] >> (4 * (e & 1))) & 15u : o[2 + e];
+        TU_CHECK(got == want, "%s elem %zu (%a): code 0x%x, per-element 0x%x", kname[ki], i, (double)a, got, want);
+        float rr = sq_quant_residual(a, d);
+        TU_CHECK(tu_bits(res[i]) == tu_bits(rr), "%s elem %zu: residual %a, per-element %a", kname[ki], i,
+                 (double)res[i], (double)rr);
+      }
+    }
+    for (size_t i = 0; i < sizeof rnd; i++) rnd[i] = (uint8_t)tu_u32(&r);
+    for (int acc = 0; acc < 2; acc++) {
+      for (size_t i = 0; i < N; i++) out[i] = acc ? g[i] : 0.0f;
+      squall__quant_decode(k, B, rnd, out, N, acc);
+      for (size_t i = 0; i < N; i++) {
+        const uint8_t *h = rnd + i / B * stride;
+        size_t e = i % B;
+        uint32_t c = k == SQ_QUANT_INT4 ? (h[2 + e / 2] >> (4 * (e & 1))) & 15u : h[2 + e];
+        float d = sq_quant_decode_elem(k, c, sq_quant_inv_pow2((int8_t)h[0]), h[1]);
+        float want = acc ? g[i] + d : d;
+        TU_CHECK(tu_bits(out[i]) == tu_bits(want) || (tu_isnan(out[i]) && tu_isnan(want)),
+                 "%s decode elem %zu: %a, per-element %a", kname[ki], i, (double)out[i], (double)want);
+      }
+    }
+  }
+}
+END_TEST
+
+static Suite *quant_suite(void) {
+  Suite *s = suite_create("quant");
+  TCase *tc = tcase_create("codes");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_every_code_decodes_to_reference);
+  tcase_add_test(tc, test_fp8_conversion_exhaustive);
+  tcase_add_test(tc, test_encode_rounds_to_nearest_even);
+  tcase_add_test(tc, test_scale_rule);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("codec");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_ef_invariant);
+  tcase_add_test(tc, test_ef_steps);
+  tcase_add_test(tc, test_all_zero_bucket);
+  tcase_add_test(tc, test_nonfinite_buckets);
+  tcase_add_test(tc, test_subnormal_bucket);
+  tcase_add_test(tc, test_max_magnitude_bucket);
+  tcase_add_test(tc, test_reduce_in_rank_order);
+  tcase_add_test(tc, test_error_bound);
+  tcase_add_test(tc, test_arrays_match_per_element);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return tu_run(quant_suite()); }

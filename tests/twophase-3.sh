@@ -1,0 +1,3 @@
+#!/bin/sh
+# The two-phase all-reduce suite on 3 MPI ranks.
+exec "$SQUALL_BUILDDIR/tests/run-mpi.sh" 3 "$SQUALL_BUILDDIR/tests/test_twophase_mpi"

@@ -1,0 +1,3 @@
+#!/bin/sh
+# The two-phase all-reduce suite on 4 MPI ranks.
+exec "$SQUALL_BUILDDIR/tests/run-mpi.sh" 4 "$SQUALL_BUILDDIR/tests/test_twophase_mpi"
