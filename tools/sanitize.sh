@@ -1,0 +1,111 @@
+#!/bin/sh
+# sanitize.sh - the sanitizer stage: builds squall with AddressSanitizer
+# and UndefinedBehaviorSanitizer (the system C compiler, --without-cuda) in
+# its own directory and runs `make check` there: the unit tests, the MPI
+# suites and the fuzz corpus replays.
+#   tools/sanitize.sh [-o DIR] [-j JOBS]     DIR defaults to ./build-asan
+# Leaks: detected (LeakSanitizer), with only Open MPI's own allocations
+# suppressed (tools/lsan-openmpi.supp); a canary that leaks from program
+# code proves detection is live first. Undefined behaviour aborts the test.
+# Not run here, with the reason:
+#   tests/preload-mpi4py.sh, tests/preload-run.sh  LD_PRELOAD the interposer
+#     into programs that are not instrumented (python3, sh): an ASan-linked
+#     library cannot be preloaded unless libasan comes first in the initial
+#     library list, and these tests set LD_PRELOAD themselves. The
+#     interposer's code (lib/api, lib/engine) runs in the other suites.
+#   tests/train-short.sh  trains six MLPs; under ASan it runs past the test
+#     time limit. The normal `make check` runs it.
+# Expected to fail here (XFAIL; remove the line when fixed, or XPASS fails):
+#   tests/test_codec_unaligned  the host codecs load floats through
+#     misaligned pointers (UBSan: alignment), see that test.
+set -eu
+top=$(cd "$(dirname "$0")/.." && pwd)
+out=$top/build-asan
+jobs=$(nproc 2>/dev/null || echo 2)
+while [ $# -gt 0 ]; do
+  case $1 in
+    -o) out=$2; shift 2 ;;
+    -j) jobs=$2; shift 2 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    *) echo "sanitize.sh: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+skip="tests/preload-mpi4py.sh tests/preload-run.sh tests/train-short.sh"
+xfail="tests/test_codec_unaligned"
+
+san="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
+[ -x "$top/configure" ] || (cd "$top" && autoreconf -fi >/dev/null 2>&1)
+mkdir -p "$out"
+cd "$out"
+if [ ! -f Makefile ]; then
+  "$top/configure" --without-cuda CFLAGS="-O1 -g $san" LDFLAGS="$san" > configure.out 2>&1 ||
+    { tail -30 configure.out; exit 1; }
+fi
+make -j"$jobs" >make.out 2>&1 || { tail -40 make.out; exit 1; }
+
+# Runtime options for every instrumented process, MPI ranks included
+# (local ranks inherit mpirun's environment).
+asan="detect_leaks=1:check_initialization_order=1:strict_init_order=1"
+export ASAN_OPTIONS="$asan"
+export LSAN_OPTIONS="suppressions=$top/tools/lsan-openmpi.supp:print_suppressions=0"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+# Processes that run MPI (the .sh tests and the canary) unwind every
+# allocation in full, so that a leak's stack reaches the Open MPI library
+# the suppressions name; the fast unwinder stops at the first frame without
+# a frame pointer. It costs several times the time per allocation, so the
+# unit tests, which do not start MPI, keep the fast one.
+asan_mpi="$asan:fast_unwind_on_malloc=0"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+# Instrumented code is slower: more time before a test counts as hung
+# (run-mpi.sh's limit, and Check's per-test timeouts).
+export SQUALL_TEST_TIMEOUT=${SQUALL_TEST_TIMEOUT:-900}
+export CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-10}
+
+# The canary: a leak in program code after MPI_Init must be reported with
+# these suppressions, or the stage would pass while blind to leaks.
+cat > canary.c <<'C'
+#include <mpi.h>
+#include <stdlib.h>
+void *volatile sanitize_canary_sink;
+__attribute__((noinline)) static void leak_from_program(void) {
+  sanitize_canary_sink = malloc(4243);
+  sanitize_canary_sink = NULL;
+}
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  leak_from_program();
+  MPI_Finalize();
+  return 0;
+}
+C
+mpi_cflags=$(sed -n 's/^MPI_CFLAGS = //p' Makefile)
+mpi_libs=$(sed -n 's/^MPI_LIBS = //p' Makefile)
+cc=$(sed -n 's/^CC = //p' Makefile)
+# shellcheck disable=SC2086
+${cc:-cc} -O1 -g $san $mpi_cflags -o canary canary.c $mpi_libs
+if ASAN_OPTIONS=$asan_mpi tests/run-mpi.sh 1 ./canary > canary.out 2>&1 || ! grep -q "4243 byte(s)" canary.out ||
+  ! grep -q leak_from_program canary.out; then
+  echo "FAIL: LeakSanitizer did not report the canary's leak from program code:"
+  tail -30 canary.out
+  exit 1
+fi
+echo "sanitize.sh: leak detection is live (canary reported)"
+
+# Every test of this build, less the skipped ones.
+all=$(printf 'sanitize-print-tests:\n\t@echo $(TESTS)\n' | make -s -f Makefile -f - sanitize-print-tests)
+tests=
+for t in $all; do
+  case " $skip " in *" $t "*) echo "sanitize.sh: not run under ASan: $t (see tools/sanitize.sh)" ;; *) tests="$tests $t" ;; esac
+done
+sh_log="env ASAN_OPTIONS=$asan_mpi ${SHELL:-/bin/sh}"
+if ! make -j"$jobs" check TESTS="$tests" XFAIL_TESTS="$xfail" SH_LOG_COMPILER="$sh_log" > check.out 2>&1; then
+  grep -E '^(FAIL|XPASS|ERROR):' check.out || true
+  for t in $(sed -n 's/^\(FAIL\|XPASS\|ERROR\): \([^ ]*\).*/\2/p' check.out); do
+    echo "---- $t.log (last 60 lines)"
+    tail -60 "$t.log" 2>/dev/null || true
+  done
+  exit 1
+fi
+grep -E '^(PASS|XFAIL|SKIP):' check.out
+sed -n '/^# TOTAL/,/^# ERROR/p' check.out
+echo "sanitize.sh: every test passed under ASan+UBSan"
