@@ -15,9 +15,6 @@
 #     interposer's code (lib/api, lib/engine) runs in the other suites.
 #   tests/train-short.sh  trains six MLPs; under ASan it runs past the test
 #     time limit. The normal `make check` runs it.
-# Expected to fail here (XFAIL; remove the line when fixed, or XPASS fails):
-#   tests/test_codec_unaligned  the host codecs load floats through
-#     misaligned pointers (UBSan: alignment), see that test.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=$top/build-asan
@@ -31,7 +28,6 @@ while [ $# -gt 0 ]; do
   esac
 done
 skip="tests/preload-mpi4py.sh tests/preload-run.sh tests/train-short.sh"
-xfail="tests/test_codec_unaligned"
 
 san="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
 [ -x "$top/configure" ] || (cd "$top" && autoreconf -fi >/dev/null 2>&1)
@@ -97,8 +93,9 @@ tests=
 for t in $all; do
   case " $skip " in *" $t "*) echo "sanitize.sh: not run under ASan: $t (see tools/sanitize.sh)" ;; *) tests="$tests $t" ;; esac
 done
-sh_log="env ASAN_OPTIONS=$asan_mpi ${SHELL:-/bin/sh}"
-if ! make -j"$jobs" check TESTS="$tests" XFAIL_TESTS="$xfail" SH_LOG_COMPILER="$sh_log" > check.out 2>&1; then
+sh_log="${SHELL:-/bin/sh} $top/tests/bounded.sh env ASAN_OPTIONS=$asan_mpi ${SHELL:-/bin/sh}"
+export SQUALL_TEST_LIMIT=${SQUALL_TEST_LIMIT:-1200}
+if ! make -j"$jobs" check TESTS="$tests" SH_LOG_COMPILER="$sh_log" > check.out 2>&1; then
   grep -E '^(FAIL|XPASS|ERROR):' check.out || true
   for t in $(sed -n 's/^\(FAIL\|XPASS\|ERROR\): \([^ ]*\).*/\2/p' check.out); do
     echo "---- $t.log (last 60 lines)"
