@@ -126,6 +126,21 @@ static int parse_stats(squallConfig_t *c, const char *v) {
   return 0;
 }
 
+/* two-level all-reduce */
+static int parse_hierarchy(squallConfig_t *c, const char *v) {
+  if (!strcasecmp(v, "auto")) c->hierarchy = squallHierarchyAuto;
+  else if (!strcasecmp(v, "flat")) c->hierarchy = squallHierarchyFlat;
+  else return -1;
+  return 0;
+}
+
+static int parse_ranks_per_node(squallConfig_t *c, const char *v) {
+  long x;
+  if (parse_long(v, 0, 1000000000L, &x)) return -1;
+  c->ranksPerNode = (int)x;
+  return 0;
+}
+
 /* ----------------------------------------------------------- printers */
 static void print_compress(const squallConfig_t *c, char *b, size_t n) { squallConfigCodecString(c, b, n); }
 static void print_values(const squallConfig_t *c, char *b, size_t n) {
@@ -148,6 +163,10 @@ static void print_debug(const squallConfig_t *c, char *b, size_t n) {
   snprintf(b, n, "%s", names[c->debug]);
 }
 static void print_stats(const squallConfig_t *c, char *b, size_t n) { snprintf(b, n, "%s", c->statsPath); }
+static void print_hierarchy(const squallConfig_t *c, char *b, size_t n) {
+  snprintf(b, n, "%s", c->hierarchy == squallHierarchyFlat ? "flat" : "auto");
+}
+static void print_ranks_per_node(const squallConfig_t *c, char *b, size_t n) { snprintf(b, n, "%d", c->ranksPerNode); }
 
 static const option_t options[] = {
     {"SQUALL_COMPRESS", "none", "none, fp16, bf16 or topk:<ratio> with 0 < ratio <= 1",
@@ -185,6 +204,16 @@ static const option_t options[] = {
     {"SQUALL_STATS", "", "a file path of at most 511 bytes; %r is replaced by the rank, else .<rank> is appended",
      "Write the statistics counters as JSON at exit, one file per process.",
      parse_stats, print_stats},
+    {"SQUALL_HIERARCHY", "auto", "auto or flat",
+     "auto: where there are at least 2 nodes with the same number (at least 2) of ranks each, sum "
+     "inside each node uncompressed (reduce-scatter), compress only across nodes (one shard per "
+     "local rank), then all-gather inside the node; otherwise, and with flat, every rank is its "
+     "own node.",
+     parse_hierarchy, print_hierarchy},
+    {"SQUALL_RANKS_PER_NODE", "0", "a non-negative integer",
+     "0 finds the nodes (MPI's shared-memory split; hostname and boot id with NCCL). R > 0 makes "
+     "every R consecutive ranks a node, which runs the two-level path on one host (tests).",
+     parse_ranks_per_node, print_ranks_per_node},
 };
 
 static const option_t *find_option(const char *name) {

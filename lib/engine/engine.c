@@ -19,6 +19,7 @@
 #include "codecs/lossless.h"
 #include "engine/residual.h"
 #include "common/stats.h"
+#include "engine/hierarchy.h" /* two-level all-reduce */
 
 #define DESC_BYTES 256
 
@@ -33,7 +34,13 @@ struct squall_engine {
   void *host; /* host memory for the lossless stage */
   size_t host_bytes;
   squallStats_t stats;
+  squall_hier *hier; /* two-level all-reduce: nodes, node communicators (engine/hierarchy.c) */
 };
+
+const squallStats_t *squall__engine_stats(const squall_engine *e) { return &e->stats; }
+
+/* The tensor's residual key (two-level shards: the caller's tensor). */
+static const void *key_of(const squall_call *c) { return c->key ? c->key : c->send; }
 
 uint64_t squall__ring_allreduce_wire(uint64_t bytes, int p) {
   return p > 1 ? 2 * (uint64_t)(p - 1) * bytes / (uint64_t)p : 0;
@@ -45,8 +52,10 @@ squall_engine *squall__engine_create(const squall_transport *tr, const squall_ke
   e->tr = *tr;
   e->k = *k;
   e->residuals = squall__residuals_create(&e->k);
-  if (e->residuals == NULL) {
-    free(e);
+  e->hier = squall__hier_create(&e->tr, &e->k); /* two-level all-reduce */
+  if (e->residuals == NULL || e->hier == NULL) {
+    squall__residuals_free(e->residuals);
+    free(e->hier);
     return NULL;
   }
   return e;
@@ -64,6 +73,7 @@ void squall__engine_free(squall_engine *e) {
             s->bytesWire ? (double)s->bytesIn / (double)s->bytesWire : 0.0, s->codecSeconds);
   }
   squall__residuals_free(e->residuals);
+  squall__hier_free(e->hier); /* two-level: node communicators, inner engine */
   if (e->scratch) e->k.free(e->k.ctx, e->scratch);
   free(e->host);
   free(e);
@@ -76,6 +86,9 @@ static void describe(const squallConfig_t *c, char *out) {
            squallConfigCodecString(c, codec, sizeof codec),
            c->topkValues == squallValueFp16 ? "fp16" : "fp32", c->errorFeedback, c->minBytes,
            c->zstdLevel, c->warmup, c->minRanks);
+  /* two-level all-reduce: ranks that disagree on it pass through together */
+  snprintf(out + strlen(out), DESC_BYTES - strlen(out), " hierarchy=%s rpn=%d",
+           c->hierarchy == squallHierarchyFlat ? "flat" : "auto", c->ranksPerNode);
   if (c->codec == squallCodecTopk) /* the exact ratio, not %g's rounding */
     snprintf(out + strlen(out), DESC_BYTES - strlen(out), " ratio=%.17g", c->topkRatio);
 }
@@ -300,9 +313,11 @@ int squall__engine_ready(squall_engine *e, const squall_call *c) {
   squallConfig_t cfg;
   uint64_t gen;
   squall__config_get(&cfg, &gen);
-  if (!e->agreed_valid || e->agreed_gen != gen) return 0;
-  if (!e->agreed_ok || plan(e, c, &cfg) >= 0) return 1; /* passes through: nothing to allocate */
-  squall_tensor *t = squall__residuals_find(e->residuals, c->send, c->count, c->dtype);
+  if (!c->shard && (!e->agreed_valid || e->agreed_gen != gen)) return 0;
+  if (!c->shard && (!e->agreed_ok || plan(e, c, &cfg) >= 0)) return 1; /* passes through: nothing to allocate */
+  int two_level = c->shard ? -1 : squall__hier_ready(e->hier, c, &cfg); /* two-level all-reduce */
+  if (two_level >= 0) return two_level;
+  squall_tensor *t = squall__residuals_find(e->residuals, key_of(c), c->count, c->dtype);
   if (t == NULL || (cfg.errorFeedback && t->residual == NULL && !t->no_residual)) return 0;
   layout lay;
   return plan_layout(e, c, &cfg, &lay) <= e->scratch_bytes;
@@ -310,6 +325,7 @@ int squall__engine_ready(squall_engine *e, const squall_call *c) {
 
 /* Why the call cannot be compressed, or -1. */
 static int plan(const squall_engine *e, const squall_call *c, const squallConfig_t *cfg) {
+  if (c->shard) return -1; /* two-level: the outer engine planned it */
   if (c->in_group) return squallPassInGroup;
   if (c->dtype < 0) return squallPassType;
   if (c->op == SQ_OP_OTHER) return squallPassOp;
@@ -325,24 +341,30 @@ squallResult_t squall__engine_allreduce(squall_engine *e, const squall_call *c, 
   squall__config_get(&cfg, &gen);
   uint64_t bytes_in = (uint64_t)c->count * c->elsize;
   int reason = c->in_group || e->tr.nranks < cfg.minRanks ? plan(e, c, &cfg) : -1;
-  if (reason < 0) {
+  if (reason < 0 && !c->shard) { /* a two-level shard: the outer engine agreed */
     /* Agreement first, on every call kind, so that all ranks take the same
      * branch even when their minimum sizes or codecs differ. */
     SQ_FORWARD_IF_ERROR(agree(e, &cfg, gen));
     reason = e->agreed_ok ? plan(e, c, &cfg) : squallPassMismatch;
   }
+  /* two-level all-reduce: find the nodes at the first eligible call (all
+   * ranks agree it is one), and whether this call runs two-level */
+  int flat_reason = squallFlatConfigured;
+  if (reason < 0 && !c->shard) SQ_FORWARD_IF_ERROR(squall__hier_route(e->hier, &cfg, &flat_reason));
   squall_tensor *t = NULL;
   if (reason < 0) {
-    t = squall__residuals_tensor(e->residuals, c->send, c->count, c->dtype);
+    t = squall__residuals_tensor(e->residuals, key_of(c), c->count, c->dtype);
     SQ_RETURN_ERROR_IF(t == NULL, squallSystemError, "out of memory for tensor state");
-    if (t->calls++ < (uint64_t)cfg.warmup) reason = squallPassWarmup;
+    if (t->calls++ < (uint64_t)cfg.warmup && !c->shard) reason = squallPassWarmup;
   }
   *pass_reason = reason;
   if (reason >= 0) {
-    squall__stats_record(&e->stats, reason, bytes_in,
-                         squall__ring_allreduce_wire(bytes_in, e->tr.nranks), 0.0);
+    uint64_t wire = squall__ring_allreduce_wire(bytes_in, e->tr.nranks);
+    squall__stats_record(&e->stats, reason, bytes_in, wire, 0.0);
+    squall__hier_record(e->hier, &e->stats, 0, -1, wire); /* two-level: bytes at the node boundary */
     return squallSuccess;
   }
+  if (flat_reason < 0 && !c->shard) return squall__hier_allreduce(e->hier, c, &cfg, &e->stats);
 
   /* Lay out the scratch: work floats, then the path's buffers. */
   size_t n = c->count;
@@ -385,18 +407,32 @@ squallResult_t squall__engine_allreduce(squall_engine *e, const squall_call *c, 
     squall__stats_record(&e->stats, squallPassError, bytes_in, st.wire, st.codec_s);
     return r;
   }
+  if (c->shard) { /* two-level: the outer call counts it, with these figures */
+    e->stats.calls++;
+    e->stats.compressedCalls++;
+    e->stats.bytesIn += bytes_in;
+    e->stats.bytesWire += st.wire;
+    e->stats.codecSeconds += st.codec_s;
+    return squallSuccess;
+  }
   squall__stats_record(&e->stats, -1, bytes_in, st.wire, st.codec_s);
+  squall__hier_record(e->hier, &e->stats, 1, flat_reason, st.wire); /* two-level: flat path, why */
   return squallSuccess;
 }
 
 squallResult_t squall__engine_reset_residuals(squall_engine *e) {
+  SQ_FORWARD_IF_ERROR(squall__hier_reset(e->hier)); /* two-level: per-shard residuals */
   return squall__residuals_reset(e->residuals);
 }
 
 squallResult_t squall__engine_get_residual(squall_engine *e, const void *key, size_t count, int dtype,
                                            float *out) {
   squall_tensor *t = squall__residuals_find(e->residuals, key, count, dtype);
-  SQ_RETURN_ERROR_IF(t == NULL || t->residual == NULL, squallInvalidArgument,
+  int flat = t != NULL && t->residual != NULL, shard = 0;
+  if (flat) SQ_FORWARD_IF_ERROR(e->k.to_host(e->k.ctx, out, t->residual, count * sizeof(float)));
+  /* two-level all-reduce: this rank's shard residual, in its place */
+  SQ_FORWARD_IF_ERROR(squall__hier_get_residual(e->hier, key, count, dtype, out, flat, &shard));
+  SQ_RETURN_ERROR_IF(!flat && !shard, squallInvalidArgument,
                      "no residual is kept for the tensor at %p (%zu elements)", key, count);
-  return e->k.to_host(e->k.ctx, out, t->residual, count * sizeof(float));
+  return squallSuccess;
 }

@@ -22,6 +22,10 @@ typedef struct {
   squall_op op;
   float premul;     /* input multiplier (PreMulSum); 1 otherwise */
   int in_group;     /* inside a user's group call: pass through */
+  /* ---- two-level all-reduce (engine/hierarchy.c) */
+  int shard;        /* one shard of a two-level call, across nodes: the outer engine has
+                       agreed, planned and warmed up; counted by the outer call */
+  const void *key;  /* the residual's key when not send (a shard: the caller's tensor) */
 } squall_call;
 
 typedef struct squall_engine squall_engine;
@@ -55,6 +59,9 @@ squallResult_t squall__engine_reset_residuals(squall_engine *engine);
  * memory for the host kernels). squallInvalidArgument when none is kept. */
 squallResult_t squall__engine_get_residual(squall_engine *engine, const void *key, size_t count,
                                            int dtype, float *out);
+
+/* The engine's own counters (two-level: the inner engine's wire bytes). */
+const squallStats_t *squall__engine_stats(const squall_engine *engine);
 
 /* Bytes this rank sends in a ring all-reduce of `bytes` over p ranks. */
 uint64_t squall__ring_allreduce_wire(uint64_t bytes, int p);

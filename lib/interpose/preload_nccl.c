@@ -73,7 +73,7 @@
   X(CommInitAll, 1, ncclResult_t, (ncclComm_t *, int, const int *))                             \
   X(CommInitRankScalable, 0, ncclResult_t,                                                      \
     (ncclComm_t *, int, int, int, ncclUniqueId *, ncclConfig_t *))                              \
-  X(CommSplit, 1, ncclResult_t, (ncclComm_t, int, int, ncclComm_t *, ncclConfig_t *))           \
+  X(CommSplit, 0, ncclResult_t, (ncclComm_t, int, int, ncclComm_t *, ncclConfig_t *))           \
   X(CommShrink, 0, ncclResult_t, (ncclComm_t, int *, int, ncclComm_t *, ncclConfig_t *, int))   \
   X(CommFinalize, 1, ncclResult_t, (ncclComm_t))                                                \
   X(CommDestroy, 1, ncclResult_t, (ncclComm_t))                                                 \
@@ -82,7 +82,9 @@
   X(RedOpCreatePreMulSum, 1, ncclResult_t,                                                      \
     (ncclRedOp_t *, void *, ncclDataType_t, ncclScalarResidence_t, ncclComm_t))                 \
   X(RedOpDestroy, 1, ncclResult_t, (ncclRedOp_t, ncclComm_t))                                   \
-  X(GetVersion, 0, ncclResult_t, (int *))
+  X(GetVersion, 0, ncclResult_t, (int *))                                                       \
+  X(ReduceScatter, 1, ncclResult_t,                                                             \
+    (const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t))
 
 enum {
 #define REAL_ENUM(name, req, ret, params) FN_##name,
@@ -139,6 +141,11 @@ static void resolve_all(void) {
   api.commGetAsyncError = REAL(CommGetAsyncError);
   api.groupStart = REAL(GroupStart);
   api.groupEnd = REAL(GroupEnd);
+  /* two-level all-reduce: optional (ncclCommSplit came with NCCL 2.18);
+   * missing ones keep every call flat, with the reason logged */
+  api.reduceScatter = REAL(ReduceScatter);
+  api.commSplit = REAL(CommSplit);
+  api.commDestroy = REAL(CommDestroy);
   api_complete = api.allReduce && api.allGather && api.commCount && api.commUserRank &&
                  api.commCuDevice && api.commGetAsyncError && api.groupStart && api.groupEnd;
   if (how_allreduce != squall_resolved_none) {

@@ -15,6 +15,10 @@ static const squall_nccl_api linked = {
     .commGetAsyncError = pncclCommGetAsyncError,
     .groupStart = pncclGroupStart,
     .groupEnd = pncclGroupEnd,
+    /* two-level all-reduce */
+    .reduceScatter = pncclReduceScatter,
+    .commSplit = pncclCommSplit,
+    .commDestroy = pncclCommDestroy,
 };
 
 const squall_nccl_api *squall__nccl_api_linked(void) { return &linked; }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "transports/transport_nccl.h"
+#include "transports/topology_nccl.h" /* two-level all-reduce */
 
 squallResult_t squall__nccl_result(ncclResult_t r, const char *what) {
   if (r == ncclSuccess) return squallSuccess;
@@ -77,5 +78,6 @@ squallResult_t squall__transport_nccl_init(squall_transport *tr, squall_nccl_ctx
   tr->allgather = nccl_allgather;
   tr->allgatherv = NULL; /* sizes stay fixed: no host synchronisation on the device path */
   tr->allgather_host = nccl_allgather_host;
+  squall__topology_nccl_attach(tr, ctx); /* two-level all-reduce: split, reduce-scatter */
   return squallSuccess;
 }
