@@ -2,10 +2,8 @@
  * test_hierarchy_mpi.c - the two-level all-reduce over MPI (run by
  * tests/hierarchy-4.sh on 4 ranks as 2 nodes x 2 with
  * SQUALL_RANKS_PER_NODE=2, and by tests/hierarchy-3.sh on 3 ranks, which
- * that makes 2 + 1: uneven, so flat). Results are compared bit for bit with
- * an independent model of the path that must run: two-level top-k is, per
- * shard, the top k of each node's exact sum, summed in node order; flat
- * top-k is the top k of each rank's input, summed in rank order.
+ * that makes 2 + 1: uneven, so flat). Top-k results are compared bit for
+ * bit with the model of the path that must run (hierarchy_model.h).
  */
 #include <math.h>
 #include <stdint.h>
@@ -15,25 +13,15 @@
 #include "codecs/codec.h"
 #include "engine/engine.h"
 #include "engine/kernels.h"
+#include "hierarchy_model.h"
 #include "mpi_check.h"
 #include "squall_mpi.h"
 #include "transports/transport_mpi.h"
 
 static int rank, nranks, rpn, two_level; /* two_level: what this layout must run */
 
-static uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-/* Dyadic: integers in [-64, 64] times 1/8, so every sum here is exact. */
-static float gen(uint64_t seed, int r, size_t i) {
-  return (float)((int)(mix(seed * 1000003u + (uint64_t)r * 7919u + i) % 129) - 64) / 8.0f;
-}
-static void fill(float *x, size_t n, uint64_t seed, int r) {
-  for (size_t i = 0; i < n; i++) x[i] = gen(seed, r, i);
-}
+#define gen hm_gen
+#define fill hm_fill
 
 /* Defaults plus spec, keeping the environment's logging, statistics file
  * and SQUALL_RANKS_PER_NODE. */
@@ -57,66 +45,11 @@ static void assert_identical_across_ranks(const void *buf, size_t bytes) {
   free(all);
 }
 
-/* ------------------------------------------------------------ the models */
-typedef struct {
-  uint32_t key, idx;
-} ranked;
-static int by_key_desc(const void *a, const void *b) {
-  const ranked *x = a, *y = b;
-  if (x->key != y->key) return x->key > y->key ? -1 : 1;
-  return x->idx < y->idx ? -1 : x->idx > y->idx;
-}
-
-/* dense[i] += v[i] for the k entries of v (m of them) of largest |v|, ties
- * to the lower index, added in ascending index order as the decoder does. */
-static void add_topk(const float *v, size_t m, size_t k, float *dense) {
-  ranked *rk = malloc(m * sizeof *rk + 1);
-  for (size_t i = 0; i < m; i++) {
-    uint32_t bits;
-    memcpy(&bits, &v[i], 4);
-    rk[i].key = bits & 0x7fffffffu;
-    rk[i].idx = (uint32_t)i;
-  }
-  qsort(rk, m, sizeof *rk, by_key_desc);
-  char *take = calloc(m + 1, 1);
-  for (size_t j = 0; j < k && j < m; j++) take[rk[j].idx] = 1;
-  for (size_t i = 0; i < m; i++)
-    if (take[i]) dense[i] += v[i];
-  free(take);
-  free(rk);
-}
-
-/* Flat: every rank's top k over n, summed in rank order. */
 static void model_flat(uint64_t seed, size_t n, double ratio, float *out) {
-  float *g = malloc(n * 4 + 4);
-  memset(out, 0, n * 4);
-  for (int r = 0; r < nranks; r++) {
-    fill(g, n, seed, r);
-    add_topk(g, n, squall__topk_k(n, ratio), out);
-  }
-  free(g);
+  hm_model_flat(squall__topk_k, nranks, seed, n, ratio, out);
 }
-
-/* Two-level: shard i (s = ceil(n/L) entries, zero-padded) of each node's
- * exact sum; each node's top k of it, summed in node order. */
 static void model_two_level(uint64_t seed, size_t n, double ratio, float *out) {
-  int L = rpn, nodes = nranks / rpn;
-  size_t s = (n + (size_t)L - 1) / (size_t)L, k = squall__topk_k(s, ratio);
-  float *sum = malloc(s * 4), *acc = malloc(s * 4);
-  for (int i = 0; i < L; i++) {
-    memset(acc, 0, s * 4);
-    for (int node = 0; node < nodes; node++) {
-      for (size_t j = 0; j < s; j++) {
-        size_t e = (size_t)i * s + j;
-        sum[j] = 0;
-        for (int l = 0; l < L && e < n; l++) sum[j] += gen(seed, node * L + l, e);
-      }
-      add_topk(sum, s, k, acc);
-    }
-    for (size_t j = 0; j < s && (size_t)i * s + j < n; j++) out[(size_t)i * s + j] = acc[j];
-  }
-  free(sum);
-  free(acc);
+  hm_model_two_level(squall__topk_k, nranks, rpn, seed, n, ratio, out);
 }
 
 /* ------------------------------------------------------------ tests */
@@ -188,6 +121,17 @@ START_TEST(test_topk_matches_model) {
   check_topk(100003, 0.01, 0, 12);   /* not divisible: the last shard is padded */
   check_topk(20001, 0.05, 1, 13);    /* in place */
   check_topk(1, 1.0, 0, 14);         /* fewer elements than ranks on a node */
+  /* The padding of the last shard is zero whatever the scratch held before
+   * (here: large sums from a dense call), so it never takes a top-k slot. */
+  size_t big = 4097;
+  float *x = malloc(big * 4), *y = malloc(big * 4);
+  for (size_t i = 0; i < big; i++) x[i] = 1000.0f;
+  use_config("SQUALL_COMPRESS=topk:1"); /* sparsity cannot pay: dense, exact */
+  ck_assert_int_eq(squallMpiAllreduce(x, y, (int)big, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+  ck_assert(y[201] == 1000.0f * (float)nranks);
+  free(x); free(y);
+  check_topk(201, 0.05, 0, 20);
+  check_topk(99, 0.02, 0, 21);
 }
 END_TEST
 
@@ -356,10 +300,31 @@ START_TEST(test_engine_average_halves_nosplit) {
 }
 END_TEST
 
+/* The two options: accepted values, clear errors, printed and defaulted. */
+START_TEST(test_options) {
+  squallConfig_t c;
+  ck_assert_int_eq(squallConfigDefault(&c), squallSuccess);
+  ck_assert_int_eq(c.hierarchy, squallHierarchyAuto);
+  ck_assert_int_eq(c.ranksPerNode, 0);
+  ck_assert_int_eq(squallConfigParse(&c, "hierarchy=FLAT ranks_per_node=8"), squallSuccess);
+  ck_assert_int_eq(c.hierarchy, squallHierarchyFlat);
+  ck_assert_int_eq(c.ranksPerNode, 8);
+  ck_assert_int_eq(squallConfigSet(&c, "SQUALL_HIERARCHY", "tree"), squallInvalidArgument);
+  ck_assert_ptr_nonnull(strstr(squallGetLastError(), "SQUALL_HIERARCHY='tree' is invalid"));
+  ck_assert_ptr_nonnull(strstr(squallGetLastError(), "auto or flat"));
+  ck_assert_int_eq(squallConfigSet(&c, "SQUALL_RANKS_PER_NODE", "-1"), squallInvalidArgument);
+  ck_assert_int_eq(squallConfigSet(&c, "SQUALL_RANKS_PER_NODE", "2x"), squallInvalidArgument);
+  ck_assert_int_eq(c.ranksPerNode, 8); /* unchanged by the refusals */
+  ck_assert_str_eq(squallFlatReasonName(squallFlatUneven), "uneven_nodes");
+  ck_assert_str_eq(squallFlatReasonName(squallFlatNoSplit), "no_split");
+}
+END_TEST
+
 static Suite *hierarchy_suite(void) {
   Suite *s = suite_create("hierarchy");
   TCase *tc = tcase_create("mpi");
   tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_options);
   tcase_add_test(tc, test_passthrough_exact);
   tcase_add_test(tc, test_topk_matches_model);
   tcase_add_test(tc, test_conservation_topk);
