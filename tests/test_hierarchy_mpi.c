@@ -178,7 +178,13 @@ START_TEST(test_conservation_topk_fp16_values) {
 END_TEST
 START_TEST(test_conservation_fp16) { check_conservation("SQUALL_COMPRESS=fp16"); }
 END_TEST
-START_TEST(test_conservation_bf16) { check_conservation("SQUALL_COMPRESS=bf16"); }
+/* Error feedback keeps each rank's (here: each node sum's) rounding to 16
+ * bits; the 16-bit sum across ranks rounds too, which nothing keeps. The
+ * inputs are multiples of 1/8 up to 8: the sum stays exact in bf16's 8 bits
+ * up to 4 ranks (256 steps of 1/8), so beyond that bf16 cannot conserve. */
+START_TEST(test_conservation_bf16) {
+  if (nranks <= 4) check_conservation("SQUALL_COMPRESS=bf16");
+}
 END_TEST
 
 START_TEST(test_small_counts_identical) {
