@@ -7,7 +7,7 @@
  * Invariants:
  *   - a failure leaves the configuration unchanged and says why;
  *   - a success gives values inside the documented ranges;
- *   - squallConfigPrint's table, read back as NAME=VALUE items, parses to
+ *   - the squallConfigOption table, read back as NAME=VALUE items, parses to
  *     the same configuration (the top-k ratio to the 6 digits %g prints),
  *     and printing that gives the same table again;
  *   - squallConfigSet(NAME, VALUE) does what squallConfigParse("NAME=VALUE")
@@ -45,13 +45,16 @@ static void check_ranges(const squallConfig_t *c) {
   FUZZ_CHECK(memchr(c->statsPath, 0, sizeof c->statsPath) != NULL, "stats path not terminated");
 }
 
-/* squallConfigPrint's table as text (caller frees). */
+/* The configuration as "NAME = VALUE (default ...)" lines, from
+ * squallConfigOption (caller frees). */
 static char *table_of(const squallConfig_t *c) {
   char *buf = NULL;
   size_t len = 0;
   FILE *f = open_memstream(&buf, &len);
   FUZZ_CHECK(f != NULL, "open_memstream");
-  squallConfigPrint(f, c);
+  squallOption_t o;
+  for (int i = 0; squallConfigOption(c, i, &o) == squallSuccess; i++)
+    fprintf(f, "%s = %s (default %s)\n", o.name, o.value, o.defaultValue);
   fclose(f);
   return buf;
 }
