@@ -89,6 +89,14 @@ typedef enum {
   squallValueFp16 = 1  /* top-k values sent as scaled half; rounding kept in the residual */
 } squallValueType_t;
 
+/* How an all-reduce spans nodes: auto compresses only what crosses the
+ * node boundary where the nodes allow it (two-level); flat treats every
+ * rank as its own node. */
+typedef enum {
+  squallHierarchyAuto = 0,
+  squallHierarchyFlat = 1
+} squallHierarchy_t;
+
 typedef enum {
   squallLogWarn = 0,
   squallLogInfo = 1,
@@ -109,6 +117,10 @@ typedef struct {
   char statsPath[512];          /* SQUALL_STATS: JSON counters at exit, "" = none */
   size_t bucket;                /* SQUALL_BUCKET: elements per scale of int8/int4/fp8 */
   squallHalfAccum_t halfAccum;  /* SQUALL_HALF_ACCUM: where fp16/bf16 codes are summed */
+  /* ---- two-level all-reduce (added at the end: the layout above is unchanged) */
+  squallHierarchy_t hierarchy;  /* SQUALL_HIERARCHY */
+  int ranksPerNode;             /* SQUALL_RANKS_PER_NODE: 0 = discover the nodes; R > 0 = R
+                                   consecutive ranks form a node (tests on one host) */
 } squallConfig_t;
 
 /* Fills *config with the built-in defaults (no environment). */
@@ -186,6 +198,22 @@ typedef enum {
   squallPassNumReasons
 } squallPassReason_t;
 
+/* Why a compressed call ran flat rather than two-level. */
+#define SQUALL_FLAT_REASON_TABLE(X)                                                 \
+  X(squallFlatConfigured, "configured", "SQUALL_HIERARCHY=flat")                    \
+  X(squallFlatOneNode, "one_node", "all ranks are on one node")                     \
+  X(squallFlatOneRankPerNode, "one_rank_per_node", "every node has one rank")       \
+  X(squallFlatUneven, "uneven_nodes", "nodes hold different numbers of ranks")      \
+  X(squallFlatNoSplit, "no_split", "the transport cannot make sub-communicators (e.g. NCCL < 2.18)") \
+  X(squallFlatSplitFailed, "split_failed", "making the node communicators failed")
+
+typedef enum {
+#define SQUALL_FLAT_ENUM(name, key, doc) name,
+  SQUALL_FLAT_REASON_TABLE(SQUALL_FLAT_ENUM)
+#undef SQUALL_FLAT_ENUM
+  squallFlatNumReasons
+} squallFlatReason_t;
+
 typedef struct {
   uint64_t calls;            /* all-reduce calls seen */
   uint64_t compressedCalls;  /* calls that ran a codec */
@@ -195,6 +223,14 @@ typedef struct {
   uint64_t bytesWire;        /* payload bytes this rank sent (ring all-reduce: 2(P-1)/P*bytes;
                                 all-gather: (P-1)*slot) */
   double codecSeconds;       /* wall time in compress and decompress */
+  /* ---- two-level all-reduce (added at the end) */
+  uint64_t flatCalls;        /* compressed calls that ran over all ranks as one level */
+  uint64_t twoLevelCalls;    /* compressed calls that ran two-level (node, then across nodes) */
+  uint64_t flat[squallFlatNumReasons]; /* flat compressed calls, by why not two-level */
+  uint64_t bytesInterNode;   /* of bytesWire, what crossed this rank's node boundary (flat calls:
+                                a ring's send to the next rank, across when that rank is on another
+                                node, or when the nodes are not known) */
+  uint64_t bytesIntraNode;   /* of bytesWire, what stayed inside the node */
 } squallStats_t;
 
 /* Process-wide counters since start or the last reset. */
@@ -202,6 +238,8 @@ SQUALL_API squallResult_t squallStatsGet(squallStats_t *stats);
 SQUALL_API void squallStatsReset(void);
 /* Name of a pass-through reason as used in the JSON statistics. */
 SQUALL_API const char *squallPassReasonName(squallPassReason_t reason);
+/* Name of a flat reason as used in the JSON statistics. */
+SQUALL_API const char *squallFlatReasonName(squallFlatReason_t reason);
 
 #ifdef __cplusplus
 }

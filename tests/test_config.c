@@ -487,7 +487,8 @@ static char *print_to_string(const squallConfig_t *c, int man) {
 static const char *all_names[] = {"SQUALL_COMPRESS", "SQUALL_TOPK_VALUES", "SQUALL_EF",
                                   "SQUALL_MIN_BYTES", "SQUALL_ZSTD", "SQUALL_EF_MAX_BYTES",
                                   "SQUALL_WARMUP", "SQUALL_MIN_RANKS", "SQUALL_DEBUG", "SQUALL_STATS",
-                                  "SQUALL_BUCKET", "SQUALL_HALF_ACCUM"}; /* branch quant */
+                                  "SQUALL_BUCKET", "SQUALL_HALF_ACCUM", /* branch quant */
+                                  "SQUALL_HIERARCHY", "SQUALL_RANKS_PER_NODE"};
 
 /* The line of 'name' shows 'value' as its effective value. */
 static void expect_row(const char *text, const char *name, const char *value) {

@@ -239,6 +239,26 @@ static int check_half_accum(const squallConfig_t *c, char *why, size_t n) {
   return -1;
 }
 
+/* --------------------------------------------- two-level all-reduce */
+static int parse_hierarchy(squallConfig_t *c, const char *v) {
+  if (!strcasecmp(v, "auto")) c->hierarchy = squallHierarchyAuto;
+  else if (!strcasecmp(v, "flat")) c->hierarchy = squallHierarchyFlat;
+  else return -1;
+  return 0;
+}
+static int check_hierarchy(const squallConfig_t *c, char *why, size_t n) {
+  if (c->hierarchy == squallHierarchyAuto || c->hierarchy == squallHierarchyFlat) return 0;
+  snprintf(why, n, "hierarchy=%d is not a squallHierarchy_t (%d or %d)", (int)c->hierarchy,
+           squallHierarchyAuto, squallHierarchyFlat);
+  return -1;
+}
+static void print_hierarchy(const squallConfig_t *c, char *b, size_t n) {
+  char why[128];
+  if (check_hierarchy(c, why, sizeof why)) snprintf(b, n, "invalid (%s)", why);
+  else snprintf(b, n, "%s", c->hierarchy == squallHierarchyFlat ? "flat" : "auto");
+}
+INT_OPTION(ranks_per_node, ranksPerNode, 0, MAX_COUNT)
+
 static const option_t options[] = {
     {"SQUALL_COMPRESS", "codec, topkRatio", "none", "none, fp16, bf16, int8, int4, fp8 or topk:<ratio> with 0 < ratio <= 1",
      "Codec for eligible all-reduces: none passes every call through; fp16 and bf16 scale and "
@@ -286,6 +306,16 @@ static const option_t options[] = {
      "its shard in fp32, so the error does not grow with the rank count); half all-reduces the "
      "16-bit codes, rounding after every addition.",
      parse_half_accum, print_half_accum, check_half_accum},
+    {"SQUALL_HIERARCHY", "hierarchy", "auto", "auto or flat",
+     "auto: where there are at least 2 nodes with the same number (at least 2) of ranks each, sum "
+     "inside each node uncompressed (reduce-scatter), compress only across nodes (one shard per "
+     "local rank), then all-gather inside the node; otherwise, and with flat, every rank is its "
+     "own node.",
+     parse_hierarchy, print_hierarchy, check_hierarchy},
+    {"SQUALL_RANKS_PER_NODE", "ranksPerNode", "0", "a non-negative integer (at most 1000000000)",
+     "0 finds the nodes (MPI's shared-memory split; hostname and boot id with NCCL). R > 0 makes "
+     "every R consecutive ranks a node, which runs the two-level path on one host (tests).",
+     parse_ranks_per_node, print_ranks_per_node, check_ranks_per_node},
 };
 
 static const option_t *find_option(const char *name) {

@@ -40,6 +40,37 @@ void squall__stats_record(squallStats_t *local, int reason, uint64_t in, uint64_
   pthread_mutex_unlock(&lock);
 }
 
+static void add_path(squallStats_t *s, int path, int flat_reason, uint64_t inter, uint64_t intra) {
+  if (path == 1) {
+    s->flatCalls++;
+    if (flat_reason >= 0 && flat_reason < squallFlatNumReasons) s->flat[flat_reason]++;
+  } else if (path == 2) {
+    s->twoLevelCalls++;
+  }
+  s->bytesInterNode += inter;
+  s->bytesIntraNode += intra;
+}
+
+void squall__stats_record_path(squallStats_t *local, int path, int flat_reason, uint64_t inter,
+                               uint64_t intra) {
+  pthread_mutex_lock(&lock);
+  add_path(&process, path, flat_reason, inter, intra);
+  if (local) add_path(local, path, flat_reason, inter, intra);
+  pthread_mutex_unlock(&lock);
+}
+
+const char *squallFlatReasonName(squallFlatReason_t reason) {
+  switch (reason) {
+#define SQUALL_FLAT_CASE(name, key, doc) \
+  case name:                             \
+    return key;
+    SQUALL_FLAT_REASON_TABLE(SQUALL_FLAT_CASE)
+#undef SQUALL_FLAT_CASE
+  default:
+    return "unknown";
+  }
+}
+
 squallResult_t squallStatsGet(squallStats_t *stats) {
   SQ_RETURN_ERROR_IF(stats == NULL, squallInvalidArgument, "squallStatsGet: stats is NULL");
   pthread_mutex_lock(&lock);
@@ -62,8 +93,15 @@ void squall__stats_json(FILE *out, const squallStats_t *s, int rank) {
   for (int r = 0; r < squallPassNumReasons; r++)
     fprintf(out, "%s\"%s\": %llu", r ? ", " : "", squallPassReasonName((squallPassReason_t)r),
             (unsigned long long)s->passthrough[r]);
-  fprintf(out, "}, \"bytes_in\": %llu, \"bytes_wire\": %llu, \"codec_seconds\": %.6f}\n",
+  fprintf(out, "}, \"bytes_in\": %llu, \"bytes_wire\": %llu, \"codec_seconds\": %.6f, ",
           (unsigned long long)s->bytesIn, (unsigned long long)s->bytesWire, s->codecSeconds);
+  fprintf(out, "\"flat_calls\": %llu, \"two_level_calls\": %llu, \"flat\": {",
+          (unsigned long long)s->flatCalls, (unsigned long long)s->twoLevelCalls);
+  for (int r = 0; r < squallFlatNumReasons; r++)
+    fprintf(out, "%s\"%s\": %llu", r ? ", " : "", squallFlatReasonName((squallFlatReason_t)r),
+            (unsigned long long)s->flat[r]);
+  fprintf(out, "}, \"bytes_inter_node\": %llu, \"bytes_intra_node\": %llu}\n",
+          (unsigned long long)s->bytesInterNode, (unsigned long long)s->bytesIntraNode);
 }
 
 /* "%r" in the path becomes the rank; otherwise ".<rank>" is appended. */

@@ -14,6 +14,14 @@
 void squall__stats_record(squallStats_t *local, int reason, uint64_t bytes_in,
                           uint64_t bytes_wire, double codec_seconds);
 
+/* Adds one call's path to *local (may be NULL) and to the process-wide
+ * counters (the call itself is counted by squall__stats_record): path 0 =
+ * pass-through (only the byte split is added), 1 = flat compressed (with
+ * flat_reason), 2 = two-level compressed. inter + intra are the call's
+ * bytes on the wire, split at the node boundary. */
+void squall__stats_record_path(squallStats_t *local, int path, int flat_reason, uint64_t inter,
+                               uint64_t intra);
+
 /* The rank used to name the SQUALL_STATS file; the first call arms the
  * at-exit writer. */
 void squall__stats_set_rank(int rank);

@@ -9,7 +9,14 @@
  *           which also empties the residual;
  *   two-phase: int8/int4/fp8, and fp16/bf16 summed in fp32 (twophase.h):
  *           encode -> all-to-all -> fp32 sum of the own shard -> re-encode
- *           -> all-gather -> decode.
+ *           -> all-gather -> decode;
+ *   two-level: where the ranks sit on >= 2 nodes of equal size (engine/
+ *           hierarchy.c): dense reduce-scatter inside the node, one of the
+ *           routes above across nodes on the shard (an inner engine on the
+ *           inter-node transport, whose calls skip the header, the
+ *           agreement and the warm-up: the outer call did them), dense
+ *           all-gather inside the node. The nodes are found, collectively,
+ *           at the first call that every rank compresses after the header.
  *
  * A call goes through four steps:
  *   1. prepare: everything the call needs (scratch, residual, the backup of
@@ -37,6 +44,7 @@
 #include "codecs/lossless.h"
 #include "common/stats.h"
 #include "engine/engine.h"
+#include "engine/hierarchy.h" /* two-level all-reduce */
 #include "engine/residual.h"
 #include "engine/twophase.h"
 
@@ -63,7 +71,14 @@ struct squall_engine {
   size_t host_bytes;
   void *last_stream; /* for squallResetResiduals, which has no stream of its own */
   squallStats_t stats;
+  squall_hier *hier; /* two-level all-reduce: nodes, node communicators, inner engine */
+  /* a shard call's residual and its backup, kept until the next call so
+   * that the outer two-level call can undo it when a later step fails */
+  float *undo_res, *undo_backup;
+  size_t undo_n;
 };
+
+const squallStats_t *squall__engine_stats(const squall_engine *e) { return &e->stats; }
 
 uint64_t squall__ring_allreduce_wire(uint64_t bytes, int p) {
   return p > 1 ? 2 * (uint64_t)(p - 1) * bytes / (uint64_t)p : 0;
@@ -76,7 +91,10 @@ squall_engine *squall__engine_create(const squall_transport *tr, const squall_ke
   e->k = *k;
   e->header_every_call = strcmp(k->name, "host") == 0;
   e->residuals = squall__residuals_create(&e->k);
-  if (e->residuals == NULL) {
+  e->hier = squall__hier_create(&e->tr, &e->k); /* two-level all-reduce */
+  if (e->residuals == NULL || e->hier == NULL) {
+    squall__residuals_free(e->residuals);
+    squall__hier_free(e->hier);
     free(e);
     return NULL;
   }
@@ -95,6 +113,7 @@ void squall__engine_free(squall_engine *e) {
             s->bytesWire ? (double)s->bytesIn / (double)s->bytesWire : 0.0, s->codecSeconds);
   }
   squall__residuals_free(e->residuals);
+  squall__hier_free(e->hier); /* two-level: node communicators, inner engine */
   if (e->scratch) e->k.free(NULL, e->scratch);
   free(e->host);
   free(e);
@@ -111,6 +130,9 @@ static void describe(const squallConfig_t *c, char *out) {
   /* branch quant: the bucket and the 16-bit accumulation change the wire */
   snprintf(out + strlen(out), DESC_BYTES - strlen(out), " bucket=%zu half_accum=%d", c->bucket,
            (int)c->halfAccum);
+  /* two-level all-reduce: ranks that disagree on it pass through together */
+  snprintf(out + strlen(out), DESC_BYTES - strlen(out), " hierarchy=%s rpn=%d",
+           c->hierarchy == squallHierarchyFlat ? "flat" : "auto", c->ranksPerNode);
   if (c->codec == squallCodecTopk) /* the exact ratio, not %g's rounding */
     snprintf(out + strlen(out), DESC_BYTES - strlen(out), " ratio=%.17g", c->topkRatio);
 }
@@ -134,6 +156,7 @@ typedef struct {
   int all_ok;                /* every rank prepared what the call needs */
   squall_residuals *count;   /* counts the call for warm-up; NULL: do not count */
   int alltoall;              /* the transport has an all-to-all (same library on every rank) */
+  int two_level;             /* squall__hier_known(): the same on every rank */
 } decide_in;
 
 /* Reasons that follow from the call alone (identical on every rank: MPI
@@ -169,6 +192,10 @@ static squall_route decide(const decide_in *in, squallPassReason_t *why) {
   const squall_call *c = in->call;
   const squallConfig_t *cfg = in->cfg;
   if (call_pass_reason(c, why)) return SQ_ROUTE_PASS;
+  /* A two-level shard: the outer call decided to compress, on the same
+   * inputs everywhere, and counted the warm-up; only the codec's route on
+   * the shard is left (a pass-through here is the outer call's error). */
+  if (c->shard) goto route;
   if (!in->agreed) { *why = squallPassMismatch; return SQ_ROUTE_PASS; }
   if (in->nranks < cfg->minRanks) { *why = squallPassSingleRank; return SQ_ROUTE_PASS; }
   if (cfg->codec == squallCodecNone) { *why = squallPassDisabled; return SQ_ROUTE_PASS; }
@@ -178,6 +205,8 @@ static squall_route decide(const decide_in *in, squallPassReason_t *why) {
     *why = squallPassWarmup;
     return SQ_ROUTE_PASS;
   }
+  if (in->two_level == 1) return SQ_ROUTE_TWOLEVEL;
+route:
   if (cfg->codec == squallCodecTopk) return topk_route(c, cfg, in->nranks);
   squall_twophase_codec tp;
   if (squall__twophase_select(cfg, c->dtype, &tp)) {
@@ -213,6 +242,7 @@ static void layout_for(const squall_engine *e, const squall_call *c, const squal
   size_t n = c->count, off = 0;
   int p = e->tr.nranks;
   memset(L, 0, sizeof *L);
+  if (route == SQ_ROUTE_TWOLEVEL) return; /* its scratch is the hierarchy's and the inner engine's */
 #define PLACE(field, bytes) (L->field = off, off += align_up(bytes))
   PLACE(scalars, 4 * sizeof(float));
   PLACE(work, n * sizeof(float));
@@ -283,17 +313,27 @@ typedef struct {
   void *twophase;
   double codec_s;
   uint64_t wire;
+  int flat_reason;            /* squallFlatReason_t of a flat compressed call */
+  squall_hier_figures hier;   /* a two-level call's bytes and time */
 } run_state;
+
+/* The residual's address hint: a shard's is the caller's tensor. */
+static const void *hint_of(const squall_call *c) { return c->key ? c->key : c->send; }
 
 /* Step 1: everything the call needs, before anything collective; st->L
  * holds the layout already. */
 static squallResult_t prepare(squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
                               squall_route route, run_state *st) {
+  if (route == SQ_ROUTE_TWOLEVEL) { /* the shard's state lives in the inner engine */
+    SQ_RETURN_ERROR_IF(squall__residuals_add_shape(e->residuals, c->count, c->dtype) != 0, squallSystemError,
+                       "out of memory for tensor state");
+    return squall__hier_prepare(e->hier, c);
+  }
   SQ_FORWARD_IF_ERROR(scratch_reserve(e, st->L.total, c->stream));
   if (route == SQ_ROUTE_TOPK && use_lossless(e, cfg))
     SQ_FORWARD_IF_ERROR(host_reserve(e, lossless_host_bytes(e->tr.nranks, st->L.k, cfg->topkValues)));
   if (cfg->errorFeedback) {
-    st->slot = squall__residuals_slot(e->residuals, c->send, c->count, c->dtype);
+    st->slot = squall__residuals_slot(e->residuals, hint_of(c), c->count, c->dtype);
     SQ_RETURN_ERROR_IF(st->slot == NULL, squallSystemError, "out of memory for tensor state");
     SQ_FORWARD_IF_ERROR(squall__residuals_ensure(e->residuals, st->slot, cfg->efMaxBytes, c->stream));
     st->res = st->slot->residual;
@@ -491,6 +531,11 @@ static squallResult_t run(squall_engine *e, const squall_call *c, const squallCo
       SQ_WARN("restoring a %zu-element residual after a failure failed too: %s", n, squallGetLastError());
     squall__fail(r, "%s", why); /* keep the first failure as the detail */
   }
+  if (r == squallSuccess && c->shard) { /* the outer call may still fail: keep the way back */
+    e->undo_res = st->res;
+    e->undo_backup = st->backup;
+    e->undo_n = n;
+  }
   return r;
 }
 
@@ -520,13 +565,30 @@ static squallResult_t header(squall_engine *e, const squall_call *c, const squal
 static void record(squall_engine *e, const squall_call *c, const squall_decision *d, squallResult_t r,
                    const run_state *st) {
   uint64_t bytes_in = (uint64_t)c->count * c->elsize;
-  if (r != squallSuccess)
+  if (c->shard) { /* two-level: the outer call counts it, with these figures */
+    if (r != squallSuccess) return;
+    e->stats.calls++;
+    e->stats.compressedCalls++;
+    e->stats.bytesIn += bytes_in;
+    e->stats.bytesWire += st->wire;
+    e->stats.codecSeconds += st->codec_s;
+    return;
+  }
+  if (d->route == SQ_ROUTE_TWOLEVEL) {
+    uint64_t wire = st->hier.inter + st->hier.intra;
+    squall__stats_record(&e->stats, r == squallSuccess ? -1 : squallPassError, bytes_in, wire,
+                         st->hier.codec_s);
+    if (r == squallSuccess) squall__stats_record_path(&e->stats, 2, -1, st->hier.inter, st->hier.intra);
+  } else if (r != squallSuccess) {
     squall__stats_record(&e->stats, squallPassError, bytes_in, st->wire, st->codec_s);
-  else if (d->route == SQ_ROUTE_PASS)
-    squall__stats_record(&e->stats, (int)d->reason, bytes_in,
-                         squall__ring_allreduce_wire(bytes_in, e->tr.nranks), 0.0);
-  else
+  } else if (d->route == SQ_ROUTE_PASS) {
+    uint64_t wire = squall__ring_allreduce_wire(bytes_in, e->tr.nranks);
+    squall__stats_record(&e->stats, (int)d->reason, bytes_in, wire, 0.0);
+    squall__hier_record(e->hier, &e->stats, 0, -1, wire); /* two-level: bytes at the node boundary */
+  } else {
     squall__stats_record(&e->stats, -1, bytes_in, st->wire, st->codec_s);
+    squall__hier_record(e->hier, &e->stats, 1, st->flat_reason, st->wire); /* flat path, and why */
+  }
 }
 
 void squall__engine_record_unrun(const squall_call *c, squallPassReason_t reason, int nranks) {
@@ -538,12 +600,28 @@ void squall__engine_record_unrun(const squall_call *c, squallPassReason_t reason
  * when the header is not due and its memory is in place. */
 static int capture_ready(squall_engine *e, const squall_call *c, const squallConfig_t *cfg, uint64_t gen,
                          squall_route guess, const scratch_layout *L) {
-  if (!e->agreed_valid || e->agreed_gen != gen) return 0;
-  if (guess == SQ_ROUTE_PASS || !e->agreed_ok) return 1;
+  if (!c->shard && (!e->agreed_valid || e->agreed_gen != gen)) return 0; /* a shard: the outer header */
+  if (guess == SQ_ROUTE_PASS || (!c->shard && !e->agreed_ok)) return 1;
+  /* the nodes are found, and the node communicators made, outside capture */
+  if (!c->shard && squall__hier_known(e->hier, cfg) < 0) return 0;
+  if (guess == SQ_ROUTE_TWOLEVEL) return squall__hier_ready(e->hier, c);
   if (L->total > e->scratch_bytes) return 0;
   if (!cfg->errorFeedback) return 1;
-  squall_tensor *t = squall__residuals_find(e->residuals, c->send, c->count, c->dtype);
+  squall_tensor *t = squall__residuals_find(e->residuals, hint_of(c), c->count, c->dtype);
   return t && (t->residual || t->no_residual);
+}
+
+int squall__engine_ready(squall_engine *e, const squall_call *c) {
+  squallConfig_t cfg;
+  uint64_t gen;
+  squall__config_get(&cfg, &gen);
+  decide_in in = {.call = c, .cfg = &cfg, .nranks = e->tr.nranks, .agreed = 1, .all_ok = 1,
+                  .alltoall = e->tr.alltoall != NULL};
+  squallPassReason_t why;
+  squall_route guess = decide(&in, &why);
+  scratch_layout L;
+  layout_for(e, c, &cfg, guess, &L);
+  return capture_ready(e, c, &cfg, gen, guess, &L);
 }
 
 static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_decision *d, run_state *st) {
@@ -554,11 +632,14 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   SQ_RETURN_ERROR_IF(c->count > MAX_COUNT, squallInvalidArgument,
                      "count %zu is too large (at most %zu elements)", c->count, (size_t)MAX_COUNT);
   d->route = SQ_ROUTE_PASS;
+  if (c->shard) e->undo_res = NULL; /* set again when this shard's residual moves */
   if (call_pass_reason(c, &d->reason)) return squallSuccess;
 
   /* What this rank's own configuration would do, to prepare for it. */
   decide_in in = {.call = c, .cfg = &cfg, .nranks = e->tr.nranks, .agreed = 1, .all_ok = 1,
-                  .alltoall = e->tr.alltoall != NULL};
+                  .alltoall = e->tr.alltoall != NULL,
+                  .two_level = c->shard ? 0 : squall__hier_known(e->hier, &cfg)};
+  st->flat_reason = squallFlatConfigured;
   squallPassReason_t why;
   squall_route guess = decide(&in, &why);
   layout_for(e, c, &cfg, guess, &st->L); /* once per call */
@@ -570,6 +651,13 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
    * engines): decided from the plan, which is the same on every rank. */
   int grow = guess != SQ_ROUTE_PASS && st->L.total > e->scratch_planned;
   squallResult_t prep = guess == SQ_ROUTE_PASS ? squallSuccess : prepare(e, c, &cfg, guess, st);
+  if (c->shard) { /* the outer call exchanged the header: a failure now is an error */
+    if (prep != squallSuccess) return prep;
+    d->route = decide(&in, &d->reason);
+    SQ_RETURN_ERROR_IF(d->route != guess, squallInternalError, "route %d decided, %d prepared",
+                       (int)d->route, (int)guess);
+    return d->route == SQ_ROUTE_PASS ? squallSuccess : run(e, c, &cfg, d->route, st);
+  }
   if (prep != squallSuccess)
     SQ_WARN("rank %d: cannot prepare a %zu-element all-reduce: %s", e->tr.rank, c->count, squallGetLastError());
 
@@ -591,9 +679,29 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
               e->tr.rank, c->count);
     return squallSuccess;
   }
+  if (in.two_level < 0) {
+    /* First compressed call with this node setting: every rank is here at
+     * the same call (the decision is the same everywhere), so the nodes
+     * can be found and the node communicators made, collectively. The
+     * flat route was prepared; when the verdict is two-level, that
+     * preparation stays unused and the call runs two-level. */
+    SQ_FORWARD_IF_ERROR(squall__hier_route(e->hier, &cfg, c->stream, &st->flat_reason));
+    in.two_level = squall__hier_known(e->hier, &cfg);
+    if (in.two_level == 1) {
+      SQ_FORWARD_IF_ERROR(squall__hier_prepare(e->hier, c));
+      /* decided again on the same, rank-identical inputs (the warm-up
+       * was counted by the first decision: not again) */
+      in.count = NULL;
+      d->route = decide(&in, &d->reason);
+      guess = d->route;
+    }
+  } else if (in.two_level == 0) {
+    squall__hier_route(e->hier, &cfg, c->stream, &st->flat_reason); /* known: only the reason */
+  }
   /* agreed and all ok: the route is this rank's guess, prepared above */
   SQ_RETURN_ERROR_IF(d->route != guess, squallInternalError, "route %d decided, %d prepared", (int)d->route,
                      (int)guess);
+  if (d->route == SQ_ROUTE_TWOLEVEL) return squall__hier_allreduce(e->hier, c, &st->hier);
   return run(e, c, &cfg, d->route, st);
 }
 
@@ -609,13 +717,23 @@ squallResult_t squall__engine_allreduce(squall_engine *e, const squall_call *c, 
 }
 
 squallResult_t squall__engine_reset_residuals(squall_engine *e) {
+  SQ_FORWARD_IF_ERROR(squall__hier_reset(e->hier)); /* two-level: per-shard residuals */
   return squall__residuals_reset(e->residuals, e->last_stream);
+}
+
+squallResult_t squall__engine_undo_shard(squall_engine *e, void *stream) {
+  if (e->undo_res == NULL) return squallSuccess; /* no residual: nothing moved */
+  return e->k.widen(stream, SQ_DT_F32, e->undo_backup, e->undo_res, e->undo_n, 1.0f);
 }
 
 squallResult_t squall__engine_get_residual(squall_engine *e, const void *key, size_t count, int dtype,
                                            float *out) {
   squall_tensor *t = squall__residuals_find(e->residuals, key, count, dtype);
-  SQ_RETURN_ERROR_IF(t == NULL || t->residual == NULL, squallInvalidArgument,
+  int flat = t != NULL && t->residual != NULL, shard = 0;
+  if (flat) SQ_FORWARD_IF_ERROR(e->k.to_host(e->last_stream, out, t->residual, count * sizeof(float)));
+  /* two-level all-reduce: this rank's shard residual, in its place */
+  SQ_FORWARD_IF_ERROR(squall__hier_get_residual(e->hier, key, count, dtype, out, flat, &shard));
+  SQ_RETURN_ERROR_IF(!flat && !shard, squallInvalidArgument,
                      "no residual is kept for the tensor at %p (%zu elements)", key, count);
-  return e->k.to_host(e->last_stream, out, t->residual, count * sizeof(float));
+  return squallSuccess;
 }

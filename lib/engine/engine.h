@@ -33,6 +33,12 @@ typedef struct {
   int intercomm;    /* an MPI intercommunicator: pass through */
   int capturing;    /* CUDA graph capture: no allocation, no host wait */
   void *stream;     /* the caller's stream (cudaStream_t), NULL for host */
+  /* ---- two-level all-reduce (engine/hierarchy.c) */
+  int shard;        /* one shard of a two-level call, across nodes: the outer call has
+                       exchanged the header, decided and counted the warm-up; the shard
+                       runs the route decide() gives it or fails, never passes through */
+  const void *key;  /* the residual's address hint when not send (a shard: the caller's
+                       tensor, since every shard runs in the same scratch) */
 } squall_call;
 
 /* The route of one call, decided in one place (decide() in engine.c) from
@@ -42,7 +48,9 @@ typedef enum {
   SQ_ROUTE_HALF,     /* 16-bit all-reduce */
   SQ_ROUTE_TOPK,     /* top-k all-gather */
   SQ_ROUTE_DENSE,    /* top-k's dense fallback: all-reduce of g + residual */
-  SQ_ROUTE_TWOPHASE  /* quantised or fp32-accumulated 16-bit: exchange, sum, all-gather */
+  SQ_ROUTE_TWOPHASE, /* quantised or fp32-accumulated 16-bit: exchange, sum, all-gather */
+  SQ_ROUTE_TWOLEVEL  /* node reduce-scatter, the compressed route across nodes on the
+                        shard (an inner engine), node all-gather (engine/hierarchy.c) */
 } squall_route;
 
 typedef struct {
@@ -79,6 +87,17 @@ squallResult_t squall__engine_reset_residuals(squall_engine *engine);
  * is kept. */
 squallResult_t squall__engine_get_residual(squall_engine *engine, const void *key, size_t count,
                                            int dtype, float *out);
+
+/* The engine's own counters (two-level: the inner engine's wire bytes). */
+const squallStats_t *squall__engine_stats(const squall_engine *engine);
+
+/* Puts back the residual of the last shard call (a two-level call that
+ * failed after its shard all-reduce succeeded). */
+squallResult_t squall__engine_undo_shard(squall_engine *engine, void *stream);
+
+/* For CUDA graph capture: 1 when the shard call c runs without allocation
+ * or host synchronisation, else 0. */
+int squall__engine_ready(squall_engine *engine, const squall_call *call);
 
 /* Bytes this rank sends in a ring all-reduce of `bytes` over p ranks. */
 uint64_t squall__ring_allreduce_wire(uint64_t bytes, int p);

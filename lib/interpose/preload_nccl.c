@@ -75,7 +75,7 @@
   X(CommInitAll, 1, ncclResult_t, (ncclComm_t *, int, const int *))                             \
   X(CommInitRankScalable, 0, ncclResult_t,                                                      \
     (ncclComm_t *, int, int, int, ncclUniqueId *, ncclConfig_t *))                              \
-  X(CommSplit, 1, ncclResult_t, (ncclComm_t, int, int, ncclComm_t *, ncclConfig_t *))           \
+  X(CommSplit, 0, ncclResult_t, (ncclComm_t, int, int, ncclComm_t *, ncclConfig_t *))           \
   X(CommShrink, 0, ncclResult_t, (ncclComm_t, int *, int, ncclComm_t *, ncclConfig_t *, int))   \
   X(CommFinalize, 1, ncclResult_t, (ncclComm_t))                                                \
   X(CommDestroy, 1, ncclResult_t, (ncclComm_t))                                                 \
@@ -86,7 +86,9 @@
   X(RedOpDestroy, 1, ncclResult_t, (ncclRedOp_t, ncclComm_t))                                   \
   X(GetVersion, 0, ncclResult_t, (int *))                                                       \
   X(Send, 0, ncclResult_t, (const void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t)) \
-  X(Recv, 0, ncclResult_t, (void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))
+  X(Recv, 0, ncclResult_t, (void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t)) \
+  X(ReduceScatter, 1, ncclResult_t,                                                             \
+    (const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t))
 
 enum {
 #define REAL_ENUM(name, req, ret, params) FN_##name,
@@ -145,6 +147,11 @@ static void resolve_all(void) {
   api.groupEnd = REAL(GroupEnd);
   api.send = REAL(Send); /* branch quant: optional; without them the two-phase path reports an error */
   api.recv = REAL(Recv);
+  /* two-level all-reduce: optional (ncclCommSplit came with NCCL 2.18);
+   * missing ones keep every call flat, with the reason logged */
+  api.reduceScatter = REAL(ReduceScatter);
+  api.commSplit = REAL(CommSplit);
+  api.commDestroy = REAL(CommDestroy);
   api_complete = api.allReduce && api.allGather && api.commCount && api.commUserRank &&
                  api.commCuDevice && api.commGetAsyncError && api.groupStart && api.groupEnd;
   if (how_allreduce != squall_resolved_none) {

@@ -23,6 +23,12 @@ typedef struct squall_nccl_api {
   /* branch quant: the all-to-all of the two-phase all-reduce */
   ncclResult_t (*send)(const void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
   ncclResult_t (*recv)(void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
+  /* ---- two-level all-reduce (transports/topology_nccl.c). NULL where the
+   * loaded NCCL lacks them (ncclCommSplit: NCCL < 2.18): calls stay flat. */
+  ncclResult_t (*reduceScatter)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
+                                cudaStream_t);
+  ncclResult_t (*commSplit)(ncclComm_t, int, int, ncclComm_t *, ncclConfig_t *);
+  ncclResult_t (*commDestroy)(ncclComm_t);
 } squall_nccl_api;
 
 /* The table of the NCCL that libsquall was linked with (profiling names). */

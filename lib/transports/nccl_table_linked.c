@@ -18,6 +18,10 @@ static const squall_nccl_api linked = {
     .groupEnd = pncclGroupEnd,
     .send = pncclSend, /* branch quant */
     .recv = pncclRecv,
+    /* two-level all-reduce */
+    .reduceScatter = pncclReduceScatter,
+    .commSplit = pncclCommSplit,
+    .commDestroy = pncclCommDestroy,
 };
 
 const squall_nccl_api *squall__nccl_api_linked(void) { return &linked; }

@@ -41,6 +41,23 @@ typedef struct squall_transport {
    * r, and recv[r*bytes ..] comes from rank r, in the transport's memory
    * space. NULL where the library cannot (an NCCL without send/recv). */
   squallResult_t (*alltoall)(void *ctx, void *stream, const void *send, void *recv, size_t bytes);
+
+  /* ---- two-level all-reduce (engine/hierarchy.c). Each may be NULL: the
+   * engine then stays flat, with the reason in its statistics. */
+  /* Dense fp32 sum, scattered: send holds nranks blocks of recvcount
+   * floats; rank r receives the sum of every rank's block r. */
+  squallResult_t (*reduce_scatter_f32)(void *ctx, void *stream, const float *send, float *recv,
+                                       size_t recvcount);
+  /* This rank's node identity: equal on ranks that share a node, different
+   * otherwise (collective over all ranks; may synchronise). NULL: a hash of
+   * the hostname and the boot id. */
+  squallResult_t (*node_key)(void *ctx, void *stream, uint64_t *key);
+  /* A transport over the ranks that pass the same color, ordered by key
+   * (collective over all ranks, like MPI_Comm_split). The new transport
+   * owns its communicator and has destroy set. */
+  squallResult_t (*split)(void *ctx, void *stream, int color, int key, struct squall_transport *sub);
+  /* Frees a transport made by split (its communicator and ctx). */
+  void (*destroy)(void *ctx);
 } squall_transport;
 
 #endif

@@ -8,6 +8,7 @@
 
 #include "codecs/codec.h"
 #include "transports/transport_mpi.h"
+#include "transports/topology_mpi.h" /* two-level all-reduce */
 
 /* MPI has no 16-bit float sum in Open MPI 4: user ops add in float and
  * round back, exactly as a 16-bit accumulator would. */
@@ -156,5 +157,6 @@ squallResult_t squall__transport_mpi_init(squall_transport *tr, squall_mpi_ctx *
   tr->allgatherv = mpi_allgatherv;
   tr->allreduce_min_i64_host = mpi_allreduce_min_i64; /* host memory already */
   tr->alltoall = mpi_alltoall;
+  squall__topology_mpi_attach(tr);    /* two-level all-reduce: node discovery, split, reduce-scatter */
   return squallSuccess;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "transports/transport_nccl.h"
+#include "transports/topology_nccl.h" /* two-level all-reduce */
 
 squallResult_t squall__nccl_result(ncclResult_t r, const char *what) {
   if (r == ncclSuccess) return squallSuccess;
@@ -99,5 +100,6 @@ squallResult_t squall__transport_nccl_init(squall_transport *tr, squall_nccl_ctx
   /* Optional: an NCCL without ncclSend/ncclRecv (before 2.7) leaves the
    * two-phase path out, which the engine decides before the call starts. */
   if (ctx->api->send != NULL && ctx->api->recv != NULL) tr->alltoall = nccl_alltoall;
+  squall__topology_nccl_attach(tr, ctx); /* two-level all-reduce: split, reduce-scatter */
   return squallSuccess;
 }

@@ -261,6 +261,7 @@ FAKE_API ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclCo
   *newcomm = NULL;
   if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
     return fake__error(ncclInvalidArgument, "%s: color %d (accepted: >= 0, or NCCL_SPLIT_NOCOLOR)", fn, color);
+  if ((r = fake__split_fault(fn)) != ncclSuccess) return r; /* FAKENCCL_FAIL_SPLIT (split_fault.c) */
   int blocking = comm->blocking; /* no config: the child inherits the parent's */
   if (config && (r = config_blocking(config, fn, &blocking)) != ncclSuccess) return r;
   MPI_Comm mc;

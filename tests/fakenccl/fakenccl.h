@@ -66,6 +66,9 @@ ncclResult_t fake__comm_ready(const struct ncclComm *comm, const char *fn);
 /* MPI_Init_thread when the program has not initialised MPI yet. */
 ncclResult_t fake__mpi_ready(const char *fn);
 
+/* The injected failure of ncclCommSplit (FAKENCCL_FAIL_SPLIT), or ncclSuccess. */
+ncclResult_t fake__split_fault(const char *fn);
+
 /* Bytes per element, 0 for an invalid datatype. */
 size_t fake__type_size(ncclDataType_t t);
 const char *fake__type_name(ncclDataType_t t);

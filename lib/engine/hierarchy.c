@@ -1,0 +1,376 @@
+/*
+ * hierarchy.c - the two-level all-reduce (see hierarchy.h): node discovery,
+ * the node communicators, and the reduce-scatter / compressed shard
+ * all-reduce / all-gather run.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "common/internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/hierarchy.h"
+
+struct squall_hier {
+  const squall_transport *tr; /* the engine's, over all ranks */
+  const squall_kernels *k;
+  /* the nodes, from the all-gathered keys */
+  int known;         /* discovery ran */
+  int rpn;           /* SQUALL_RANKS_PER_NODE it ran with */
+  int verdict;       /* -1: two-level possible; else a squallFlatReason_t */
+  int nodes, local_size, node, local_rank;
+  int *node_of;      /* node index of every rank */
+  /* the node communicators, made on the first two-level call */
+  int split_state;   /* 0 not tried, 1 made, 2 failed or impossible */
+  int split_reason;  /* squallFlatReason_t when split_state is 2 */
+  squall_transport intra, inter;
+  squall_engine *inner; /* the compressed all-reduce across nodes, on shards */
+  void *buf;            /* kernel memory: padded fp32 data, then the shard */
+  size_t buf_bytes;
+};
+
+squall_hier *squall__hier_create(const squall_transport *tr, const squall_kernels *k) {
+  squall_hier *h = calloc(1, sizeof *h);
+  if (h == NULL) return NULL;
+  h->tr = tr;
+  h->k = k;
+  return h;
+}
+
+static void drop_split(squall_hier *h) {
+  squall__engine_free(h->inner);
+  h->inner = NULL;
+  if (h->intra.destroy) h->intra.destroy(h->intra.ctx);
+  if (h->inter.destroy) h->inter.destroy(h->inter.ctx);
+  memset(&h->intra, 0, sizeof h->intra);
+  memset(&h->inter, 0, sizeof h->inter);
+  if (h->buf) h->k->free(NULL, h->buf);
+  h->buf = NULL;
+  h->buf_bytes = 0;
+  h->split_state = 0;
+}
+
+void squall__hier_free(squall_hier *h) {
+  if (h == NULL) return;
+  drop_split(h);
+  free(h->node_of);
+  free(h);
+}
+
+/* ------------------------------------------------------------ discovery */
+static uint64_t fnv1a(uint64_t x, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) x = (x ^ b[i]) * 0x100000001b3ULL;
+  return x;
+}
+
+/* Hostname and boot id: containers on one machine may share a hostname
+ * pattern but not a kernel boot, and a reused hostname on another machine
+ * has another boot id. */
+static uint64_t host_key(void) {
+  char host[256] = "", boot[64] = "";
+  gethostname(host, sizeof host - 1);
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f) {
+    if (fgets(boot, sizeof boot, f) == NULL) boot[0] = 0;
+    fclose(f);
+  }
+  uint64_t x = fnv1a(0xcbf29ce484222325ULL, host, strlen(host));
+  return fnv1a(fnv1a(x, "\n", 1), boot, strlen(boot));
+}
+
+static const char *flat_doc(int reason) {
+  switch (reason) {
+#define FLAT_DOC(name, key, doc) \
+  case name:                     \
+    return doc;
+    SQUALL_FLAT_REASON_TABLE(FLAT_DOC)
+#undef FLAT_DOC
+  default:
+    return "unknown";
+  }
+}
+
+static squallResult_t discover(squall_hier *h, const squallConfig_t *cfg, void *stream) {
+  const squall_transport *tr = h->tr;
+  int p = tr->nranks;
+  uint64_t key = 0;
+  int64_t *keys = malloc(sizeof(int64_t) * (size_t)p);
+  int *node_of = malloc(sizeof(int) * (size_t)p), *count = calloc((size_t)p, sizeof(int));
+  if (keys == NULL || node_of == NULL || count == NULL) {
+    free(keys);
+    free(node_of);
+    free(count);
+    return squall__fail(squallSystemError, "out of memory finding the nodes of %d ranks", p);
+  }
+  if (cfg->ranksPerNode > 0) {
+    key = (uint64_t)(tr->rank / cfg->ranksPerNode);
+  } else if (tr->node_key == NULL || tr->node_key(tr->ctx, stream, &key) != squallSuccess) {
+    if (tr->node_key) SQ_WARN("cannot find this rank's node (%s); using its hostname and boot id", squallGetLastError());
+    key = host_key();
+  }
+  /* Each rank's key may come from a different source; the verdict comes
+   * from the one table that every rank holds, so all ranks agree on it. */
+  /* An all-gather as a minimum: every slot but one's own is INT64_MAX, and
+   * keys keep 62 bits, so that no key equals the filler. */
+  for (int i = 0; i < p; i++) keys[i] = INT64_MAX;
+  keys[tr->rank] = (int64_t)(key & 0x3fffffffffffffffULL);
+  squallResult_t r = tr->allreduce_min_i64_host(tr->ctx, stream, keys, (size_t)p);
+  if (r != squallSuccess) {
+    free(keys);
+    free(node_of);
+    free(count);
+    return r;
+  }
+  int nodes = 0;
+  for (int i = 0; i < p; i++) {
+    int j = 0;
+    while (j < i && keys[j] != keys[i]) j++;
+    node_of[i] = j < i ? node_of[j] : nodes++;
+    if (i == tr->rank) h->local_rank = count[node_of[i]];
+    count[node_of[i]]++;
+  }
+  int uneven = 0;
+  for (int n = 1; n < nodes; n++) uneven |= count[n] != count[0];
+  free(h->node_of);
+  h->node_of = node_of;
+  h->nodes = nodes;
+  h->node = node_of[tr->rank];
+  h->local_size = count[h->node];
+  h->verdict = nodes < 2 ? squallFlatOneNode : uneven ? squallFlatUneven
+               : count[0] < 2 ? squallFlatOneRankPerNode : -1;
+  h->known = 1;
+  h->rpn = cfg->ranksPerNode;
+  if (h->verdict < 0)
+    SQ_INFO("rank %d/%d: %d nodes of %d ranks (node %d, local rank %d)%s: two-level all-reduce",
+            tr->rank, p, nodes, count[0], h->node, h->local_rank,
+            cfg->ranksPerNode > 0 ? " by SQUALL_RANKS_PER_NODE" : "");
+  else if (h->verdict == squallFlatUneven)
+    SQ_INFO("rank %d/%d: %d nodes, node 0 has %d ranks but not every node has as many: flat all-reduce",
+            tr->rank, p, nodes, count[0]);
+  else
+    SQ_INFO("rank %d/%d: %d nodes: flat all-reduce (%s)", tr->rank, p, nodes, flat_doc(h->verdict));
+  free(keys);
+  free(count);
+  return squallSuccess;
+}
+
+/* Makes the intra-node and inter-node transports and the inner engine.
+ * Every rank calls both splits whatever happened to the first, then all
+ * ranks exchange whether they succeeded, so all keep them or none does. */
+static squallResult_t make_split(squall_hier *h, void *stream) {
+  const squall_transport *tr = h->tr;
+  if (tr->split == NULL || tr->reduce_scatter_f32 == NULL) {
+    h->split_state = 2;
+    h->split_reason = squallFlatNoSplit;
+    SQ_WARN("rank %d: %d nodes of %d ranks, but this transport cannot make node communicators "
+            "(no ncclCommSplit: NCCL < 2.18?); every call runs flat",
+            tr->rank, h->nodes, h->local_size);
+    return squallSuccess;
+  }
+  char why[256] = "";
+  squallResult_t r1 = tr->split(tr->ctx, stream, h->node, h->local_rank, &h->intra);
+  if (r1 != squallSuccess) snprintf(why, sizeof why, "%s", squallGetLastError());
+  squallResult_t r2 = tr->split(tr->ctx, stream, h->local_rank, h->node, &h->inter);
+  if (r2 != squallSuccess && !why[0]) snprintf(why, sizeof why, "%s", squallGetLastError());
+  int ok = r1 == squallSuccess && r2 == squallSuccess;
+  if (ok && (h->intra.nranks != h->local_size || h->intra.rank != h->local_rank ||
+             h->inter.nranks != h->nodes || h->inter.rank != h->node || h->intra.reduce_scatter_f32 == NULL)) {
+    snprintf(why, sizeof why, "the node communicators came out as rank %d/%d and %d/%d, expected %d/%d and %d/%d",
+             h->intra.rank, h->intra.nranks, h->inter.rank, h->inter.nranks, h->local_rank, h->local_size,
+             h->node, h->nodes);
+    ok = 0;
+  }
+  if (ok && (h->inner = squall__engine_create(&h->inter, h->k)) == NULL) {
+    snprintf(why, sizeof why, "out of memory for the inter-node engine");
+    ok = 0;
+  }
+  int64_t all_ok = ok;
+  squallResult_t r = tr->allreduce_min_i64_host(tr->ctx, stream, &all_ok, 1);
+  if (r == squallSuccess && all_ok == 1) {
+    h->split_state = 1;
+    return squallSuccess;
+  }
+  drop_split(h);
+  h->split_state = 2;
+  h->split_reason = squallFlatSplitFailed;
+  SQ_WARN("rank %d: cannot make the node communicators (%s); every call runs flat",
+          tr->rank, why[0] ? why : "another rank failed");
+  return r;
+}
+
+int squall__hier_known(const squall_hier *h, const squallConfig_t *cfg) {
+  if (h == NULL) return 0;
+  /* found even when flat is configured: the statistics split the bytes at
+   * the node boundary */
+  if (!h->known || h->rpn != cfg->ranksPerNode) return -1;
+  if (cfg->hierarchy == squallHierarchyFlat || h->verdict >= 0) return 0;
+  if (h->split_state == 0) return -1;
+  return h->split_state == 1;
+}
+
+squallResult_t squall__hier_route(squall_hier *h, const squallConfig_t *cfg, void *stream, int *flat_reason) {
+  *flat_reason = squallFlatConfigured;
+  if (h == NULL) return squallSuccess;
+  if (!h->known || h->rpn != cfg->ranksPerNode) { /* first call, or new SQUALL_RANKS_PER_NODE */
+    drop_split(h);
+    SQ_FORWARD_IF_ERROR(discover(h, cfg, stream));
+  }
+  if (cfg->hierarchy == squallHierarchyFlat) return squallSuccess;
+  if (h->verdict >= 0) {
+    *flat_reason = h->verdict;
+    return squallSuccess;
+  }
+  if (h->split_state == 0) SQ_FORWARD_IF_ERROR(make_split(h, stream));
+  *flat_reason = h->split_state == 1 ? -1 : h->split_reason;
+  return squallSuccess;
+}
+
+/* ------------------------------------------------------------ the run */
+static size_t align_up(size_t x) { return (x + 255) & ~(size_t)255; }
+
+typedef struct {
+  size_t n, s, padded;
+  int direct_in, direct_out; /* the caller's buffers serve as the padded data */
+  size_t need;               /* kernel-memory bytes */
+} shape;
+
+static void shape_of(const squall_hier *h, const squall_call *c, shape *sh) {
+  size_t L = (size_t)h->local_size;
+  sh->n = c->count;
+  sh->s = (c->count + L - 1) / L;
+  sh->padded = sh->s * L;
+  sh->direct_in = c->dtype == SQ_DT_F32 && c->premul == 1.0f && sh->padded == sh->n;
+  sh->direct_out = c->dtype == SQ_DT_F32 && c->op == SQ_OP_SUM && sh->padded == sh->n;
+  sh->need = (sh->direct_in && sh->direct_out ? 0 : align_up(sh->padded * sizeof(float))) +
+             align_up(sh->s * sizeof(float));
+}
+
+static squall_call shard_call(const squall_call *c, float *shard, size_t s) {
+  squall_call ic = {.send = shard, .recv = shard, .count = s, .dtype = SQ_DT_F32, .elsize = 4,
+                    .op = SQ_OP_SUM, .premul = 1.0f, .stream = c->stream, .capturing = c->capturing,
+                    .shard = 1, .key = c->send};
+  return ic;
+}
+
+int squall__hier_ready(squall_hier *h, const squall_call *c) {
+  if (h == NULL || h->split_state != 1) return 0;
+  shape sh;
+  shape_of(h, c, &sh);
+  if (sh.need > h->buf_bytes) return 0;
+  squall_call ic = shard_call(c, (float *)h->buf, sh.s);
+  return squall__engine_ready(h->inner, &ic);
+}
+
+squallResult_t squall__hier_prepare(squall_hier *h, const squall_call *c) {
+  const squall_kernels *k = h->k;
+  shape sh;
+  shape_of(h, c, &sh);
+  if (sh.need <= h->buf_bytes) return squallSuccess;
+  if (h->buf) k->free(c->stream, h->buf);
+  h->buf = k->alloc(c->stream, sh.need);
+  h->buf_bytes = h->buf ? sh.need : 0;
+  SQ_RETURN_ERROR_IF(h->buf == NULL, squallSystemError,
+                     "cannot allocate %zu bytes of %s scratch for the two-level all-reduce", sh.need, k->name);
+  return squallSuccess;
+}
+
+squallResult_t squall__hier_allreduce(squall_hier *h, const squall_call *c, squall_hier_figures *f) {
+  const squall_kernels *k = h->k;
+  void *stream = c->stream;
+  shape sh;
+  shape_of(h, c, &sh);
+  SQ_RETURN_ERROR_IF(sh.need > h->buf_bytes, squallInternalError,
+                     "two-level scratch of %zu bytes not prepared (%zu)", sh.need, h->buf_bytes);
+  int need_full = !(sh.direct_in && sh.direct_out);
+  float *full = (float *)h->buf;
+  float *shard = (float *)((char *)h->buf + (need_full ? align_up(sh.padded * sizeof(float)) : 0));
+  const squallStats_t *is = squall__engine_stats(h->inner);
+  uint64_t wire0 = is->bytesWire;
+  double codec0 = is->codecSeconds;
+  memset(f, 0, sizeof *f);
+  squallResult_t r = squallSuccess;
+  const float *in = (const float *)c->send;
+  double t0 = squall__now();
+  if (!sh.direct_in) {
+    r = k->widen(stream, (squall_dtype)c->dtype, c->send, full, sh.n, c->premul);
+    if (r == squallSuccess && sh.padded > sh.n)
+      r = k->zero(stream, full + sh.n, (sh.padded - sh.n) * sizeof(float));
+    in = full;
+  }
+  f->codec_s += squall__now() - t0;
+  if (r == squallSuccess) {
+    r = h->intra.reduce_scatter_f32(h->intra.ctx, stream, in, shard, sh.s);
+    /* dense: reduce-scatter (+ all-gather below) of s floats per rank inside the node */
+    f->intra += (uint64_t)(h->local_size - 1) * sh.s * sizeof(float);
+  }
+  int inner_done = 0;
+  if (r == squallSuccess) {
+    squall_call ic = shard_call(c, shard, sh.s);
+    squall_decision d;
+    r = squall__engine_allreduce(h->inner, &ic, &d);
+    if (r == squallSuccess && d.route == SQ_ROUTE_PASS)
+      r = squall__fail(squallInternalError, "the inter-node engine passed a shard through (%s)",
+                       squallPassReasonName(d.reason));
+    inner_done = r == squallSuccess;
+  }
+  float *out = sh.direct_out ? (float *)c->recv : full;
+  if (r == squallSuccess) {
+    r = h->intra.allgather(h->intra.ctx, stream, shard, out, sh.s * sizeof(float));
+    f->intra += (uint64_t)(h->local_size - 1) * sh.s * sizeof(float);
+  }
+  if (r == squallSuccess && !sh.direct_out) {
+    double t1 = squall__now();
+    float div = c->op == SQ_OP_AVG ? (float)h->tr->nranks : 1.0f;
+    r = k->narrow(stream, (squall_dtype)c->dtype, full, c->recv, sh.n, div);
+    f->codec_s += squall__now() - t1;
+  }
+  if (r != squallSuccess && inner_done) {
+    /* The shard's residual moved on with a call that now fails: put it
+     * back, so that the residuals hold what they held before the call. */
+    char why[512];
+    snprintf(why, sizeof why, "%s", squallGetLastError());
+    if (squall__engine_undo_shard(h->inner, stream) != squallSuccess)
+      SQ_WARN("restoring a shard residual after a failure failed too: %s", squallGetLastError());
+    squall__fail(r, "%s", why);
+  }
+  f->inter = is->bytesWire - wire0;
+  f->codec_s += is->codecSeconds - codec0;
+  return r;
+}
+
+void squall__hier_record(const squall_hier *h, squallStats_t *local, int path, int flat_reason, uint64_t wire) {
+  int p = h ? h->tr->nranks : 1, crosses = 1;
+  if (h && h->known && p > 1) {
+    int me = h->tr->rank;
+    crosses = h->node_of[(me + 1) % p] != h->node_of[me];
+  }
+  squall__stats_record_path(local, path, flat_reason, crosses ? wire : 0, crosses ? 0 : wire);
+}
+
+squallResult_t squall__hier_reset(squall_hier *h) {
+  return h && h->inner ? squall__engine_reset_residuals(h->inner) : squallSuccess;
+}
+
+squallResult_t squall__hier_get_residual(squall_hier *h, const void *key, size_t count, int dtype, float *out,
+                                         int have, int *found) {
+  (void)dtype;
+  *found = 0;
+  if (h == NULL || h->inner == NULL || count == 0) return squallSuccess;
+  size_t L = (size_t)h->local_size, s = (count + L - 1) / L;
+  float *mine = malloc(s * sizeof(float));
+  SQ_RETURN_ERROR_IF(mine == NULL, squallSystemError, "out of memory reading a shard residual");
+  if (squall__engine_get_residual(h->inner, key, s, SQ_DT_F32, mine) != squallSuccess) {
+    free(mine);
+    return squallSuccess; /* no shard residual for this tensor */
+  }
+  if (!have) memset(out, 0, count * sizeof(float));
+  size_t first = (size_t)h->local_rank * s;
+  for (size_t j = 0; j < s && first + j < count; j++) out[first + j] += mine[j];
+  free(mine);
+  *found = 1;
+  return squallSuccess;
+}

@@ -1,0 +1,78 @@
+/*
+ * hierarchy.h - the two-level all-reduce: only what crosses the node
+ * boundary is compressed. Inside a node, a dense fp32 reduce-scatter leaves
+ * local rank i with the node's sum of shard i (ceil(n/L) elements, the last
+ * padded with zeros); across nodes, the ranks with the same local index run
+ * the ordinary compressed all-reduce on their shard (a second engine bound
+ * to the inter-node transport, with its own per-shard residuals); a dense
+ * all-gather inside the node puts the shards back together. Every rank ends
+ * with the same bits.
+ *
+ * Nodes are found once per engine, at its first eligible call: every rank's
+ * node key (the transport's, a hash of hostname and boot id, or rank / R
+ * with SQUALL_RANKS_PER_NODE=R) is all-gathered, so all ranks derive the
+ * same verdict from the same table. Two-level needs >= 2 nodes, >= 2 ranks
+ * per node and the same number of ranks on every node; anything else runs
+ * flat, with the reason logged and counted.
+ */
+#ifndef SQUALL_HIERARCHY_H
+#define SQUALL_HIERARCHY_H
+
+#include "common/stats.h"
+#include "engine/engine.h"
+
+typedef struct squall_hier squall_hier;
+
+/* State for an engine's transport and kernels (both must outlive it).
+ * NULL when out of memory. */
+squall_hier *squall__hier_create(const squall_transport *tr, const squall_kernels *k);
+/* Frees the node communicators and the inner engine; accepts NULL. */
+void squall__hier_free(squall_hier *h);
+
+/* Whether an agreed configuration runs two-level, from what every rank
+ * holds alike: 1 two-level (nodes known, node communicators made), 0 flat,
+ * -1 the nodes are not known yet for it (squall__hier_route must run). */
+int squall__hier_known(const squall_hier *h, const squallConfig_t *cfg);
+
+/* For a call that every rank compresses, after the call header (collective:
+ * every rank calls it at the same call, never under graph capture): finds
+ * the nodes and makes the node communicators on first need. *flat_reason
+ * is -1 when calls run two-level, else a squallFlatReason_t. */
+squallResult_t squall__hier_route(squall_hier *h, const squallConfig_t *cfg, void *stream, int *flat_reason);
+
+/* Allocates (locally, before the call header) the scratch a two-level run
+ * of c needs. */
+squallResult_t squall__hier_prepare(squall_hier *h, const squall_call *c);
+
+/* What a two-level call sent and spent: bytes across and inside the node,
+ * host time in codecs (the inner engine's included). */
+typedef struct {
+  uint64_t inter, intra;
+  double codec_s;
+} squall_hier_figures;
+
+/* Runs a call two-level (prepared by squall__hier_prepare). On failure
+ * the shard residual is as before the call; the caller records it. */
+squallResult_t squall__hier_allreduce(squall_hier *h, const squall_call *c, squall_hier_figures *f);
+
+/* Records how a call's wire bytes split at the node boundary: path 0 a
+ * pass-through, 1 a flat compressed call (with flat_reason). A flat ring
+ * sends only to the next rank, so the bytes cross when that rank is on
+ * another node, or when the nodes are not known yet. */
+void squall__hier_record(const squall_hier *h, squallStats_t *local, int path, int flat_reason,
+                         uint64_t wire);
+
+/* For CUDA graph capture: 1 when a two-level run of c needs no allocation
+ * and no host synchronisation, else 0. */
+int squall__hier_ready(squall_hier *h, const squall_call *c);
+
+/* Zeroes the per-shard residuals. */
+squallResult_t squall__hier_reset(squall_hier *h);
+
+/* Adds this rank's shard residual of the tensor (key, count, dtype) into
+ * out (count host floats) at the shard's place; when have is 0, out is
+ * zeroed first. *found says whether a shard residual exists. */
+squallResult_t squall__hier_get_residual(squall_hier *h, const void *key, size_t count, int dtype,
+                                         float *out, int have, int *found);
+
+#endif
