@@ -96,7 +96,7 @@ static double error_bound(const char *codec, int p, bench_dist data) {
   if (!strcmp(codec, "none")) return 4.0 * p * ldexp(1.0, -24);
   if (!strcmp(codec, "fp16")) return 8.0 * p * ldexp(1.0, -11);
   if (!strcmp(codec, "bf16")) return 8.0 * p * ldexp(1.0, -8);
-  if (!strcmp(codec, "int8")) return 8.0 * p / 254.0; /* branch quant */
+  if (!strcmp(codec, "int8")) return 8.0 * p / 254.0;
   if (!strcmp(codec, "int4")) return 8.0 * p / 14.0;
   if (!strcmp(codec, "fp8")) return 8.0 * p * ldexp(1.0, -4);
   return INFINITY;
@@ -107,7 +107,7 @@ static const char *path_of(const char *codec, const squallStats_t *d, uint64_t w
   if (!strcmp(codec, "none")) return "plain";
   if (d->compressedCalls == 0) return "passthrough";
   if (d->passthroughCalls) return "mixed";
-  /* branch quant: the quantised codecs, and 16-bit codes summed in fp32 */
+  /* the quantised codecs, and 16-bit codes summed in fp32 */
   if (!strcmp(codec, "int8") || !strcmp(codec, "int4") || !strcmp(codec, "fp8") ||
       (strncmp(codec, "topk", 4) && cfg->halfAccum == squallHalfAccumFp32))
     return "two-phase";

@@ -148,7 +148,7 @@ const squall_kernels squall__kernels_cuda = {
     dev_to_host,      dev_flush,     dev_widen,       dev_narrow,        dev_absmax_ws,
     dev_absmax,       dev_pow2_scale, dev_half_encode, dev_half_decode,  dev_topk_ws,
     dev_topk_encode,  dev_sparse_decode,
-    /* branch quant: quantised codecs (kernels_cuda_quant.cu) */
+    /* quantised codecs (kernels_cuda_quant.cu) */
     squall__dev_quant_encode, squall__dev_quant_decode, squall__dev_quant_reduce,
     squall__dev_half_reduce,
 };

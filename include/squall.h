@@ -8,8 +8,9 @@
  * squall_nccl.h (ncclAllReduce's signature, needs nccl.h).
  *
  * Ownership: squall never keeps a pointer that the caller passes in past the
- * call, except as an opaque key (the send buffer address identifies a
- * tensor's error-feedback residual). Everything squall allocates it frees.
+ * call, except as an opaque hint (the send buffer address helps find a
+ * tensor's error-feedback residual, which is matched by communicator,
+ * element count and type). Everything squall allocates it frees.
  */
 #ifndef SQUALL_H
 #define SQUALL_H
@@ -189,7 +190,8 @@ SQUALL_API squallResult_t squallSetConfig(const squallConfig_t *config);
   X(squallPassWarmup, "warmup", "SQUALL_WARMUP dense steps")          \
   X(squallPassCapture, "graph_capture", "CUDA graph capture before the workspace was ready") \
   X(squallPassNonblocking, "nonblocking", "a non-blocking NCCL communicator")  \
-  X(squallPassError, "error", "an internal failure; passed through")
+  X(squallPassError, "error", "a rank could not prepare the call: every rank passed it through; or it failed") \
+  X(squallPassIntercomm, "intercomm", "an MPI intercommunicator")
 
 typedef enum {
 #define SQUALL_PASS_ENUM(name, key, doc) name,
@@ -222,7 +224,7 @@ typedef struct {
   uint64_t bytesIn;          /* uncompressed payload this rank contributed (count*size) */
   uint64_t bytesWire;        /* payload bytes this rank sent (ring all-reduce: 2(P-1)/P*bytes;
                                 all-gather: (P-1)*slot) */
-  double codecSeconds;       /* wall time in compress and decompress */
+  double codecSeconds;       /* host time in compress and decompress (device path: enqueueing) */
   /* ---- two-level all-reduce (added at the end) */
   uint64_t flatCalls;        /* compressed calls that ran over all ranks as one level */
   uint64_t twoLevelCalls;    /* compressed calls that ran two-level (node, then across nodes) */

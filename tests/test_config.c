@@ -17,7 +17,7 @@ static int cfg_equal(const squallConfig_t *a, const squallConfig_t *b) {
          a->errorFeedback == b->errorFeedback && a->minBytes == b->minBytes && a->zstdLevel == b->zstdLevel &&
          a->efMaxBytes == b->efMaxBytes && a->warmup == b->warmup && a->debug == b->debug &&
          strcmp(a->statsPath, b->statsPath) == 0 &&
-         a->bucket == b->bucket && a->halfAccum == b->halfAccum; /* branch quant */
+         a->bucket == b->bucket && a->halfAccum == b->halfAccum;
 }
 
 static squallConfig_t defaults(void) {
@@ -40,7 +40,7 @@ static squallConfig_t unusual(void) {
   c.warmup = 3;
   c.debug = squallLogTrace;
   strcpy(c.statsPath, "/nowhere/stats.json");
-  c.bucket = 64; /* branch quant */
+  c.bucket = 64;
   c.halfAccum = squallHalfAccumHalf;
   return c;
 }
@@ -233,7 +233,7 @@ START_TEST(test_reject) {
   for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) reject("SQUALL_TOPK_VALUES", values[i], "fp32 or fp16");
   static const char *ef[] = {"2", "-1", "", "yes", "1.0", "1x", "on"};
   for (size_t i = 0; i < sizeof ef / sizeof ef[0]; i++) reject("SQUALL_EF", ef[i], "0 or 1");
-  /* branch quant */
+
   static const char *bucket[] = {"0", "4", "12", "-8", "2097152", "512x", "", "1e3"};
   for (size_t i = 0; i < sizeof bucket / sizeof bucket[0]; i++) reject("SQUALL_BUCKET", bucket[i], "a multiple of 8");
   static const char *accum[] = {"fp16", "", "32", "halff"};
@@ -487,7 +487,7 @@ static char *print_to_string(const squallConfig_t *c, int man) {
 static const char *all_names[] = {"SQUALL_COMPRESS", "SQUALL_TOPK_VALUES", "SQUALL_EF",
                                   "SQUALL_MIN_BYTES", "SQUALL_ZSTD", "SQUALL_EF_MAX_BYTES",
                                   "SQUALL_WARMUP", "SQUALL_MIN_RANKS", "SQUALL_DEBUG", "SQUALL_STATS",
-                                  "SQUALL_BUCKET", "SQUALL_HALF_ACCUM", /* branch quant */
+                                  "SQUALL_BUCKET", "SQUALL_HALF_ACCUM",
                                   "SQUALL_HIERARCHY", "SQUALL_RANKS_PER_NODE"};
 
 /* The line of 'name' shows 'value' as its effective value. */

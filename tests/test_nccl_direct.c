@@ -80,7 +80,7 @@ int main(int argc, char **argv) {
   check(memcmp(out, ref, n * 4) == 0, "topk over NCCL equals topk over MPI bit for bit");
   check(same_on_all_ranks(out, n * 4), "topk identical on every rank");
 
-  /* branch quant: the two-phase codecs over NCCL (grouped send/recv
+  /* the two-phase codecs over NCCL (grouped send/recv
    * all-to-all, all-gather) give the MPI transport's bits, two steps so
    * that the residuals take part; fresh tensors on both sides. */
   {

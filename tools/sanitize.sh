@@ -15,6 +15,8 @@
 #     interposer's code (lib/api, lib/engine) runs in the other suites.
 #   tests/train-short.sh  trains six MLPs; under ASan it runs past the test
 #     time limit. The normal `make check` runs it.
+#   tests/timeouts.sh  times how fast a hung job is stopped; instrumented
+#     ranks take longer to die than its bound. The normal `make check` runs it.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=$top/build-asan
@@ -27,7 +29,7 @@ while [ $# -gt 0 ]; do
     *) echo "sanitize.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
-skip="tests/preload-mpi4py.sh tests/preload-run.sh tests/train-short.sh"
+skip="tests/preload-mpi4py.sh tests/preload-run.sh tests/train-short.sh tests/timeouts.sh"
 
 san="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
 [ -x "$top/configure" ] || (cd "$top" && autoreconf -fi >/dev/null 2>&1)

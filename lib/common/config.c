@@ -84,7 +84,7 @@ static int parse_compress(squallConfig_t *c, const char *v) {
   if (!strcasecmp(v, "none")) { c->codec = squallCodecNone; return 0; }
   if (!strcasecmp(v, "fp16")) { c->codec = squallCodecFp16; return 0; }
   if (!strcasecmp(v, "bf16")) { c->codec = squallCodecBf16; return 0; }
-  if (!strcasecmp(v, "int8")) { c->codec = squallCodecInt8; return 0; } /* branch quant */
+  if (!strcasecmp(v, "int8")) { c->codec = squallCodecInt8; return 0; }
   if (!strcasecmp(v, "int4")) { c->codec = squallCodecInt4; return 0; }
   if (!strcasecmp(v, "fp8")) { c->codec = squallCodecFp8; return 0; }
   if (!strncasecmp(v, "topk:", 5)) {
@@ -401,7 +401,7 @@ const char *squallConfigCodecString(const squallConfig_t *c, char *buf, size_t l
   case squallCodecFp16: snprintf(buf, len, "fp16"); break;
   case squallCodecBf16: snprintf(buf, len, "bf16"); break;
   case squallCodecTopk: snprintf(buf, len, "topk:%g", c->topkRatio); break;
-  case squallCodecInt8: snprintf(buf, len, "int8"); break; /* branch quant */
+  case squallCodecInt8: snprintf(buf, len, "int8"); break;
   case squallCodecInt4: snprintf(buf, len, "int4"); break;
   case squallCodecFp8: snprintf(buf, len, "fp8"); break;
   default: snprintf(buf, len, "none"); break;

@@ -127,7 +127,7 @@ static void describe(const squallConfig_t *c, char *out) {
            squallConfigCodecString(c, codec, sizeof codec),
            c->topkValues == squallValueFp16 ? "fp16" : "fp32", c->errorFeedback, c->minBytes,
            c->zstdLevel, c->warmup, c->minRanks);
-  /* branch quant: the bucket and the 16-bit accumulation change the wire */
+  /* the bucket and the 16-bit accumulation change the wire */
   snprintf(out + strlen(out), DESC_BYTES - strlen(out), " bucket=%zu half_accum=%d", c->bucket,
            (int)c->halfAccum);
   /* two-level all-reduce: ranks that disagree on it pass through together */
@@ -164,9 +164,10 @@ typedef struct {
 static int call_pass_reason(const squall_call *c, squallPassReason_t *why) {
   if (c->in_group) *why = squallPassInGroup;
   else if (c->dtype < 0) *why = squallPassType;
+  else if (c->op == SQ_OP_OTHER) *why = squallPassOp;
   /* An intercommunicator's all-reduce sums the other group's data: none
-   * of the codecs' collectives mean that. Counted with unsupported ops. */
-  else if (c->op == SQ_OP_OTHER || c->intercomm) *why = squallPassOp;
+   * of the codecs' collectives mean that. */
+  else if (c->intercomm) *why = squallPassIntercomm;
   else if (c->count == 0) *why = squallPassSmall;
   else return 0;
   return 1;

@@ -127,7 +127,7 @@ const squall_kernels squall__kernels_host = {
     .topk_workspace_bytes = host_topk_ws,
     .topk_encode = host_topk_encode,
     .sparse_decode = host_sparse_decode,
-    /* branch quant: quantised codecs (kernels_host_quant.c) */
+    /* quantised codecs (kernels_host_quant.c) */
     .quant_encode = squall__host_quant_encode,
     .quant_decode = squall__host_quant_decode,
     .quant_reduce = squall__host_quant_reduce,

@@ -145,7 +145,7 @@ static void resolve_all(void) {
   api.commGetAsyncError = REAL(CommGetAsyncError);
   api.groupStart = REAL(GroupStart);
   api.groupEnd = REAL(GroupEnd);
-  api.send = REAL(Send); /* branch quant: optional; without them the two-phase path reports an error */
+  api.send = REAL(Send); /* optional; without them the two-phase path reports an error */
   api.recv = REAL(Recv);
   /* two-level all-reduce: optional (ncclCommSplit came with NCCL 2.18);
    * missing ones keep every call flat, with the reason logged */

@@ -20,7 +20,7 @@ typedef struct squall_nccl_api {
   ncclResult_t (*commGetAsyncError)(ncclComm_t, ncclResult_t *);
   ncclResult_t (*groupStart)(void);
   ncclResult_t (*groupEnd)(void);
-  /* branch quant: the all-to-all of the two-phase all-reduce */
+  /* the all-to-all of the two-phase all-reduce */
   ncclResult_t (*send)(const void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
   ncclResult_t (*recv)(void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
   /* ---- two-level all-reduce (transports/topology_nccl.c). NULL where the

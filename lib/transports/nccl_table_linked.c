@@ -16,7 +16,7 @@ static const squall_nccl_api linked = {
     .commGetAsyncError = pncclCommGetAsyncError,
     .groupStart = pncclGroupStart,
     .groupEnd = pncclGroupEnd,
-    .send = pncclSend, /* branch quant */
+    .send = pncclSend,
     .recv = pncclRecv,
     /* two-level all-reduce */
     .reduceScatter = pncclReduceScatter,

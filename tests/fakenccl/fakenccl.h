@@ -53,7 +53,7 @@ ncclResult_t fake__error(ncclResult_t code, const char *fmt, ...) __attribute__(
 
 /* Inside ncclGroupStart/End, keeps the first error for ncclGroupEnd. */
 void fake__group_note(ncclResult_t code);
-/* branch quant: the depth of this thread's group nesting, and the posting
+/* the depth of this thread's group nesting, and the posting
  * of the send/recv queued inside it (p2p.c) at the outermost end. */
 int fake__group_depth(void);
 ncclResult_t fake__p2p_flush(void);

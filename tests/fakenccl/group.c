@@ -12,7 +12,7 @@
 static _Thread_local int group_depth;
 static _Thread_local ncclResult_t group_error;
 
-/* branch quant: p2p.c queues send/recv while a group is open */
+/* p2p.c queues send/recv while a group is open */
 int fake__group_depth(void) { return group_depth; }
 
 void fake__group_note(ncclResult_t code) {
@@ -29,7 +29,7 @@ FAKE_ALIAS(ncclGroupStart);
 static ncclResult_t group_end(const char *fn, ncclSimInfo_t *sim) {
   if (group_depth == 0) return fake__error(ncclInvalidUsage, "%s: not inside ncclGroupStart", fn);
   if (--group_depth > 0) return ncclSuccess;
-  ncclResult_t p2p = fake__p2p_flush(); /* branch quant: the queued send/recv */
+  ncclResult_t p2p = fake__p2p_flush(); /* the queued send/recv */
   ncclResult_t ret = group_error != ncclSuccess ? group_error : p2p;
   group_error = ncclSuccess;
   if (ret != ncclSuccess) return ret;

@@ -478,7 +478,7 @@ static void check_sparse(ctx_t *x, squallValueType_t vt, int corrupt) {
   free(slots), free(hdense), free(ddense);
 }
 
-/* ------------------------------------------------------------ quantised (branch quant) */
+/* ------------------------------------------------------------ quantised  */
 
 typedef struct {
   sq_quant_kind k;
@@ -621,7 +621,7 @@ static void run_size(size_t n, pattern_t p, int reps) {
   if (n <= 1000) check_topk(&x, 1.0, squallValueFp16, 1, s16); /* k == n */
   for (int vt = 0; vt < 2; vt++)
     for (int corrupt = 0; corrupt < 3; corrupt++) check_sparse(&x, (squallValueType_t)vt, corrupt);
-  /* branch quant */
+
   static const sq_quant_kind qkinds[] = {SQ_QUANT_INT8, SQ_QUANT_INT4, SQ_QUANT_FP8};
   for (int q = 0; q < 3; q++) {
     check_quant(&x, qkinds[q], 512, 1);
