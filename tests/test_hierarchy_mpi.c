@@ -302,6 +302,7 @@ START_TEST(test_engine_average_halves_nosplit) {
   ck_assert_uint_eq(b.flat[two_level ? squallFlatNoSplit : squallFlatUneven] -
                         a.flat[two_level ? squallFlatNoSplit : squallFlatUneven], 1);
   squall__engine_free(e);
+  squall__transport_mpi_fini(&ctx); /* the engines copied the transport, not its ctx */
   MPI_Comm_free(&dup);
   free(g); free(out); free(h); free(ho); free(ref);
 }
