@@ -112,7 +112,7 @@ typedef struct {
   size_t minBytes;              /* SQUALL_MIN_BYTES: smaller calls pass through */
   int zstdLevel;                /* SQUALL_ZSTD: 0 = off (host transport only) */
   size_t efMaxBytes;            /* SQUALL_EF_MAX_BYTES: residual memory cap, 0 = unlimited */
-  int warmup;                   /* SQUALL_WARMUP: first n calls per tensor go dense */
+  int warmup;                   /* SQUALL_WARMUP: first n calls of each shape go dense */
   int minRanks;                 /* SQUALL_MIN_RANKS: fewer ranks pass through (1 for tests) */
   squallLogLevel_t debug;       /* SQUALL_DEBUG */
   char statsPath[512];          /* SQUALL_STATS: JSON counters at exit, "" = none */

@@ -18,8 +18,9 @@ extern "C" {
 /* ncclAllReduce's contract: device buffers, enqueued on stream, returns
  * before completion. Eligible calls (float32/float16/bfloat16, ncclSum,
  * ncclAvg or a PreMulSum op with a host scalar, at least SQUALL_MIN_BYTES,
- * SQUALL_MIN_RANKS ranks, configuration agreed) are compressed with no host
- * synchronisation and no allocation in the steady state; all others go to
+ * SQUALL_MIN_RANKS ranks, configuration agreed) are compressed with no
+ * allocation in the steady state, and with no host wait except top-k's
+ * check of its decode flag (squall(7), FAILURE POLICY); all others go to
  * ncclAllReduce unchanged. Host buffers work too (host codecs), with an
  * NCCL that accepts them. Not for use between ncclGroupStart and
  * ncclGroupEnd (the interposer passes grouped calls on). */

@@ -284,8 +284,8 @@ static const option_t options[] = {
      "(warned once).",
      parse_ef_max, print_ef_max, check_size},
     {"SQUALL_WARMUP", "warmup", "0", "a non-negative integer (at most 1000000000)",
-     "The first n eligible calls of each tensor go dense (uncompressed), as Deep Gradient "
-     "Compression warms up.",
+     "The first n eligible calls of each tensor shape (element count and type) go dense "
+     "(uncompressed), as Deep Gradient Compression warms up.",
      parse_warmup, print_warmup, check_warmup},
     {"SQUALL_MIN_RANKS", "minRanks", "2", "a positive integer (at most 1000000000)",
      "Communicators with fewer ranks pass through. 1 runs the whole compressed path on a single "
