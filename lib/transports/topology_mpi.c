@@ -109,13 +109,15 @@ static squallResult_t ring_reduce_scatter_f32(void *ctx, void *stream, const flo
 static squallResult_t mpi_split(void *ctx, void *stream, int color, int key, squall_transport *sub) {
   (void)stream;
   squall_mpi_ctx *c = ctx;
-  sub_ctx *s = calloc(1, sizeof *s);
-  SQ_RETURN_ERROR_IF(s == NULL, squallSystemError, "out of memory for a node communicator");
+  /* The split first: it is collective, so no local failure may skip it
+   * (the engine agrees on every rank's outcome afterwards). */
   MPI_Comm comm;
   int rc = PMPI_Comm_split(c->comm, color, key, &comm);
-  if (rc != MPI_SUCCESS) {
-    free(s);
-    return fail_mpi(rc, "MPI_Comm_split (node communicators)");
+  if (rc != MPI_SUCCESS) return fail_mpi(rc, "MPI_Comm_split (node communicators)");
+  sub_ctx *s = calloc(1, sizeof *s);
+  if (s == NULL) {
+    PMPI_Comm_free(&comm);
+    return squall__fail(squallSystemError, "out of memory for a node communicator");
   }
   squallResult_t r = squall__transport_mpi_init(sub, &s->mpi, comm);
   if (r != squallSuccess) {

@@ -34,17 +34,19 @@ static void sub_destroy(void *ctx) {
 static squallResult_t nccl_split(void *ctx, void *stream, int color, int key, squall_transport *sub) {
   (void)stream; /* ncclCommSplit is collective over the communicator, not enqueued */
   squall_nccl_ctx *c = ctx;
-  squall_nccl_ctx *s = calloc(1, sizeof *s);
-  SQ_RETURN_ERROR_IF(s == NULL, squallSystemError, "out of memory for a node communicator");
+  /* The split first: it is collective, so no local failure may skip it
+   * (the engine agrees on every rank's outcome afterwards). No config: the
+   * child inherits the parent's (blocking, as squall's are). */
   ncclComm_t comm = NULL;
-  /* No config: the child inherits the parent's (blocking, as squall's are). */
   squallResult_t r = squall__nccl_result(c->api->commSplit(c->comm, color, key, &comm, NULL),
                                          "ncclCommSplit (node communicators)");
   if (r == squallSuccess && comm == NULL)
     r = squall__fail(squallInternalError, "ncclCommSplit returned no communicator for color %d", color);
-  if (r != squallSuccess) {
-    free(s);
-    return r;
+  if (r != squallSuccess) return r;
+  squall_nccl_ctx *s = calloc(1, sizeof *s);
+  if (s == NULL) {
+    c->api->commDestroy(comm);
+    return squall__fail(squallSystemError, "out of memory for a node communicator");
   }
   *s = (squall_nccl_ctx){.api = c->api, .comm = comm, .device_memory = c->device_memory};
   r = squall__transport_nccl_init(sub, s);
