@@ -689,12 +689,22 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
     SQ_FORWARD_IF_ERROR(squall__hier_route(e->hier, &cfg, c->stream, &st->flat_reason));
     in.two_level = squall__hier_known(e->hier, &cfg);
     if (in.two_level == 1) {
-      SQ_FORWARD_IF_ERROR(squall__hier_prepare(e->hier, c));
-      /* decided again on the same, rank-identical inputs (the warm-up
-       * was counted by the first decision: not again) */
-      in.count = NULL;
-      d->route = decide(&in, &d->reason);
-      guess = d->route;
+      /* Its memory is allocated after the header: every rank learns
+       * whether all could, and if one could not, all run this call on the
+       * flat route prepared above (later calls prepare two-level before
+       * their header). */
+      squallResult_t hp = squall__hier_prepare(e->hier, c);
+      if (hp != squallSuccess)
+        SQ_WARN("rank %d: cannot prepare the two-level path: %s", e->tr.rank, squallGetLastError());
+      int64_t ok = hp == squallSuccess;
+      SQ_FORWARD_IF_ERROR(e->tr.allreduce_min_i64_host(e->tr.ctx, c->stream, &ok, 1));
+      if (ok) {
+        /* decided again on the same, rank-identical inputs (the warm-up
+         * was counted by the first decision: not again) */
+        in.count = NULL;
+        d->route = decide(&in, &d->reason);
+        guess = d->route;
+      }
     }
   } else if (in.two_level == 0) {
     squall__hier_route(e->hier, &cfg, c->stream, &st->flat_reason); /* known: only the reason */
