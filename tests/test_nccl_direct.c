@@ -10,6 +10,8 @@
 #include <string.h>
 
 #include <squall_nccl.h>
+
+#include "nccl_test_util.h"
 #include <squall_mpi.h>
 
 static int rank, nranks, passed, failed;
@@ -20,24 +22,6 @@ static void check(int ok, const char *what) {
   } else {
     failed++;
     fprintf(stderr, "rank %d: FAIL: %s\n", rank, what);
-  }
-}
-
-static float gen(int seed, int r, size_t i) { /* dyadic, in [-8, 8] */
-  unsigned x = (unsigned)(seed * 2654435761u) ^ (unsigned)(r * 40503u) ^ (unsigned)(i * 2246822519u);
-  x ^= x >> 15;
-  x *= 2246822519u;
-  x ^= x >> 13;
-  return (float)((int)(x % 129) - 64) / 8.0f;
-}
-
-static void use(const char *spec) {
-  squallConfig_t c;
-  squallConfigDefault(&c);
-  squallConfigParse(&c, "SQUALL_MIN_BYTES=0 SQUALL_ZSTD=0");
-  if (squallConfigParse(&c, spec) != squallSuccess || squallSetConfig(&c) != squallSuccess) {
-    fprintf(stderr, "bad spec %s\n", spec);
-    exit(2);
   }
 }
 

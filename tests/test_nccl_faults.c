@@ -22,6 +22,8 @@
 
 #include <squall_nccl.h>
 
+#include "nccl_test_util.h"
+
 static int rank, nranks, passed, failed;
 
 static void check(int ok, const char *fmt, const char *what) {
@@ -50,24 +52,6 @@ __attribute__((visibility("default"))) void *calloc(size_t n, size_t size) {
 }
 
 /* --------------------------------------------------------------- helpers */
-static float gen(int seed, int r, size_t i) { /* dyadic, in [-8, 8] */
-  unsigned x = (unsigned)(seed * 2654435761u) ^ (unsigned)(r * 40503u) ^ (unsigned)(i * 2246822519u);
-  x ^= x >> 15;
-  x *= 2246822519u;
-  x ^= x >> 13;
-  return (float)((int)(x % 129) - 64) / 8.0f;
-}
-
-static void use(const char *spec) {
-  squallConfig_t c;
-  squallConfigDefault(&c);
-  squallConfigParse(&c, "SQUALL_MIN_BYTES=0 SQUALL_ZSTD=0");
-  if (squallConfigParse(&c, spec) != squallSuccess || squallSetConfig(&c) != squallSuccess) {
-    fprintf(stderr, "bad spec %s\n", spec);
-    exit(2);
-  }
-}
-
 static int same_everywhere(long v) {
   long lo, hi;
   MPI_Allreduce(&v, &lo, 1, MPI_LONG, MPI_MIN, MPI_COMM_WORLD);
