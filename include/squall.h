@@ -122,6 +122,13 @@ typedef struct {
   squallHierarchy_t hierarchy;  /* SQUALL_HIERARCHY */
   int ranksPerNode;             /* SQUALL_RANKS_PER_NODE: 0 = discover the nodes; R > 0 = R
                                    consecutive ranks form a node (tests on one host) */
+  /* ---- pipelining and the cost model (added at the end) */
+  size_t chunkBytes;            /* SQUALL_CHUNK_BYTES: fp32 bytes per pipeline chunk of the
+                                   two-phase all-reduce on host memory; 0 = one chunk */
+  int costModel;                /* SQUALL_COST_MODEL: 1 = pass through where compression would
+                                   not pay (host memory), 0 = always compress */
+  double linkGbps;              /* SQUALL_LINK_GBPS: the link's speed for the cost model;
+                                   0 = measured from the collectives' own times */
 } squallConfig_t;
 
 /* Fills *config with the built-in defaults (no environment). */
@@ -191,7 +198,8 @@ SQUALL_API squallResult_t squallSetConfig(const squallConfig_t *config);
   X(squallPassCapture, "graph_capture", "CUDA graph capture before the workspace was ready") \
   X(squallPassNonblocking, "nonblocking", "a non-blocking NCCL communicator")  \
   X(squallPassError, "error", "a rank could not prepare the call: every rank passed it through; or it failed") \
-  X(squallPassIntercomm, "intercomm", "an MPI intercommunicator")
+  X(squallPassIntercomm, "intercomm", "an MPI intercommunicator")       \
+  X(squallPassNotPaying, "would_not_pay", "the cost model predicted plain to be faster (SQUALL_COST_MODEL)")
 
 typedef enum {
 #define SQUALL_PASS_ENUM(name, key, doc) name,
@@ -233,6 +241,9 @@ typedef struct {
                                 a ring's send to the next rank, across when that rank is on another
                                 node, or when the nodes are not known) */
   uint64_t bytesIntraNode;   /* of bytesWire, what stayed inside the node */
+  /* ---- pipelining (added at the end) */
+  uint64_t pipelinedCalls;   /* compressed calls that ran in more than one chunk */
+  uint64_t pipelineChunks;   /* the chunks of those calls */
 } squallStats_t;
 
 /* Process-wide counters since start or the last reset. */

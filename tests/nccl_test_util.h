@@ -17,11 +17,12 @@ static float gen(int seed, int r, size_t i) { /* dyadic, in [-8, 8] */
   return (float)((int)(x % 129) - 64) / 8.0f;
 }
 
-/* Defaults, no minimum size, no zstd, then spec; exits 2 on a bad spec. */
+/* Defaults, no minimum size, no zstd, no cost model (every eligible call
+ * is compressed), then spec; exits 2 on a bad spec. */
 static void use(const char *spec) {
   squallConfig_t c;
   squallConfigDefault(&c);
-  squallConfigParse(&c, "SQUALL_MIN_BYTES=0 SQUALL_ZSTD=0");
+  squallConfigParse(&c, "SQUALL_MIN_BYTES=0 SQUALL_ZSTD=0 SQUALL_COST_MODEL=off");
   if (squallConfigParse(&c, spec) != squallSuccess || squallSetConfig(&c) != squallSuccess) {
     fprintf(stderr, "bad spec %s\n", spec);
     exit(2);

@@ -17,7 +17,9 @@ static int cfg_equal(const squallConfig_t *a, const squallConfig_t *b) {
          a->errorFeedback == b->errorFeedback && a->minBytes == b->minBytes && a->zstdLevel == b->zstdLevel &&
          a->efMaxBytes == b->efMaxBytes && a->warmup == b->warmup && a->debug == b->debug &&
          strcmp(a->statsPath, b->statsPath) == 0 &&
-         a->bucket == b->bucket && a->halfAccum == b->halfAccum;
+         a->bucket == b->bucket && a->halfAccum == b->halfAccum && a->hierarchy == b->hierarchy &&
+         a->ranksPerNode == b->ranksPerNode && a->chunkBytes == b->chunkBytes &&
+         a->costModel == b->costModel && a->linkGbps == b->linkGbps;
 }
 
 static squallConfig_t defaults(void) {
@@ -42,6 +44,11 @@ static squallConfig_t unusual(void) {
   strcpy(c.statsPath, "/nowhere/stats.json");
   c.bucket = 64;
   c.halfAccum = squallHalfAccumHalf;
+  c.hierarchy = squallHierarchyFlat;
+  c.ranksPerNode = 3;
+  c.chunkBytes = 777;
+  c.costModel = 0;
+  c.linkGbps = 2.5;
   return c;
 }
 
@@ -120,6 +127,15 @@ START_TEST(test_accept_compress) {
 END_TEST
 
 START_TEST(test_accept_others) {
+  ACCEPT("SQUALL_CHUNK_BYTES", "0", chunkBytes, 0);
+  ACCEPT("SQUALL_CHUNK_BYTES", "64K", chunkBytes, 65536);
+  ACCEPT("SQUALL_COST_MODEL", "on", costModel, 1);
+  ACCEPT("SQUALL_COST_MODEL", "OFF", costModel, 0);
+  ACCEPT("SQUALL_LINK_GBPS", "auto", linkGbps, 0.0);
+  ACCEPT("SQUALL_LINK_GBPS", "0", linkGbps, 0.0);
+  ACCEPT("SQUALL_LINK_GBPS", "10", linkGbps, 10.0);
+  ACCEPT("SQUALL_LINK_GBPS", "0.25", linkGbps, 0.25);
+  ACCEPT("SQUALL_LINK_GBPS", "1e2", linkGbps, 100.0);
   ACCEPT("SQUALL_TOPK_VALUES", "fp32", topkValues, squallValueFp32);
   ACCEPT("SQUALL_TOPK_VALUES", "FP32", topkValues, squallValueFp32);
   ACCEPT("SQUALL_TOPK_VALUES", "fp16", topkValues, squallValueFp16);
@@ -244,6 +260,12 @@ START_TEST(test_reject) {
     reject("SQUALL_MIN_BYTES", sizes[i], "optional K, M or G suffix");
     reject("SQUALL_EF_MAX_BYTES", sizes[i], "optional K, M or G suffix");
   }
+  static const char *cost[] = {"1", "", "yes", "onn"};
+  for (size_t i = 0; i < sizeof cost / sizeof cost[0]; i++) reject("SQUALL_COST_MODEL", cost[i], "on or off");
+  static const char *gbps[] = {"-1", "", "fast", "1e6", "inf", "nan", "10G", "1,5", " 1"};
+  for (size_t i = 0; i < sizeof gbps / sizeof gbps[0]; i++)
+    reject("SQUALL_LINK_GBPS", gbps[i], "auto, or a positive decimal number of Gbit/s");
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) reject("SQUALL_CHUNK_BYTES", sizes[i], "optional K, M or G suffix");
   static const char *zstd[] = {"20", "-1", "", "abc", "1.5", "100", "99999999999999999999"};
   for (size_t i = 0; i < sizeof zstd / sizeof zstd[0]; i++) reject("SQUALL_ZSTD", zstd[i], "from 0 to 19");
   static const char *warmup[] = {"-1", "1000000001", "x", "", "1e3"};
@@ -488,7 +510,8 @@ static const char *all_names[] = {"SQUALL_COMPRESS", "SQUALL_TOPK_VALUES", "SQUA
                                   "SQUALL_MIN_BYTES", "SQUALL_ZSTD", "SQUALL_EF_MAX_BYTES",
                                   "SQUALL_WARMUP", "SQUALL_MIN_RANKS", "SQUALL_DEBUG", "SQUALL_STATS",
                                   "SQUALL_BUCKET", "SQUALL_HALF_ACCUM",
-                                  "SQUALL_HIERARCHY", "SQUALL_RANKS_PER_NODE"};
+                                  "SQUALL_HIERARCHY", "SQUALL_RANKS_PER_NODE", "SQUALL_CHUNK_BYTES",
+                                  "SQUALL_COST_MODEL", "SQUALL_LINK_GBPS"};
 
 /* The line of 'name' shows 'value' as its effective value. */
 static void expect_row(const char *text, const char *name, const char *value) {

@@ -110,6 +110,7 @@ static void use_config(const char *spec) {
   squallConfigDefault(&c);
   squallGetConfig(&env);
   c.debug = env.debug;
+  c.costModel = env.costModel; /* run-mpi.sh: off, so that every eligible call is compressed */
   c.minRanks = env.minRanks;
   ck_assert_int_eq(squallConfigParse(&c, "SQUALL_MIN_BYTES=0"), squallSuccess);
   ck_assert_msg(squallConfigParse(&c, spec) == squallSuccess, "bad spec %s", spec);

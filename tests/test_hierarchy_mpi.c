@@ -31,6 +31,7 @@ static void use_config(const char *spec) {
   squallConfigDefault(&c);
   squallGetConfig(&env);
   c.debug = env.debug;
+  c.costModel = env.costModel; /* run-mpi.sh: off, so that every eligible call is compressed */
   c.ranksPerNode = rpn;
   memcpy(c.statsPath, env.statsPath, sizeof c.statsPath);
   ck_assert_int_eq(squallConfigParse(&c, "SQUALL_MIN_BYTES=0"), squallSuccess);

@@ -37,6 +37,7 @@ static void use(const char *spec) {
   squallConfig_t c, env;
   squallConfigDefault(&c);
   squallGetConfig(&env);
+  c.costModel = env.costModel; /* run-mpi.sh: off, so that every eligible call is compressed */
   c.debug = env.debug;
   squallConfigParse(&c, "SQUALL_MIN_BYTES=0 SQUALL_RANKS_PER_NODE=2");
   if (squallConfigParse(&c, spec) != squallSuccess || squallSetConfig(&c) != squallSuccess) {

@@ -142,8 +142,11 @@ int squallMpiAllreduce(const void *sendbuf, void *recvbuf, int count, MPI_Dataty
   squall_decision d;
   squallResult_t r = squall__engine_allreduce(s->engine, &call, &d);
   if (r != squallSuccess) return fail(comm, to_mpi_error(r)); /* the engine logged it */
-  if (d.route == SQ_ROUTE_PASS) return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
-  return MPI_SUCCESS;
+  if (d.route != SQ_ROUTE_PASS) return MPI_SUCCESS;
+  double t0 = squall__now(); /* the plain call's time tells the cost model the link's speed */
+  int rc = PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+  if (rc == MPI_SUCCESS) squall__engine_note_plain(s->engine, (uint64_t)count * (uint64_t)size, squall__now() - t0);
+  return rc;
 }
 
 int squallMpiResetResiduals(MPI_Comm comm) {

@@ -259,6 +259,41 @@ static void print_hierarchy(const squallConfig_t *c, char *b, size_t n) {
 }
 INT_OPTION(ranks_per_node, ranksPerNode, 0, MAX_COUNT)
 
+/* ----------------------------------------- pipelining, the cost model */
+static int parse_chunk(squallConfig_t *c, const char *v) { return squall__parse_size(v, &c->chunkBytes); }
+static void print_chunk(const squallConfig_t *c, char *b, size_t n) { print_size(c->chunkBytes, b, n); }
+static int parse_cost_model(squallConfig_t *c, const char *v) {
+  if (!strcasecmp(v, "on")) c->costModel = 1;
+  else if (!strcasecmp(v, "off")) c->costModel = 0;
+  else return -1;
+  return 0;
+}
+static void print_cost_model(const squallConfig_t *c, char *b, size_t n) {
+  snprintf(b, n, "%s", c->costModel ? "on" : "off");
+}
+static int check_cost_model(const squallConfig_t *c, char *why, size_t n) {
+  if (c->costModel == 0 || c->costModel == 1) return 0;
+  snprintf(why, n, "costModel=%d is not 0 or 1", c->costModel);
+  return -1;
+}
+#define SQ_LINK_GBPS_MAX 100000.0 /* 100 Tbit/s: anything above is a typo */
+static int parse_link_gbps(squallConfig_t *c, const char *v) {
+  double x;
+  if (!strcasecmp(v, "auto")) x = 0;
+  else if (parse_ratio(v, &x) || !(x <= SQ_LINK_GBPS_MAX)) return -1;
+  c->linkGbps = x;
+  return 0;
+}
+static void print_link_gbps(const squallConfig_t *c, char *b, size_t n) {
+  if (c->linkGbps == 0) snprintf(b, n, "auto");
+  else snprintf(b, n, "%g", c->linkGbps);
+}
+static int check_link_gbps(const squallConfig_t *c, char *why, size_t n) {
+  if (c->linkGbps >= 0 && c->linkGbps <= SQ_LINK_GBPS_MAX) return 0;
+  snprintf(why, n, "linkGbps=%g is outside [0, %g]", c->linkGbps, SQ_LINK_GBPS_MAX);
+  return -1;
+}
+
 static const option_t options[] = {
     {"SQUALL_COMPRESS", "codec, topkRatio", "none", "none, fp16, bf16, int8, int4, fp8 or topk:<ratio> with 0 < ratio <= 1",
      "Codec for eligible all-reduces: none passes every call through; fp16 and bf16 scale and "
@@ -316,6 +351,22 @@ static const option_t options[] = {
      "0 finds the nodes (MPI's shared-memory split; hostname and boot id with NCCL). R > 0 makes "
      "every R consecutive ranks a node, which runs the two-level path on one host (tests).",
      parse_ranks_per_node, print_ranks_per_node, check_ranks_per_node},
+    {"SQUALL_CHUNK_BYTES", "chunkBytes", "4M", SQUALL_SIZE_SPELLINGS "; 0 means one chunk",
+     "The two-phase all-reduce (int8, int4, fp8; fp16 and bf16 summed in fp32) on host memory "
+     "splits a call into chunks of about this many fp32 bytes and overlaps one chunk's encoding "
+     "and decoding with the next chunk's exchange (MPI non-blocking collectives). Every element "
+     "is coded as without chunks: the result is bit for bit the same.",
+     parse_chunk, print_chunk, check_size},
+    {"SQUALL_COST_MODEL", "costModel", "on", "on or off",
+     "on: on host memory, each call predicts the time of the plain and of the compressed "
+     "all-reduce from this rank's measured codec speed and the link's speed, and passes the call "
+     "through (reason would_not_pay) unless every rank predicts that compression is faster. off: "
+     "every eligible call is compressed.",
+     parse_cost_model, print_cost_model, check_cost_model},
+    {"SQUALL_LINK_GBPS", "linkGbps", "auto", "auto, or a positive decimal number of Gbit/s",
+     "The link speed the cost model assumes per rank; auto measures it from the all-reduces' own "
+     "times (plain calls, and compressed calls of one chunk).",
+     parse_link_gbps, print_link_gbps, check_link_gbps},
 };
 
 static const option_t *find_option(const char *name) {

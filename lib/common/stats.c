@@ -59,6 +59,18 @@ void squall__stats_record_path(squallStats_t *local, int path, int flat_reason, 
   pthread_mutex_unlock(&lock);
 }
 
+void squall__stats_record_chunks(squallStats_t *local, uint64_t chunks) {
+  if (chunks < 2) return;
+  pthread_mutex_lock(&lock);
+  process.pipelinedCalls++;
+  process.pipelineChunks += chunks;
+  if (local) {
+    local->pipelinedCalls++;
+    local->pipelineChunks += chunks;
+  }
+  pthread_mutex_unlock(&lock);
+}
+
 const char *squallFlatReasonName(squallFlatReason_t reason) {
   switch (reason) {
 #define SQUALL_FLAT_CASE(name, key, doc) \
@@ -100,8 +112,10 @@ void squall__stats_json(FILE *out, const squallStats_t *s, int rank) {
   for (int r = 0; r < squallFlatNumReasons; r++)
     fprintf(out, "%s\"%s\": %llu", r ? ", " : "", squallFlatReasonName((squallFlatReason_t)r),
             (unsigned long long)s->flat[r]);
-  fprintf(out, "}, \"bytes_inter_node\": %llu, \"bytes_intra_node\": %llu}\n",
+  fprintf(out, "}, \"bytes_inter_node\": %llu, \"bytes_intra_node\": %llu, ",
           (unsigned long long)s->bytesInterNode, (unsigned long long)s->bytesIntraNode);
+  fprintf(out, "\"pipelined_calls\": %llu, \"pipeline_chunks\": %llu}\n",
+          (unsigned long long)s->pipelinedCalls, (unsigned long long)s->pipelineChunks);
 }
 
 /* "%r" in the path becomes the rank; otherwise ".<rank>" is appended. */

@@ -43,6 +43,7 @@
 #include "codecs/codec.h"
 #include "codecs/lossless.h"
 #include "common/stats.h"
+#include "engine/costmodel.h"
 #include "engine/engine.h"
 #include "engine/hierarchy.h" /* two-level all-reduce */
 #include "engine/residual.h"
@@ -76,6 +77,7 @@ struct squall_engine {
    * that the outer two-level call can undo it when a later step fails */
   float *undo_res, *undo_backup;
   size_t undo_n;
+  squall_cost cost; /* SQUALL_COST_MODEL: this rank's link and codec figures */
 };
 
 const squallStats_t *squall__engine_stats(const squall_engine *e) { return &e->stats; }
@@ -133,6 +135,10 @@ static void describe(const squallConfig_t *c, char *out) {
   /* two-level all-reduce: ranks that disagree on it pass through together */
   snprintf(out + strlen(out), DESC_BYTES - strlen(out), " hierarchy=%s rpn=%d",
            c->hierarchy == squallHierarchyFlat ? "flat" : "auto", c->ranksPerNode);
+  /* chunks change the sequence of collectives; the cost model's inputs
+   * must be the same where it decides without a header (device) */
+  snprintf(out + strlen(out), DESC_BYTES - strlen(out), " chunk=%zu cost=%d link=%.17g", c->chunkBytes,
+           c->costModel, c->linkGbps);
   if (c->codec == squallCodecTopk) /* the exact ratio, not %g's rounding */
     snprintf(out + strlen(out), DESC_BYTES - strlen(out), " ratio=%.17g", c->topkRatio);
 }
@@ -157,6 +163,8 @@ typedef struct {
   squall_residuals *count;   /* counts the call for warm-up; NULL: do not count */
   int alltoall;              /* the transport has an all-to-all (same library on every rank) */
   int two_level;             /* squall__hier_known(): the same on every rank */
+  int pays;                  /* the cost model: every rank predicts compression to be faster
+                                (or explores); 1 where the model does not run */
 } decide_in;
 
 /* Reasons that follow from the call alone (identical on every rank: MPI
@@ -207,6 +215,7 @@ static squall_route decide(const decide_in *in, squallPassReason_t *why) {
     return SQ_ROUTE_PASS;
   }
   if (in->two_level == 1) return SQ_ROUTE_TWOLEVEL;
+  if (!in->pays) { *why = squallPassNotPaying; return SQ_ROUTE_PASS; }
 route:
   if (cfg->codec == squallCodecTopk) return topk_route(c, cfg, in->nranks);
   squall_twophase_codec tp;
@@ -259,6 +268,8 @@ static void layout_for(const squall_engine *e, const squall_call *c, const squal
     PLACE(codes, n * sizeof(uint16_t));
   } else if (route == SQ_ROUTE_TWOPHASE) {
     squall__twophase_select(cfg, c->dtype, &L->tp);
+    /* chunks overlap only where the transport has non-blocking calls */
+    if (!e->tr.ialltoall || !e->tr.iallgather || !e->tr.wait) L->tp.chunk_bytes = 0;
     PLACE(twophase, squall__twophase_scratch_bytes(&L->tp, n, p));
   }
 #undef PLACE
@@ -541,13 +552,14 @@ static squallResult_t run(squall_engine *e, const squall_call *c, const squallCo
 }
 
 /* ------------------------------------------------------------- header */
-/* Step 2: one all-reduce(min) of [ok, digest, -digest]. */
+/* Step 2: one all-reduce(min) of [ok, digest, -digest, pays]. */
 static squallResult_t header(squall_engine *e, const squall_call *c, const squallConfig_t *cfg, uint64_t gen,
-                             int ok, int *agreed, int *all_ok) {
-  int64_t d = digest(cfg), h[3] = {ok ? 1 : 0, d, -d};
-  SQ_FORWARD_IF_ERROR(e->tr.allreduce_min_i64_host(e->tr.ctx, c->stream, h, 3));
+                             int ok, int *agreed, int *all_ok, int *pays) {
+  int64_t d = digest(cfg), h[4] = {ok ? 1 : 0, d, -d, *pays ? 1 : 0};
+  SQ_FORWARD_IF_ERROR(e->tr.allreduce_min_i64_host(e->tr.ctx, c->stream, h, 4));
   *all_ok = h[0] == 1;
   *agreed = h[1] == -h[2];
+  *pays = h[3] == 1; /* every rank's verdict: compress only where all predict a gain */
   e->agreed_gen = gen;
   e->agreed_valid = 1;
   e->agreed_ok = *agreed;
@@ -560,6 +572,74 @@ static squallResult_t header(squall_engine *e, const squall_call *c, const squal
     e->warned_valid = 1;
   }
   return squallSuccess;
+}
+
+/* ------------------------------------------------------- the cost model */
+/* What a compressed call on `route` moves; 0 for a route the model does
+ * not weigh (the dense fallback is itself the plain all-reduce's bytes;
+ * two-level and shard calls: see squall(7), COST MODEL). */
+static int cost_call(const squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
+                     squall_route route, const scratch_layout *L, squall_cost_call *cc) {
+  size_t n = c->count;
+  int p = e->tr.nranks;
+  memset(cc, 0, sizeof *cc);
+  cc->kind = (int)cfg->codec * 8 + (int)route;
+  cc->n = n;
+  cc->bytes_in = (uint64_t)n * c->elsize;
+  cc->nranks = p;
+  cc->chunks = 1;
+  if (route == SQ_ROUTE_HALF) {
+    cc->wire = squall__ring_allreduce_wire(2 * (uint64_t)n, p);
+    cc->collectives = 2;
+  } else if (route == SQ_ROUTE_TOPK) {
+    cc->wire = (uint64_t)(p - 1) * L->sb;
+    cc->collectives = use_lossless(e, cfg) ? 2 : 1;
+  } else if (route == SQ_ROUTE_TWOPHASE) {
+    size_t se, bb;
+    squall__twophase_geometry(&L->tp, n, p, &se, &bb);
+    cc->chunks = squall__twophase_chunks(&L->tp, n, p);
+    cc->wire = 2 * (uint64_t)(p - 1) * bb;
+    cc->collectives = 2 * (int)cc->chunks + (L->tp.quant ? 0 : 1);
+  } else {
+    return 0;
+  }
+  return cc->kind < SQ_COST_KINDS;
+}
+
+/* This rank's verdict for the header: 1 = compress. The model runs where
+ * the header is exchanged on every call (host memory), so that the
+ * verdicts, which come from rank-local timings, can be shared at no extra
+ * cost; a declined size class is compressed now and then to keep the
+ * codec's figures current (squall__cost_explore, the same on all ranks). */
+static int cost_vote(squall_engine *e, const squall_call *c, const squallConfig_t *cfg, squall_route guess,
+                     const scratch_layout *L) {
+  squall_cost_call cc;
+  if (!cfg->costModel || !e->header_every_call || c->shard || !cost_call(e, c, cfg, guess, L, &cc)) return 1;
+  if (squall__cost_explore(&e->cost, cc.bytes_in)) return 1;
+  double t_plain, t_comp;
+  int pays = squall__cost_pays(&e->cost, &cc, cfg->linkGbps, &t_plain, &t_comp);
+  if (!pays)
+    SQ_TRACE("rank %d: %zu elements: predicted %.3g s compressed against %.3g s plain: passing through",
+             e->tr.rank, c->count, t_comp, t_plain);
+  return pays;
+}
+
+/* Feeds a finished compressed call's figures to the model: the codec's
+ * time per element, and the exchange (the call's time less the codec's;
+ * a pipelined call hides part of its exchange, which biases the link fast
+ * and so towards plain, only near the crossover). */
+static void cost_learn(squall_engine *e, const squall_call *c, const squallConfig_t *cfg, squall_route route,
+                       const run_state *st, double seconds) {
+  squall_cost_call cc;
+  if (c->shard || !cost_call(e, c, cfg, route, &st->L, &cc)) return;
+  squall__stats_record_chunks(&e->stats, cc.chunks);
+  squall__cost_note_codec(&e->cost, cc.kind, cc.n, st->codec_s);
+  double xfer = seconds - st->codec_s;
+  squall__cost_note_link(&e->cost, cc.collectives, st->wire, xfer > 0 ? xfer : 0);
+}
+
+void squall__engine_note_plain(squall_engine *e, uint64_t bytes, double seconds) {
+  squall__cost_note_link(&e->cost, 1, squall__ring_allreduce_wire(bytes, e->tr.nranks), seconds);
 }
 
 /* ------------------------------------------------------------ the call */
@@ -617,7 +697,7 @@ int squall__engine_ready(squall_engine *e, const squall_call *c) {
   uint64_t gen;
   squall__config_get(&cfg, &gen);
   decide_in in = {.call = c, .cfg = &cfg, .nranks = e->tr.nranks, .agreed = 1, .all_ok = 1,
-                  .alltoall = e->tr.alltoall != NULL};
+                  .alltoall = e->tr.alltoall != NULL, .pays = 1};
   squallPassReason_t why;
   squall_route guess = decide(&in, &why);
   scratch_layout L;
@@ -638,7 +718,7 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
 
   /* What this rank's own configuration would do, to prepare for it. */
   decide_in in = {.call = c, .cfg = &cfg, .nranks = e->tr.nranks, .agreed = 1, .all_ok = 1,
-                  .alltoall = e->tr.alltoall != NULL,
+                  .alltoall = e->tr.alltoall != NULL, .pays = 1,
                   .two_level = c->shard ? 0 : squall__hier_known(e->hier, &cfg)};
   st->flat_reason = squallFlatConfigured;
   squallPassReason_t why;
@@ -663,7 +743,8 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
     SQ_WARN("rank %d: cannot prepare a %zu-element all-reduce: %s", e->tr.rank, c->count, squallGetLastError());
 
   if (e->header_every_call || grow || !e->agreed_valid || e->agreed_gen != gen) {
-    SQ_FORWARD_IF_ERROR(header(e, c, &cfg, gen, prep == squallSuccess, &in.agreed, &in.all_ok));
+    in.pays = cost_vote(e, c, &cfg, guess, &st->L);
+    SQ_FORWARD_IF_ERROR(header(e, c, &cfg, gen, prep == squallSuccess, &in.agreed, &in.all_ok, &in.pays));
     if (grow && in.agreed) e->scratch_planned = st->L.total;
   } else {
     /* No header on this device call: the local failure cannot be shared
@@ -674,6 +755,8 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   }
   in.count = e->residuals;
   d->route = decide(&in, &d->reason);
+  if (d->route == SQ_ROUTE_PASS && d->reason == squallPassNotPaying)
+    squall__cost_declined(&e->cost, (uint64_t)c->count * c->elsize);
   if (d->route == SQ_ROUTE_PASS) {
     if (d->reason == squallPassError)
       SQ_WARN("rank %d: a rank could not prepare a %zu-element all-reduce: every rank passes it through",
@@ -713,7 +796,10 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   SQ_RETURN_ERROR_IF(d->route != guess, squallInternalError, "route %d decided, %d prepared", (int)d->route,
                      (int)guess);
   if (d->route == SQ_ROUTE_TWOLEVEL) return squall__hier_allreduce(e->hier, c, &st->hier);
-  return run(e, c, &cfg, d->route, st);
+  double t0 = squall__now();
+  SQ_FORWARD_IF_ERROR(run(e, c, &cfg, d->route, st));
+  cost_learn(e, c, &cfg, d->route, st, squall__now() - t0);
+  return squallSuccess;
 }
 
 squallResult_t squall__engine_allreduce(squall_engine *e, const squall_call *c, squall_decision *d) {

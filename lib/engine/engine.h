@@ -102,6 +102,10 @@ int squall__engine_ready(squall_engine *engine, const squall_call *call);
 /* Bytes this rank sends in a ring all-reduce of `bytes` over p ranks. */
 uint64_t squall__ring_allreduce_wire(uint64_t bytes, int p);
 
+/* A plain all-reduce of `bytes` that the caller ran after a pass-through
+ * took `seconds`: a sample of the link for the cost model. */
+void squall__engine_note_plain(squall_engine *engine, uint64_t bytes, double seconds);
+
 /* Records a call that never reached an engine (a non-blocking NCCL
  * communicator) in the process-wide statistics. */
 void squall__engine_record_unrun(const squall_call *call, squallPassReason_t reason, int nranks);

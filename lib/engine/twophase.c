@@ -13,6 +13,7 @@ int squall__twophase_select(const squallConfig_t *cfg, int dtype, squall_twophas
   (void)dtype; /* every element type is widened to fp32 first */
   memset(cd, 0, sizeof *cd);
   cd->bucket = cfg->bucket;
+  cd->chunk_bytes = cfg->chunkBytes;
   switch (cfg->codec) {
   case squallCodecInt8: cd->quant = 1; cd->qkind = SQ_QUANT_INT8; return 1;
   case squallCodecInt4: cd->quant = 1; cd->qkind = SQ_QUANT_INT4; return 1;
@@ -40,10 +41,182 @@ void squall__twophase_geometry(const squall_twophase_codec *cd, size_t n, int p,
 
 static size_t align_up(size_t x) { return (x + 255) & ~(size_t)255; }
 
+/* Bytes of the codes of m elements (m whole buckets for the quantised). */
+static size_t code_bytes(const squall_twophase_codec *cd, size_t m) {
+  return cd->quant ? m / cd->bucket * sq_quant_bucket_bytes(cd->qkind, cd->bucket) : m * sizeof(uint16_t);
+}
+
+/* How a call is cut: shards of se elements, each in chunks of ce elements
+ * (whole buckets; the last chunk may be shorter). */
+typedef struct {
+  size_t se, ce, chunks;
+  size_t cbb;   /* block bytes of a full chunk: one peer's codes */
+  size_t slots; /* buffer sets: 3 when pipelined (exchange, gather, encode), else 1 */
+} tp_plan;
+
+static void plan(const squall_twophase_codec *cd, size_t n, int p, tp_plan *pl) {
+  size_t bb;
+  squall__twophase_geometry(cd, n, p, &pl->se, &bb);
+  size_t granule = cd->quant ? cd->bucket : 64; /* 64: cache-line-aligned ranges */
+  size_t ce = cd->chunk_bytes / sizeof(float) / (size_t)p / granule * granule;
+  if (ce < granule) ce = granule;
+  if (cd->chunk_bytes == 0 || ce >= pl->se) ce = pl->se;
+  pl->ce = ce;
+  pl->chunks = ce ? (pl->se + ce - 1) / ce : 1;
+  if (pl->chunks == 0) pl->chunks = 1;
+  pl->cbb = code_bytes(cd, ce);
+  (void)bb; /* code_bytes(se) == bb: shards are whole buckets */
+  pl->slots = pl->chunks > 1 ? 3 : 1;
+}
+
+size_t squall__twophase_chunks(const squall_twophase_codec *cd, size_t n, int p) {
+  tp_plan pl;
+  plan(cd, n, p, &pl);
+  return pl.chunks;
+}
+
+static size_t slot_bytes(const tp_plan *pl, int p) {
+  return 2 * align_up((size_t)p * pl->cbb) + align_up(pl->cbb);
+}
+
 size_t squall__twophase_scratch_bytes(const squall_twophase_codec *cd, size_t n, int p) {
-  size_t se, bb;
-  squall__twophase_geometry(cd, n, p, &se, &bb);
-  return 2 * align_up((size_t)p * bb) + align_up(bb);
+  tp_plan pl;
+  plan(cd, n, p, &pl);
+  return pl.slots * slot_bytes(&pl, p);
+}
+
+/* ------------------------------------------------------------ the call */
+typedef struct {
+  const squall_transport *tr;
+  const squall_kernels *k;
+  const squall_twophase_codec *cd;
+  void *stream;
+  const float *g;
+  float *res, *out, *scale;
+  size_t n;
+  int p, me, pipelined;
+  tp_plan pl;
+  char *scratch;
+  squall_request a2a[3], gat[3]; /* in flight, per buffer set */
+  int a2a_live[3], gat_live[3];
+  double codec_s;
+  uint64_t wire;
+} tp_call;
+
+/* Buffer set s: send (also the gathered codes), recv, mine. */
+static char *buf_send(tp_call *t, size_t s) { return t->scratch + s * slot_bytes(&t->pl, t->p); }
+static char *buf_recv(tp_call *t, size_t s) { return buf_send(t, s) + align_up((size_t)t->p * t->pl.cbb); }
+static char *buf_mine(tp_call *t, size_t s) { return buf_recv(t, s) + align_up((size_t)t->p * t->pl.cbb); }
+
+/* Chunk j: elements per shard, and rank r's range [*lo, *lo + *cnt) of it
+ * (clipped at n; empty past the end). */
+static size_t chunk_len(const tp_call *t, size_t j) {
+  size_t a = j * t->pl.ce;
+  return t->pl.se - a < t->pl.ce ? t->pl.se - a : t->pl.ce;
+}
+static void range_of(const tp_call *t, size_t j, int r, size_t *lo, size_t *cnt) {
+  size_t start = (size_t)r * t->pl.se + j * t->pl.ce, len = chunk_len(t, j);
+  *lo = start < t->n ? start : t->n;
+  *cnt = t->n - *lo < len ? t->n - *lo : len;
+}
+
+/* MPI moves data only inside MPI calls: between pieces of codec work,
+ * every exchange in flight gets a turn. */
+static void poke(tp_call *t) {
+  if (!t->pipelined || t->tr->progress == NULL) return;
+  for (int s = 0; s < 3; s++) {
+    if (t->a2a_live[s]) t->tr->progress(t->tr->ctx, &t->a2a[s]);
+    if (t->gat_live[s]) t->tr->progress(t->tr->ctx, &t->gat[s]);
+  }
+}
+
+static squallResult_t encode(tp_call *t, const float *g, float *res, void *codes, size_t m) {
+  if (m == 0) return squallSuccess;
+  if (t->cd->quant) return t->k->quant_encode(t->stream, t->cd->qkind, t->cd->bucket, g, res, codes, m);
+  return t->k->half_encode(t->stream, t->cd->hkind, g, res, codes, m, t->scale);
+}
+
+static squallResult_t decode(tp_call *t, const void *codes, float *out, size_t m) {
+  if (m == 0) return squallSuccess;
+  if (t->cd->quant) return t->k->quant_decode(t->stream, t->cd->qkind, t->cd->bucket, codes, out, m);
+  return t->k->half_decode(t->stream, t->cd->hkind, codes, out, m, t->scale);
+}
+
+/* 1. encode chunk j of every shard (block r goes to rank r); exchange. */
+static squallResult_t stage_encode(tp_call *t, size_t j) {
+  size_t s = j % t->pl.slots, len = chunk_len(t, j), cbb = code_bytes(t->cd, len);
+  char *send = buf_send(t, s);
+  double t0 = squall__now();
+  for (int r = 0; r < t->p; r++) {
+    size_t lo, cnt;
+    range_of(t, j, r, &lo, &cnt);
+    SQ_FORWARD_IF_ERROR(encode(t, t->g + lo, t->res ? t->res + lo : NULL, send + (size_t)r * cbb, cnt));
+    poke(t);
+  }
+  t->codec_s += squall__now() - t0;
+  t->wire += (uint64_t)(t->p - 1) * cbb;
+  if (!t->pipelined) return t->tr->alltoall(t->tr->ctx, t->stream, send, buf_recv(t, s), cbb);
+  SQ_FORWARD_IF_ERROR(t->tr->ialltoall(t->tr->ctx, send, buf_recv(t, s), cbb, &t->a2a[s]));
+  t->a2a_live[s] = 1;
+  return squallSuccess;
+}
+
+/* 2. sum my part of chunk j in fp32, rank order; 3. re-encode it with my
+ * residual (its error stays on the owner) and all-gather it. */
+static squallResult_t stage_reduce(tp_call *t, size_t j) {
+  size_t s = j % t->pl.slots, len = chunk_len(t, j), cbb = code_bytes(t->cd, len), lo, cnt;
+  if (t->pipelined) {
+    t->a2a_live[s] = 0;
+    SQ_FORWARD_IF_ERROR(t->tr->wait(t->tr->ctx, &t->a2a[s]));
+  }
+  range_of(t, j, t->me, &lo, &cnt);
+  double t0 = squall__now();
+  const void *recv = buf_recv(t, s);
+  if (cnt && t->cd->quant)
+    SQ_FORWARD_IF_ERROR(t->k->quant_reduce(t->stream, t->cd->qkind, t->cd->bucket, recv, t->p, cbb,
+                                           t->out + lo, cnt));
+  else if (cnt)
+    SQ_FORWARD_IF_ERROR(t->k->half_reduce(t->stream, t->cd->hkind, recv, t->p, cbb / sizeof(uint16_t),
+                                          t->out + lo, cnt, t->scale));
+  SQ_FORWARD_IF_ERROR(encode(t, t->out + lo, t->res ? t->res + lo : NULL, buf_mine(t, s), cnt));
+  t->codec_s += squall__now() - t0;
+  t->wire += (uint64_t)(t->p - 1) * cbb;
+  /* the gathered codes go into send, free again once the exchange is done */
+  if (!t->pipelined) return t->tr->allgather(t->tr->ctx, t->stream, buf_mine(t, s), buf_send(t, s), cbb);
+  SQ_FORWARD_IF_ERROR(t->tr->iallgather(t->tr->ctx, buf_mine(t, s), buf_send(t, s), cbb, &t->gat[s]));
+  t->gat_live[s] = 1;
+  return squallSuccess;
+}
+
+/* 4. decode chunk j of every shard: the same bits on every rank. */
+static squallResult_t stage_decode(tp_call *t, size_t j) {
+  size_t s = j % t->pl.slots, len = chunk_len(t, j), cbb = code_bytes(t->cd, len);
+  if (t->pipelined) {
+    t->gat_live[s] = 0;
+    SQ_FORWARD_IF_ERROR(t->tr->wait(t->tr->ctx, &t->gat[s]));
+  }
+  const char *codes = buf_send(t, s);
+  double t0 = squall__now();
+  for (int r = 0; r < t->p; r++) {
+    size_t lo, cnt;
+    range_of(t, j, r, &lo, &cnt);
+    SQ_FORWARD_IF_ERROR(decode(t, codes + (size_t)r * cbb, t->out + lo, cnt));
+    poke(t);
+  }
+  t->codec_s += squall__now() - t0;
+  return squallSuccess;
+}
+
+/* Chunk j is encoded while j-1 is exchanged and j-2 gathered: one stage of
+ * each per step, every wait placed as late as it can be. */
+static squallResult_t run_chunks(tp_call *t) {
+  size_t C = t->pl.chunks;
+  for (size_t j = 0; j < C + 2; j++) {
+    if (j < C) SQ_FORWARD_IF_ERROR(stage_encode(t, j));
+    if (j >= 1 && j - 1 < C) SQ_FORWARD_IF_ERROR(stage_reduce(t, j - 1));
+    if (j >= 2) SQ_FORWARD_IF_ERROR(stage_decode(t, j - 2));
+  }
+  return squallSuccess;
 }
 
 squallResult_t squall__twophase_allreduce(const squall_transport *tr, const squall_kernels *k,
@@ -51,22 +224,22 @@ squallResult_t squall__twophase_allreduce(const squall_transport *tr, const squa
                                           float *res, float *out, size_t n, float *scalars,
                                           void *absmax_ws, void *scratch, double *codec_s,
                                           uint64_t *wire) {
-  int p = tr->nranks, me = tr->rank;
+  int p = tr->nranks;
   SQ_RETURN_ERROR_IF(tr->alltoall == NULL, squallInvalidUsage,
                      "the transport has no all-to-all: the two-phase all-reduce cannot run");
   SQ_RETURN_ERROR_IF(cd->quant && (cd->bucket < 1 || cd->bucket % 2), squallInvalidArgument,
                      "bucket of %zu elements: must be even and positive", cd->bucket);
-  size_t se, bb;
-  squall__twophase_geometry(cd, n, p, &se, &bb);
-  char *send = scratch, *recv = send + align_up((size_t)p * bb), *mine = recv + align_up((size_t)p * bb);
-  size_t lo = (size_t)me * se < n ? (size_t)me * se : n;
-  size_t len = n - lo < se ? n - lo : se;
-  float *res_mine = res ? res + lo : NULL;
+  tp_call t = {.tr = tr, .k = k, .cd = cd, .stream = stream, .g = g, .res = res, .out = out,
+               .scale = &scalars[1], .n = n, .p = p, .me = tr->rank, .scratch = scratch};
+  plan(cd, n, p, &t.pl);
+  t.pipelined = t.pl.chunks > 1;
+  SQ_RETURN_ERROR_IF(t.pipelined && (!tr->ialltoall || !tr->iallgather || !tr->wait), squallInternalError,
+                     "a pipelined two-phase all-reduce on a transport without non-blocking collectives");
 
-  /* 1. encode everything; shard r is block r (contiguous by construction) */
-  double t0 = squall__now();
-  if (!cd->quant) {
+  if (!cd->quant) { /* one global scale, before any chunk */
+    double t0 = squall__now();
     SQ_FORWARD_IF_ERROR(k->absmax(stream, g, res, n, &scalars[0], absmax_ws));
+    t.codec_s += squall__now() - t0;
     SQ_FORWARD_IF_ERROR(tr->allreduce_max_f32(tr->ctx, stream, &scalars[0], 1));
     /* The owner re-encodes a sum of p codes in 16 bits: scale the global
      * max to max/(2p), a factor 2 of headroom for the rounding of the p
@@ -74,37 +247,16 @@ squallResult_t squall__twophase_allreduce(const squall_transport *tr, const squa
     float limit = (cd->hkind == SQ_HALF_FP16 ? SQ_F16_MAX : SQ_BF16_MAX) / (float)(2 * p);
     float max_scale = cd->hkind == SQ_HALF_FP16 ? sq_pow2(100) : 1.0f;
     SQ_FORWARD_IF_ERROR(k->pow2_scale(stream, &scalars[0], limit, max_scale, &scalars[1]));
-    SQ_FORWARD_IF_ERROR(k->half_encode(stream, cd->hkind, g, res, (uint16_t *)send, n, &scalars[1]));
-    *wire += squall__ring_allreduce_wire(4, p);
-  } else {
-    SQ_FORWARD_IF_ERROR(k->quant_encode(stream, cd->qkind, cd->bucket, g, res, (uint8_t *)send, n));
+    t.wire += squall__ring_allreduce_wire(4, p);
   }
-  double t1 = squall__now();
-  SQ_FORWARD_IF_ERROR(tr->alltoall(tr->ctx, stream, send, recv, bb));
-  double t2 = squall__now();
-
-  /* 2. sum my shard in fp32, rank order; 3. re-encode it with my residual */
-  if (cd->quant) {
-    SQ_FORWARD_IF_ERROR(k->quant_reduce(stream, cd->qkind, cd->bucket, (const uint8_t *)recv, p, bb,
-                                        out + lo, len));
-    SQ_FORWARD_IF_ERROR(k->quant_encode(stream, cd->qkind, cd->bucket, out + lo, res_mine,
-                                        (uint8_t *)mine, len));
-  } else {
-    SQ_FORWARD_IF_ERROR(k->half_reduce(stream, cd->hkind, (const uint16_t *)recv, p, se, out + lo,
-                                       len, &scalars[1]));
-    SQ_FORWARD_IF_ERROR(k->half_encode(stream, cd->hkind, out + lo, res_mine, (uint16_t *)mine, len,
-                                       &scalars[1]));
+  squallResult_t r = run_chunks(&t);
+  if (r != squallSuccess) { /* nothing may stay in flight on buffers the engine reuses */
+    for (int s = 0; s < 3; s++) {
+      if (t.a2a_live[s]) tr->wait(tr->ctx, &t.a2a[s]);
+      if (t.gat_live[s]) tr->wait(tr->ctx, &t.gat[s]);
+    }
   }
-  double t3 = squall__now();
-  /* 4. all-gather the reduced shards (into send, free again) and decode
-   * the whole tensor: the gathered blocks lie as one encoded tensor. */
-  SQ_FORWARD_IF_ERROR(tr->allgather(tr->ctx, stream, mine, send, bb));
-  double t4 = squall__now();
-  if (cd->quant)
-    SQ_FORWARD_IF_ERROR(k->quant_decode(stream, cd->qkind, cd->bucket, (const uint8_t *)send, out, n));
-  else
-    SQ_FORWARD_IF_ERROR(k->half_decode(stream, cd->hkind, (const uint16_t *)send, out, n, &scalars[1]));
-  *codec_s += (t1 - t0) + (t3 - t2) + (squall__now() - t4);
-  *wire += 2 * (uint64_t)(p - 1) * bb;
-  return squallSuccess;
+  *codec_s += t.codec_s;
+  *wire += t.wire;
+  return r;
 }

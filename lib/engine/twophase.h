@@ -14,6 +14,14 @@
  * + sum of residuals before it, exactly wherever fp32 sums are exact.
  * Wire bytes per rank: 2 (P-1) blocks of about n/P codes.
  *
+ * Pipelining (host transports with non-blocking collectives): every shard
+ * is cut into chunks of the same number of elements, and chunk j of the
+ * call is chunk j of every shard. Each element keeps its owner, its bucket
+ * and its codes, so the result and the residuals are bit for bit those of
+ * one chunk; only the order of the work changes. While chunk j is being
+ * exchanged, chunk j+1 is encoded and chunk j-1 decoded, with three sets
+ * of buffers in turn.
+ *
  * Codecs: the quantised ones (per-bucket scales; shards are whole
  * buckets), and fp16/bf16 under one global power-of-two scale chosen for
  * |sum| <= max/2 (the sum is re-encoded in 16 bits).
@@ -30,6 +38,8 @@ typedef struct {
   sq_quant_kind qkind;
   sq_half_kind hkind;
   size_t bucket;       /* elements per bucket (quantised) */
+  size_t chunk_bytes;  /* fp32 bytes per pipeline chunk (all shards together); 0: one
+                          chunk (also where the transport has no non-blocking calls) */
 } squall_twophase_codec;
 
 /* 1 when the configuration runs the two-phase path for this element type
@@ -39,6 +49,9 @@ int squall__twophase_select(const squallConfig_t *cfg, int dtype, squall_twophas
 /* Shard geometry: elements per shard and bytes per exchanged block. */
 void squall__twophase_geometry(const squall_twophase_codec *cd, size_t n, int p, size_t *shard_elems,
                                size_t *block_bytes);
+
+/* Pipeline chunks of an n-element call over p ranks (1: no pipelining). */
+size_t squall__twophase_chunks(const squall_twophase_codec *cd, size_t n, int p);
 
 /* Kernel-memory scratch the call needs. */
 size_t squall__twophase_scratch_bytes(const squall_twophase_codec *cd, size_t n, int p);

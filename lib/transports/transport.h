@@ -14,6 +14,11 @@
 #include "codecs/codec_math.h"
 #include "squall.h"
 
+/* A non-blocking collective in flight: the transport's own handle. */
+typedef struct {
+  uint64_t opaque[2];
+} squall_request;
+
 typedef struct squall_transport {
   void *ctx;
   int rank, nranks;
@@ -58,6 +63,18 @@ typedef struct squall_transport {
   squallResult_t (*split)(void *ctx, void *stream, int color, int key, struct squall_transport *sub);
   /* Frees a transport made by split (its communicator and ctx). */
   void (*destroy)(void *ctx);
+
+  /* ---- pipelining (engine/twophase.c). Each may be NULL (a library
+   * without non-blocking collectives): calls then run in one chunk. The
+   * non-blocking twins of alltoall and allgather, on host memory; several
+   * may be in flight, started in the same order on every rank. */
+  squallResult_t (*ialltoall)(void *ctx, const void *send, void *recv, size_t bytes, squall_request *req);
+  squallResult_t (*iallgather)(void *ctx, const void *send, void *recv, size_t bytes, squall_request *req);
+  /* Waits for req to finish. */
+  squallResult_t (*wait)(void *ctx, squall_request *req);
+  /* Lets req (and whatever else is in flight) progress without waiting:
+   * MPI libraries move data only inside MPI calls. */
+  void (*progress)(void *ctx, squall_request *req);
 } squall_transport;
 
 #endif

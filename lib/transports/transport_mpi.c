@@ -137,6 +137,41 @@ static squallResult_t mpi_alltoall(void *ctx, void *stream, const void *send, vo
                     "MPI_Alltoall");
 }
 
+/* ---- pipelining: non-blocking collectives (MPI-3) */
+_Static_assert(sizeof(MPI_Request) <= sizeof(squall_request), "an MPI_Request must fit a squall_request");
+
+static squallResult_t mpi_ialltoall(void *ctx, const void *send, void *recv, size_t bytes,
+                                    squall_request *req) {
+  squall_mpi_ctx *c = ctx;
+  SQ_RETURN_ERROR_IF(bytes > INT_MAX, squallInvalidUsage,
+                     "all-to-all block of %zu bytes exceeds MPI's int count", bytes);
+  return mpi_result(PMPI_Ialltoall(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, c->comm,
+                                   (MPI_Request *)req),
+                    "MPI_Ialltoall");
+}
+
+static squallResult_t mpi_iallgather(void *ctx, const void *send, void *recv, size_t bytes,
+                                     squall_request *req) {
+  squall_mpi_ctx *c = ctx;
+  SQ_RETURN_ERROR_IF(bytes > INT_MAX, squallInvalidUsage,
+                     "all-gather block of %zu bytes exceeds MPI's int count", bytes);
+  return mpi_result(PMPI_Iallgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, c->comm,
+                                    (MPI_Request *)req),
+                    "MPI_Iallgather");
+}
+
+static squallResult_t mpi_wait(void *ctx, squall_request *req) {
+  (void)ctx;
+  return mpi_result(PMPI_Wait((MPI_Request *)req, MPI_STATUS_IGNORE), "MPI_Wait");
+}
+
+static void mpi_progress(void *ctx, squall_request *req) {
+  (void)ctx;
+  int done = 0;
+  /* an error here shows again in the request's wait, which returns it */
+  if (*(MPI_Request *)req != MPI_REQUEST_NULL) PMPI_Test((MPI_Request *)req, &done, MPI_STATUS_IGNORE);
+}
+
 squallResult_t squall__transport_mpi_init(squall_transport *tr, squall_mpi_ctx *ctx, MPI_Comm comm) {
   memset(tr, 0, sizeof *tr);
   memset(ctx, 0, sizeof *ctx);
@@ -157,6 +192,10 @@ squallResult_t squall__transport_mpi_init(squall_transport *tr, squall_mpi_ctx *
   tr->allgatherv = mpi_allgatherv;
   tr->allreduce_min_i64_host = mpi_allreduce_min_i64; /* host memory already */
   tr->alltoall = mpi_alltoall;
+  tr->ialltoall = mpi_ialltoall;
+  tr->iallgather = mpi_iallgather;
+  tr->wait = mpi_wait;
+  tr->progress = mpi_progress;
   squall__topology_mpi_attach(tr);    /* two-level all-reduce: node discovery, split, reduce-scatter */
   return squallSuccess;
 }

@@ -1,0 +1,65 @@
+/*
+ * costmodel.h - predicts, per call, whether compression beats the plain
+ * all-reduce on this rank (SQUALL_COST_MODEL). Two measured inputs:
+ *   - the link: t = alpha * collectives + beta * bytes, a least-squares fit
+ *     over the communicator's own collectives (plain calls as the caller
+ *     ran them, compressed calls' exchanges), recent samples weighing
+ *     more; SQUALL_LINK_GBPS fixes beta instead;
+ *   - the codec: host seconds per element of each codec and route, from
+ *     this rank's own compressed calls.
+ * Each rank predicts from its own figures; the engine shares the verdicts
+ * in the call header (a minimum), so every rank takes the same path.
+ * Knows no transport and no codec: figures in, a verdict out.
+ */
+#ifndef SQUALL_COSTMODEL_H
+#define SQUALL_COSTMODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SQ_COST_KINDS 64   /* codec x route slots (engine.c maps them) */
+#define SQ_COST_CLASSES 64 /* size classes: log2 of the call's bytes */
+
+typedef struct {
+  /* the link: weighted sums of the normal equations (bytes in MB) */
+  double scc, scb, sbb, sct, sbt;
+  int link_samples;
+  double spe[SQ_COST_KINDS]; /* seconds per element; 0: not measured */
+  uint64_t declined[SQ_COST_CLASSES]; /* calls passed through as not paying, per size class */
+} squall_cost;
+
+/* What a compressed call would move. */
+typedef struct {
+  int kind;           /* codec x route slot, < SQ_COST_KINDS */
+  size_t n;           /* elements through the codec */
+  uint64_t bytes_in;  /* the call's bytes (the plain all-reduce's payload) */
+  uint64_t wire;      /* bytes this rank would send compressed */
+  int collectives;    /* collectives the compressed call makes */
+  size_t chunks;      /* pipeline chunks (codec and exchange overlap when > 1) */
+  int nranks;
+} squall_cost_call;
+
+/* A collective of `collectives` calls that sent `bytes` from this rank in
+ * `seconds`. */
+void squall__cost_note_link(squall_cost *m, int collectives, uint64_t bytes, double seconds);
+
+/* A codec kind that took `seconds` for n elements. */
+void squall__cost_note_codec(squall_cost *m, int kind, size_t n, double seconds);
+
+/* 1 when compressing c is predicted faster than the plain all-reduce, or
+ * when the figures to tell are missing; 0 otherwise. link_gbps > 0 fixes
+ * the link's bandwidth. The predictions are returned in seconds. */
+int squall__cost_pays(const squall_cost *m, const squall_cost_call *c, double link_gbps, double *t_plain,
+                      double *t_comp);
+
+/* Every EXPLORE-th call that the model declines (per size class) is
+ * compressed anyway, so that the codec's figures stay current: 1 when
+ * this call is one. Depends only on past decisions, the same on every
+ * rank. */
+#define SQ_COST_EXPLORE 32
+int squall__cost_explore(const squall_cost *m, uint64_t bytes_in);
+
+/* Counts a declined call (after every rank agreed). */
+void squall__cost_declined(squall_cost *m, uint64_t bytes_in);
+
+#endif
