@@ -58,12 +58,12 @@ static int link_fit(const squall_cost *m, double link_gbps, double *alpha, doubl
   return *beta > 0;
 }
 
-int squall__cost_pays(const squall_cost *m, const squall_cost_call *c, double link_gbps, double *t_plain,
-                      double *t_comp) {
+int squall__cost_predict(const squall_cost *m, const squall_cost_call *c, double link_gbps, double *t_plain,
+                         double *t_comp) {
   double alpha, beta;
   *t_plain = *t_comp = 0;
-  if (c->kind < 0 || c->kind >= SQ_COST_KINDS || m->spe[c->kind] <= 0) return 1; /* measure it first */
-  if (!link_fit(m, link_gbps, &alpha, &beta)) return 1;
+  if (c->kind < 0 || c->kind >= SQ_COST_KINDS || m->spe[c->kind] <= 0) return 0; /* measure it first */
+  if (!link_fit(m, link_gbps, &alpha, &beta)) return 0;
   double p = c->nranks;
   double ring = p > 1 ? 2 * (p - 1) / p * (double)c->bytes_in : 0;
   *t_plain = alpha + beta * ring / MB;
@@ -71,7 +71,7 @@ int squall__cost_pays(const squall_cost *m, const squall_cost_call *c, double li
   double codec = m->spe[c->kind] * (double)c->n;
   /* pipelined: the longer of the two, plus one chunk of the other */
   *t_comp = c->chunks > 1 ? fmax(xfer, codec) + fmin(xfer, codec) / (double)c->chunks : xfer + codec;
-  return *t_comp < *t_plain;
+  return 1;
 }
 
 int squall__cost_explore(const squall_cost *m, uint64_t bytes_in) {

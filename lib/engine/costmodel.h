@@ -7,8 +7,10 @@
  *     more; SQUALL_LINK_GBPS fixes beta instead;
  *   - the codec: host seconds per element of each codec and route, from
  *     this rank's own compressed calls.
- * Each rank predicts from its own figures; the engine shares the verdicts
- * in the call header (a minimum), so every rank takes the same path.
+ * Each rank predicts from its own figures; the engine shares the
+ * predictions in the call header and compares the largest of each (the
+ * slowest rank sets a collective's time), so every rank takes the same
+ * path.
  * Knows no transport and no codec: figures in, a verdict out.
  */
 #ifndef SQUALL_COSTMODEL_H
@@ -46,11 +48,11 @@ void squall__cost_note_link(squall_cost *m, int collectives, uint64_t bytes, dou
 /* A codec kind that took `seconds` for n elements. */
 void squall__cost_note_codec(squall_cost *m, int kind, size_t n, double seconds);
 
-/* 1 when compressing c is predicted faster than the plain all-reduce, or
- * when the figures to tell are missing; 0 otherwise. link_gbps > 0 fixes
- * the link's bandwidth. The predictions are returned in seconds. */
-int squall__cost_pays(const squall_cost *m, const squall_cost_call *c, double link_gbps, double *t_plain,
-                      double *t_comp);
+/* Predicts the seconds of the plain all-reduce and of the compressed call
+ * c; link_gbps > 0 fixes the link's bandwidth. 0 when the figures to tell
+ * are missing (the codec never measured, the link never seen). */
+int squall__cost_predict(const squall_cost *m, const squall_cost_call *c, double link_gbps, double *t_plain,
+                         double *t_comp);
 
 /* Every EXPLORE-th call that the model declines (per size class) is
  * compressed anyway, so that the codec's figures stay current: 1 when

@@ -154,6 +154,13 @@ static int64_t digest(const squallConfig_t *c) {
 }
 
 /* ------------------------------------------------------------- decision */
+/* The cost model's part of the call header. */
+typedef struct {
+  int forced;               /* compress whatever the times say: no figures yet, exploring,
+                               or the model does not run */
+  int64_t comp_ns, plain_ns; /* predicted times (after the header: the largest over ranks) */
+} cost_verdict;
+
 typedef struct {
   const squall_call *call;
   const squallConfig_t *cfg; /* the same on every rank when agreed */
@@ -326,6 +333,7 @@ typedef struct {
   double codec_s;
   uint64_t wire;
   int flat_reason;            /* squallFlatReason_t of a flat compressed call */
+  int fresh;                  /* prepare() allocated: this call's times are not typical */
   squall_hier_figures hier;   /* a two-level call's bytes and time */
 } run_state;
 
@@ -341,12 +349,14 @@ static squallResult_t prepare(squall_engine *e, const squall_call *c, const squa
                        "out of memory for tensor state");
     return squall__hier_prepare(e->hier, c);
   }
+  st->fresh = st->L.total > e->scratch_bytes; /* memory touched for the first time is slow */
   SQ_FORWARD_IF_ERROR(scratch_reserve(e, st->L.total, c->stream));
   if (route == SQ_ROUTE_TOPK && use_lossless(e, cfg))
     SQ_FORWARD_IF_ERROR(host_reserve(e, lossless_host_bytes(e->tr.nranks, st->L.k, cfg->topkValues)));
   if (cfg->errorFeedback) {
     st->slot = squall__residuals_slot(e->residuals, hint_of(c), c->count, c->dtype);
     SQ_RETURN_ERROR_IF(st->slot == NULL, squallSystemError, "out of memory for tensor state");
+    st->fresh |= st->slot->residual == NULL;
     SQ_FORWARD_IF_ERROR(squall__residuals_ensure(e->residuals, st->slot, cfg->efMaxBytes, c->stream));
     st->res = st->slot->residual;
   } else { /* decide() counts the call per shape: the shape must exist */
@@ -552,14 +562,19 @@ static squallResult_t run(squall_engine *e, const squall_call *c, const squallCo
 }
 
 /* ------------------------------------------------------------- header */
-/* Step 2: one all-reduce(min) of [ok, digest, -digest, pays]. */
+/* Step 2: one all-reduce(min) of [ok, digest, -digest] and the cost
+ * model's [-forced, -t_comp, -t_plain] (maxima, through the minimum). */
 static squallResult_t header(squall_engine *e, const squall_call *c, const squallConfig_t *cfg, uint64_t gen,
-                             int ok, int *agreed, int *all_ok, int *pays) {
-  int64_t d = digest(cfg), h[4] = {ok ? 1 : 0, d, -d, *pays ? 1 : 0};
-  SQ_FORWARD_IF_ERROR(e->tr.allreduce_min_i64_host(e->tr.ctx, c->stream, h, 4));
+                             int ok, int *agreed, int *all_ok, cost_verdict *v) {
+  int64_t d = digest(cfg), h[6] = {ok ? 1 : 0, d, -d, -(int64_t)v->forced, -v->comp_ns, -v->plain_ns};
+  SQ_FORWARD_IF_ERROR(e->tr.allreduce_min_i64_host(e->tr.ctx, c->stream, h, 6));
   *all_ok = h[0] == 1;
   *agreed = h[1] == -h[2];
-  *pays = h[3] == 1; /* every rank's verdict: compress only where all predict a gain */
+  /* The slowest rank sets a collective's time: compare the largest
+   * predictions; a rank without figures (or exploring) makes all compress. */
+  v->forced = h[3] < 0;
+  v->comp_ns = -h[4];
+  v->plain_ns = -h[5];
   e->agreed_gen = gen;
   e->agreed_valid = 1;
   e->agreed_ok = *agreed;
@@ -575,6 +590,7 @@ static squallResult_t header(squall_engine *e, const squall_call *c, const squal
 }
 
 /* ------------------------------------------------------- the cost model */
+
 /* What a compressed call on `route` moves; 0 for a route the model does
  * not weigh (the dense fallback is itself the plain all-reduce's bytes;
  * two-level and shard calls: see squall(7), COST MODEL). */
@@ -606,22 +622,26 @@ static int cost_call(const squall_engine *e, const squall_call *c, const squallC
   return cc->kind < SQ_COST_KINDS;
 }
 
-/* This rank's verdict for the header: 1 = compress. The model runs where
- * the header is exchanged on every call (host memory), so that the
- * verdicts, which come from rank-local timings, can be shared at no extra
- * cost; a declined size class is compressed now and then to keep the
- * codec's figures current (squall__cost_explore, the same on all ranks). */
-static int cost_vote(squall_engine *e, const squall_call *c, const squallConfig_t *cfg, squall_route guess,
-                     const scratch_layout *L) {
+/* This rank's predictions for the header. The model runs where the header
+ * is exchanged on every call (host memory), so that the predictions, which
+ * come from rank-local timings, are shared at no extra cost; a declined
+ * size class is compressed now and then to keep the codec's figures
+ * current (squall__cost_explore, the same on all ranks). */
+static void cost_vote(squall_engine *e, const squall_call *c, const squallConfig_t *cfg, squall_route guess,
+                      const scratch_layout *L, cost_verdict *v) {
   squall_cost_call cc;
-  if (!cfg->costModel || !e->header_every_call || c->shard || !cost_call(e, c, cfg, guess, L, &cc)) return 1;
-  if (squall__cost_explore(&e->cost, cc.bytes_in)) return 1;
+  memset(v, 0, sizeof *v);
+  v->forced = 1;
+  if (!cfg->costModel || !e->header_every_call || c->shard || !cost_call(e, c, cfg, guess, L, &cc)) return;
+  if (squall__cost_explore(&e->cost, cc.bytes_in)) return;
   double t_plain, t_comp;
-  int pays = squall__cost_pays(&e->cost, &cc, cfg->linkGbps, &t_plain, &t_comp);
-  if (!pays)
-    SQ_TRACE("rank %d: %zu elements: predicted %.3g s compressed against %.3g s plain: passing through",
-             e->tr.rank, c->count, t_comp, t_plain);
-  return pays;
+  int known = squall__cost_predict(&e->cost, &cc, cfg->linkGbps, &t_plain, &t_comp);
+  if (!known) return;
+  v->forced = 0;
+  v->comp_ns = (int64_t)(t_comp * 1e9);
+  v->plain_ns = (int64_t)(t_plain * 1e9);
+  SQ_TRACE("rank %d: %zu elements: predicted %.3g s compressed, %.3g s plain", e->tr.rank, c->count, t_comp,
+           t_plain);
 }
 
 /* Feeds a finished compressed call's figures to the model: the codec's
@@ -633,6 +653,7 @@ static void cost_learn(squall_engine *e, const squall_call *c, const squallConfi
   squall_cost_call cc;
   if (c->shard || !cost_call(e, c, cfg, route, &st->L, &cc)) return;
   squall__stats_record_chunks(&e->stats, cc.chunks);
+  if (st->fresh) return; /* page faults of new memory: not what the next call will see */
   squall__cost_note_codec(&e->cost, cc.kind, cc.n, st->codec_s);
   double xfer = seconds - st->codec_s;
   squall__cost_note_link(&e->cost, cc.collectives, st->wire, xfer > 0 ? xfer : 0);
@@ -743,8 +764,10 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
     SQ_WARN("rank %d: cannot prepare a %zu-element all-reduce: %s", e->tr.rank, c->count, squallGetLastError());
 
   if (e->header_every_call || grow || !e->agreed_valid || e->agreed_gen != gen) {
-    in.pays = cost_vote(e, c, &cfg, guess, &st->L);
-    SQ_FORWARD_IF_ERROR(header(e, c, &cfg, gen, prep == squallSuccess, &in.agreed, &in.all_ok, &in.pays));
+    cost_verdict v;
+    cost_vote(e, c, &cfg, guess, &st->L, &v);
+    SQ_FORWARD_IF_ERROR(header(e, c, &cfg, gen, prep == squallSuccess, &in.agreed, &in.all_ok, &v));
+    in.pays = v.forced || v.comp_ns < v.plain_ns;
     if (grow && in.agreed) e->scratch_planned = st->L.total;
   } else {
     /* No header on this device call: the local failure cannot be shared
