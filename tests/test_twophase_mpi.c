@@ -58,7 +58,10 @@ static void assert_identical_across_ranks(const void *buf, size_t bytes, const c
 static const char *codecs[] = {
     "SQUALL_COMPRESS=int8", "SQUALL_COMPRESS=int4", "SQUALL_COMPRESS=fp8",
     "SQUALL_COMPRESS=fp16 SQUALL_HALF_ACCUM=fp32", "SQUALL_COMPRESS=bf16 SQUALL_HALF_ACCUM=fp32",
-    "SQUALL_COMPRESS=int8 SQUALL_BUCKET=64", "SQUALL_COMPRESS=fp8 SQUALL_BUCKET=1024"};
+    "SQUALL_COMPRESS=int8 SQUALL_BUCKET=64", "SQUALL_COMPRESS=fp8 SQUALL_BUCKET=1024",
+    /* pipelined: many chunks, a short last one */
+    "SQUALL_COMPRESS=int8 SQUALL_BUCKET=64 SQUALL_CHUNK_BYTES=4K", "SQUALL_COMPRESS=int4 SQUALL_CHUNK_BYTES=12K",
+    "SQUALL_COMPRESS=fp16 SQUALL_CHUNK_BYTES=2K", "SQUALL_COMPRESS=bf16 SQUALL_CHUNK_BYTES=1K"};
 #define NCODECS (sizeof codecs / sizeof codecs[0])
 
 /* Counts that exercise: several buckets per shard, a partial last bucket,
@@ -216,6 +219,140 @@ START_TEST(test_nonfinite_propagates) {
 }
 END_TEST
 
+/* ------------------------------------------------------- pipelining */
+
+/* T steps with error feedback, from zero residuals: every output and the
+ * final residual, so that two chunkings can be compared bit for bit. */
+static void run_steps(const char *spec, const char *chunk, size_t n, int T, float *outs, float *res,
+                      uint64_t *pipelined) {
+  char full[256];
+  snprintf(full, sizeof full, "%s SQUALL_CHUNK_BYTES=%s", spec, chunk);
+  use_config(full);
+  ck_assert_int_eq(squallMpiResetResiduals(MPI_COMM_WORLD), MPI_SUCCESS);
+  float *g = malloc(n * 4);
+  squallStats_t before, after;
+  squallStatsGet(&before);
+  for (int t = 0; t < T; t++) {
+    for (size_t i = 0; i < n; i++) g[i] = gen_uniform(40 + (uint64_t)t, rank, i) * (t % 2 ? 1e-3f : 7.0f);
+    ck_assert_msg(squallMpiAllreduce(g, outs + (size_t)t * n, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) ==
+                      MPI_SUCCESS, "%s: %s", full, squallGetLastError());
+  }
+  squallStatsGet(&after);
+  *pipelined = after.pipelinedCalls - before.pipelinedCalls;
+  ck_assert_int_eq(after.compressedCalls - before.compressedCalls, T);
+  ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res), MPI_SUCCESS);
+  free(g);
+}
+
+/* Chunks change the order of the work, never a bit of the result or of
+ * the residuals, whatever the chunk size (down to one bucket per shard). */
+START_TEST(test_pipelined_identical) {
+  enum { T = 4 };
+  const char *specs[] = {"SQUALL_COMPRESS=int8", "SQUALL_COMPRESS=int4 SQUALL_BUCKET=64",
+                         "SQUALL_COMPRESS=fp8", "SQUALL_COMPRESS=fp16", "SQUALL_COMPRESS=bf16"};
+  /* one granule (a bucket, or 64 elements) per shard and chunk; several
+   * chunks with a short last one; a few large ones */
+  const struct { size_t n; const char *chunk; } cases[] = {{5003, "1"}, {70001, "8K"}, {70001, "64K"}};
+  for (size_t s = 0; s < sizeof specs / sizeof specs[0]; s++) {
+    size_t nmax = 70001;
+    float *ref = malloc((size_t)T * nmax * 4), *got = malloc((size_t)T * nmax * 4);
+    float *ref_res = malloc(nmax * 4), *got_res = malloc(nmax * 4);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+      size_t n = cases[c].n;
+      const char *chunk = cases[c].chunk;
+      uint64_t pipelined;
+      run_steps(specs[s], "0", n, T, ref, ref_res, &pipelined);
+      ck_assert_msg(pipelined == 0, "%s: chunk 0 pipelined %llu calls", specs[s], (unsigned long long)pipelined);
+      run_steps(specs[s], chunk, n, T, got, got_res, &pipelined);
+      ck_assert_msg(pipelined == T, "%s chunk %s n=%zu: %llu of %d calls pipelined", specs[s], chunk, n,
+                    (unsigned long long)pipelined, T);
+      for (size_t i = 0; i < (size_t)T * n; i++)
+        ck_assert_msg(memcmp(&ref[i], &got[i], 4) == 0, "%s chunk %s n=%zu: step %zu elem %zu: %a != %a",
+                      specs[s], chunk, n, i / n, i % n, (double)got[i], (double)ref[i]);
+      ck_assert_msg(memcmp(ref_res, got_res, n * 4) == 0, "%s chunk %s n=%zu: residuals differ", specs[s], chunk,
+                    n);
+    }
+    free(ref); free(got); free(ref_res); free(got_res);
+  }
+}
+END_TEST
+
+/* ------------------------------------------------------- cost model */
+
+static void counts_identical(uint64_t v, const char *what) {
+  assert_identical_across_ranks(&v, sizeof v, what);
+}
+
+/* A link said to be 100 Tbit/s: plain must win once the codec's speed is
+ * known. Calls 1 (new memory: not measured) and 2 (the codec measured)
+ * are compressed; then every call passes through as would_not_pay, bit
+ * for bit the plain all-reduce, on every rank alike, except every 32nd
+ * declined call, compressed to refresh the figures. A 1 Mbit/s link: every
+ * call is compressed. */
+START_TEST(test_cost_model) {
+  size_t n = 200003;
+  float *g = malloc(n * 4), *a = malloc(n * 4), *b = malloc(n * 4);
+  const char *specs[] = {"SQUALL_COMPRESS=fp16", "SQUALL_COMPRESS=int8", "SQUALL_COMPRESS=topk:0.01"};
+  for (size_t s = 0; s < sizeof specs / sizeof specs[0]; s++) {
+    char spec[256];
+    snprintf(spec, sizeof spec, "%s SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=100000", specs[s]);
+    use_config(spec);
+    squallMpiCommFree(MPI_COMM_WORLD); /* a fresh engine: no figures yet */
+    squallStats_t before, after;
+    int compressed = 0, declined = 0;
+    for (int t = 0; t < 40; t++) {
+      for (size_t i = 0; i < n; i++) g[i] = gen_uniform(60 + (uint64_t)t, rank, i);
+      squallStatsGet(&before);
+      ck_assert_int_eq(squallMpiAllreduce(g, a, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+      squallStatsGet(&after);
+      int c = after.compressedCalls > before.compressedCalls;
+      int d = after.passthrough[squallPassNotPaying] > before.passthrough[squallPassNotPaying];
+      counts_identical((uint64_t)c, spec);
+      ck_assert_msg(c + d == 1, "%s call %d: neither compressed nor declined", spec, t);
+      if (d) { /* passed through: exactly the plain sum */
+        PMPI_Allreduce(g, b, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        ck_assert_msg(memcmp(a, b, n * 4) == 0, "%s call %d: declined but not the plain all-reduce", spec, t);
+      }
+      if (t < 2) ck_assert_msg(c, "%s call %d: declined before the codec was measured", spec, t);
+      compressed += c;
+      declined += d;
+    }
+    /* 2 to measure, then 31 declined, 1 explored, 6 declined */
+    ck_assert_msg(compressed == 3 && declined == 37, "%s: %d compressed, %d declined", spec, compressed, declined);
+
+    snprintf(spec, sizeof spec, "%s SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=0.001", specs[s]);
+    use_config(spec);
+    squallStatsGet(&before);
+    for (int t = 0; t < 5; t++)
+      ck_assert_int_eq(squallMpiAllreduce(g, a, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+    squallStatsGet(&after);
+    ck_assert_msg(after.compressedCalls - before.compressedCalls == 5, "%s: a slow link and plain chosen", spec);
+  }
+  free(g); free(a); free(b);
+}
+END_TEST
+
+/* With the link measured (auto) on shared memory, calls of many sizes: each
+ * rank predicts from its own timings, yet every rank takes the same path
+ * at every call and holds the same bits. */
+START_TEST(test_cost_model_agrees) {
+  use_config("SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=on");
+  size_t nmax = 1 << 18;
+  float *g = malloc(nmax * 4), *a = malloc(nmax * 4);
+  for (size_t n = 1000; n <= nmax; n = n * 3 / 2)
+    for (int t = 0; t < 3; t++) {
+      for (size_t i = 0; i < n; i++) g[i] = gen_uniform(80 + (uint64_t)t, rank, i);
+      squallStats_t before, after;
+      squallStatsGet(&before);
+      ck_assert_int_eq(squallMpiAllreduce(g, a, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+      squallStatsGet(&after);
+      counts_identical(after.compressedCalls - before.compressedCalls, "compressed or not");
+      assert_identical_across_ranks(a, n * 4, "cost model: result");
+    }
+  free(g); free(a);
+}
+END_TEST
+
 /* In place (send == recv) gives the bits of out of place. */
 START_TEST(test_in_place) {
   size_t n = 4099;
@@ -264,6 +401,15 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_nonfinite_propagates);
   tcase_add_test(tc, test_in_place);
   tcase_add_test(tc, test_disagreement_passes_through);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("pipelining");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, test_pipelined_identical);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("cost_model");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, test_cost_model);
+  tcase_add_test(tc, test_cost_model_agrees);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -61,7 +61,7 @@ int squall__cost_predict(const squall_cost *m, const squall_cost_call *c, double
 #define SQ_COST_EXPLORE 32
 int squall__cost_explore(const squall_cost *m, uint64_t bytes_in);
 
-/* Counts a declined call (after every rank agreed). */
+/* Counts a declined call, or an exploring one (after every rank agreed). */
 void squall__cost_declined(squall_cost *m, uint64_t bytes_in);
 
 #endif

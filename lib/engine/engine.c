@@ -158,6 +158,7 @@ static int64_t digest(const squallConfig_t *c) {
 typedef struct {
   int forced;               /* compress whatever the times say: no figures yet, exploring,
                                or the model does not run */
+  int explored;             /* forced by squall__cost_explore (the same on every rank) */
   int64_t comp_ns, plain_ns; /* predicted times (after the header: the largest over ranks) */
 } cost_verdict;
 
@@ -633,7 +634,10 @@ static void cost_vote(squall_engine *e, const squall_call *c, const squallConfig
   memset(v, 0, sizeof *v);
   v->forced = 1;
   if (!cfg->costModel || !e->header_every_call || c->shard || !cost_call(e, c, cfg, guess, L, &cc)) return;
-  if (squall__cost_explore(&e->cost, cc.bytes_in)) return;
+  if (squall__cost_explore(&e->cost, cc.bytes_in)) {
+    v->explored = 1;
+    return;
+  }
   double t_plain, t_comp;
   int known = squall__cost_predict(&e->cost, &cc, cfg->linkGbps, &t_plain, &t_comp);
   if (!known) return;
@@ -752,6 +756,7 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   /* Growth beyond what every rank planned for needs the header (device
    * engines): decided from the plan, which is the same on every rank. */
   int grow = guess != SQ_ROUTE_PASS && st->L.total > e->scratch_planned;
+  int explored = 0;
   squallResult_t prep = guess == SQ_ROUTE_PASS ? squallSuccess : prepare(e, c, &cfg, guess, st);
   if (c->shard) { /* the outer call exchanged the header: a failure now is an error */
     if (prep != squallSuccess) return prep;
@@ -766,6 +771,7 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   if (e->header_every_call || grow || !e->agreed_valid || e->agreed_gen != gen) {
     cost_verdict v;
     cost_vote(e, c, &cfg, guess, &st->L, &v);
+    explored = v.explored;
     SQ_FORWARD_IF_ERROR(header(e, c, &cfg, gen, prep == squallSuccess, &in.agreed, &in.all_ok, &v));
     in.pays = v.forced || v.comp_ns < v.plain_ns;
     if (grow && in.agreed) e->scratch_planned = st->L.total;
@@ -778,8 +784,8 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   }
   in.count = e->residuals;
   d->route = decide(&in, &d->reason);
-  if (d->route == SQ_ROUTE_PASS && d->reason == squallPassNotPaying)
-    squall__cost_declined(&e->cost, (uint64_t)c->count * c->elsize);
+  if ((d->route == SQ_ROUTE_PASS && d->reason == squallPassNotPaying) || (explored && d->route != SQ_ROUTE_PASS))
+    squall__cost_declined(&e->cost, (uint64_t)c->count * c->elsize); /* counts toward the next exploration */
   if (d->route == SQ_ROUTE_PASS) {
     if (d->reason == squallPassError)
       SQ_WARN("rank %d: a rank could not prepare a %zu-element all-reduce: every rank passes it through",

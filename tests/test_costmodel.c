@@ -1,0 +1,157 @@
+/*
+ * test_costmodel.c - the cost model's arithmetic (lib/engine/costmodel.c):
+ * the link fit recovers a known latency and bandwidth, follows a link
+ * that changes, SQUALL_LINK_GBPS fixes the bandwidth; predictions for
+ * plain, compressed and pipelined calls; no prediction without figures;
+ * the exploration rhythm.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "check_util.h"
+#include "engine/costmodel.h"
+
+#define MB 1e6
+
+static void close_to(double got, double want, double rel, const char *what) {
+  ck_assert_msg(fabs(got - want) <= rel * fabs(want), "%s: %.9g, expected %.9g", what, got, want);
+}
+
+/* samples of t = alpha * c + beta * MB, several shapes */
+static void feed(squall_cost *m, double alpha, double beta_per_mb, int count) {
+  for (int i = 0; i < count; i++) {
+    int c = 1 + i % 3;
+    uint64_t bytes = (uint64_t)(1000 + 997 * (i % 7)) * 1000;
+    squall__cost_note_link(m, c, bytes, alpha * c + beta_per_mb * (double)bytes / MB);
+  }
+}
+
+static squall_cost_call half_call(void) { /* 16M floats, fp16 two-phase, 4 ranks */
+  squall_cost_call c = {.kind = 3, .n = 1 << 24, .bytes_in = 4u << 24, .wire = 2 * 3 * (2u << 24) / 4,
+                        .collectives = 3, .chunks = 1, .nranks = 4};
+  return c;
+}
+
+START_TEST(test_fit_recovers_the_link) {
+  squall_cost m;
+  memset(&m, 0, sizeof m);
+  feed(&m, 50e-6, 8e-3, 40); /* 50 us per collective, 1 Gbit/s */
+  squall__cost_note_codec(&m, 3, 1000, 2e-6);  /* 2 ns per element */
+  squall_cost_call c = half_call();
+  double plain, comp;
+  ck_assert_int_eq(squall__cost_predict(&m, &c, 0, &plain, &comp), 1);
+  double ring = 2.0 * 3 / 4 * (double)c.bytes_in;
+  close_to(plain, 50e-6 + 8e-3 * ring / MB, 1e-6, "plain");
+  close_to(comp, 3 * 50e-6 + 8e-3 * (double)c.wire / MB + 2e-9 * (double)c.n, 1e-6, "compressed");
+  ck_assert(comp < plain); /* half the bytes on a slow link: it pays */
+}
+END_TEST
+
+START_TEST(test_follows_a_changed_link) {
+  squall_cost m;
+  memset(&m, 0, sizeof m);
+  feed(&m, 50e-6, 8e-3, 40);   /* 1 Gbit/s ... */
+  feed(&m, 20e-6, 0.8e-3, 200); /* ... then 10 Gbit/s */
+  squall__cost_note_codec(&m, 3, 1000, 2e-6);
+  squall_cost_call c = half_call();
+  double plain, comp;
+  ck_assert_int_eq(squall__cost_predict(&m, &c, 0, &plain, &comp), 1);
+  close_to(plain, 20e-6 + 0.8e-3 * 2.0 * 3 / 4 * (double)c.bytes_in / MB, 1e-3, "plain after the change");
+}
+END_TEST
+
+START_TEST(test_given_link_speed) {
+  squall_cost m;
+  memset(&m, 0, sizeof m);
+  squall__cost_note_codec(&m, 3, 1000, 2e-6);
+  squall_cost_call c = half_call();
+  double plain, comp;
+  /* no samples at all: the given speed alone, no latency */
+  ck_assert_int_eq(squall__cost_predict(&m, &c, 100.0, &plain, &comp), 1);
+  close_to(plain, 2.0 * 3 / 4 * (double)c.bytes_in * 8 / 100e9, 1e-9, "plain at 100 Gbit/s");
+  ck_assert(comp > plain); /* 2 ns per element costs more than 100 Gbit/s saves */
+  ck_assert_int_eq(squall__cost_predict(&m, &c, 1.0, &plain, &comp), 1);
+  ck_assert(comp < plain);
+}
+END_TEST
+
+START_TEST(test_no_figures_no_prediction) {
+  squall_cost m;
+  memset(&m, 0, sizeof m);
+  squall_cost_call c = half_call();
+  double plain, comp;
+  ck_assert_int_eq(squall__cost_predict(&m, &c, 0, &plain, &comp), 0); /* nothing known */
+  feed(&m, 50e-6, 8e-3, 10);
+  ck_assert_int_eq(squall__cost_predict(&m, &c, 0, &plain, &comp), 0); /* codec unknown */
+  ck_assert_int_eq(squall__cost_predict(&m, &c, 10.0, &plain, &comp), 0);
+  memset(&m, 0, sizeof m);
+  squall__cost_note_codec(&m, 3, 1000, 2e-6);
+  ck_assert_int_eq(squall__cost_predict(&m, &c, 0, &plain, &comp), 0); /* link unknown */
+  c.kind = SQ_COST_KINDS;                                               /* out of range */
+  ck_assert_int_eq(squall__cost_predict(&m, &c, 10.0, &plain, &comp), 0);
+  /* nonsense samples are ignored */
+  memset(&m, 0, sizeof m);
+  squall__cost_note_link(&m, 0, 1000, 1.0);
+  squall__cost_note_link(&m, 1, 1000, NAN);
+  squall__cost_note_codec(&m, 3, 0, 1.0);
+  squall__cost_note_codec(&m, -1, 10, 1.0);
+  ck_assert_int_eq(m.link_samples, 0);
+  ck_assert(m.spe[3] == 0);
+}
+END_TEST
+
+START_TEST(test_pipelined_overlap) {
+  squall_cost m;
+  memset(&m, 0, sizeof m);
+  squall__cost_note_codec(&m, 3, 1000, 2e-6);
+  squall_cost_call c = half_call();
+  double plain, one, piped;
+  ck_assert_int_eq(squall__cost_predict(&m, &c, 10.0, &plain, &one), 1);
+  c.chunks = 16;
+  ck_assert_int_eq(squall__cost_predict(&m, &c, 10.0, &plain, &piped), 1);
+  double xfer = (double)c.wire * 8 / 10e9, codec = 2e-9 * (double)c.n;
+  close_to(one, xfer + codec, 1e-9, "one chunk: codec, then the exchange");
+  close_to(piped, fmax(xfer, codec) + fmin(xfer, codec) / 16, 1e-9, "16 chunks: overlapped");
+}
+END_TEST
+
+START_TEST(test_codec_figure_is_smoothed) {
+  squall_cost m;
+  memset(&m, 0, sizeof m);
+  squall__cost_note_codec(&m, 5, 1000, 1e-6);
+  close_to(m.spe[5], 1e-9, 1e-12, "first sample");
+  squall__cost_note_codec(&m, 5, 1000, 11e-6); /* one slow call moves it 30% of the way */
+  close_to(m.spe[5], 0.7e-9 + 0.3 * 11e-9, 1e-12, "smoothed");
+}
+END_TEST
+
+START_TEST(test_exploration_rhythm) {
+  squall_cost m;
+  memset(&m, 0, sizeof m);
+  int explored = 0;
+  for (int i = 0; i < 3 * SQ_COST_EXPLORE; i++) {
+    if (squall__cost_explore(&m, 1 << 20)) explored++;
+    squall__cost_declined(&m, 1 << 20);
+  }
+  ck_assert_int_eq(explored, 3);
+  /* size classes count apart */
+  ck_assert_int_eq(squall__cost_explore(&m, 1 << 10), 0);
+  ck_assert_int_eq(m.declined[10], 0);
+}
+END_TEST
+
+static Suite *costmodel_suite(void) {
+  Suite *s = suite_create("costmodel");
+  TCase *tc = tcase_create("model");
+  tcase_add_test(tc, test_fit_recovers_the_link);
+  tcase_add_test(tc, test_follows_a_changed_link);
+  tcase_add_test(tc, test_given_link_speed);
+  tcase_add_test(tc, test_no_figures_no_prediction);
+  tcase_add_test(tc, test_pipelined_overlap);
+  tcase_add_test(tc, test_codec_figure_is_smoothed);
+  tcase_add_test(tc, test_exploration_rhythm);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return tu_run(costmodel_suite()); }
