@@ -22,9 +22,13 @@ void bench_report_header(FILE *out, const bench_run_info *in) {
           bench_human_bytes((double)o->min_bytes, lo, sizeof lo),
           bench_human_bytes((double)o->max_bytes, hi, sizeof hi), o->iters, o->warmup,
           o->check ? "on" : "off", (unsigned long long)o->seed);
-  fprintf(out, "# squall: SQUALL_EF=%d SQUALL_MIN_BYTES=%zu SQUALL_TOPK_VALUES=%s SQUALL_ZSTD=%d "
-               "SQUALL_WARMUP=%d\n", c->errorFeedback, c->minBytes,
-          c->topkValues == squallValueFp16 ? "fp16" : "fp32", c->zstdLevel, c->warmup);
+  /* every option the figures depend on (the codec is per row) */
+  fputs("# squall:", out);
+  squallOption_t opt;
+  for (int i = 0; squallConfigOption(c, i, &opt) == squallSuccess; i++)
+    if (strcmp(opt.name, "SQUALL_COMPRESS") && strcmp(opt.name, "SQUALL_DEBUG") && strcmp(opt.name, "SQUALL_STATS"))
+      fprintf(out, " %s=%s", opt.name, opt.value);
+  fputc('\n', out);
   fprintf(out, "# data: %s\n", bench_dist_name(o->data));
   fprintf(out, "# host: %s, %d cores, %d ranks on this machine (%.2f per core)\n",
           in->cpu ? in->cpu : "unknown", in->cores, in->node_ranks,
