@@ -1,0 +1,98 @@
+#!/bin/sh
+# reproduce.sh - runs the benchmark sets behind README.md's tables, each
+# RUNS times, and prints their medians with the spread
+# (tools/bench-median.py). Run it from the build directory on an idle
+# machine, as root (the emulated links need network namespaces):
+#
+#   ../bench/reproduce.sh [--runs N] [--out DIR] [SET...]
+#
+# Sets (default: all of them):
+#   link     4 ranks, 64 MiB, every codec, one shared link of 1 and 10 Gbit/s
+#   shm      4 ranks on shared memory, 64 KiB .. 64 MiB, default configuration
+#   cluster  2 x 2 and 4 x 1 emulated nodes, 1 Gbit/s and 250 Mbit/s per NIC,
+#            flat against two-level
+#   data     every --data distribution at 10 Gbit/s
+#   yield    ranks that spin against ranks that yield while they wait
+# JSON files go to DIR (default ./reproduce-<date>); every figure printed is
+# the median over the runs, min and max beside it.
+set -eu
+
+me=${0##*/}
+top=$(cd "$(dirname "$0")/.." && pwd)
+runs=3
+out=
+sets=
+while test $# -gt 0; do
+  case $1 in
+  --runs) runs=$2; shift 2 ;;
+  --out) out=$2; shift 2 ;;
+  -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
+  link | shm | cluster | data | yield) sets="$sets $1"; shift ;;
+  *) echo "$me: unknown argument '$1' (sets: link shm cluster data yield)" >&2; exit 2 ;;
+  esac
+done
+case $runs in '' | *[!0-9]* | 0) echo "$me: --runs '$runs' is not a positive integer" >&2; exit 2 ;; esac
+sets=${sets:-link shm cluster data yield}
+out=${out:-reproduce-$(date +%Y%m%d-%H%M)}
+[ -x ./squall-bench ] || { echo "$me: run me from the build directory (no ./squall-bench here)" >&2; exit 2; }
+mkdir -p "$out"
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+median() { python3 "$top/tools/bench-median.py" "$@"; }
+note() { echo "== $*"; echo "   load: $(cut -d' ' -f1-3 /proc/loadavg)"; }
+
+codecs=none,fp16,bf16,int8,int4,fp8,topk:0.01
+for set in $sets; do
+  case $set in
+  link)
+    for rate in 1gbit 10gbit; do
+      note "4 ranks, one shared $rate link, 64 MiB"
+      for i in $(seq "$runs"); do
+        "$top/tools/ethernet.sh" --rate "$rate" -- mpirun -n 4 ./squall-bench -b 64M -e 64M -n 3 -w 1 \
+          -C "$codecs" -J "$out/link-$rate-$i.json" >"$out/link-$rate-$i.txt" 2>&1
+      done
+      median "$out"/link-"$rate"-*.json --markdown
+    done ;;
+  shm)
+    note "4 ranks, shared memory, 64 KiB .. 64 MiB, default configuration (cost model on)"
+    for i in $(seq "$runs"); do
+      mpirun -n 4 ./squall-bench -b 64K -e 64M -f 4 -n 5 -w 2 -C none,fp16,int8,topk:0.01 \
+        -J "$out/shm-$i.json" >"$out/shm-$i.txt" 2>&1
+    done
+    median "$out"/shm-*.json --markdown ;;
+  cluster)
+    for shape in 2x2 4x1; do
+      for rate in 1gbit 250mbit; do
+        for h in flat auto; do
+          note "$shape nodes, $rate per NIC, SQUALL_HIERARCHY=$h"
+          for i in $(seq "$runs"); do
+            "$top/tools/cluster.sh" --nodes "${shape%x*}" --ranks-per-node "${shape#*x}" --rate "$rate" -- \
+              ./squall-bench -b 64M -e 64M -n 3 -w 1 -C none,fp16,int8,topk:0.01 -S "SQUALL_HIERARCHY=$h" \
+              -J "$out/cluster-$shape-$rate-$h-$i.json" >"$out/cluster-$shape-$rate-$h-$i.txt" 2>&1
+          done
+          median "$out"/cluster-"$shape"-"$rate"-"$h"-*.json --markdown
+          grep -h 'NIC' "$out"/cluster-"$shape"-"$rate"-"$h"-1.txt || true
+        done
+      done
+    done ;;
+  data)
+    for d in uniform normal lognormal constant tiny sparse nonfinite; do
+      note "--data $d, 4 ranks, one shared 10 Gbit/s link, 64 MiB"
+      for i in $(seq "$runs"); do
+        "$top/tools/ethernet.sh" --rate 10gbit -- mpirun -n 4 ./squall-bench -b 64M -e 64M -n 3 -w 1 \
+          -C none,fp16,int8,topk:0.01 --data "$d" -J "$out/data-$d-$i.json" >"$out/data-$d-$i.txt" 2>&1
+      done
+      median "$out"/data-"$d"-*.json --markdown
+    done ;;
+  yield)
+    for y in 0 1; do
+      note "OMPI_MCA_mpi_yield_when_idle=$y, 4 ranks, one shared 10 Gbit/s link, 64 MiB"
+      for i in $(seq "$runs"); do
+        OMPI_MCA_mpi_yield_when_idle=$y "$top/tools/ethernet.sh" --rate 10gbit -- mpirun -n 4 \
+          ./squall-bench -b 64M -e 64M -n 3 -w 1 -C none,fp16,topk:0.01 \
+          -J "$out/yield-$y-$i.json" >"$out/yield-$y-$i.txt" 2>&1
+      done
+      median "$out"/yield-"$y"-*.json --markdown
+    done ;;
+  esac
+done
+echo "== JSON and full tables: $out"
