@@ -541,20 +541,27 @@ static squallResult_t run(squall_engine *e, const squall_call *c, const squallCo
     SQ_FORWARD_IF_ERROR(e->k.widen(c->stream, (squall_dtype)c->dtype, c->send, st->work, n, c->premul));
     st->g = st->work;
   }
-  if (st->res) SQ_FORWARD_IF_ERROR(e->k.widen(c->stream, SQ_DT_F32, st->res, st->backup, n, 1.0f));
+  /* The backup costs a pass over n floats. Only a failure that returns
+   * needs it: not where every failed collective ends the process and the
+   * route's decoders cannot fail (top-k's can: a corrupt peer payload). */
+  int fatal = e->tr.failures_fatal && e->tr.failures_fatal(e->tr.ctx);
+  if (st->res && (!fatal || route == SQ_ROUTE_TOPK))
+    SQ_FORWARD_IF_ERROR(e->k.widen(c->stream, SQ_DT_F32, st->res, st->backup, n, 1.0f));
+  else
+    st->backup = NULL;
   st->codec_s += squall__now() - t0;
   squallResult_t r = route == SQ_ROUTE_TOPK       ? run_topk(e, c, cfg, st)
                      : route == SQ_ROUTE_DENSE    ? run_dense(e, c, st)
                      : route == SQ_ROUTE_TWOPHASE ? run_twophase(e, c, st)
                                                   : run_half(e, c, cfg, st);
-  if (r != squallSuccess && st->res) {
+  if (r != squallSuccess && st->res && st->backup) {
     char why[512];
     snprintf(why, sizeof why, "%s", squallGetLastError());
     if (e->k.widen(c->stream, SQ_DT_F32, st->backup, st->res, n, 1.0f) != squallSuccess)
       SQ_WARN("restoring a %zu-element residual after a failure failed too: %s", n, squallGetLastError());
     squall__fail(r, "%s", why); /* keep the first failure as the detail */
   }
-  if (r == squallSuccess && c->shard) { /* the outer call may still fail: keep the way back */
+  if (r == squallSuccess && c->shard && st->backup) { /* the outer call may still fail: keep the way back */
     e->undo_res = st->res;
     e->undo_backup = st->backup;
     e->undo_n = n;

@@ -75,6 +75,11 @@ typedef struct squall_transport {
   /* Lets req (and whatever else is in flight) progress without waiting:
    * MPI libraries move data only inside MPI calls. */
   void (*progress)(void *ctx, squall_request *req);
+
+  /* Optional: 1 when a failed collective ends the process instead of
+   * returning (MPI_ERRORS_ARE_FATAL on the communicator, as by default), so
+   * that nothing needs undoing after one; NULL or 0: failures return. */
+  int (*failures_fatal)(void *ctx);
 } squall_transport;
 
 #endif

@@ -172,6 +172,16 @@ static void mpi_progress(void *ctx, squall_request *req) {
   if (*(MPI_Request *)req != MPI_REQUEST_NULL) PMPI_Test((MPI_Request *)req, &done, MPI_STATUS_IGNORE);
 }
 
+/* Asked per call: a program may set another error handler at any time. */
+static int mpi_failures_fatal(void *ctx) {
+  squall_mpi_ctx *c = ctx;
+  MPI_Errhandler h = MPI_ERRHANDLER_NULL;
+  if (PMPI_Comm_get_errhandler(c->comm, &h) != MPI_SUCCESS) return 0;
+  int fatal = h == MPI_ERRORS_ARE_FATAL;
+  if (h != MPI_ERRHANDLER_NULL) PMPI_Errhandler_free(&h);
+  return fatal;
+}
+
 squallResult_t squall__transport_mpi_init(squall_transport *tr, squall_mpi_ctx *ctx, MPI_Comm comm) {
   memset(tr, 0, sizeof *tr);
   memset(ctx, 0, sizeof *ctx);
@@ -196,6 +206,7 @@ squallResult_t squall__transport_mpi_init(squall_transport *tr, squall_mpi_ctx *
   tr->iallgather = mpi_iallgather;
   tr->wait = mpi_wait;
   tr->progress = mpi_progress;
+  tr->failures_fatal = mpi_failures_fatal;
   squall__topology_mpi_attach(tr);    /* two-level all-reduce: node discovery, split, reduce-scatter */
   return squallSuccess;
 }
