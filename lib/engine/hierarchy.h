@@ -40,9 +40,16 @@ int squall__hier_known(const squall_hier *h, const squallConfig_t *cfg);
  * is -1 when calls run two-level, else a squallFlatReason_t. */
 squallResult_t squall__hier_route(squall_hier *h, const squallConfig_t *cfg, void *stream, int *flat_reason);
 
-/* Allocates (locally, before the call header) the scratch a two-level run
- * of c needs. */
+/* Allocates (locally, before the call header) everything a two-level run
+ * of c needs: its scratch, the node reduce-scatter's, and the inner
+ * engine's scratch, shard residual and backup, so that nothing allocates
+ * once the call is collective. */
 squallResult_t squall__hier_prepare(squall_hier *h, const squall_call *c);
+
+/* 1 when a two-level run of c needs more memory than any call ran with
+ * before (the same answer on every rank): a device engine must then
+ * exchange the header, so that a rank's failure to grow is shared. */
+int squall__hier_grows(squall_hier *h, const squall_call *c);
 
 /* What a two-level call sent and spent: bytes across and inside the node,
  * host time in codecs (the inner engine's included). */
@@ -63,7 +70,8 @@ void squall__hier_record(const squall_hier *h, squallStats_t *local, int path, i
                          uint64_t wire);
 
 /* For CUDA graph capture: 1 when a two-level run of c needs no allocation
- * and no host synchronisation, else 0. */
+ * and no host synchronisation, else 0; from the plan, the same on every
+ * rank (the residual aside, which is per tensor, as on the flat path). */
 int squall__hier_ready(squall_hier *h, const squall_call *c);
 
 /* Zeroes the per-shard residuals. */
