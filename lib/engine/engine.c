@@ -771,8 +771,9 @@ squallResult_t squall__engine_prepare_shard(squall_engine *e, const squall_call 
   memset(&st, 0, sizeof st);
   layout_for(e, c, &cfg, route, &st.L);
   if (bytes) *bytes = st.L.total;
+  if (!alloc) return squallSuccess; /* a plan only: a slot looked up for the run stays */
   e->shard_slot = NULL;
-  if (!alloc || route == SQ_ROUTE_PASS) return squallSuccess;
+  if (route == SQ_ROUTE_PASS) return squallSuccess;
   SQ_FORWARD_IF_ERROR(prepare(e, c, &cfg, route, &st));
   e->shard_slot = st.slot; /* the shard call's prepare() takes it instead of a second lookup */
   return squallSuccess;
