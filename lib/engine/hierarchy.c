@@ -222,6 +222,13 @@ squallResult_t squall__hier_route(squall_hier *h, const squallConfig_t *cfg, voi
   *flat_reason = squallFlatConfigured;
   if (h == NULL) return squallSuccess;
   if (!h->known || h->rpn != cfg->ranksPerNode) { /* first call, or new SQUALL_RANKS_PER_NODE */
+    /* Shards of another node size hold other elements on other ranks:
+     * carrying their residuals over would take a collective exchange for
+     * a setting that changes once, if ever. They are dropped, and said so. */
+    if (h->inner && squall__engine_stats(h->inner)->calls)
+      SQ_WARN("rank %d: SQUALL_RANKS_PER_NODE changed from %d to %d: the two-level shard residuals are dropped "
+              "(what they held back is never sent; error feedback restarts from zero)",
+              h->tr->rank, h->rpn, cfg->ranksPerNode);
     drop_split(h);
     SQ_FORWARD_IF_ERROR(discover(h, cfg, stream));
   }

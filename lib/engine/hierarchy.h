@@ -14,6 +14,18 @@
  * same verdict from the same table. Two-level needs >= 2 nodes, >= 2 ranks
  * per node and the same number of ranks on every node; anything else runs
  * flat, with the reason logged and counted.
+ *
+ * Memory: everything a two-level call needs (its scratch, the node
+ * reduce-scatter's, the inner engine's scratch, shard residual and backup)
+ * is allocated by squall__hier_prepare, before the call header, so that
+ * one rank's failure makes every rank pass the call through together.
+ *
+ * Residuals: a tensor's shard residual lives in the inner engine. A new
+ * SQUALL_RANKS_PER_NODE drops them all (logged): other shards on other
+ * ranks. A flat residual the tensor held before it ran two-level (the
+ * first compressed call prepares the flat route; SQUALL_HIERARCHY=flat
+ * before auto) stays in the outer engine, unused, until the engine is
+ * freed or the tensor runs flat again.
  */
 #ifndef SQUALL_HIERARCHY_H
 #define SQUALL_HIERARCHY_H
