@@ -391,6 +391,31 @@ START_TEST(test_failure_after_shard_restores_residual) {
 }
 END_TEST
 
+/* The shard residual's slot is looked up once per call, as on the flat
+ * path (residual.h): two tensors of one shape at stable addresses, then a
+ * third, new one. A second lookup per call would shorten the round to one
+ * lookup, and the new tensor would take a live tensor's residual. */
+START_TEST(test_shard_residual_identity) {
+  if (!two_level) return;
+  use_config("SQUALL_COMPRESS=topk:0.01");
+  squallMpiResetResiduals(MPI_COMM_WORLD);
+  size_t n = 2999; /* a shape no other test uses */
+  float *t[3], *out = malloc(n * 4), *ref = malloc(n * 4);
+  for (int i = 0; i < 3; i++) t[i] = malloc(n * 4);
+  for (int step = 0; step < 4; step++)
+    for (int i = 0; i < (step == 3 ? 3 : 2); i++) {
+      fill(t[i], n, 300 + (uint64_t)(step * 3 + i), rank);
+      ck_assert_int_eq(squallMpiAllreduce(t[i], out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+    }
+  /* the new tensor started from a zero residual: the model's bits */
+  model_two_level(300 + 3 * 3 + 2, n, 0.01, ref);
+  ck_assert_msg(memcmp(out, ref, n * 4) == 0, "the new tensor took another tensor's shard residual");
+  for (int i = 0; i < 3; i++) free(t[i]);
+  free(out);
+  free(ref);
+}
+END_TEST
+
 /* The two options: accepted values, clear errors, printed and defaulted. */
 START_TEST(test_options) {
   squallConfig_t c;
@@ -426,6 +451,7 @@ static Suite *hierarchy_suite(void) {
   tcase_add_test(tc, test_hierarchy_mismatch_and_flat);
   tcase_add_test(tc, test_engine_average_halves_nosplit);
   tcase_add_test(tc, test_failure_after_shard_restores_residual);
+  tcase_add_test(tc, test_shard_residual_identity);
   suite_add_tcase(s, tc);
   return s;
 }

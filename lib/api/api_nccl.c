@@ -40,6 +40,54 @@ typedef struct nccl_state {
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static nccl_state *states;
 
+/* What could not be recorded for lack of memory: a PreMulSum op (its calls
+ * would pass through here while the peers, who recorded it, compress them)
+ * or a communicator's non-blocking mark (its calls would compress here
+ * while the peers pass them through). Either way this rank would take
+ * another path than its peers: a hang or a wrong sum. Such calls fail
+ * instead, with ncclSystemError and the reason, as NCCL fails a call it
+ * cannot set up; the caller then aborts the communicator as after any
+ * NCCL error. Failing was chosen over preallocating because the ops and
+ * communicators a program makes have no bound to preallocate for. The
+ * table itself is fixed, so recording a loss cannot fail; when it is full,
+ * every call on every communicator fails. Caller holds the lock. */
+#define LOST_MAX 32
+#define LOST_ALL_OPS (-1)
+static struct {
+  ncclComm_t comm;
+  int op; /* LOST_ALL_OPS: the non-blocking mark */
+} lost[LOST_MAX];
+static int nlost, lost_overflow;
+
+static void lose(ncclComm_t comm, int op, const char *what) {
+  SQ_WARN("out of memory recording %s for NCCL communicator %p: its all-reduces%s fail with ncclSystemError "
+          "from now on, rather than take another path than the other ranks",
+          what, (void *)comm, op == LOST_ALL_OPS ? "" : " with that op");
+  for (int i = 0; i < nlost; i++)
+    if (lost[i].comm == comm && (lost[i].op == op || lost[i].op == LOST_ALL_OPS)) return;
+  if (nlost == LOST_MAX) {
+    lost_overflow = 1;
+    return;
+  }
+  lost[nlost].comm = comm;
+  lost[nlost].op = op;
+  nlost++;
+}
+
+static int is_lost(ncclComm_t comm, int op) {
+  if (lost_overflow) return 1;
+  for (int i = 0; i < nlost; i++)
+    if (lost[i].comm == comm && (lost[i].op == op || lost[i].op == LOST_ALL_OPS)) return 1;
+  return 0;
+}
+
+/* Forgets the losses of comm (all ops when op is LOST_ALL_OPS). */
+static void unlose(ncclComm_t comm, int op) {
+  for (int i = 0; i < nlost;)
+    if (lost[i].comm == comm && (op == LOST_ALL_OPS || lost[i].op == op)) lost[i] = lost[--nlost];
+    else i++;
+}
+
 /* Caller holds the lock. */
 static nccl_state *find(ncclComm_t comm, int create) {
   for (nccl_state *s = states; s; s = s->next)
@@ -65,6 +113,7 @@ static void free_state(nccl_state *s) {
 
 void squall__nccl_comm_forget(ncclComm_t comm) {
   pthread_mutex_lock(&lock);
+  unlose(comm, LOST_ALL_OPS); /* a later communicator may get the same address */
   for (nccl_state **pp = &states; *pp; pp = &(*pp)->next)
     if ((*pp)->comm == comm) {
       nccl_state *s = *pp;
@@ -84,6 +133,7 @@ void squall__nccl_mark_nonblocking(ncclComm_t comm) {
   pthread_mutex_lock(&lock);
   nccl_state *s = find(comm, 1);
   if (s) s->nonblocking = 1;
+  else lose(comm, LOST_ALL_OPS, "that it is non-blocking");
   pthread_mutex_unlock(&lock);
 }
 
@@ -101,8 +151,13 @@ static float scalar_as_float(const void *p, ncclDataType_t t, int *ok) {
 void squall__nccl_premul_add(ncclComm_t comm, ncclRedOp_t op, const void *scalar, ncclDataType_t datatype,
                              ncclScalarResidence_t residence) {
   premul *p = calloc(1, sizeof *p);
-  if (p == NULL) return; /* untracked: calls with it pass through */
   int ok = 1;
+  if (p == NULL) {
+    pthread_mutex_lock(&lock);
+    lose(comm, (int)op, "a PreMulSum op");
+    pthread_mutex_unlock(&lock);
+    return;
+  }
   p->op = op;
   p->on_device = residence == ncclScalarDevice;
   if (!p->on_device) p->scalar = scalar ? scalar_as_float(scalar, datatype, &ok) : 0.0f;
@@ -114,12 +169,14 @@ void squall__nccl_premul_add(ncclComm_t comm, ncclRedOp_t op, const void *scalar
     s->ops = p;
   } else {
     free(p);
+    lose(comm, (int)op, "a PreMulSum op");
   }
   pthread_mutex_unlock(&lock);
 }
 
 void squall__nccl_premul_remove(ncclComm_t comm, ncclRedOp_t op) {
   pthread_mutex_lock(&lock);
+  unlose(comm, (int)op); /* NCCL may hand out the op's number again */
   nccl_state *s = find(comm, 0);
   if (s)
     for (premul **pp = &s->ops; *pp; pp = &(*pp)->next)
@@ -181,6 +238,13 @@ ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *send
   int device = squall__cuda_is_device_pointer(sendbuff);
   int nonblocking = 0;
   pthread_mutex_lock(&lock);
+  if (is_lost(comm, (int)op)) {
+    pthread_mutex_unlock(&lock);
+    squall__fail(squallSystemError, "squallAllReduce(count=%zu): squall lost track of this communicator's "
+                 "state for lack of memory (logged when it happened)", count);
+    SQ_WARN("%s", squallGetLastError());
+    return ncclSystemError;
+  }
   nccl_state *s = find(comm, 1);
   call.op = op == ncclSum ? SQ_OP_SUM : op == ncclAvg ? SQ_OP_AVG : SQ_OP_OTHER;
   for (premul *p = s ? s->ops : NULL; p && call.op == SQ_OP_OTHER; p = p->next)

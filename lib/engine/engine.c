@@ -78,6 +78,7 @@ struct squall_engine {
   float *undo_res, *undo_backup;
   size_t undo_n;
   squall_cost cost; /* SQUALL_COST_MODEL: this rank's link and codec figures */
+  squall_tensor *shard_slot; /* the slot squall__engine_prepare_shard looked up for the next shard call */
 };
 
 const squallStats_t *squall__engine_stats(const squall_engine *e) { return &e->stats; }
@@ -293,11 +294,13 @@ static void *carve(const squall_engine *e, size_t off, size_t bytes) {
 
 static squallResult_t scratch_reserve(squall_engine *e, size_t bytes, void *stream) {
   if (bytes <= e->scratch_bytes) return squallSuccess;
+  /* the new one first: on failure the old one stays (scratch_bytes never
+   * falls below what a header planned) */
+  void *p = e->k.alloc(stream, bytes);
+  SQ_RETURN_ERROR_IF(p == NULL, squallSystemError, "cannot allocate %zu bytes of %s scratch", bytes, e->k.name);
   if (e->scratch) e->k.free(stream, e->scratch);
-  e->scratch = e->k.alloc(stream, bytes);
-  e->scratch_bytes = e->scratch ? bytes : 0;
-  SQ_RETURN_ERROR_IF(e->scratch == NULL, squallSystemError,
-                     "cannot allocate %zu bytes of %s scratch", bytes, e->k.name);
+  e->scratch = p;
+  e->scratch_bytes = bytes;
   return squallSuccess;
 }
 
@@ -355,7 +358,11 @@ static squallResult_t prepare(squall_engine *e, const squall_call *c, const squa
   if (route == SQ_ROUTE_TOPK && use_lossless(e, cfg))
     SQ_FORWARD_IF_ERROR(host_reserve(e, lossless_host_bytes(e->tr.nranks, st->L.k, cfg->topkValues)));
   if (cfg->errorFeedback) {
-    st->slot = squall__residuals_slot(e->residuals, hint_of(c), c->count, c->dtype);
+    /* a shard prepared ahead (squall__engine_prepare_shard): its slot, looked up once */
+    squall_tensor *ahead = e->shard_slot;
+    e->shard_slot = NULL;
+    st->slot = c->shard && ahead && ahead->key == hint_of(c) && ahead->count == c->count
+                   ? ahead : squall__residuals_slot(e->residuals, hint_of(c), c->count, c->dtype);
     SQ_RETURN_ERROR_IF(st->slot == NULL, squallSystemError, "out of memory for tensor state");
     st->fresh |= st->slot->residual == NULL;
     SQ_FORWARD_IF_ERROR(squall__residuals_ensure(e->residuals, st->slot, cfg->efMaxBytes, c->stream));
@@ -718,7 +725,9 @@ static int capture_ready(squall_engine *e, const squall_call *c, const squallCon
   /* the nodes are found, and the node communicators made, outside capture */
   if (!c->shard && squall__hier_known(e->hier, cfg) < 0) return 0;
   if (guess == SQ_ROUTE_TWOLEVEL) return squall__hier_ready(e->hier, c);
-  if (L->total > e->scratch_bytes) return 0;
+  /* the plan, the same on every rank (scratch_bytes, at least as large, is
+   * rank-local); a shard's plan is the outer call's (squall__hier_ready) */
+  if (L->total > (c->shard ? e->scratch_bytes : e->scratch_planned)) return 0;
   if (!cfg->errorFeedback) return 1;
   squall_tensor *t = squall__residuals_find(e->residuals, hint_of(c), c->count, c->dtype);
   return t && (t->residual || t->no_residual);
@@ -762,7 +771,8 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   }
   /* Growth beyond what every rank planned for needs the header (device
    * engines): decided from the plan, which is the same on every rank. */
-  int grow = guess != SQ_ROUTE_PASS && st->L.total > e->scratch_planned;
+  int grow = guess != SQ_ROUTE_PASS && (st->L.total > e->scratch_planned ||
+                                        (guess == SQ_ROUTE_TWOLEVEL && squall__hier_grows(e->hier, c)));
   int explored = 0;
   squallResult_t prep = guess == SQ_ROUTE_PASS ? squallSuccess : prepare(e, c, &cfg, guess, st);
   if (c->shard) { /* the outer call exchanged the header: a failure now is an error */
@@ -781,7 +791,7 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
     explored = v.explored;
     SQ_FORWARD_IF_ERROR(header(e, c, &cfg, gen, prep == squallSuccess, &in.agreed, &in.all_ok, &v));
     in.pays = v.forced || v.comp_ns < v.plain_ns;
-    if (grow && in.agreed) e->scratch_planned = st->L.total;
+    if (grow && in.agreed && in.all_ok) e->scratch_planned = st->L.total; /* every rank has it */
   } else {
     /* No header on this device call: the local failure cannot be shared
      * without a synchronisation, so it is returned (the communicator
@@ -868,5 +878,25 @@ squallResult_t squall__engine_get_residual(squall_engine *e, const void *key, si
   SQ_FORWARD_IF_ERROR(squall__hier_get_residual(e->hier, key, count, dtype, out, flat, &shard));
   SQ_RETURN_ERROR_IF(!flat && !shard, squallInvalidArgument,
                      "no residual is kept for the tensor at %p (%zu elements)", key, count);
+  return squallSuccess;
+}
+
+squallResult_t squall__engine_prepare_shard(squall_engine *e, const squall_call *c, int alloc, size_t *bytes) {
+  squallConfig_t cfg;
+  uint64_t gen;
+  squall__config_get(&cfg, &gen);
+  decide_in in = {.call = c, .cfg = &cfg, .nranks = e->tr.nranks, .agreed = 1, .all_ok = 1,
+                  .alltoall = e->tr.alltoall != NULL};
+  squallPassReason_t why;
+  squall_route route = decide(&in, &why);
+  run_state st;
+  memset(&st, 0, sizeof st);
+  layout_for(e, c, &cfg, route, &st.L);
+  if (bytes) *bytes = st.L.total;
+  if (!alloc) return squallSuccess; /* a plan only: a slot looked up for the run stays */
+  e->shard_slot = NULL;
+  if (route == SQ_ROUTE_PASS) return squallSuccess;
+  SQ_FORWARD_IF_ERROR(prepare(e, c, &cfg, route, &st));
+  e->shard_slot = st.slot; /* the shard call's prepare() takes it instead of a second lookup */
   return squallSuccess;
 }

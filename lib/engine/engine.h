@@ -95,6 +95,14 @@ const squallStats_t *squall__engine_stats(const squall_engine *engine);
  * failed after its shard all-reduce succeeded). */
 squallResult_t squall__engine_undo_shard(squall_engine *engine, void *stream);
 
+/* Two-level: the shard call c's scratch bytes (*bytes, may be NULL) and,
+ * when alloc, everything it will need allocated now (scratch, residual
+ * and its backup, lossless host memory), locally, before the outer call's
+ * header, so that running c allocates nothing. The residual slot found
+ * here serves c's run: its lookup counts once. */
+squallResult_t squall__engine_prepare_shard(squall_engine *engine, const squall_call *call, int alloc,
+                                            size_t *bytes);
+
 /* For CUDA graph capture: 1 when the shard call c runs without allocation
  * or host synchronisation, else 0. */
 int squall__engine_ready(squall_engine *engine, const squall_call *call);

@@ -30,6 +30,11 @@ struct squall_hier {
   squall_engine *inner; /* the compressed all-reduce across nodes, on shards */
   void *buf;            /* kernel memory: padded fp32 data, then the shard */
   size_t buf_bytes;
+  /* The largest two-level memory (buf, the inner engine's scratch) that
+   * calls ran with: a call ran two-level only after every rank prepared
+   * it, so these are the same on every rank and at most what each holds.
+   * Growth beyond them needs the header (squall__hier_grows). */
+  size_t planned_buf, planned_inner;
 };
 
 squall_hier *squall__hier_create(const squall_transport *tr, const squall_kernels *k) {
@@ -50,6 +55,7 @@ static void drop_split(squall_hier *h) {
   if (h->buf) h->k->free(NULL, h->buf);
   h->buf = NULL;
   h->buf_bytes = 0;
+  h->planned_buf = h->planned_inner = 0;
   h->split_state = 0;
 }
 
@@ -216,6 +222,13 @@ squallResult_t squall__hier_route(squall_hier *h, const squallConfig_t *cfg, voi
   *flat_reason = squallFlatConfigured;
   if (h == NULL) return squallSuccess;
   if (!h->known || h->rpn != cfg->ranksPerNode) { /* first call, or new SQUALL_RANKS_PER_NODE */
+    /* Shards of another node size hold other elements on other ranks:
+     * carrying their residuals over would take a collective exchange for
+     * a setting that changes once, if ever. They are dropped, and said so. */
+    if (h->inner && squall__engine_stats(h->inner)->calls)
+      SQ_WARN("rank %d: SQUALL_RANKS_PER_NODE changed from %d to %d: the two-level shard residuals are dropped "
+              "(what they held back is never sent; error feedback restarts from zero)",
+              h->tr->rank, h->rpn, cfg->ranksPerNode);
     drop_split(h);
     SQ_FORWARD_IF_ERROR(discover(h, cfg, stream));
   }
@@ -256,26 +269,54 @@ static squall_call shard_call(const squall_call *c, float *shard, size_t s) {
   return ic;
 }
 
+/* The inner engine's scratch for the shard of c. */
+static size_t inner_bytes(const squall_hier *h, const squall_call *c, const shape *sh) {
+  size_t bytes = 0;
+  squall_call ic = shard_call(c, (float *)h->buf, sh->s);
+  squall__engine_prepare_shard(h->inner, &ic, 0, &bytes);
+  return bytes;
+}
+
+int squall__hier_grows(squall_hier *h, const squall_call *c) {
+  if (h == NULL || h->split_state != 1) return 0;
+  shape sh;
+  shape_of(h, c, &sh);
+  return sh.need > h->planned_buf || inner_bytes(h, c, &sh) > h->planned_inner;
+}
+
 int squall__hier_ready(squall_hier *h, const squall_call *c) {
   if (h == NULL || h->split_state != 1) return 0;
   shape sh;
   shape_of(h, c, &sh);
-  if (sh.need > h->buf_bytes) return 0;
+  /* the plan, the same on every rank, not this rank's allocations */
+  if (sh.need > h->planned_buf || inner_bytes(h, c, &sh) > h->planned_inner) return 0;
   squall_call ic = shard_call(c, (float *)h->buf, sh.s);
   return squall__engine_ready(h->inner, &ic);
 }
 
 squallResult_t squall__hier_prepare(squall_hier *h, const squall_call *c) {
   const squall_kernels *k = h->k;
+  SQ_RETURN_ERROR_IF(h->split_state != 1 || h->inner == NULL, squallInternalError,
+                     "two-level all-reduce prepared without node communicators");
   shape sh;
   shape_of(h, c, &sh);
-  if (sh.need <= h->buf_bytes) return squallSuccess;
-  if (h->buf) k->free(c->stream, h->buf);
-  h->buf = k->alloc(c->stream, sh.need);
-  h->buf_bytes = h->buf ? sh.need : 0;
-  SQ_RETURN_ERROR_IF(h->buf == NULL, squallSystemError,
-                     "cannot allocate %zu bytes of %s scratch for the two-level all-reduce", sh.need, k->name);
-  return squallSuccess;
+  if (sh.need > h->buf_bytes) {
+    /* the new one first: on failure the old one stays */
+    void *p = k->alloc(c->stream, sh.need);
+    SQ_RETURN_ERROR_IF(p == NULL, squallSystemError,
+                       "cannot allocate %zu bytes of %s scratch for the two-level all-reduce", sh.need, k->name);
+    if (h->buf) k->free(c->stream, h->buf);
+    h->buf = p;
+    h->buf_bytes = sh.need;
+  }
+  /* Everything the run will need, now, before the outer header: the node
+   * reduce-scatter's own memory, and the inner engine's scratch, shard
+   * residual and its backup. A failure here is shared by the header and
+   * every rank passes the call through; after it, nothing allocates. */
+  if (h->intra.reserve_reduce_scatter)
+    SQ_FORWARD_IF_ERROR(h->intra.reserve_reduce_scatter(h->intra.ctx, sh.s));
+  squall_call ic = shard_call(c, (float *)h->buf, sh.s);
+  return squall__engine_prepare_shard(h->inner, &ic, 1, NULL);
 }
 
 squallResult_t squall__hier_allreduce(squall_hier *h, const squall_call *c, squall_hier_figures *f) {
@@ -285,6 +326,11 @@ squallResult_t squall__hier_allreduce(squall_hier *h, const squall_call *c, squa
   shape_of(h, c, &sh);
   SQ_RETURN_ERROR_IF(sh.need > h->buf_bytes, squallInternalError,
                      "two-level scratch of %zu bytes not prepared (%zu)", sh.need, h->buf_bytes);
+  /* Every rank runs this call two-level, so every rank prepared it: the
+   * plan grows alike everywhere. */
+  size_t inner = inner_bytes(h, c, &sh);
+  if (sh.need > h->planned_buf) h->planned_buf = sh.need;
+  if (inner > h->planned_inner) h->planned_inner = inner;
   int need_full = !(sh.direct_in && sh.direct_out);
   float *full = (float *)h->buf;
   float *shard = (float *)((char *)h->buf + (need_full ? align_up(sh.padded * sizeof(float)) : 0));

@@ -14,6 +14,18 @@
  * same verdict from the same table. Two-level needs >= 2 nodes, >= 2 ranks
  * per node and the same number of ranks on every node; anything else runs
  * flat, with the reason logged and counted.
+ *
+ * Memory: everything a two-level call needs (its scratch, the node
+ * reduce-scatter's, the inner engine's scratch, shard residual and backup)
+ * is allocated by squall__hier_prepare, before the call header, so that
+ * one rank's failure makes every rank pass the call through together.
+ *
+ * Residuals: a tensor's shard residual lives in the inner engine. A new
+ * SQUALL_RANKS_PER_NODE drops them all (logged): other shards on other
+ * ranks. A flat residual the tensor held before it ran two-level (the
+ * first compressed call prepares the flat route; SQUALL_HIERARCHY=flat
+ * before auto) stays in the outer engine, unused, until the engine is
+ * freed or the tensor runs flat again.
  */
 #ifndef SQUALL_HIERARCHY_H
 #define SQUALL_HIERARCHY_H
@@ -40,9 +52,16 @@ int squall__hier_known(const squall_hier *h, const squallConfig_t *cfg);
  * is -1 when calls run two-level, else a squallFlatReason_t. */
 squallResult_t squall__hier_route(squall_hier *h, const squallConfig_t *cfg, void *stream, int *flat_reason);
 
-/* Allocates (locally, before the call header) the scratch a two-level run
- * of c needs. */
+/* Allocates (locally, before the call header) everything a two-level run
+ * of c needs: its scratch, the node reduce-scatter's, and the inner
+ * engine's scratch, shard residual and backup, so that nothing allocates
+ * once the call is collective. */
 squallResult_t squall__hier_prepare(squall_hier *h, const squall_call *c);
+
+/* 1 when a two-level run of c needs more memory than any call ran with
+ * before (the same answer on every rank): a device engine must then
+ * exchange the header, so that a rank's failure to grow is shared. */
+int squall__hier_grows(squall_hier *h, const squall_call *c);
 
 /* What a two-level call sent and spent: bytes across and inside the node,
  * host time in codecs (the inner engine's included). */
@@ -63,7 +82,8 @@ void squall__hier_record(const squall_hier *h, squallStats_t *local, int path, i
                          uint64_t wire);
 
 /* For CUDA graph capture: 1 when a two-level run of c needs no allocation
- * and no host synchronisation, else 0. */
+ * and no host synchronisation, else 0; from the plan, the same on every
+ * rank (the residual aside, which is per tensor, as on the flat path). */
 int squall__hier_ready(squall_hier *h, const squall_call *c);
 
 /* Zeroes the per-shard residuals. */

@@ -8,6 +8,7 @@
 #include "common/internal.h"
 
 #include <limits.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,12 +82,10 @@ static squallResult_t ring_reduce_scatter_f32(void *ctx, void *stream, const flo
     memmove(recv, send, s * sizeof(float));
     return squallSuccess;
   }
-  if (c->ring_count < s) {
-    free(c->ring);
-    c->ring = malloc(2 * s * sizeof(float));
-    c->ring_count = c->ring ? s : 0;
-    SQ_RETURN_ERROR_IF(c->ring == NULL, squallSystemError, "out of memory for a %zu-float reduce-scatter", s);
-  }
+  /* reserved before the call header (ring_reserve): allocating here, in
+   * the middle of the collective, could leave this rank's peers waiting */
+  SQ_RETURN_ERROR_IF(c->ring_count < s, squallInternalError,
+                     "node reduce-scatter of %zu floats: only %zu reserved", s, c->ring_count);
   float *in = c->ring, *acc = c->ring + s;
   int next = (r + 1) % p, prev = (r + p - 1) % p, blk = prev;
   const float *out = send + (size_t)blk * s;
@@ -103,6 +102,21 @@ static squallResult_t ring_reduce_scatter_f32(void *ctx, void *stream, const flo
     for (size_t i = 0; i < s; i++) dst[i] = in[i] + mine[i];
     out = acc;
   }
+  return squallSuccess;
+}
+
+/* The ring's 2 blocks, grown here only: kept for the next call. The new
+ * blocks come first, so a failure keeps the old ones. */
+static squallResult_t ring_reserve(void *ctx, size_t s) {
+  sub_ctx *c = ctx;
+  if (c->ring_count >= s) return squallSuccess;
+  SQ_RETURN_ERROR_IF(s > SIZE_MAX / (2 * sizeof(float)), squallInvalidArgument,
+                     "node reduce-scatter of %zu floats overflows size_t", s);
+  float *ring = malloc(2 * s * sizeof(float));
+  SQ_RETURN_ERROR_IF(ring == NULL, squallSystemError, "out of memory for a %zu-float node reduce-scatter", s);
+  free(c->ring);
+  c->ring = ring;
+  c->ring_count = s;
   return squallSuccess;
 }
 
@@ -126,12 +140,14 @@ static squallResult_t mpi_split(void *ctx, void *stream, int color, int key, squ
     return r;
   }
   sub->reduce_scatter_f32 = ring_reduce_scatter_f32; /* needs the scratch of sub_ctx */
+  sub->reserve_reduce_scatter = ring_reserve;
   sub->destroy = mpi_destroy;
   return squallSuccess;
 }
 
 void squall__topology_mpi_attach(squall_transport *tr) {
   tr->reduce_scatter_f32 = mpi_reduce_scatter_f32;
+  tr->reserve_reduce_scatter = NULL; /* MPI_Reduce_scatter_block: MPI's own memory */
   tr->node_key = mpi_node_key;
   tr->split = mpi_split;
   tr->destroy = NULL; /* set by mpi_split on the transports it makes */

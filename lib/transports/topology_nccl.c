@@ -56,6 +56,7 @@ static squallResult_t nccl_split(void *ctx, void *stream, int color, int key, sq
     return r;
   }
   sub->split = NULL; /* one level of splitting is all the engine makes */
+  sub->reserve_reduce_scatter = NULL;
   sub->destroy = sub_destroy;
   return squallSuccess;
 }
@@ -63,6 +64,7 @@ static squallResult_t nccl_split(void *ctx, void *stream, int color, int key, sq
 void squall__topology_nccl_attach(squall_transport *tr, squall_nccl_ctx *ctx) {
   const squall_nccl_api *api = ctx->api;
   tr->reduce_scatter_f32 = api->reduceScatter ? nccl_reduce_scatter_f32 : NULL;
+  tr->reserve_reduce_scatter = NULL; /* ncclReduceScatter needs no memory of squall's */
   tr->node_key = NULL;
   tr->split = api->reduceScatter && api->commSplit && api->commDestroy ? nccl_split : NULL;
   tr->destroy = NULL;

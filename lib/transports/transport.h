@@ -53,6 +53,10 @@ typedef struct squall_transport {
    * floats; rank r receives the sum of every rank's block r. */
   squallResult_t (*reduce_scatter_f32)(void *ctx, void *stream, const float *send, float *recv,
                                        size_t recvcount);
+  /* Allocates now (locally, before the call header) whatever
+   * reduce_scatter_f32 of recvcount floats will need, so that nothing
+   * allocates inside the collective. NULL: it needs nothing. */
+  squallResult_t (*reserve_reduce_scatter)(void *ctx, size_t recvcount);
   /* This rank's node identity: equal on ranks that share a node, different
    * otherwise (collective over all ranks; may synchronise). NULL: a hash of
    * the hostname and the boot id. */

@@ -252,6 +252,9 @@ FAKE_API ncclResult_t pncclCommInitAll(ncclComm_t *comms, int ndev, const int *d
 }
 FAKE_ALIAS(ncclCommInitAll);
 
+/* FAKENCCL_NO_SPLIT builds an NCCL older than 2.18, which lacks it: what
+ * dlsym finds (or not) is what squall's two-level all-reduce sees. */
+#ifndef FAKENCCL_NO_SPLIT
 FAKE_API ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
                                      ncclConfig_t *config) {
   const char *fn = "ncclCommSplit";
@@ -271,6 +274,7 @@ FAKE_API ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclCo
   return comm_wrap(mc, blocking, fn, newcomm);
 }
 FAKE_ALIAS(ncclCommSplit);
+#endif
 
 static int cmp_int(const void *a, const void *b) {
   int x = *(const int *)a, y = *(const int *)b;

@@ -46,7 +46,11 @@ ncclResult_t fake__error(ncclResult_t code, const char *fmt, ...) {
 
 FAKE_API ncclResult_t pncclGetVersion(int *version) {
   if (!version) return fake__error(ncclInvalidArgument, "ncclGetVersion: version is NULL");
+#ifdef FAKENCCL_NO_SPLIT
+  *version = 21705; /* an NCCL before ncclCommSplit (2.18) */
+#else
   *version = NCCL_VERSION_CODE; /* the header this library was built with */
+#endif
   return ncclSuccess;
 }
 FAKE_ALIAS(ncclGetVersion);
