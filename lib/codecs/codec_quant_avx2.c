@@ -1,0 +1,297 @@
+/*
+ * codec_quant_avx2.c - AVX2 inner loops of the quantised codecs, 8 lanes at
+ * a time (see codec_quant_simd.h). Each lane computes what the scalar fast
+ * paths of codec_quant.c compute, with the same IEEE single-precision
+ * operations in the same order, so the bytes are identical:
+ *  - rounding to an integer is the add-and-subtract of 1.5 * 2^23 of
+ *    sq_rne_int, not a round instruction (which keeps the sign of a zero
+ *    that the addition turns into +0, and the residual a - 0 would differ
+ *    for a = -0);
+ *  - no FMA (target avx2 only): a * p and q * inv are separate products;
+ *  - the MXCSR is left alone: the scalar code runs under the same rounding
+ *    and flush settings as these loops.
+ * Only codec_quant.c calls these, after checking squall__cpu_x86(AVX2).
+ */
+#include "codecs/codec_quant_simd.h"
+
+#ifdef SQ_QUANT_HAVE_AVX2
+#include <immintrin.h>
+
+#define SQ_AVX2 __attribute__((target("avx2")))
+#define SQ_INLINE __attribute__((always_inline)) inline
+
+static SQ_AVX2 SQ_INLINE __m256 load_a(const float *g, const float *res, size_t i) {
+  __m256 a = _mm256_loadu_ps(g + i);
+  return res ? _mm256_add_ps(a, _mm256_loadu_ps(res + i)) : a;
+}
+
+/* --------------------------------------------------------------- absmax */
+
+static SQ_AVX2 SQ_INLINE int absmax_loop(const float *g, const float *res, size_t m, float *amax) {
+  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 inf = _mm256_set1_ps(__builtin_inff());
+  __m256 m0 = _mm256_setzero_ps(), m1 = m0, m2 = m0, m3 = m0, bad = m0;
+  size_t i = 0;
+/* |a| where finite, else 0 (and the lane marked bad): max over nonnegative
+ * finite floats, whatever the order, is the scalar loop's value. */
+#define SQ_ABSMAX_STEP(acc, off)                                                 \
+  do {                                                                          \
+    __m256 x = _mm256_and_ps(load_a(g, res, i + (off)), absmask);               \
+    __m256 fin = _mm256_cmp_ps(x, inf, _CMP_LT_OQ);                             \
+    acc = _mm256_max_ps(acc, _mm256_and_ps(x, fin));                            \
+    bad = _mm256_or_ps(bad, _mm256_cmp_ps(x, inf, _CMP_NLT_UQ));                \
+  } while (0)
+  for (; i + 32 <= m; i += 32) {
+    SQ_ABSMAX_STEP(m0, 0);
+    SQ_ABSMAX_STEP(m1, 8);
+    SQ_ABSMAX_STEP(m2, 16);
+    SQ_ABSMAX_STEP(m3, 24);
+  }
+  for (; i + 8 <= m; i += 8) SQ_ABSMAX_STEP(m0, 0);
+#undef SQ_ABSMAX_STEP
+  __m256 mm = _mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3));
+  __m128 h = _mm_max_ps(_mm256_castps256_ps128(mm), _mm256_extractf128_ps(mm, 1));
+  h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
+  float r = _mm_cvtss_f32(h);
+  int nf = _mm256_movemask_ps(bad) != 0;
+  for (; i < m; i++) {
+    float a = res ? g[i] + res[i] : g[i];
+    uint32_t b = sq_float_bits(a) & 0x7fffffffu;
+    if (b < 0x7f800000u) {
+      float x = sq_bits_float(b);
+      r = x > r ? x : r;
+    } else {
+      nf = 1;
+    }
+  }
+  *amax = r;
+  return nf;
+}
+
+SQ_AVX2 int squall__qx_absmax(const float *g, const float *res, size_t m, float *amax) {
+  return res ? absmax_loop(g, res, m, amax) : absmax_loop(g, NULL, m, amax);
+}
+
+/* --------------------------------------------------------------- encode */
+
+/* Packs 4 x 8 int32 lanes (values that fit) into 32 bytes in lane order,
+ * signed (int codes) or unsigned (fp8 codes 0..255) saturation. */
+static SQ_AVX2 SQ_INLINE __m256i pack_bytes(__m256i v0, __m256i v1, __m256i v2, __m256i v3, int is_unsigned) {
+  __m256i w01 = _mm256_packs_epi32(v0, v1), w23 = _mm256_packs_epi32(v2, v3);
+  __m256i b = is_unsigned ? _mm256_packus_epi16(w01, w23) : _mm256_packs_epi16(w01, w23);
+  /* the packs work per 128-bit half: dwords come out as v0lo v1lo v2lo v3lo v0hi ... */
+  return _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+/* encode_int_fast per lane: q = rne(a * p), res = a - q * inv. */
+static SQ_AVX2 SQ_INLINE __m256i quant_int8(__m256 a, __m256 p, __m256 inv, float *r) {
+  const __m256 magic = _mm256_set1_ps(12582912.0f);
+  __m256 q = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(a, p), magic), magic);
+  if (r) _mm256_storeu_ps(r, _mm256_sub_ps(a, _mm256_mul_ps(q, inv)));
+  return _mm256_cvttps_epi32(q); /* q is an integer of at most 127 in magnitude: exact */
+}
+
+/* encode_fp8_fast per lane: the e4m3 code of a * p and res = a - decode. */
+static SQ_AVX2 SQ_INLINE __m256i quant_fp8(__m256 a, __m256 p, __m256 inv, float *r) {
+  const __m256 magic = _mm256_set1_ps(12582912.0f);
+  __m256i b = _mm256_castps_si256(_mm256_mul_ps(a, p));
+  __m256i sign = _mm256_and_si256(b, _mm256_set1_epi32((int)0x80000000u));
+  __m256i ax = _mm256_and_si256(b, _mm256_set1_epi32(0x7fffffff));
+  __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(ax, 20), _mm256_set1_epi32(1));
+  __m256i rnd = _mm256_add_epi32(_mm256_add_epi32(ax, _mm256_set1_epi32(0x7ffff)), lsb);
+  __m256 sub = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(_mm256_castsi256_ps(ax), _mm256_set1_ps(512.0f)), magic),
+                             magic);
+  __m256i normal = _mm256_cmpgt_epi32(ax, _mm256_set1_epi32(0x3c800000 - 1)); /* ax < 2^31: signed is fine */
+  __m256i code = _mm256_blendv_epi8(_mm256_cvttps_epi32(sub),
+                                    _mm256_sub_epi32(_mm256_srli_epi32(rnd, 20), _mm256_set1_epi32(960)), normal);
+  __m256 mag = _mm256_blendv_ps(_mm256_mul_ps(sub, _mm256_set1_ps(0.001953125f)),
+                                _mm256_castsi256_ps(_mm256_and_si256(rnd, _mm256_set1_epi32((int)0xfff00000u))),
+                                _mm256_castsi256_ps(normal));
+  __m256 d = _mm256_mul_ps(_mm256_or_ps(mag, _mm256_castsi256_ps(sign)), inv);
+  if (r) _mm256_storeu_ps(r, _mm256_sub_ps(a, d));
+  return _mm256_or_si256(code, _mm256_srli_epi32(sign, 24));
+}
+
+static SQ_AVX2 SQ_INLINE size_t encode_loop(sq_quant_kind k, const float *g, float *res, uint8_t *c, size_t m,
+                                            float ps, float invs) {
+  const __m256 p = _mm256_set1_ps(ps), inv = _mm256_set1_ps(invs);
+  size_t i = 0;
+  for (; i + 32 <= m; i += 32) {
+    __m256i v[4];
+    for (int j = 0; j < 4; j++) {
+      __m256 a = load_a(g, res, i + 8 * (size_t)j);
+      float *r = res ? res + i + 8 * (size_t)j : NULL;
+      v[j] = k == SQ_QUANT_FP8 ? quant_fp8(a, p, inv, r) : quant_int8(a, p, inv, r);
+    }
+    __m256i bytes = pack_bytes(v[0], v[1], v[2], v[3], k == SQ_QUANT_FP8);
+    if (k != SQ_QUANT_INT4) {
+      _mm256_storeu_si256((__m256i *)(c + i), bytes);
+    } else {
+      /* byte pairs (even, odd element) as 16-bit words: low nibble of the
+       * even one, then the low nibble of the odd one above it */
+      __m256i lo = _mm256_and_si256(bytes, _mm256_set1_epi16(0x000f));
+      __m256i hi = _mm256_and_si256(_mm256_srli_epi16(bytes, 4), _mm256_set1_epi16(0x00f0));
+      __m256i w = _mm256_or_si256(lo, hi);
+      _mm_storeu_si128((__m128i *)(c + i / 2),
+                       _mm_packus_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1)));
+    }
+  }
+  return i;
+}
+
+SQ_AVX2 size_t squall__qx_encode(sq_quant_kind k, const float *g, float *res, uint8_t *c, size_t m, float p,
+                                 float inv) {
+  /* constant kind and residual per instance: no per-element tests */
+  switch (k) {
+  case SQ_QUANT_INT8:
+    return res ? encode_loop(SQ_QUANT_INT8, g, res, c, m, p, inv) : encode_loop(SQ_QUANT_INT8, g, NULL, c, m, p, inv);
+  case SQ_QUANT_INT4:
+    return res ? encode_loop(SQ_QUANT_INT4, g, res, c, m, p, inv) : encode_loop(SQ_QUANT_INT4, g, NULL, c, m, p, inv);
+  default:
+    return res ? encode_loop(SQ_QUANT_FP8, g, res, c, m, p, inv) : encode_loop(SQ_QUANT_FP8, g, NULL, c, m, p, inv);
+  }
+}
+
+/* --------------------------------------------------------------- decode */
+
+/* The values at scale 1 of 16 codes from element i on (code_table's
+ * entries: the marker is the NaN 0x7fc00000), as two vectors. */
+static SQ_AVX2 SQ_INLINE void values16(sq_quant_kind k, const uint8_t *c, size_t i, __m256 *v0, __m256 *v1) {
+  const __m256 nan = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000));
+  __m256i x0, x1, mk0, mk1;
+  if (k == SQ_QUANT_INT4) {
+    __m128i b = _mm_loadl_epi64((const __m128i *)(c + i / 2));
+    __m128i lo = _mm_and_si128(b, _mm_set1_epi8(0x0f));
+    __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 4), _mm_set1_epi8(0x0f));
+    __m128i n = _mm_unpacklo_epi8(lo, hi); /* nibbles in element order */
+    n = _mm_sub_epi8(_mm_xor_si128(n, _mm_set1_epi8(8)), _mm_set1_epi8(8)); /* sign-extend 4 bits */
+    x0 = _mm256_cvtepi8_epi32(n);
+    x1 = _mm256_cvtepi8_epi32(_mm_srli_si128(n, 8));
+  } else {
+    __m128i b = _mm_loadu_si128((const __m128i *)(c + i));
+    if (k == SQ_QUANT_INT8) {
+      x0 = _mm256_cvtepi8_epi32(b);
+      x1 = _mm256_cvtepi8_epi32(_mm_srli_si128(b, 8));
+    } else {
+      x0 = _mm256_cvtepu8_epi32(b);
+      x1 = _mm256_cvtepu8_epi32(_mm_srli_si128(b, 8));
+    }
+  }
+  if (k != SQ_QUANT_FP8) {
+    const __m256i marker = _mm256_set1_epi32(k == SQ_QUANT_INT8 ? -128 : -8);
+    mk0 = _mm256_cmpeq_epi32(x0, marker);
+    mk1 = _mm256_cmpeq_epi32(x1, marker);
+    *v0 = _mm256_blendv_ps(_mm256_cvtepi32_ps(x0), nan, _mm256_castsi256_ps(mk0));
+    *v1 = _mm256_blendv_ps(_mm256_cvtepi32_ps(x1), nan, _mm256_castsi256_ps(mk1));
+    return;
+  }
+  /* e4m3 (sq_e4m3_to_f32): exponent field 0 is m * 2^-9, else the float
+   * with exponent e + 120 and the 3 mantissa bits on top; then the sign. */
+  __m256i xs[2] = {x0, x1};
+  __m256 out[2];
+  for (int h = 0; h < 2; h++) {
+    __m256i mag7 = _mm256_and_si256(xs[h], _mm256_set1_epi32(0x7f));
+    __m256i normal = _mm256_add_epi32(_mm256_slli_epi32(mag7, 20), _mm256_set1_epi32(120 << 23));
+    __m256 subn = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_and_si256(xs[h], _mm256_set1_epi32(7))),
+                                _mm256_set1_ps(0.001953125f));
+    __m256i is_sub = _mm256_cmpgt_epi32(_mm256_set1_epi32(8), mag7);
+    __m256 v = _mm256_blendv_ps(_mm256_castsi256_ps(normal), subn, _mm256_castsi256_ps(is_sub));
+    v = _mm256_or_ps(v, _mm256_castsi256_ps(
+                            _mm256_slli_epi32(_mm256_and_si256(xs[h], _mm256_set1_epi32(0x80)), 24)));
+    __m256i mk = _mm256_cmpeq_epi32(mag7, _mm256_set1_epi32(0x7f));
+    out[h] = _mm256_blendv_ps(v, nan, _mm256_castsi256_ps(mk));
+  }
+  *v0 = out[0];
+  *v1 = out[1];
+}
+
+static SQ_AVX2 SQ_INLINE void store8(float *p, __m256 v, int stream) {
+  if (stream) _mm256_stream_ps(p, v);
+  else _mm256_storeu_ps(p, v);
+}
+
+static SQ_AVX2 SQ_INLINE size_t decode_loop(sq_quant_kind k, const uint8_t *c, float invs, float *out, size_t m,
+                                            int accumulate, int stream) {
+  const __m256 inv = _mm256_set1_ps(invs);
+  size_t i = 0;
+  for (; i + 16 <= m; i += 16) {
+    __m256 v0, v1;
+    values16(k, c, i, &v0, &v1);
+    __m256 d0 = _mm256_mul_ps(v0, inv), d1 = _mm256_mul_ps(v1, inv);
+    if (accumulate) {
+      d0 = _mm256_add_ps(_mm256_loadu_ps(out + i), d0);
+      d1 = _mm256_add_ps(_mm256_loadu_ps(out + i + 8), d1);
+    }
+    store8(out + i, d0, stream);
+    store8(out + i + 8, d1, stream);
+  }
+  return i;
+}
+
+SQ_AVX2 size_t squall__qx_decode(sq_quant_kind k, const uint8_t *c, float inv, float *out, size_t m, int accumulate,
+                                 int stream) {
+  if (accumulate) stream = 0;
+  switch (k) {
+  case SQ_QUANT_INT8:
+    return accumulate ? decode_loop(SQ_QUANT_INT8, c, inv, out, m, 1, 0)
+           : stream   ? decode_loop(SQ_QUANT_INT8, c, inv, out, m, 0, 1)
+                      : decode_loop(SQ_QUANT_INT8, c, inv, out, m, 0, 0);
+  case SQ_QUANT_INT4:
+    return accumulate ? decode_loop(SQ_QUANT_INT4, c, inv, out, m, 1, 0)
+           : stream   ? decode_loop(SQ_QUANT_INT4, c, inv, out, m, 0, 1)
+                      : decode_loop(SQ_QUANT_INT4, c, inv, out, m, 0, 0);
+  default:
+    return accumulate ? decode_loop(SQ_QUANT_FP8, c, inv, out, m, 1, 0)
+           : stream   ? decode_loop(SQ_QUANT_FP8, c, inv, out, m, 0, 1)
+                      : decode_loop(SQ_QUANT_FP8, c, inv, out, m, 0, 0);
+  }
+}
+
+/* --------------------------------------------------------------- reduce */
+
+/* The sum stays in registers across the blocks: acc = d_0, acc = acc + d_r
+ * (or acc = out, acc = acc + d_r), the scalar order, stored once. */
+static SQ_AVX2 SQ_INLINE size_t reduce_loop(sq_quant_kind k, const uint8_t *const *codes, const float *inv,
+                                            int nblocks, float *out, size_t m, int accumulate) {
+  size_t i = 0;
+  for (; i + 16 <= m; i += 16) {
+    __m256 a0, a1;
+    int r = 0;
+    if (accumulate) {
+      a0 = _mm256_loadu_ps(out + i);
+      a1 = _mm256_loadu_ps(out + i + 8);
+    } else {
+      __m256 v0, v1, s = _mm256_broadcast_ss(inv);
+      values16(k, codes[0], i, &v0, &v1);
+      a0 = _mm256_mul_ps(v0, s);
+      a1 = _mm256_mul_ps(v1, s);
+      r = 1;
+    }
+    for (; r < nblocks; r++) {
+      __m256 v0, v1, s = _mm256_broadcast_ss(inv + r);
+      values16(k, codes[r], i, &v0, &v1);
+      a0 = _mm256_add_ps(a0, _mm256_mul_ps(v0, s));
+      a1 = _mm256_add_ps(a1, _mm256_mul_ps(v1, s));
+    }
+    _mm256_storeu_ps(out + i, a0);
+    _mm256_storeu_ps(out + i + 8, a1);
+  }
+  return i;
+}
+
+SQ_AVX2 size_t squall__qx_reduce(sq_quant_kind k, const uint8_t *const *codes, const float *inv, int nblocks,
+                                 float *out, size_t m, int accumulate) {
+  switch (k) {
+  case SQ_QUANT_INT8:
+    return accumulate ? reduce_loop(SQ_QUANT_INT8, codes, inv, nblocks, out, m, 1)
+                      : reduce_loop(SQ_QUANT_INT8, codes, inv, nblocks, out, m, 0);
+  case SQ_QUANT_INT4:
+    return accumulate ? reduce_loop(SQ_QUANT_INT4, codes, inv, nblocks, out, m, 1)
+                      : reduce_loop(SQ_QUANT_INT4, codes, inv, nblocks, out, m, 0);
+  default:
+    return accumulate ? reduce_loop(SQ_QUANT_FP8, codes, inv, nblocks, out, m, 1)
+                      : reduce_loop(SQ_QUANT_FP8, codes, inv, nblocks, out, m, 0);
+  }
+}
+#endif /* SQ_QUANT_HAVE_AVX2 */

@@ -1,0 +1,43 @@
+/*
+ * codec_quant_simd.h - the AVX2 inner loops of the quantised codecs
+ * (codec_quant_avx2.c), private to codec_quant.c. Each function does the
+ * leading part of one bucket that whole vectors cover and returns how many
+ * elements it did; codec_quant.c finishes the rest with its scalar code,
+ * which defines the bits (the vector code computes the same IEEE operations
+ * in the same order, lane by lane). Only buckets whose scalar code takes a
+ * fast path come here: no non-finite flags, scale exponent above -100.
+ * Callers check squall__cpu_x86(SQ_CPU_AVX2) first.
+ */
+#ifndef SQUALL_CODEC_QUANT_SIMD_H
+#define SQUALL_CODEC_QUANT_SIMD_H
+
+#include "codecs/codec.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
+#define SQ_QUANT_HAVE_AVX2 1
+
+/* Largest |a| over the finite a = g + res (res may be NULL) of m elements,
+ * in *amax; returns nonzero when some a is Inf or NaN (the caller then
+ * rescans for the flags). Covers all m elements. */
+int squall__qx_absmax(const float *g, const float *res, size_t m, float *amax);
+
+/* The codes (and residuals when res != NULL) of the leading elements of a
+ * fast-path bucket at scale p = 2^s, inv = 2^-s; returns how many: a
+ * multiple of 32 (int4: the codes of an even count fill whole bytes). */
+size_t squall__qx_encode(sq_quant_kind k, const float *g, float *res, uint8_t *c, size_t m, float p,
+                         float inv);
+
+/* out[0..i) = (accumulate: +=) the decode of the leading codes of a bucket
+ * without non-finite flags, inv = 2^-s; returns i, a multiple of 16.
+ * stream != 0: out is 32-byte aligned, written with non-temporal stores. */
+size_t squall__qx_decode(sq_quant_kind k, const uint8_t *c, float inv, float *out, size_t m, int accumulate,
+                         int stream);
+
+/* out[0..i) = sum over r in order of the decodes of codes[r] under inv[r]
+ * (accumulate: out[j] + that sum, added in the same order), nblocks >= 1,
+ * every block of the bucket without flags; returns i, a multiple of 16. */
+size_t squall__qx_reduce(sq_quant_kind k, const uint8_t *const *codes, const float *inv, int nblocks,
+                         float *out, size_t m, int accumulate);
+#endif
+
+#endif /* SQUALL_CODEC_QUANT_SIMD_H */
