@@ -645,6 +645,36 @@ START_TEST(test_simd_reduce_matches_scalar) {
 }
 END_TEST
 
+/* The 16-bit reduce with the vector loops and without any SIMD: random
+ * codes (NaN, Inf and subnormal halves among them), power-of-two scales
+ * (the vector path) and others (the scalar one), tails, 1 to 33 ranks. */
+START_TEST(test_simd_half_reduce_matches_scalar) {
+  static const int ranks[] = {1, 2, 4, 33};
+  static const size_t lens[] = {1, 15, 16, 17, 100, 1000};
+  static const float scales[] = {1.0f, 4.0f, 0x1p-20f, 0x1p100f, 3.0f};
+  enum { NMAX = 1000, PMAX = 33 };
+  static uint16_t h[PMAX * (NMAX + 5)];
+  static float out0[NMAX], out1[NMAX];
+  tu_rng r = {71};
+  for (int kind = 0; kind < 2; kind++)
+    for (size_t ri = 0; ri < sizeof ranks / sizeof ranks[0]; ri++)
+      for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
+        for (size_t si = 0; si < sizeof scales / sizeof scales[0]; si++) {
+          int p = ranks[ri];
+          size_t n = lens[li], be = n + 5;
+          for (size_t i = 0; i < (size_t)p * be; i++) h[i] = (uint16_t)tu_u32(&r);
+          squall__cpu_x86_disable(SQ_CPU_AVX | SQ_CPU_AVX2 | SQ_CPU_F16C);
+          squall__half_reduce((sq_half_kind)kind, h, p, be, out0, n, scales[si]);
+          squall__cpu_x86_disable(0);
+          squall__half_reduce((sq_half_kind)kind, h, p, be, out1, n, scales[si]);
+          for (size_t i = 0; i < n; i++)
+            TU_CHECK(tu_bits(out0[i]) == tu_bits(out1[i]) || (tu_isnan(out0[i]) && tu_isnan(out1[i])),
+                     "half kind %d p %d n %zu scale %g elem %zu: %a (scalar) vs %a (simd)", kind, p, n,
+                     (double)scales[si], i, (double)out0[i], (double)out1[i]);
+        }
+}
+END_TEST
+
 static Suite *quant_suite(void) {
   Suite *s = suite_create("quant");
   TCase *tc = tcase_create("codes");
@@ -672,6 +702,7 @@ static Suite *quant_suite(void) {
   tcase_add_test(tc, test_simd_decode_random_bytes);
   tcase_add_test(tc, test_simd_decode_streaming);
   tcase_add_test(tc, test_simd_reduce_matches_scalar);
+  tcase_add_test(tc, test_simd_half_reduce_matches_scalar);
   suite_add_tcase(s, tc);
   return s;
 }

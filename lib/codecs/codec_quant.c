@@ -273,10 +273,25 @@ void squall__quant_reduce(sq_quant_kind k, size_t bucket, const uint8_t *blocks,
   }
 }
 
+/* The vector loops need 1 / scale exact: a normal power of two whose
+ * reciprocal is normal too (as codec_half.c's decoder). */
+static int exact_reciprocal(float scale) {
+  uint32_t b = sq_float_bits(scale);
+  uint32_t e = (b >> 23) & 0xffu;
+  return (b & 0x807fffffu) == 0 && e >= 2 && e <= 252;
+}
+
 void squall__half_reduce(sq_half_kind kind, const uint16_t *blocks, int nblocks, size_t block_elems,
                          float *out, size_t n, float scale) {
   /* out = d_0, then out += d_r in rank order: per element the arithmetic of
-   * acc = d_0; acc = acc + d_r, through the vectorised 16-bit decoder. */
+   * acc = d_0; acc = acc + d_r, as squall__half_decode computes it (whose
+   * vector loops the fused one repeats, sums kept in registers). */
+  size_t i0 = 0;
+#ifdef SQ_QUANT_HAVE_AVX2
+  int cpu = squall__cpu_x86(kind == SQ_HALF_FP16 ? SQ_CPU_AVX2 | SQ_CPU_F16C : SQ_CPU_AVX2);
+  if (cpu && nblocks > 0 && exact_reciprocal(scale))
+    i0 = squall__qx_half_reduce(kind, blocks, nblocks, block_elems, out, n, 1.0f / scale);
+#endif
   for (int r = 0; r < nblocks; r++)
-    squall__half_decode(kind, blocks + (size_t)r * block_elems, out, n, scale, r > 0);
+    squall__half_decode(kind, blocks + (size_t)r * block_elems + i0, out + i0, n - i0, scale, r > 0);
 }

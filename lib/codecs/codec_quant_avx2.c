@@ -119,6 +119,13 @@ static SQ_AVX2 SQ_INLINE size_t encode_loop(sq_quant_kind k, const float *g, flo
   size_t i = 0;
   for (; i + 32 <= m; i += 32) {
     __m256i v[4];
+    /* the next bucket's inputs, while this one computes from L1 */
+    _mm_prefetch((const char *)(g + m + i), _MM_HINT_T0);
+    _mm_prefetch((const char *)(g + m + i + 16), _MM_HINT_T0);
+    if (res) {
+      _mm_prefetch((const char *)(res + m + i), _MM_HINT_T0);
+      _mm_prefetch((const char *)(res + m + i + 16), _MM_HINT_T0);
+    }
     for (int j = 0; j < 4; j++) {
       __m256 a = load_a(g, res, i + 8 * (size_t)j);
       float *r = res ? res + i + 8 * (size_t)j : NULL;
@@ -293,5 +300,45 @@ SQ_AVX2 size_t squall__qx_reduce(sq_quant_kind k, const uint8_t *const *codes, c
     return accumulate ? reduce_loop(SQ_QUANT_FP8, codes, inv, nblocks, out, m, 1)
                       : reduce_loop(SQ_QUANT_FP8, codes, inv, nblocks, out, m, 0);
   }
+}
+
+/* --------------------------------------------------- 16-bit reduce */
+
+/* 8 codes as floats: fp16 through F16C (as codec_half.c's decoder), bf16
+ * by shifting into the top half of the float. */
+static __attribute__((target("f16c,avx2"))) SQ_INLINE __m256 half8(sq_half_kind kind, const uint16_t *p) {
+  __m128i h = _mm_loadu_si128((const __m128i *)p);
+  if (kind == SQ_HALF_FP16) return _mm256_cvtph_ps(h);
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* squall__half_decode's vector loop (d = code * inv, out = d, then
+ * out = out + d rank by rank) with the sums in registers. */
+static __attribute__((target("f16c,avx2"))) SQ_INLINE size_t half_reduce_loop(sq_half_kind kind,
+                                                                             const uint16_t *blocks, int nblocks,
+                                                                             size_t block_elems, float *out,
+                                                                             size_t n, float invs) {
+  const __m256 inv = _mm256_set1_ps(invs);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m256 a0 = _mm256_mul_ps(half8(kind, blocks + i), inv);
+    __m256 a1 = _mm256_mul_ps(half8(kind, blocks + i + 8), inv);
+    const uint16_t *b = blocks + i;
+    for (int r = 1; r < nblocks; r++) {
+      b += block_elems;
+      a0 = _mm256_add_ps(a0, _mm256_mul_ps(half8(kind, b), inv));
+      a1 = _mm256_add_ps(a1, _mm256_mul_ps(half8(kind, b + 8), inv));
+    }
+    _mm256_storeu_ps(out + i, a0);
+    _mm256_storeu_ps(out + i + 8, a1);
+  }
+  return i;
+}
+
+__attribute__((target("f16c,avx2"))) size_t squall__qx_half_reduce(sq_half_kind kind, const uint16_t *blocks,
+                                                                 int nblocks, size_t block_elems, float *out,
+                                                                 size_t n, float inv) {
+  return kind == SQ_HALF_FP16 ? half_reduce_loop(SQ_HALF_FP16, blocks, nblocks, block_elems, out, n, inv)
+                              : half_reduce_loop(SQ_HALF_BF16, blocks, nblocks, block_elems, out, n, inv);
 }
 #endif /* SQ_QUANT_HAVE_AVX2 */

@@ -38,6 +38,12 @@ size_t squall__qx_decode(sq_quant_kind k, const uint8_t *c, float inv, float *ou
  * every block of the bucket without flags; returns i, a multiple of 16. */
 size_t squall__qx_reduce(sq_quant_kind k, const uint8_t *const *codes, const float *inv, int nblocks,
                          float *out, size_t m, int accumulate);
+
+/* The leading part of squall__half_reduce (nblocks >= 1) with inv = 1 /
+ * scale exact; returns how many elements, a multiple of 16. fp16 needs
+ * F16C as well as AVX2. */
+size_t squall__qx_half_reduce(sq_half_kind kind, const uint16_t *blocks, int nblocks, size_t block_elems,
+                              float *out, size_t n, float inv);
 #endif
 
 #endif /* SQUALL_CODEC_QUANT_SIMD_H */
