@@ -467,15 +467,16 @@ END_TEST
 /* Inputs whose buckets are each of one kind: wide random magnitudes,
  * all-equal values, non-finite ones among finite, subnormals, values near
  * FLT_MAX (the scale clamp and the step toward zero), signed zeros, exact
- * ties at half a code step, and magnitudes that push the scale exponent to
- * -100 and below (the general path). The bucket's kind follows from its
+ * ties at half a code step, magnitudes that push the scale exponent to
+ * -100 and below (the general path), one infinity among finite values,
+ * buckets of NaN or of one infinity only. The bucket's kind follows from its
  * index, so buffers of every length and bucket size mix them. */
 static void fill_kinds(tu_rng *r, float *g, float *res, size_t n, size_t bucket) {
   for (size_t i = 0; i < n; i++) {
     size_t b = i / bucket;
     int e = (int)((b * 37) % 200) - 100;
     float x;
-    switch (b % 9) {
+    switch (b % 12) {
     case 0: x = tu_float_exp(r, -126, 127); break;
     case 1: x = (b & 2 ? -1.0f : 1.0f) * ldexpf(1.375f, e); break; /* all equal */
     case 2: {
@@ -491,6 +492,9 @@ static void fill_kinds(tu_rng *r, float *g, float *res, size_t n, size_t bucket)
     case 5: x = tu_next(r) & 1 ? 0.0f : -0.0f; break;
     case 6: x = ldexpf((float)((int)tu_below(r, 255) - 127) + 0.5f, e / 10); break; /* ties */
     case 7: x = tu_float_exp(r, 100, 127); break;
+    case 9: x = tu_below(r, 16) ? tu_float_exp(r, e - 3, e) : INFINITY; break;  /* flags +Inf only */
+    case 10: x = tu_below(r, 16) ? tu_float_exp(r, e - 3, e) : -INFINITY; break; /* -Inf only */
+    case 11: x = b & 2 ? NAN : (b & 4 ? -INFINITY : INFINITY); break;          /* all non-finite */
     default: x = tu_float_exp(r, e - 10, e); break;
     }
     g[i] = x;
@@ -544,8 +548,11 @@ START_TEST(test_simd_matches_scalar) {
             squall__quant_decode(k, bucket, c0, out0 + off, n, acc);
             squall__cpu_x86_disable(0);
             squall__quant_decode(k, bucket, c0, out1 + off, n, acc);
+            /* accumulating: which of two NaNs a sum keeps is the compiler's
+             * choice (see test_simd_reduce_matches_scalar) */
             for (size_t i = 0; i < n; i++)
-              TU_CHECK(tu_bits(out0[off + i]) == tu_bits(out1[off + i]),
+              TU_CHECK(tu_bits(out0[off + i]) == tu_bits(out1[off + i]) ||
+                           (acc && tu_isnan(out0[off + i]) && tu_isnan(out1[off + i])),
                        "%s bucket %zu n %zu acc %d elem %zu: decode %a (scalar) vs %a (avx2)", kname[ki], bucket,
                        n, acc, i, (double)out0[off + i], (double)out1[off + i]);
           }
@@ -637,11 +644,49 @@ START_TEST(test_simd_reduce_matches_scalar) {
         squall__quant_reduce(k, bucket, blocks, p, bb, out0, n);
         squall__cpu_x86_disable(0);
         squall__quant_reduce(k, bucket, blocks, p, bb, out1, n);
-        for (size_t i = 0; i < n; i++)
-          TU_CHECK(tu_bits(out0[i]) == tu_bits(out1[i]), "%s p %d n %zu elem %zu: %a (scalar) vs %a (avx2)",
+        for (size_t i = 0; i < n; i++) /* NaN: see below */
+          TU_CHECK(tu_bits(out0[i]) == tu_bits(out1[i]) || (tu_isnan(out0[i]) && tu_isnan(out1[i])),
+                   "%s p %d n %zu elem %zu: %a (scalar) vs %a (avx2)",
                    kname[ki], p, n, i, (double)out0[i], (double)out1[i]);
         free(blocks);
       }
+  /* Every marker in one element across the ranks: +Inf, -Inf (their sum is
+   * the default NaN), NaN, and a bucket with both infinities, in each order.
+   * Which of two NaNs a sum keeps is the compiler's choice (it commutes
+   * additions), in the scalar loop as in the vector one: a NaN is a NaN
+   * here, and its re-encode is the same bytes either way (checked). */
+  static const float specials[4] = {INFINITY, -INFINITY, NAN, 1.0f};
+  for (int ki = 0; ki < 3; ki++)
+    for (int perm = 0; perm < 24; perm++) {
+      enum { P = 4, N = 48, B = 48 };
+      int order[P] = {0, 1, 2, 3}, x = perm;
+      for (int i = P - 1; i > 0; i--, x /= i + 1) { /* the perm-th permutation */
+        int j = x % (i + 1), t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+      }
+      size_t bb = squall__quant_bytes(kinds[ki], B, N);
+      uint8_t blocks[P * (2 + N)];
+      for (int q = 0; q < P; q++) {
+        for (size_t i = 0; i < N; i++) g[i] = (float)i - 20.0f;
+        int sp = order[q];
+        for (size_t i = 0; i < N; i += 3) g[i] = sp < 3 ? specials[sp] : (i & 1 ? INFINITY : -INFINITY);
+        squall__quant_encode(kinds[ki], B, g, NULL, blocks + (size_t)q * bb, N);
+      }
+      squall__cpu_x86_disable(SQ_CPU_AVX2);
+      squall__quant_reduce(kinds[ki], B, blocks, P, bb, out0, N);
+      squall__cpu_x86_disable(0);
+      squall__quant_reduce(kinds[ki], B, blocks, P, bb, out1, N);
+      for (size_t i = 0; i < N; i++)
+        TU_CHECK(tu_bits(out0[i]) == tu_bits(out1[i]) || (tu_isnan(out0[i]) && tu_isnan(out1[i])),
+                 "%s order %d%d%d%d elem %zu: %a (scalar) vs %a (avx2)", kname[ki], order[0], order[1], order[2],
+                 order[3], i, (double)out0[i], (double)out1[i]);
+      uint8_t c0[2 + N], c1[2 + N];
+      squall__quant_encode(kinds[ki], B, out0, NULL, c0, N);
+      squall__quant_encode(kinds[ki], B, out1, NULL, c1, N);
+      TU_CHECK(memcmp(c0, c1, bb) == 0, "%s order %d%d%d%d: the re-encoded sums differ", kname[ki], order[0],
+               order[1], order[2], order[3]);
+    }
 }
 END_TEST
 

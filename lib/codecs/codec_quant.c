@@ -106,7 +106,8 @@ static void encode_bucket(sq_quant_kind k, const float *g, float *res, uint8_t *
   float amax;
   size_t i0 = 0;
 #ifdef SQ_QUANT_HAVE_AVX2
-  if (!simd || squall__qx_absmax(g, res, m, &amax)) /* non-finite: the scalar scan for the flags */
+  if (simd) flags = squall__qx_absmax(g, res, m, &amax);
+  else
 #endif
     amax = scan_bucket(g, res, m, &flags);
   int s = sq_quant_exp(k, amax);
@@ -116,14 +117,16 @@ static void encode_bucket(sq_quant_kind k, const float *g, float *res, uint8_t *
   uint8_t *c = o + SQ_QUANT_HEADER_BYTES;
   int fast = flags == 0 && s > -100;
 #ifdef SQ_QUANT_HAVE_AVX2
-  if (simd && fast) i0 = squall__qx_encode(k, g, res, c, m, p, inv);
+  /* non-finite values too: the vector loops give them the general path's
+   * marker and residual 0 */
+  if (simd && s > -100) i0 = squall__qx_encode(k, g, res, c, m, p, inv, flags != 0);
 #endif
   if (k != SQ_QUANT_FP8 && fast) {
     encode_int_fast(k, g, res, c, i0, m, p, inv);
   } else if (fast) {
     encode_fp8_fast(g, res, c, i0, m, p, inv);
   } else if (k == SQ_QUANT_INT4) {
-    for (size_t i = 0; i < m; i += 2) {
+    for (size_t i = i0; i < m; i += 2) { /* i0 is even */
       uint32_t pair = 0;
       for (size_t j = i; j < i + 2 && j < m; j++) {
         float a = res ? g[j] + res[j] : g[j], d;
@@ -133,7 +136,7 @@ static void encode_bucket(sq_quant_kind k, const float *g, float *res, uint8_t *
       c[i / 2] = (uint8_t)pair;
     }
   } else {
-    for (size_t i = 0; i < m; i++) {
+    for (size_t i = i0; i < m; i++) {
       float a = res ? g[i] + res[i] : g[i], d;
       c[i] = (uint8_t)sq_quant_encode_elem(k, a, p, inv, &d);
       if (res) res[i] = sq_quant_residual(a, d);
@@ -192,15 +195,15 @@ static void decode_range(sq_quant_kind k, const float *tab, const uint8_t *in, f
 }
 
 /* out[0..m) = (or +=) the decode of one bucket; simd: the AVX2 loops take
- * the leading whole vectors of a bucket without flags (stream: with
- * non-temporal stores, out 32-byte aligned). */
+ * the leading whole vectors (stream: with non-temporal stores, out 32-byte
+ * aligned). */
 static void decode_bucket(sq_quant_kind k, const float *tab, const uint8_t *in, float *out, size_t m,
                           int accumulate, int simd, int stream) {
   size_t i0 = 0;
 #ifdef SQ_QUANT_HAVE_AVX2
-  if (simd && in[1] == 0)
-    i0 = squall__qx_decode(k, in + SQ_QUANT_HEADER_BYTES, sq_quant_inv_pow2((int)(int8_t)in[0]), out, m,
-                           accumulate, stream);
+  if (simd)
+    i0 = squall__qx_decode(k, in + SQ_QUANT_HEADER_BYTES, sq_quant_inv_pow2((int)(int8_t)in[0]),
+                           sq_quant_marker_value(in[1]), out, m, accumulate, stream);
 #else
   (void)simd;
   (void)stream;
@@ -229,30 +232,27 @@ void squall__quant_decode(sq_quant_kind k, size_t bucket, const uint8_t *in, flo
 }
 
 #ifdef SQ_QUANT_HAVE_AVX2
-/* One bucket of the reduce through the AVX2 loops, when no rank's bucket
- * has flags (returns 0 otherwise): the sum of 16 elements stays in
- * registers over the ranks, in rank order, groups of ranks each adding
- * onto the last group's sums. */
-static int reduce_bucket_avx2(sq_quant_kind k, const float *tab, const uint8_t *first, int nblocks,
-                              size_t block_bytes, float *out, size_t m) {
+/* One bucket of the reduce through the AVX2 loops: the sum of 16 elements
+ * stays in registers over the ranks, in rank order, groups of ranks each
+ * adding onto the last group's sums. */
+static void reduce_bucket_avx2(sq_quant_kind k, const float *tab, const uint8_t *first, int nblocks,
+                               size_t block_bytes, float *out, size_t m) {
   enum { GROUP = 32 };
-  for (int r = 0; r < nblocks; r++)
-    if (first[(size_t)r * block_bytes + 1] != 0) return 0;
   size_t i0 = 0;
   for (int r0 = 0; r0 < nblocks; r0 += GROUP) {
     int nr = nblocks - r0 < GROUP ? nblocks - r0 : GROUP;
     const uint8_t *codes[GROUP];
-    float inv[GROUP];
+    float inv[GROUP], marker[GROUP];
     for (int r = 0; r < nr; r++) {
       const uint8_t *h = first + (size_t)(r0 + r) * block_bytes;
       codes[r] = h + SQ_QUANT_HEADER_BYTES;
       inv[r] = sq_quant_inv_pow2((int)(int8_t)h[0]);
+      marker[r] = sq_quant_marker_value(h[1]);
     }
-    i0 = squall__qx_reduce(k, codes, inv, nr, out, m, r0 > 0);
+    i0 = squall__qx_reduce(k, codes, inv, marker, nr, out, m, r0 > 0);
   }
   /* the bucket's last few elements, rank by rank */
   for (int r = 0; r < nblocks; r++) decode_range(k, tab, first + (size_t)r * block_bytes, out, i0, m, r > 0);
-  return 1;
 }
 #endif
 
@@ -267,7 +267,10 @@ void squall__quant_reduce(sq_quant_kind k, size_t bucket, const uint8_t *blocks,
     size_t m = n - b0 < bucket ? n - b0 : bucket;
     const uint8_t *first = blocks + j * stride;
 #ifdef SQ_QUANT_HAVE_AVX2
-    if (simd && reduce_bucket_avx2(k, tab, first, nblocks, block_bytes, out + b0, m)) continue;
+    if (simd) {
+      reduce_bucket_avx2(k, tab, first, nblocks, block_bytes, out + b0, m);
+      continue;
+    }
 #endif
     for (int r = 0; r < nblocks; r++) decode_range(k, tab, first + (size_t)r * block_bytes, out + b0, 0, m, r > 0);
   }

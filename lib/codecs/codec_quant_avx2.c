@@ -27,7 +27,25 @@ static SQ_AVX2 SQ_INLINE __m256 load_a(const float *g, const float *res, size_t 
 
 /* --------------------------------------------------------------- absmax */
 
-static SQ_AVX2 SQ_INLINE int absmax_loop(const float *g, const float *res, size_t m, float *amax) {
+/* The non-finite flags of a bucket (sq_quant_nf_flag over its a), for the
+ * rare buckets that have some. */
+static SQ_AVX2 SQ_INLINE uint32_t flags_loop(const float *g, const float *res, size_t m) {
+  const __m256 pinf = _mm256_set1_ps(__builtin_inff()), ninf = _mm256_set1_ps(-__builtin_inff());
+  __m256 fp = _mm256_setzero_ps(), fn = fp, fnan = fp;
+  size_t i = 0;
+  for (; i + 8 <= m; i += 8) {
+    __m256 a = load_a(g, res, i);
+    fp = _mm256_or_ps(fp, _mm256_cmp_ps(a, pinf, _CMP_EQ_OQ));
+    fn = _mm256_or_ps(fn, _mm256_cmp_ps(a, ninf, _CMP_EQ_OQ));
+    fnan = _mm256_or_ps(fnan, _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
+  }
+  uint32_t flags = (_mm256_movemask_ps(fp) ? SQ_QUANT_NF_PINF : 0u) | (_mm256_movemask_ps(fn) ? SQ_QUANT_NF_NINF : 0u) |
+                   (_mm256_movemask_ps(fnan) ? SQ_QUANT_NF_NAN : 0u);
+  for (; i < m; i++) flags |= sq_quant_nf_flag(res ? g[i] + res[i] : g[i]);
+  return flags;
+}
+
+static SQ_AVX2 SQ_INLINE uint32_t absmax_loop(const float *g, const float *res, size_t m, float *amax) {
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const __m256 inf = _mm256_set1_ps(__builtin_inff());
   __m256 m0 = _mm256_setzero_ps(), m1 = m0, m2 = m0, m3 = m0, bad = m0;
@@ -66,10 +84,10 @@ static SQ_AVX2 SQ_INLINE int absmax_loop(const float *g, const float *res, size_
     }
   }
   *amax = r;
-  return nf;
+  return nf ? flags_loop(g, res, m) : 0u;
 }
 
-SQ_AVX2 int squall__qx_absmax(const float *g, const float *res, size_t m, float *amax) {
+SQ_AVX2 uint32_t squall__qx_absmax(const float *g, const float *res, size_t m, float *amax) {
   return res ? absmax_loop(g, res, m, amax) : absmax_loop(g, NULL, m, amax);
 }
 
@@ -84,16 +102,16 @@ static SQ_AVX2 SQ_INLINE __m256i pack_bytes(__m256i v0, __m256i v1, __m256i v2, 
   return _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
-/* encode_int_fast per lane: q = rne(a * p), res = a - q * inv. */
-static SQ_AVX2 SQ_INLINE __m256i quant_int8(__m256 a, __m256 p, __m256 inv, float *r) {
+/* encode_int_fast per lane: q = rne(a * p), *d = q * inv (the decode). */
+static SQ_AVX2 SQ_INLINE __m256i quant_int8(__m256 a, __m256 p, __m256 inv, __m256 *d) {
   const __m256 magic = _mm256_set1_ps(12582912.0f);
   __m256 q = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(a, p), magic), magic);
-  if (r) _mm256_storeu_ps(r, _mm256_sub_ps(a, _mm256_mul_ps(q, inv)));
-  return _mm256_cvttps_epi32(q); /* q is an integer of at most 127 in magnitude: exact */
+  *d = _mm256_mul_ps(q, inv);
+  return _mm256_cvttps_epi32(q); /* an integer of at most 127 in magnitude (finite a): exact */
 }
 
-/* encode_fp8_fast per lane: the e4m3 code of a * p and res = a - decode. */
-static SQ_AVX2 SQ_INLINE __m256i quant_fp8(__m256 a, __m256 p, __m256 inv, float *r) {
+/* encode_fp8_fast per lane: the e4m3 code of a * p, *d its decode. */
+static SQ_AVX2 SQ_INLINE __m256i quant_fp8(__m256 a, __m256 p, __m256 inv, __m256 *d) {
   const __m256 magic = _mm256_set1_ps(12582912.0f);
   __m256i b = _mm256_castps_si256(_mm256_mul_ps(a, p));
   __m256i sign = _mm256_and_si256(b, _mm256_set1_epi32((int)0x80000000u));
@@ -108,14 +126,20 @@ static SQ_AVX2 SQ_INLINE __m256i quant_fp8(__m256 a, __m256 p, __m256 inv, float
   __m256 mag = _mm256_blendv_ps(_mm256_mul_ps(sub, _mm256_set1_ps(0.001953125f)),
                                 _mm256_castsi256_ps(_mm256_and_si256(rnd, _mm256_set1_epi32((int)0xfff00000u))),
                                 _mm256_castsi256_ps(normal));
-  __m256 d = _mm256_mul_ps(_mm256_or_ps(mag, _mm256_castsi256_ps(sign)), inv);
-  if (r) _mm256_storeu_ps(r, _mm256_sub_ps(a, d));
+  *d = _mm256_mul_ps(_mm256_or_ps(mag, _mm256_castsi256_ps(sign)), inv);
   return _mm256_or_si256(code, _mm256_srli_epi32(sign, 24));
 }
 
+/* flagged: the bucket has non-finite values (sq_quant_encode_elem's first
+ * branch): those lanes get the marker code and a residual of 0, the finite
+ * ones what the fast path gives them (the same bits as the general path's,
+ * the scale being above 2^-100). */
 static SQ_AVX2 SQ_INLINE size_t encode_loop(sq_quant_kind k, const float *g, float *res, uint8_t *c, size_t m,
-                                            float ps, float invs) {
+                                            float ps, float invs, int flagged) {
   const __m256 p = _mm256_set1_ps(ps), inv = _mm256_set1_ps(invs);
+  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 inf = _mm256_set1_ps(__builtin_inff());
+  const __m256i marker = _mm256_set1_epi32(k == SQ_QUANT_INT8 ? -128 : k == SQ_QUANT_INT4 ? -8 : 0x7f);
   size_t i = 0;
   for (; i + 32 <= m; i += 32) {
     __m256i v[4];
@@ -127,9 +151,16 @@ static SQ_AVX2 SQ_INLINE size_t encode_loop(sq_quant_kind k, const float *g, flo
       _mm_prefetch((const char *)(res + m + i + 16), _MM_HINT_T0);
     }
     for (int j = 0; j < 4; j++) {
-      __m256 a = load_a(g, res, i + 8 * (size_t)j);
-      float *r = res ? res + i + 8 * (size_t)j : NULL;
-      v[j] = k == SQ_QUANT_FP8 ? quant_fp8(a, p, inv, r) : quant_int8(a, p, inv, r);
+      size_t o = i + 8 * (size_t)j;
+      __m256 a = load_a(g, res, o), d;
+      v[j] = k == SQ_QUANT_FP8 ? quant_fp8(a, p, inv, &d) : quant_int8(a, p, inv, &d);
+      __m256 r = _mm256_sub_ps(a, d);
+      if (flagged) {
+        __m256 fin = _mm256_cmp_ps(_mm256_and_ps(a, absmask), inf, _CMP_LT_OQ);
+        v[j] = _mm256_blendv_epi8(marker, v[j], _mm256_castps_si256(fin));
+        r = _mm256_and_ps(r, fin);
+      }
+      if (res) _mm256_storeu_ps(res + o, r);
     }
     __m256i bytes = pack_bytes(v[0], v[1], v[2], v[3], k == SQ_QUANT_FP8);
     if (k != SQ_QUANT_INT4) {
@@ -147,25 +178,32 @@ static SQ_AVX2 SQ_INLINE size_t encode_loop(sq_quant_kind k, const float *g, flo
   return i;
 }
 
+#define SQ_ENCODE_CASE(K)                                                                  \
+  case K:                                                                                  \
+    if (flagged) return res ? encode_loop(K, g, res, c, m, p, inv, 1) : encode_loop(K, g, NULL, c, m, p, inv, 1); \
+    return res ? encode_loop(K, g, res, c, m, p, inv, 0) : encode_loop(K, g, NULL, c, m, p, inv, 0)
+
 SQ_AVX2 size_t squall__qx_encode(sq_quant_kind k, const float *g, float *res, uint8_t *c, size_t m, float p,
-                                 float inv) {
-  /* constant kind and residual per instance: no per-element tests */
+                                 float inv, int flagged) {
+  /* constant kind, residual and flag per instance: no per-element tests */
   switch (k) {
-  case SQ_QUANT_INT8:
-    return res ? encode_loop(SQ_QUANT_INT8, g, res, c, m, p, inv) : encode_loop(SQ_QUANT_INT8, g, NULL, c, m, p, inv);
-  case SQ_QUANT_INT4:
-    return res ? encode_loop(SQ_QUANT_INT4, g, res, c, m, p, inv) : encode_loop(SQ_QUANT_INT4, g, NULL, c, m, p, inv);
+    SQ_ENCODE_CASE(SQ_QUANT_INT8);
+    SQ_ENCODE_CASE(SQ_QUANT_INT4);
   default:
-    return res ? encode_loop(SQ_QUANT_FP8, g, res, c, m, p, inv) : encode_loop(SQ_QUANT_FP8, g, NULL, c, m, p, inv);
+    SQ_ENCODE_CASE(SQ_QUANT_FP8);
   }
 }
+#undef SQ_ENCODE_CASE
 
 /* --------------------------------------------------------------- decode */
 
-/* The values at scale 1 of 16 codes from element i on (code_table's
- * entries: the marker is the NaN 0x7fc00000), as two vectors. */
-static SQ_AVX2 SQ_INLINE void values16(sq_quant_kind k, const uint8_t *c, size_t i, __m256 *v0, __m256 *v1) {
-  const __m256 nan = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fc00000));
+/* The decodes of 16 codes from element i on, as two vectors: the code's
+ * value at scale 1 times inv (code_table's entry times 2^-s), and the
+ * marker's value for the bucket's flags where the code is the marker. With
+ * no flags that value is the NaN 0x7fc00000, which is also what the
+ * table's NaN times inv gives: one rule for both scalar paths. */
+static SQ_AVX2 SQ_INLINE void decode16(sq_quant_kind k, const uint8_t *c, size_t i, __m256 inv, __m256 mv,
+                                       __m256 *v0, __m256 *v1) {
   __m256i x0, x1, mk0, mk1;
   if (k == SQ_QUANT_INT4) {
     __m128i b = _mm_loadl_epi64((const __m128i *)(c + i / 2));
@@ -189,8 +227,8 @@ static SQ_AVX2 SQ_INLINE void values16(sq_quant_kind k, const uint8_t *c, size_t
     const __m256i marker = _mm256_set1_epi32(k == SQ_QUANT_INT8 ? -128 : -8);
     mk0 = _mm256_cmpeq_epi32(x0, marker);
     mk1 = _mm256_cmpeq_epi32(x1, marker);
-    *v0 = _mm256_blendv_ps(_mm256_cvtepi32_ps(x0), nan, _mm256_castsi256_ps(mk0));
-    *v1 = _mm256_blendv_ps(_mm256_cvtepi32_ps(x1), nan, _mm256_castsi256_ps(mk1));
+    *v0 = _mm256_blendv_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(x0), inv), mv, _mm256_castsi256_ps(mk0));
+    *v1 = _mm256_blendv_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(x1), inv), mv, _mm256_castsi256_ps(mk1));
     return;
   }
   /* e4m3 (sq_e4m3_to_f32): exponent field 0 is m * 2^-9, else the float
@@ -207,7 +245,7 @@ static SQ_AVX2 SQ_INLINE void values16(sq_quant_kind k, const uint8_t *c, size_t
     v = _mm256_or_ps(v, _mm256_castsi256_ps(
                             _mm256_slli_epi32(_mm256_and_si256(xs[h], _mm256_set1_epi32(0x80)), 24)));
     __m256i mk = _mm256_cmpeq_epi32(mag7, _mm256_set1_epi32(0x7f));
-    out[h] = _mm256_blendv_ps(v, nan, _mm256_castsi256_ps(mk));
+    out[h] = _mm256_blendv_ps(_mm256_mul_ps(v, inv), mv, _mm256_castsi256_ps(mk));
   }
   *v0 = out[0];
   *v1 = out[1];
@@ -218,14 +256,13 @@ static SQ_AVX2 SQ_INLINE void store8(float *p, __m256 v, int stream) {
   else _mm256_storeu_ps(p, v);
 }
 
-static SQ_AVX2 SQ_INLINE size_t decode_loop(sq_quant_kind k, const uint8_t *c, float invs, float *out, size_t m,
-                                            int accumulate, int stream) {
-  const __m256 inv = _mm256_set1_ps(invs);
+static SQ_AVX2 SQ_INLINE size_t decode_loop(sq_quant_kind k, const uint8_t *c, float invs, float marker,
+                                            float *out, size_t m, int accumulate, int stream) {
+  const __m256 inv = _mm256_set1_ps(invs), mv = _mm256_set1_ps(marker);
   size_t i = 0;
   for (; i + 16 <= m; i += 16) {
-    __m256 v0, v1;
-    values16(k, c, i, &v0, &v1);
-    __m256 d0 = _mm256_mul_ps(v0, inv), d1 = _mm256_mul_ps(v1, inv);
+    __m256 d0, d1;
+    decode16(k, c, i, inv, mv, &d0, &d1);
     if (accumulate) {
       d0 = _mm256_add_ps(_mm256_loadu_ps(out + i), d0);
       d1 = _mm256_add_ps(_mm256_loadu_ps(out + i + 8), d1);
@@ -236,31 +273,34 @@ static SQ_AVX2 SQ_INLINE size_t decode_loop(sq_quant_kind k, const uint8_t *c, f
   return i;
 }
 
-SQ_AVX2 size_t squall__qx_decode(sq_quant_kind k, const uint8_t *c, float inv, float *out, size_t m, int accumulate,
-                                 int stream) {
-  if (accumulate) stream = 0;
+#define SQ_DECODE_CASE(K)                                                                     \
+  case K:                                                                                     \
+    return accumulate ? decode_loop(K, c, inv, marker, out, m, 1, 0)                          \
+           : stream   ? decode_loop(K, c, inv, marker, out, m, 0, 1)                          \
+                      : decode_loop(K, c, inv, marker, out, m, 0, 0)
+
+SQ_AVX2 size_t squall__qx_decode(sq_quant_kind k, const uint8_t *c, float inv, float marker, float *out, size_t m,
+                                 int accumulate, int stream) {
   switch (k) {
-  case SQ_QUANT_INT8:
-    return accumulate ? decode_loop(SQ_QUANT_INT8, c, inv, out, m, 1, 0)
-           : stream   ? decode_loop(SQ_QUANT_INT8, c, inv, out, m, 0, 1)
-                      : decode_loop(SQ_QUANT_INT8, c, inv, out, m, 0, 0);
-  case SQ_QUANT_INT4:
-    return accumulate ? decode_loop(SQ_QUANT_INT4, c, inv, out, m, 1, 0)
-           : stream   ? decode_loop(SQ_QUANT_INT4, c, inv, out, m, 0, 1)
-                      : decode_loop(SQ_QUANT_INT4, c, inv, out, m, 0, 0);
+    SQ_DECODE_CASE(SQ_QUANT_INT8);
+    SQ_DECODE_CASE(SQ_QUANT_INT4);
   default:
-    return accumulate ? decode_loop(SQ_QUANT_FP8, c, inv, out, m, 1, 0)
-           : stream   ? decode_loop(SQ_QUANT_FP8, c, inv, out, m, 0, 1)
-                      : decode_loop(SQ_QUANT_FP8, c, inv, out, m, 0, 0);
+    SQ_DECODE_CASE(SQ_QUANT_FP8);
   }
 }
+#undef SQ_DECODE_CASE
 
 /* --------------------------------------------------------------- reduce */
 
 /* The sum stays in registers across the blocks: acc = d_0, acc = acc + d_r
- * (or acc = out, acc = acc + d_r), the scalar order, stored once. */
+ * (or acc = out, acc = acc + d_r), the scalar order, stored once. One
+ * thing C leaves open, here as in the scalar loop: which NaN a sum of two
+ * NaNs returns (x86 keeps the first operand's, and compilers commute the
+ * operands of an addition freely). Two NaNs meet only where a rank's
+ * marker meets the NaN of +Inf + -Inf; either way the element is NaN, and
+ * re-encoding it sends the same bytes (the NaN flag and the marker). */
 static SQ_AVX2 SQ_INLINE size_t reduce_loop(sq_quant_kind k, const uint8_t *const *codes, const float *inv,
-                                            int nblocks, float *out, size_t m, int accumulate) {
+                                            const float *marker, int nblocks, float *out, size_t m, int accumulate) {
   size_t i = 0;
   for (; i + 16 <= m; i += 16) {
     __m256 a0, a1;
@@ -269,17 +309,14 @@ static SQ_AVX2 SQ_INLINE size_t reduce_loop(sq_quant_kind k, const uint8_t *cons
       a0 = _mm256_loadu_ps(out + i);
       a1 = _mm256_loadu_ps(out + i + 8);
     } else {
-      __m256 v0, v1, s = _mm256_broadcast_ss(inv);
-      values16(k, codes[0], i, &v0, &v1);
-      a0 = _mm256_mul_ps(v0, s);
-      a1 = _mm256_mul_ps(v1, s);
+      decode16(k, codes[0], i, _mm256_broadcast_ss(inv), _mm256_broadcast_ss(marker), &a0, &a1);
       r = 1;
     }
     for (; r < nblocks; r++) {
-      __m256 v0, v1, s = _mm256_broadcast_ss(inv + r);
-      values16(k, codes[r], i, &v0, &v1);
-      a0 = _mm256_add_ps(a0, _mm256_mul_ps(v0, s));
-      a1 = _mm256_add_ps(a1, _mm256_mul_ps(v1, s));
+      __m256 d0, d1;
+      decode16(k, codes[r], i, _mm256_broadcast_ss(inv + r), _mm256_broadcast_ss(marker + r), &d0, &d1);
+      a0 = _mm256_add_ps(a0, d0);
+      a1 = _mm256_add_ps(a1, d1);
     }
     _mm256_storeu_ps(out + i, a0);
     _mm256_storeu_ps(out + i + 8, a1);
@@ -287,20 +324,21 @@ static SQ_AVX2 SQ_INLINE size_t reduce_loop(sq_quant_kind k, const uint8_t *cons
   return i;
 }
 
-SQ_AVX2 size_t squall__qx_reduce(sq_quant_kind k, const uint8_t *const *codes, const float *inv, int nblocks,
-                                 float *out, size_t m, int accumulate) {
+#define SQ_REDUCE_CASE(K)                                                                 \
+  case K:                                                                                 \
+    return accumulate ? reduce_loop(K, codes, inv, marker, nblocks, out, m, 1)            \
+                      : reduce_loop(K, codes, inv, marker, nblocks, out, m, 0)
+
+SQ_AVX2 size_t squall__qx_reduce(sq_quant_kind k, const uint8_t *const *codes, const float *inv,
+                                 const float *marker, int nblocks, float *out, size_t m, int accumulate) {
   switch (k) {
-  case SQ_QUANT_INT8:
-    return accumulate ? reduce_loop(SQ_QUANT_INT8, codes, inv, nblocks, out, m, 1)
-                      : reduce_loop(SQ_QUANT_INT8, codes, inv, nblocks, out, m, 0);
-  case SQ_QUANT_INT4:
-    return accumulate ? reduce_loop(SQ_QUANT_INT4, codes, inv, nblocks, out, m, 1)
-                      : reduce_loop(SQ_QUANT_INT4, codes, inv, nblocks, out, m, 0);
+    SQ_REDUCE_CASE(SQ_QUANT_INT8);
+    SQ_REDUCE_CASE(SQ_QUANT_INT4);
   default:
-    return accumulate ? reduce_loop(SQ_QUANT_FP8, codes, inv, nblocks, out, m, 1)
-                      : reduce_loop(SQ_QUANT_FP8, codes, inv, nblocks, out, m, 0);
+    SQ_REDUCE_CASE(SQ_QUANT_FP8);
   }
 }
+#undef SQ_REDUCE_CASE
 
 /* --------------------------------------------------- 16-bit reduce */
 

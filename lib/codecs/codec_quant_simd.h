@@ -4,9 +4,10 @@
  * leading part of one bucket that whole vectors cover and returns how many
  * elements it did; codec_quant.c finishes the rest with its scalar code,
  * which defines the bits (the vector code computes the same IEEE operations
- * in the same order, lane by lane). Only buckets whose scalar code takes a
- * fast path come here: no non-finite flags, scale exponent above -100.
- * Callers check squall__cpu_x86(SQ_CPU_AVX2) first.
+ * in the same order, lane by lane). Encoding comes here for buckets whose
+ * scale exponent is above -100 (no decode can overflow there); decoding and
+ * reducing for every bucket. Callers check squall__cpu_x86(SQ_CPU_AVX2)
+ * first.
  */
 #ifndef SQUALL_CODEC_QUANT_SIMD_H
 #define SQUALL_CODEC_QUANT_SIMD_H
@@ -17,27 +18,29 @@
 #define SQ_QUANT_HAVE_AVX2 1
 
 /* Largest |a| over the finite a = g + res (res may be NULL) of m elements,
- * in *amax; returns nonzero when some a is Inf or NaN (the caller then
- * rescans for the flags). Covers all m elements. */
-int squall__qx_absmax(const float *g, const float *res, size_t m, float *amax);
+ * in *amax; returns the bucket's non-finite flags. Covers all m elements:
+ * scan_bucket's result. */
+uint32_t squall__qx_absmax(const float *g, const float *res, size_t m, float *amax);
 
 /* The codes (and residuals when res != NULL) of the leading elements of a
- * fast-path bucket at scale p = 2^s, inv = 2^-s; returns how many: a
- * multiple of 32 (int4: the codes of an even count fill whole bytes). */
+ * bucket at scale p = 2^s, inv = 2^-s, s > -100; flagged: the bucket has
+ * non-finite values. Returns how many: a multiple of 32 (int4: the codes of
+ * an even count fill whole bytes). */
 size_t squall__qx_encode(sq_quant_kind k, const float *g, float *res, uint8_t *c, size_t m, float p,
-                         float inv);
+                         float inv, int flagged);
 
-/* out[0..i) = (accumulate: +=) the decode of the leading codes of a bucket
- * without non-finite flags, inv = 2^-s; returns i, a multiple of 16.
- * stream != 0: out is 32-byte aligned, written with non-temporal stores. */
-size_t squall__qx_decode(sq_quant_kind k, const uint8_t *c, float inv, float *out, size_t m, int accumulate,
-                         int stream);
+/* out[0..i) = (accumulate: +=) the decode of the leading codes of a bucket,
+ * inv = 2^-s, marker = sq_quant_marker_value(flags); returns i, a multiple
+ * of 16. stream != 0 (with accumulate == 0): out is 32-byte aligned, written
+ * with non-temporal stores. */
+size_t squall__qx_decode(sq_quant_kind k, const uint8_t *c, float inv, float marker, float *out, size_t m,
+                         int accumulate, int stream);
 
 /* out[0..i) = sum over r in order of the decodes of codes[r] under inv[r]
- * (accumulate: out[j] + that sum, added in the same order), nblocks >= 1,
- * every block of the bucket without flags; returns i, a multiple of 16. */
-size_t squall__qx_reduce(sq_quant_kind k, const uint8_t *const *codes, const float *inv, int nblocks,
-                         float *out, size_t m, int accumulate);
+ * and marker[r] (accumulate: out[j] + that sum, added in the same order),
+ * nblocks >= 1; returns i, a multiple of 16. */
+size_t squall__qx_reduce(sq_quant_kind k, const uint8_t *const *codes, const float *inv, const float *marker,
+                         int nblocks, float *out, size_t m, int accumulate);
 
 /* The leading part of squall__half_reduce (nblocks >= 1) with inv = 1 /
  * scale exact; returns how many elements, a multiple of 16. fp16 needs
