@@ -197,6 +197,21 @@ SQ_AVX2 size_t squall__qx_encode(sq_quant_kind k, const float *g, float *res, ui
 
 /* --------------------------------------------------------------- decode */
 
+/* e4m3 codes (one per 32-bit lane) times inv, the marker lanes mv: as
+ * sq_e4m3_to_f32, exponent field 0 is m * 2^-9, else the float with
+ * exponent e + 120 and the 3 mantissa bits on top; then the sign. */
+static SQ_AVX2 SQ_INLINE __m256 e4m3_decode8(__m256i x, __m256 inv, __m256 mv) {
+  __m256i mag7 = _mm256_and_si256(x, _mm256_set1_epi32(0x7f));
+  __m256i normal = _mm256_add_epi32(_mm256_slli_epi32(mag7, 20), _mm256_set1_epi32(120 << 23));
+  __m256 subn = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_and_si256(x, _mm256_set1_epi32(7))),
+                              _mm256_set1_ps(0.001953125f));
+  __m256i is_sub = _mm256_cmpgt_epi32(_mm256_set1_epi32(8), mag7);
+  __m256 v = _mm256_blendv_ps(_mm256_castsi256_ps(normal), subn, _mm256_castsi256_ps(is_sub));
+  v = _mm256_or_ps(v, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x80)), 24)));
+  __m256i mk = _mm256_cmpeq_epi32(mag7, _mm256_set1_epi32(0x7f));
+  return _mm256_blendv_ps(_mm256_mul_ps(v, inv), mv, _mm256_castsi256_ps(mk));
+}
+
 /* The decodes of 16 codes from element i on, as two vectors: the code's
  * value at scale 1 times inv (code_table's entry times 2^-s), and the
  * marker's value for the bucket's flags where the code is the marker. With
@@ -231,24 +246,8 @@ static SQ_AVX2 SQ_INLINE void decode16(sq_quant_kind k, const uint8_t *c, size_t
     *v1 = _mm256_blendv_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(x1), inv), mv, _mm256_castsi256_ps(mk1));
     return;
   }
-  /* e4m3 (sq_e4m3_to_f32): exponent field 0 is m * 2^-9, else the float
-   * with exponent e + 120 and the 3 mantissa bits on top; then the sign. */
-  __m256i xs[2] = {x0, x1};
-  __m256 out[2];
-  for (int h = 0; h < 2; h++) {
-    __m256i mag7 = _mm256_and_si256(xs[h], _mm256_set1_epi32(0x7f));
-    __m256i normal = _mm256_add_epi32(_mm256_slli_epi32(mag7, 20), _mm256_set1_epi32(120 << 23));
-    __m256 subn = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_and_si256(xs[h], _mm256_set1_epi32(7))),
-                                _mm256_set1_ps(0.001953125f));
-    __m256i is_sub = _mm256_cmpgt_epi32(_mm256_set1_epi32(8), mag7);
-    __m256 v = _mm256_blendv_ps(_mm256_castsi256_ps(normal), subn, _mm256_castsi256_ps(is_sub));
-    v = _mm256_or_ps(v, _mm256_castsi256_ps(
-                            _mm256_slli_epi32(_mm256_and_si256(xs[h], _mm256_set1_epi32(0x80)), 24)));
-    __m256i mk = _mm256_cmpeq_epi32(mag7, _mm256_set1_epi32(0x7f));
-    out[h] = _mm256_blendv_ps(_mm256_mul_ps(v, inv), mv, _mm256_castsi256_ps(mk));
-  }
-  *v0 = out[0];
-  *v1 = out[1];
+  *v0 = e4m3_decode8(x0, inv, mv);
+  *v1 = e4m3_decode8(x1, inv, mv);
 }
 
 static SQ_AVX2 SQ_INLINE void store8(float *p, __m256 v, int stream) {
