@@ -197,19 +197,35 @@ SQ_AVX2 size_t squall__qx_encode(sq_quant_kind k, const float *g, float *res, ui
 
 /* --------------------------------------------------------------- decode */
 
-/* e4m3 codes (one per 32-bit lane) times inv, the marker lanes mv: as
- * sq_e4m3_to_f32, exponent field 0 is m * 2^-9, else the float with
- * exponent e + 120 and the 3 mantissa bits on top; then the sign. */
-static SQ_AVX2 SQ_INLINE __m256 e4m3_decode8(__m256i x, __m256 inv, __m256 mv) {
-  __m256i mag7 = _mm256_and_si256(x, _mm256_set1_epi32(0x7f));
-  __m256i normal = _mm256_add_epi32(_mm256_slli_epi32(mag7, 20), _mm256_set1_epi32(120 << 23));
-  __m256 subn = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_and_si256(x, _mm256_set1_epi32(7))),
-                              _mm256_set1_ps(0.001953125f));
-  __m256i is_sub = _mm256_cmpgt_epi32(_mm256_set1_epi32(8), mag7);
-  __m256 v = _mm256_blendv_ps(_mm256_castsi256_ps(normal), subn, _mm256_castsi256_ps(is_sub));
-  v = _mm256_or_ps(v, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x80)), 24)));
-  __m256i mk = _mm256_cmpeq_epi32(mag7, _mm256_set1_epi32(0x7f));
-  return _mm256_blendv_ps(_mm256_mul_ps(v, inv), mv, _mm256_castsi256_ps(mk));
+/* 16 e4m3 codes times inv, the marker lanes mv. Every e4m3 value is a
+ * float whose low 16 bits are zero (it has 3 mantissa bits), so the codes
+ * become the top halves of their floats in 16-bit lanes, 16 at a time: the
+ * exponent field e > 0 gives (e + 120) << 7 | m << 4 (sq_e4m3_to_f32's
+ * float, shifted), e = 0 the top half of m * 2^-9 from a table; then the
+ * sign, and the marker's value, whose low half is zero too (+-Inf, the NaN
+ * 0x7fc00000). That value times inv is itself (inv = 2^-s > 0), which is
+ * what the scalar paths give the marker, so it can be chosen before the
+ * multiply. */
+static SQ_AVX2 SQ_INLINE void e4m3_decode16(__m128i bytes, __m256 inv, __m256 mv, __m256 *v0, __m256 *v1) {
+  /* qwords reordered 0 2 1 3: the unpacks below then give elements 0..7
+   * and 8..15 (they interleave within 128-bit halves) */
+  __m256i w = _mm256_permute4x64_epi64(_mm256_cvtepu8_epi16(bytes), 0xd8);
+  __m256i mag7 = _mm256_and_si256(w, _mm256_set1_epi16(0x7f));
+  __m256i normal = _mm256_add_epi16(_mm256_slli_epi16(mag7, 4), _mm256_set1_epi16(120 << 7));
+  const __m256i sub_hi = _mm256_setr_epi8(0, 0x3b, 0x3b, 0x3b, 0x3c, 0x3c, 0x3c, 0x3c, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+                                          0x3b, 0x3b, 0x3b, 0x3c, 0x3c, 0x3c, 0x3c, 0, 0, 0, 0, 0, 0, 0, 0);
+  const __m256i sub_lo = _mm256_setr_epi8(0, 0, (char)0x80, (char)0xc0, 0, 0x20, 0x40, 0x60, 0, 0, 0, 0, 0, 0, 0, 0,
+                                          0, 0, (char)0x80, (char)0xc0, 0, 0x20, 0x40, 0x60, 0, 0, 0, 0, 0, 0, 0, 0);
+  __m256i m = _mm256_and_si256(w, _mm256_set1_epi16(7)); /* the high byte's index 0 looks up 0 */
+  __m256i sub = _mm256_or_si256(_mm256_slli_epi16(_mm256_shuffle_epi8(sub_hi, m), 8), _mm256_shuffle_epi8(sub_lo, m));
+  __m256i top = _mm256_blendv_epi8(normal, sub, _mm256_cmpgt_epi16(_mm256_set1_epi16(8), mag7));
+  top = _mm256_or_si256(top, _mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x80)), 8));
+  __m256i mvi = _mm256_castps_si256(mv);
+  __m256i mv16 = _mm256_or_si256(mvi, _mm256_srli_epi32(mvi, 16)); /* its top half in both 16-bit lanes */
+  top = _mm256_blendv_epi8(top, mv16, _mm256_cmpeq_epi16(mag7, _mm256_set1_epi16(0x7f)));
+  __m256i zero = _mm256_setzero_si256();
+  *v0 = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, top)), inv);
+  *v1 = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, top)), inv);
 }
 
 /* The decodes of 16 codes from element i on, as two vectors: the code's
@@ -230,24 +246,18 @@ static SQ_AVX2 SQ_INLINE void decode16(sq_quant_kind k, const uint8_t *c, size_t
     x1 = _mm256_cvtepi8_epi32(_mm_srli_si128(n, 8));
   } else {
     __m128i b = _mm_loadu_si128((const __m128i *)(c + i));
-    if (k == SQ_QUANT_INT8) {
-      x0 = _mm256_cvtepi8_epi32(b);
-      x1 = _mm256_cvtepi8_epi32(_mm_srli_si128(b, 8));
-    } else {
-      x0 = _mm256_cvtepu8_epi32(b);
-      x1 = _mm256_cvtepu8_epi32(_mm_srli_si128(b, 8));
+    if (k == SQ_QUANT_FP8) {
+      e4m3_decode16(b, inv, mv, v0, v1);
+      return;
     }
+    x0 = _mm256_cvtepi8_epi32(b);
+    x1 = _mm256_cvtepi8_epi32(_mm_srli_si128(b, 8));
   }
-  if (k != SQ_QUANT_FP8) {
-    const __m256i marker = _mm256_set1_epi32(k == SQ_QUANT_INT8 ? -128 : -8);
-    mk0 = _mm256_cmpeq_epi32(x0, marker);
-    mk1 = _mm256_cmpeq_epi32(x1, marker);
-    *v0 = _mm256_blendv_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(x0), inv), mv, _mm256_castsi256_ps(mk0));
-    *v1 = _mm256_blendv_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(x1), inv), mv, _mm256_castsi256_ps(mk1));
-    return;
-  }
-  *v0 = e4m3_decode8(x0, inv, mv);
-  *v1 = e4m3_decode8(x1, inv, mv);
+  const __m256i marker = _mm256_set1_epi32(k == SQ_QUANT_INT8 ? -128 : -8);
+  mk0 = _mm256_cmpeq_epi32(x0, marker);
+  mk1 = _mm256_cmpeq_epi32(x1, marker);
+  *v0 = _mm256_blendv_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(x0), inv), mv, _mm256_castsi256_ps(mk0));
+  *v1 = _mm256_blendv_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(x1), inv), mv, _mm256_castsi256_ps(mk1));
 }
 
 static SQ_AVX2 SQ_INLINE void store8(float *p, __m256 v, int stream) {
