@@ -5,10 +5,11 @@
  * 16-bit codes). Every element goes through codec_math.h, so the CUDA twin
  * (cuda/quant.cu) produces the same bits.
  *
- * On x86 CPUs with AVX2 the fast paths' leading whole vectors run in
- * codec_quant_avx2.c (same bits, lane by lane); the scalar code here
- * finishes each bucket, takes the rare buckets (non-finite values, scales
- * near FLT_MAX) and is all there is elsewhere.
+ * On x86 CPUs with AVX2 each bucket's leading whole vectors run in
+ * codec_quant_avx2.c (same bits, lane by lane: test_quant compares the two
+ * paths); the scalar code here finishes each bucket, encodes the rare
+ * buckets whose scale is near FLT_MAX's (exponent -100 and below), and is
+ * all there is elsewhere.
  *
  * Only codec.h and libc here, like codec_half.c: the standalone GPU
  * self-test compiles this file too.

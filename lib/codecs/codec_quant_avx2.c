@@ -1,8 +1,9 @@
 /*
  * codec_quant_avx2.c - AVX2 inner loops of the quantised codecs, 8 lanes at
- * a time (see codec_quant_simd.h). Each lane computes what the scalar fast
- * paths of codec_quant.c compute, with the same IEEE single-precision
- * operations in the same order, so the bytes are identical:
+ * a time (see codec_quant_simd.h). Each lane computes what the scalar code
+ * of codec_quant.c computes for its element, with the same IEEE
+ * single-precision operations in the same order, so the bytes are
+ * identical:
  *  - rounding to an integer is the add-and-subtract of 1.5 * 2^23 of
  *    sq_rne_int, not a round instruction (which keeps the sign of a zero
  *    that the addition turns into +0, and the residual a - 0 would differ
@@ -134,6 +135,13 @@ static SQ_AVX2 SQ_INLINE __m256i quant_fp8(__m256 a, __m256 p, __m256 inv, __m25
  * branch): those lanes get the marker code and a residual of 0, the finite
  * ones what the fast path gives them (the same bits as the general path's,
  * the scale being above 2^-100). */
+/* The 128 bytes of p[i..i+32) toward L1. */
+static SQ_AVX2 SQ_INLINE void prefetch2(const float *p, size_t i) {
+  uintptr_t a = (uintptr_t)p + 4 * i;
+  _mm_prefetch((const char *)a, _MM_HINT_T0);
+  _mm_prefetch((const char *)(a + 64), _MM_HINT_T0);
+}
+
 static SQ_AVX2 SQ_INLINE size_t encode_loop(sq_quant_kind k, const float *g, float *res, uint8_t *c, size_t m,
                                             float ps, float invs, int flagged) {
   const __m256 p = _mm256_set1_ps(ps), inv = _mm256_set1_ps(invs);
@@ -143,13 +151,11 @@ static SQ_AVX2 SQ_INLINE size_t encode_loop(sq_quant_kind k, const float *g, flo
   size_t i = 0;
   for (; i + 32 <= m; i += 32) {
     __m256i v[4];
-    /* the next bucket's inputs, while this one computes from L1 */
-    _mm_prefetch((const char *)(g + m + i), _MM_HINT_T0);
-    _mm_prefetch((const char *)(g + m + i + 16), _MM_HINT_T0);
-    if (res) {
-      _mm_prefetch((const char *)(res + m + i), _MM_HINT_T0);
-      _mm_prefetch((const char *)(res + m + i + 16), _MM_HINT_T0);
-    }
+    /* the next bucket's inputs, while this one computes from L1 (past the
+     * last bucket a prefetch is harmless: it never faults; the address is
+     * formed as an integer, since no pointer may point there) */
+    prefetch2(g, m + i);
+    if (res) prefetch2(res, m + i);
     for (int j = 0; j < 4; j++) {
       size_t o = i + 8 * (size_t)j;
       __m256 a = load_a(g, res, o), d;
