@@ -262,7 +262,9 @@ void squall__quant_reduce(sq_quant_kind k, size_t bucket, const uint8_t *blocks,
   size_t stride = sq_quant_bucket_bytes(k, bucket);
   float tab[256];
   code_table(k, tab);
+#ifdef SQ_QUANT_HAVE_AVX2
   int simd = use_avx2() && nblocks > 0;
+#endif
   /* Bucket by bucket, all ranks in order: the partial sums stay in cache. */
   for (size_t b0 = 0, j = 0; b0 < n; b0 += bucket, j++) {
     size_t m = n - b0 < bucket ? n - b0 : bucket;
@@ -277,6 +279,7 @@ void squall__quant_reduce(sq_quant_kind k, size_t bucket, const uint8_t *blocks,
   }
 }
 
+#ifdef SQ_QUANT_HAVE_AVX2
 /* The vector loops need 1 / scale exact: a normal power of two whose
  * reciprocal is normal too (as codec_half.c's decoder). */
 static int exact_reciprocal(float scale) {
@@ -284,6 +287,7 @@ static int exact_reciprocal(float scale) {
   uint32_t e = (b >> 23) & 0xffu;
   return (b & 0x807fffffu) == 0 && e >= 2 && e <= 252;
 }
+#endif
 
 void squall__half_reduce(sq_half_kind kind, const uint16_t *blocks, int nblocks, size_t block_elems,
                          float *out, size_t n, float scale) {
