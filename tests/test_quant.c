@@ -589,9 +589,9 @@ END_TEST
  * aligned buffer and into one whose buckets alternate between 32-byte
  * aligned and not. */
 START_TEST(test_simd_decode_streaming) {
-  const size_t n = ((size_t)1 << 22) + 77;
+  const size_t n = ((size_t)1 << 22) + 77, ob = ((n + 64) * sizeof(float) + 63) & ~(size_t)63;
   float *g = malloc((n + 8) * sizeof(float));
-  float *o0 = aligned_alloc(64, (n + 64) * sizeof(float)), *o1 = aligned_alloc(64, (n + 64) * sizeof(float));
+  float *o0 = aligned_alloc(64, ob), *o1 = aligned_alloc(64, ob); /* C11: a size that is a multiple of 64 */
   uint8_t *c = malloc(squall__quant_bytes(SQ_QUANT_INT8, 100, n) + 64);
   ck_assert(g && o0 && o1 && c);
   tu_rng r = {51};
