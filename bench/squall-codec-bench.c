@@ -15,9 +15,17 @@
  *
  * Per codec (error feedback on, the residual carried from repetition to
  * repetition as in training; g fixed per data set):
- *   fp16, bf16   absmax + encode + decode (the engine's 16-bit path)
+ *   fp16, bf16   absmax + encode + decode (the engine's 16-bit path), and
+ *                the two-phase reduce
+ *   int8, int4, fp8  encode (per-bucket scales, so no absmax pass) +
+ *                decode, and the two-phase reduce
  *   topk:R       top-k encode (fp32 values) + sparse decode of the one slot
  *   topk16:R     absmax + top-k encode with fp16 values + sparse decode
+ * The reduce column is what the owner of a shard does in the two-phase
+ * all-reduce, for BENCH_REDUCE_RANKS ranks: the rank-ordered fp32 sum of the
+ * encoded tensor's shards (each rank's contribution), so n elements are
+ * decoded into n / ranks sums; the owner's re-encode of its shard is the
+ * encode column's work again and is not counted twice.
  * Each figure is the median over the repetitions.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime under -std=c11 */
@@ -78,19 +86,53 @@ __attribute__((noinline)) static void floor_pass(const float *g, float *r, size_
 }
 
 typedef struct {
-  size_t n, k;
+  size_t n, k, bucket;
   float *g, *res, *out;
-  uint16_t *codes;
+  uint16_t *codes; /* also the quantised codecs' bytes */
   void *slot, *ws;
 } bufs;
 
-enum { C_FP16, C_BF16, C_TOPK, C_TOPK16, NCODECS };
-static const char *const codec_names[NCODECS] = {"fp16", "bf16", "topk", "topk16"};
+/* Ranks of the two-phase reduce rows (the engine's case on one node). */
+#define BENCH_REDUCE_RANKS 4
 
-/* One repetition of a codec; parts[0..2] receive absmax, encode, decode. */
-static void run_codec(int c, bufs *b, double parts[3]) {
+enum { C_FP16, C_BF16, C_INT8, C_INT4, C_FP8, C_TOPK, C_TOPK16, NCODECS };
+static const char *const codec_names[NCODECS] = {"fp16", "bf16", "int8", "int4", "fp8", "topk", "topk16"};
+
+/* The quantised rows: encode, reduce of the shards as the owner of shard 0
+ * (the twophase.c geometry: whole buckets per shard), decode. */
+static void run_quant(sq_quant_kind k, bufs *b, double parts[4]) {
+  size_t n = b->n, p = BENCH_REDUCE_RANKS;
+  size_t nb = (n + b->bucket - 1) / b->bucket, sb = (nb + p - 1) / p;
+  size_t se = sb * b->bucket, bb = sb * sq_quant_bucket_bytes(k, b->bucket);
+  size_t len = se < n ? se : n;
+  int blocks = (int)((n + se - 1) / se); /* the shards the tensor has (fewer than p when tiny) */
+  uint8_t *codes = (uint8_t *)b->codes;
+  double t0 = now();
+  squall__quant_encode(k, b->bucket, b->g, b->res, codes, n);
+  double t1 = now();
+  /* The last shard may be short: the reduce reads whole blocks, so only
+   * shards that cover the first len elements are summed (all but a short
+   * tail shard at most; the work per element is what is measured). */
+  if (blocks > 1 && (size_t)(blocks - 1) * se + len > n) blocks--;
+  squall__quant_reduce(k, b->bucket, codes, blocks, bb, b->out + n - len, len);
+  double t2 = now();
+  squall__quant_decode(k, b->bucket, codes, b->out, n, 0);
+  double t3 = now();
+  parts[0] = 0;
+  parts[1] = t1 - t0;
+  parts[2] = t3 - t2;
+  parts[3] = (t2 - t1) * (double)n / (double)(blocks * len); /* per element decoded, scaled to n */
+}
+
+/* One repetition of a codec; parts[0..3] receive absmax, encode, decode,
+ * reduce (seconds for n elements). */
+static void run_codec(int c, bufs *b, double parts[4]) {
   size_t n = b->n;
-  double t0 = now(), t1 = t0, t2, t3;
+  double t0 = now(), t1 = t0, t2, t3, tr = 0;
+  if (c == C_INT8 || c == C_INT4 || c == C_FP8) {
+    run_quant(c == C_INT8 ? SQ_QUANT_INT8 : c == C_INT4 ? SQ_QUANT_INT4 : SQ_QUANT_FP8, b, parts);
+    return;
+  }
   if (c == C_FP16 || c == C_BF16) {
     sq_half_kind kind = c == C_FP16 ? SQ_HALF_FP16 : SQ_HALF_BF16;
     float m = squall__absmax(b->g, b->res, n);
@@ -101,6 +143,15 @@ static void run_codec(int c, bufs *b, double parts[3]) {
     t2 = now();
     squall__half_decode(kind, b->codes, b->out, n, s, 0);
     t3 = now();
+    /* the two-phase reduce: shards of ceil(n / ranks) codes, summed into
+     * the upper end of out (as twophase.c, whole shards only) */
+    size_t se = (n + BENCH_REDUCE_RANKS - 1) / BENCH_REDUCE_RANKS;
+    int blocks = (int)(n / se);
+    if (blocks > 0) {
+      double r0 = now();
+      squall__half_reduce(kind, b->codes, blocks, se, b->out + n - se, se, s);
+      tr = (now() - r0) * (double)n / (double)((size_t)blocks * se);
+    }
   } else {
     squallValueType_t vt = c == C_TOPK16 ? squallValueFp16 : squallValueFp32;
     float s = 1.0f;
@@ -120,23 +171,26 @@ static void run_codec(int c, bufs *b, double parts[3]) {
   parts[0] = t1 - t0;
   parts[1] = t2 - t1;
   parts[2] = t3 - t2;
+  parts[3] = tr;
 }
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: squall-codec-bench [-n COUNT] [-r REPS] [--data DIST|all] [--ratio R]\n"
+  fprintf(f, "usage: squall-codec-bench [-n COUNT] [-r REPS] [--data DIST|all] [--ratio R] [--bucket B]\n"
              "Times each host codec's encode + decode per element on one core, beside the\n"
              "memory floor (one pass r[i] += g[i]) measured in the same run.\n"
              "  -n COUNT      elements (default 16777216)\n"
              "  -r REPS       timed repetitions, median reported (default 5)\n"
              "  --data DIST   uniform (default), normal, lognormal, constant, tiny, sparse,\n"
              "                nonfinite, or all\n"
-             "  --ratio R     top-k ratio (default 0.01)\n");
+             "  --ratio R     top-k ratio (default 0.01)\n"
+             "  --bucket B    elements per scale of int8, int4, fp8 (default 512, as SQUALL_BUCKET)\n");
 }
 
 int main(int argc, char **argv) {
   size_t n = (size_t)1 << 24;
   int reps = 5, all = 0;
   double ratio = 0.01;
+  size_t bucket = 512;
   bench_dist dist = BENCH_DIST_UNIFORM;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -168,6 +222,14 @@ int main(int argc, char **argv) {
       }
       ratio = x;
       i++;
+    } else if (!strcmp(a, "--bucket") && v) {
+      unsigned long long x = strtoull(v, &end, 10);
+      if (*end || x < 2 || x > 1048576 || x % 2) {
+        fprintf(stderr, "squall-codec-bench: --bucket '%s' is invalid: accepted is an even count from 2 to 1048576\n", v);
+        return 2;
+      }
+      bucket = (size_t)x;
+      i++;
     } else if (!strcmp(a, "--data") && v) {
       if (!strcmp(v, "all")) all = 1;
       else if (bench_dist_parse(v, &dist)) {
@@ -182,40 +244,46 @@ int main(int argc, char **argv) {
     }
   }
 
-  bufs b = {.n = n, .k = squall__topk_k(n, ratio)};
+  bufs b = {.n = n, .k = squall__topk_k(n, ratio), .bucket = bucket};
   b.g = malloc(n * sizeof(float));
   b.res = malloc(n * sizeof(float));
   b.out = malloc(n * sizeof(float));
-  b.codes = malloc(n * sizeof(uint16_t));
+  /* 16-bit codes, or the quantised codecs' bytes (at most n + 2 per bucket + a bucket) */
+  size_t code_bytes = n * sizeof(uint16_t);
+  if (squall__quant_bytes(SQ_QUANT_INT8, bucket, n) > code_bytes) code_bytes = squall__quant_bytes(SQ_QUANT_INT8, bucket, n);
+  b.codes = malloc(code_bytes);
   b.slot = malloc(squall__topk_slot_bytes(b.k, squallValueFp32) + squall__topk_slot_bytes(b.k, squallValueFp16));
   b.ws = malloc(squall__topk_workspace_bytes(n));
-  double *t = malloc(sizeof(double) * 4 * (size_t)reps);
+  double *t = malloc(sizeof(double) * 5 * (size_t)reps);
   if (!b.g || !b.res || !b.out || !b.codes || !b.slot || !b.ws || !t) {
     fprintf(stderr, "squall-codec-bench: out of memory for %zu elements\n", n);
     return 3;
   }
   /* Touch everything once: page faults are not the codecs' cost. */
   memset(b.out, 0, n * sizeof(float));
-  memset(b.codes, 0, n * sizeof(uint16_t));
+  memset(b.codes, 0, code_bytes);
   memset(b.ws, 0, squall__topk_workspace_bytes(n));
 
   char cpu[256];
-  printf("# squall-codec-bench: %zu elements, %d repetitions (median), top-k ratio %g (k = %zu)\n", n,
-         reps, ratio, b.k);
+  printf("# squall-codec-bench: %zu elements, %d repetitions (median), top-k ratio %g (k = %zu), "
+         "bucket %zu\n", n, reps, ratio, b.k, bucket);
   printf("# cpu: %s; SIMD: avx2 %s, f16c %s\n", bench_cpu_model(cpu, sizeof cpu),
          squall__cpu_x86(SQ_CPU_AVX2) ? "yes" : "no", squall__cpu_x86(SQ_CPU_F16C) ? "yes" : "no");
   printf("# ns/element of thread CPU time; floor = one vectorised pass r[i] += g[i];\n"
-         "# fp16, bf16 = absmax + encode + decode; topk = encode + sparse decode (absmax = 0)\n");
-  printf("#%-10s %-8s %8s %8s %8s %8s %8s %9s\n", "data", "codec", "absmax", "encode", "decode",
-         "total", "floor", "x floor");
+         "# fp16, bf16 = absmax + encode + decode; int8, int4, fp8 = encode + decode (absmax = 0);\n"
+         "# topk = encode + sparse decode (absmax = 0); reduce = the two-phase owner's rank-ordered\n"
+         "# sum of %d shards per element decoded (not in total)\n",
+         BENCH_REDUCE_RANKS);
+  printf("#%-10s %-8s %8s %8s %8s %8s %8s %8s %9s\n", "data", "codec", "absmax", "encode", "decode",
+         "total", "reduce", "floor", "x floor");
   int first = all ? 0 : (int)dist, last = all ? BENCH_NUM_DISTS - 1 : (int)dist;
   for (int d = first; d <= last; d++) {
     bench_fill((bench_dist)d, 1, 0, 0, 0, n, b.g);
     for (int c = 0; c < NCODECS; c++) {
       memset(b.res, 0, n * sizeof(float));
-      double parts[3], fl[1];
+      double parts[4], fl[1];
       run_codec(c, &b, parts); /* warm-up */
-      double *ta = t, *te = t + reps, *td = t + 2 * reps, *tf = t + 3 * reps;
+      double *ta = t, *te = t + reps, *td = t + 2 * reps, *tf = t + 3 * reps, *tr = t + 4 * reps;
       for (int r = 0; r < reps; r++) {
         /* The floor on a scratch copy of the same size, interleaved with
          * the codec so that both see the same machine load. */
@@ -226,6 +294,7 @@ int main(int argc, char **argv) {
         ta[r] = parts[0];
         te[r] = parts[1];
         td[r] = parts[2];
+        tr[r] = parts[3];
       }
       double tot[64];
       int rr = reps < 64 ? reps : 64;
@@ -233,9 +302,9 @@ int main(int argc, char **argv) {
       double mt = median(tot, rr);
       fl[0] = median(tf, reps);
       double ns = 1e9 / (double)n;
-      printf(" %-10s %-8s %8.3f %8.3f %8.3f %8.3f %8.3f %9.2f\n", bench_dist_name((bench_dist)d),
+      printf(" %-10s %-8s %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %9.2f\n", bench_dist_name((bench_dist)d),
              codec_names[c], median(ta, reps) * ns, median(te, reps) * ns, median(td, reps) * ns,
-             mt * ns, fl[0] * ns, mt / fl[0]);
+             mt * ns, median(tr, reps) * ns, fl[0] * ns, mt / fl[0]);
       fflush(stdout);
     }
   }

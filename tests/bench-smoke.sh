@@ -157,7 +157,7 @@ codecbench="$SQUALL_BUILDDIR/squall-codec-bench"
 if test -x "$codecbench"; then
   "$codecbench" -n 100000 -r 1 --data all >"$tmp/cb.txt" 2>&1 || { bad "squall-codec-bench failed"; cat "$tmp/cb.txt" >&2; }
   rows=$(grep -c '^ [a-z]' "$tmp/cb.txt")
-  test "$rows" -eq 28 || { bad "squall-codec-bench: $rows rows, expected 7 distributions x 4 codecs"; cat "$tmp/cb.txt" >&2; }
+  test "$rows" -eq 49 || { bad "squall-codec-bench: $rows rows, expected 7 distributions x 7 codecs"; cat "$tmp/cb.txt" >&2; }
   "$codecbench" --data bogus >"$tmp/cbe.txt" 2>&1
   rc=$?
   test $rc -eq 2 && grep -q "data 'bogus' is invalid" "$tmp/cbe.txt" || bad "squall-codec-bench --data bogus: exit $rc"

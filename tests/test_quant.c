@@ -5,7 +5,8 @@
  * nearest code, ties to even (checked against an exhaustive nearest-code
  * search); the error-feedback invariant decode(code) + res' == a holds bit
  * for bit; the scale rule and the special buckets (all zero, NaN/Inf,
- * subnormal, near FLT_MAX); the rank-ordered fp32 reductions.
+ * subnormal, near FLT_MAX); the rank-ordered fp32 reductions; and that the
+ * AVX2 loops give the scalar code's bytes on all of these.
  */
 #include <float.h>
 #include <math.h>
@@ -396,7 +397,7 @@ END_TEST
  * the per-element functions of codec_math.h, which the CUDA twins call:
  * encodes of buckets at every magnitude (fast and general paths), decodes
  * of random bytes (every header, flag and code). */
-START_TEST(test_arrays_match_per_element) {
+static void arrays_match_per_element(void) {
   enum { N = 4096, B = 256 };
   static float g[N], res[N], res2[N], out[N];
   static uint8_t buf[N * 2], rnd[N * 2];
@@ -450,6 +451,273 @@ START_TEST(test_arrays_match_per_element) {
     }
   }
 }
+
+/* Both the AVX2 loops (where the CPU has AVX2) and the scalar code. */
+START_TEST(test_arrays_match_per_element) {
+  squall__cpu_x86_disable(0);
+  arrays_match_per_element();
+  squall__cpu_x86_disable(SQ_CPU_AVX2);
+  arrays_match_per_element();
+  squall__cpu_x86_disable(0);
+}
+END_TEST
+
+/* ------------------------------------------- vector loops == scalar code */
+
+/* Inputs whose buckets are each of one kind: wide random magnitudes,
+ * all-equal values, non-finite ones among finite, subnormals, values near
+ * FLT_MAX (the scale clamp and the step toward zero), signed zeros, exact
+ * ties at half a code step, magnitudes that push the scale exponent to
+ * -100 and below (the general path), one infinity among finite values,
+ * buckets of NaN or of one infinity only. The bucket's kind follows from its
+ * index, so buffers of every length and bucket size mix them. */
+static void fill_kinds(tu_rng *r, float *g, float *res, size_t n, size_t bucket) {
+  for (size_t i = 0; i < n; i++) {
+    size_t b = i / bucket;
+    int e = (int)((b * 37) % 200) - 100;
+    float x;
+    switch (b % 12) {
+    case 0: x = tu_float_exp(r, -126, 127); break;
+    case 1: x = (b & 2 ? -1.0f : 1.0f) * ldexpf(1.375f, e); break; /* all equal */
+    case 2: {
+      x = tu_float_exp(r, e - 3, e);
+      uint32_t u = tu_u32(r) % 64;
+      if (u == 0) x = NAN;
+      else if (u == 1) x = INFINITY;
+      else if (u == 2 && (b & 1)) x = -INFINITY;
+      break;
+    }
+    case 3: x = tu_float(tu_u32(r) & 0x807fffffu); break; /* subnormal or zero */
+    case 4: x = (tu_next(r) & 1 ? -1.0f : 1.0f) * (FLT_MAX - ldexpf((float)tu_below(r, 64), 100)); break;
+    case 5: x = tu_next(r) & 1 ? 0.0f : -0.0f; break;
+    case 6: x = ldexpf((float)((int)tu_below(r, 255) - 127) + 0.5f, e / 10); break; /* ties */
+    case 7: x = tu_float_exp(r, 100, 127); break;
+    case 9: x = tu_below(r, 16) ? tu_float_exp(r, e - 3, e) : INFINITY; break;  /* flags +Inf only */
+    case 10: x = tu_below(r, 16) ? tu_float_exp(r, e - 3, e) : -INFINITY; break; /* -Inf only */
+    case 11: x = b & 2 ? NAN : (b & 4 ? -INFINITY : INFINITY); break;          /* all non-finite */
+    default: x = tu_float_exp(r, e - 10, e); break;
+    }
+    g[i] = x;
+    if (res) {
+      uint32_t u = tu_u32(r) % 4;
+      res[i] = u == 0 ? 0.0f : u == 1 ? -0.0f : x * 0.0078125f * tu_float_unit(r);
+      if (!tu_isfinite(res[i])) res[i] = 0.0f;
+    }
+  }
+}
+
+/* Encode and decode (plain and accumulating) with AVX2 on and off: the same
+ * bytes, residuals and float bits (NaN payloads included). Lengths with
+ * tails shorter than a bucket and than a vector, odd counts (int4's last
+ * nibble), buckets that are not multiples of the vector width, and inputs
+ * that are only 4-byte aligned. */
+START_TEST(test_simd_matches_scalar) {
+  if (!squall__cpu_x86(SQ_CPU_AVX2)) fprintf(stderr, "test_quant: no AVX2 here, the scalar path runs twice\n");
+  static const size_t lens[] = {1, 7, 15, 16, 31, 33, 100, 511, 512, 513, 1023, 5000, 9 * 512 + 17};
+  static const size_t buckets[] = {8, 30, 33, 100, 512, 1024};
+  enum { NMAX = 9 * 1024 + 64 };
+  static float g[NMAX + 8], res0[NMAX + 8], res1[NMAX + 8], res2[NMAX + 8], out0[NMAX + 8], out1[NMAX + 8];
+  static uint8_t c0[2 * NMAX + 4096], c1[2 * NMAX + 4096];
+  tu_rng r = {31};
+  for (int ki = 0; ki < 3; ki++)
+    for (size_t bi = 0; bi < sizeof buckets / sizeof buckets[0]; bi++)
+      for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
+        for (int with_res = 0; with_res < 2; with_res++) {
+          sq_quant_kind k = kinds[ki];
+          size_t n = lens[li], bucket = buckets[bi], off = (li + bi) % 3; /* off: misaligned by floats */
+          float *gp = g + off;
+          fill_kinds(&r, gp, with_res ? res0 + off : NULL, n, bucket);
+          memcpy(res1, res0, sizeof res0);
+          memcpy(res2, res0, sizeof res0);
+          size_t nb = squall__quant_bytes(k, bucket, n);
+          memset(c0, 0xa5, nb + 8);
+          memset(c1, 0x5a, nb + 8);
+          squall__cpu_x86_disable(SQ_CPU_AVX2);
+          squall__quant_encode(k, bucket, gp, with_res ? res1 + off : NULL, c0, n);
+          squall__cpu_x86_disable(0);
+          squall__quant_encode(k, bucket, gp, with_res ? res2 + off : NULL, c1, n);
+          TU_CHECK(memcmp(c0, c1, nb) == 0, "%s bucket %zu n %zu res %d: encoded bytes differ", kname[ki],
+                   bucket, n, with_res);
+          for (size_t i = 0; i < n; i++)
+            TU_CHECK(tu_bits(res1[off + i]) == tu_bits(res2[off + i]),
+                     "%s bucket %zu n %zu elem %zu: residual %a (scalar) vs %a (avx2)", kname[ki], bucket, n, i,
+                     (double)res1[off + i], (double)res2[off + i]);
+          for (int acc = 0; acc < 2; acc++) {
+            for (size_t i = 0; i < n; i++) out0[off + i] = out1[off + i] = acc ? gp[i] : -1.0f;
+            squall__cpu_x86_disable(SQ_CPU_AVX2);
+            squall__quant_decode(k, bucket, c0, out0 + off, n, acc);
+            squall__cpu_x86_disable(0);
+            squall__quant_decode(k, bucket, c0, out1 + off, n, acc);
+            /* accumulating: which of two NaNs a sum keeps is the compiler's
+             * choice (see test_simd_reduce_matches_scalar) */
+            for (size_t i = 0; i < n; i++)
+              TU_CHECK(tu_bits(out0[off + i]) == tu_bits(out1[off + i]) ||
+                           (acc && tu_isnan(out0[off + i]) && tu_isnan(out1[off + i])),
+                       "%s bucket %zu n %zu acc %d elem %zu: decode %a (scalar) vs %a (avx2)", kname[ki], bucket,
+                       n, acc, i, (double)out0[off + i], (double)out1[off + i]);
+          }
+        }
+}
+END_TEST
+
+/* Decodes of random bytes (every header, flag and code, the markers
+ * among them) with AVX2 on and off. */
+START_TEST(test_simd_decode_random_bytes) {
+  enum { N = 8192 + 13 };
+  static uint8_t in[2 * N + 4096];
+  static float out0[N], out1[N];
+  tu_rng r = {41};
+  for (int ki = 0; ki < 3; ki++)
+    for (size_t bucket = 8; bucket <= 1024; bucket *= 4) {
+      sq_quant_kind k = kinds[ki];
+      size_t nb = squall__quant_bytes(k, bucket, N);
+      for (size_t i = 0; i < nb; i++) in[i] = (uint8_t)tu_u32(&r);
+      /* most buckets without flags, so that the vector loops see them */
+      size_t stride = sq_quant_bucket_bytes(k, bucket);
+      for (size_t o = 0; o < nb; o += stride)
+        if (tu_below(&r, 4)) in[o + 1] = 0;
+      squall__cpu_x86_disable(SQ_CPU_AVX2);
+      squall__quant_decode(k, bucket, in, out0, N, 0);
+      squall__cpu_x86_disable(0);
+      squall__quant_decode(k, bucket, in, out1, N, 0);
+      TU_CHECK(memcmp(out0, out1, sizeof out0) == 0, "%s bucket %zu: decodes differ", kname[ki], bucket);
+    }
+}
+END_TEST
+
+/* A decode large enough for the streaming stores (4M elements), into an
+ * aligned buffer and into one whose buckets alternate between 32-byte
+ * aligned and not. */
+START_TEST(test_simd_decode_streaming) {
+  const size_t n = ((size_t)1 << 22) + 77, ob = ((n + 64) * sizeof(float) + 63) & ~(size_t)63;
+  float *g = malloc((n + 8) * sizeof(float));
+  float *o0 = aligned_alloc(64, ob), *o1 = aligned_alloc(64, ob); /* C11: a size that is a multiple of 64 */
+  uint8_t *c = malloc(squall__quant_bytes(SQ_QUANT_INT8, 100, n) + 64);
+  ck_assert(g && o0 && o1 && c);
+  tu_rng r = {51};
+  for (int ki = 0; ki < 3; ki++) {
+    sq_quant_kind k = kinds[ki];
+    size_t bucket = ki == 0 ? 512 : 100;
+    fill_kinds(&r, g, NULL, n, bucket);
+    squall__quant_encode(k, bucket, g, NULL, c, n);
+    for (size_t off = 0; off <= 4; off += 4) {
+      squall__cpu_x86_disable(SQ_CPU_AVX2);
+      squall__quant_decode(k, bucket, c, o0 + off, n, 0);
+      squall__cpu_x86_disable(0);
+      squall__quant_decode(k, bucket, c, o1 + off, n, 0);
+      ck_assert_msg(memcmp(o0 + off, o1 + off, n * sizeof(float)) == 0, "%s bucket %zu offset %zu: decodes differ",
+                    kname[ki], bucket, off);
+    }
+  }
+  free(g);
+  free(o0);
+  free(o1);
+  free(c);
+}
+END_TEST
+
+/* The reduce with AVX2 on and off: rank counts around the vector loop's
+ * group of 32, buckets where some ranks have non-finite flags (the scalar
+ * path for that bucket), tails, blocks further apart than their bytes. */
+START_TEST(test_simd_reduce_matches_scalar) {
+  static const int ranks[] = {1, 2, 3, 5, 32, 33, 70};
+  static const size_t lens[] = {9, 100, 512, 1000, 3 * 512 + 5};
+  static float g[3 * 512 + 5], out0[3 * 512 + 5], out1[3 * 512 + 5];
+  tu_rng r = {61};
+  for (int ki = 0; ki < 3; ki++)
+    for (size_t ri = 0; ri < sizeof ranks / sizeof ranks[0]; ri++)
+      for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+        sq_quant_kind k = kinds[ki];
+        int p = ranks[ri];
+        size_t n = lens[li], bucket = li % 2 ? 512 : 100;
+        size_t bb = squall__quant_bytes(k, bucket, n) + 24;
+        uint8_t *blocks = calloc((size_t)p, bb);
+        ck_assert(blocks != NULL);
+        for (int q = 0; q < p; q++) {
+          fill_kinds(&r, g, NULL, n, bucket);
+          /* mostly finite, so that whole buckets take the vector loops */
+          for (size_t i = 0; i < n; i++)
+            if (!tu_isfinite(g[i]) && tu_below(&r, 8)) g[i] = 1.0f;
+          squall__quant_encode(k, bucket, g, NULL, blocks + (size_t)q * bb, n);
+        }
+        squall__cpu_x86_disable(SQ_CPU_AVX2);
+        squall__quant_reduce(k, bucket, blocks, p, bb, out0, n);
+        squall__cpu_x86_disable(0);
+        squall__quant_reduce(k, bucket, blocks, p, bb, out1, n);
+        for (size_t i = 0; i < n; i++) /* NaN: see below */
+          TU_CHECK(tu_bits(out0[i]) == tu_bits(out1[i]) || (tu_isnan(out0[i]) && tu_isnan(out1[i])),
+                   "%s p %d n %zu elem %zu: %a (scalar) vs %a (avx2)",
+                   kname[ki], p, n, i, (double)out0[i], (double)out1[i]);
+        free(blocks);
+      }
+  /* Every marker in one element across the ranks: +Inf, -Inf (their sum is
+   * the default NaN), NaN, and a bucket with both infinities, in each order.
+   * Which of two NaNs a sum keeps is the compiler's choice (it commutes
+   * additions), in the scalar loop as in the vector one: a NaN is a NaN
+   * here, and its re-encode is the same bytes either way (checked). */
+  static const float specials[4] = {INFINITY, -INFINITY, NAN, 1.0f};
+  for (int ki = 0; ki < 3; ki++)
+    for (int perm = 0; perm < 24; perm++) {
+      enum { P = 4, N = 48, B = 48 };
+      int order[P] = {0, 1, 2, 3}, x = perm;
+      for (int i = P - 1; i > 0; i--, x /= i + 1) { /* the perm-th permutation */
+        int j = x % (i + 1), t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+      }
+      size_t bb = squall__quant_bytes(kinds[ki], B, N);
+      uint8_t blocks[P * (2 + N)];
+      for (int q = 0; q < P; q++) {
+        for (size_t i = 0; i < N; i++) g[i] = (float)i - 20.0f;
+        int sp = order[q];
+        for (size_t i = 0; i < N; i += 3) g[i] = sp < 3 ? specials[sp] : (i & 1 ? INFINITY : -INFINITY);
+        squall__quant_encode(kinds[ki], B, g, NULL, blocks + (size_t)q * bb, N);
+      }
+      squall__cpu_x86_disable(SQ_CPU_AVX2);
+      squall__quant_reduce(kinds[ki], B, blocks, P, bb, out0, N);
+      squall__cpu_x86_disable(0);
+      squall__quant_reduce(kinds[ki], B, blocks, P, bb, out1, N);
+      for (size_t i = 0; i < N; i++)
+        TU_CHECK(tu_bits(out0[i]) == tu_bits(out1[i]) || (tu_isnan(out0[i]) && tu_isnan(out1[i])),
+                 "%s order %d%d%d%d elem %zu: %a (scalar) vs %a (avx2)", kname[ki], order[0], order[1], order[2],
+                 order[3], i, (double)out0[i], (double)out1[i]);
+      uint8_t c0[2 + N], c1[2 + N];
+      squall__quant_encode(kinds[ki], B, out0, NULL, c0, N);
+      squall__quant_encode(kinds[ki], B, out1, NULL, c1, N);
+      TU_CHECK(memcmp(c0, c1, bb) == 0, "%s order %d%d%d%d: the re-encoded sums differ", kname[ki], order[0],
+               order[1], order[2], order[3]);
+    }
+}
+END_TEST
+
+/* The 16-bit reduce with the vector loops and without any SIMD: random
+ * codes (NaN, Inf and subnormal halves among them), power-of-two scales
+ * (the vector path) and others (the scalar one), tails, 1 to 33 ranks. */
+START_TEST(test_simd_half_reduce_matches_scalar) {
+  static const int ranks[] = {1, 2, 4, 33};
+  static const size_t lens[] = {1, 15, 16, 17, 100, 1000};
+  static const float scales[] = {1.0f, 4.0f, 0x1p-20f, 0x1p100f, 3.0f};
+  enum { NMAX = 1000, PMAX = 33 };
+  static uint16_t h[PMAX * (NMAX + 5)];
+  static float out0[NMAX], out1[NMAX];
+  tu_rng r = {71};
+  for (int kind = 0; kind < 2; kind++)
+    for (size_t ri = 0; ri < sizeof ranks / sizeof ranks[0]; ri++)
+      for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
+        for (size_t si = 0; si < sizeof scales / sizeof scales[0]; si++) {
+          int p = ranks[ri];
+          size_t n = lens[li], be = n + 5;
+          for (size_t i = 0; i < (size_t)p * be; i++) h[i] = (uint16_t)tu_u32(&r);
+          squall__cpu_x86_disable(SQ_CPU_AVX | SQ_CPU_AVX2 | SQ_CPU_F16C);
+          squall__half_reduce((sq_half_kind)kind, h, p, be, out0, n, scales[si]);
+          squall__cpu_x86_disable(0);
+          squall__half_reduce((sq_half_kind)kind, h, p, be, out1, n, scales[si]);
+          for (size_t i = 0; i < n; i++)
+            TU_CHECK(tu_bits(out0[i]) == tu_bits(out1[i]) || (tu_isnan(out0[i]) && tu_isnan(out1[i])),
+                     "half kind %d p %d n %zu scale %g elem %zu: %a (scalar) vs %a (simd)", kind, p, n,
+                     (double)scales[si], i, (double)out0[i], (double)out1[i]);
+        }
+}
 END_TEST
 
 static Suite *quant_suite(void) {
@@ -472,6 +740,14 @@ static Suite *quant_suite(void) {
   tcase_add_test(tc, test_reduce_in_rank_order);
   tcase_add_test(tc, test_error_bound);
   tcase_add_test(tc, test_arrays_match_per_element);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("simd");
+  tcase_set_timeout(tc, 120);
+  tcase_add_test(tc, test_simd_matches_scalar);
+  tcase_add_test(tc, test_simd_decode_random_bytes);
+  tcase_add_test(tc, test_simd_decode_streaming);
+  tcase_add_test(tc, test_simd_reduce_matches_scalar);
+  tcase_add_test(tc, test_simd_half_reduce_matches_scalar);
   suite_add_tcase(s, tc);
   return s;
 }
