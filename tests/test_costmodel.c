@@ -140,6 +140,33 @@ START_TEST(test_exploration_rhythm) {
 }
 END_TEST
 
+/* Whole calls measured at a size overrule the model there (not elsewhere,
+ * and not when the link speed is given). */
+START_TEST(test_measured_calls_win) {
+  squall_cost m;
+  memset(&m, 0, sizeof m);
+  feed(&m, 50e-6, 8e-3, 40);
+  squall__cost_note_codec(&m, 3, 1000, 2e-6);
+  squall_cost_call c = half_call(); /* the model: compressing pays */
+  double plain, comp;
+  squall__cost_note_call(&m, -1, c.bytes_in, 0.5);
+  ck_assert_int_eq(squall__cost_predict(&m, &c, 0, &plain, &comp), 1);
+  ck_assert(comp < plain); /* only plain seen: still the model */
+  squall__cost_note_call(&m, 3, c.bytes_in + 1000, 0.9); /* same class */
+  ck_assert_int_eq(squall__cost_predict(&m, &c, 0, &plain, &comp), 1);
+  close_to(plain, 0.5, 1e-6, "measured plain");
+  close_to(comp, 0.9 * (double)c.bytes_in / (double)(c.bytes_in + 1000), 1e-6, "measured compressed");
+  ck_assert(comp > plain);
+  ck_assert_int_eq(squall__cost_predict(&m, &c, 1.0, &plain, &comp), 1);
+  ck_assert(comp < plain); /* a given link: the model */
+  c.bytes_in *= 4; /* another size class: the model */
+  c.n *= 4;
+  c.wire *= 4;
+  ck_assert_int_eq(squall__cost_predict(&m, &c, 0, &plain, &comp), 1);
+  ck_assert(comp < plain);
+}
+END_TEST
+
 static Suite *costmodel_suite(void) {
   Suite *s = suite_create("costmodel");
   TCase *tc = tcase_create("model");
@@ -150,6 +177,7 @@ static Suite *costmodel_suite(void) {
   tcase_add_test(tc, test_pipelined_overlap);
   tcase_add_test(tc, test_codec_figure_is_smoothed);
   tcase_add_test(tc, test_exploration_rhythm);
+  tcase_add_test(tc, test_measured_calls_win);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -68,8 +68,10 @@ int train_run_parse(const char *name, int warmup, const char *extra, int loud, t
    * default would silently pass a small model's (or a small layer's)
    * gradient through. The program's other reductions (loss sums,
    * checksums) call MPI directly. SQUALL_EF is spelled out even where it is
-   * the default, so that the JSON says it. */
-  if (spec_append(d, "SQUALL_COMPRESS=%s SQUALL_MIN_BYTES=0 SQUALL_WARMUP=%d SQUALL_EF=%d", codec, d->warmup,
+   * the default, so that the JSON says it. SQUALL_COST_MODEL=off: on shared
+   * memory the model would pass calls through, and the run would measure
+   * less of the codec than it says. */
+  if (spec_append(d, "SQUALL_COMPRESS=%s SQUALL_MIN_BYTES=0 SQUALL_COST_MODEL=off SQUALL_WARMUP=%d SQUALL_EF=%d", codec, d->warmup,
                   ef) ||
       (extra && *extra && spec_append(d, " %s", extra))) {
     PARSE_ERROR("run '%s': configuration longer than %d characters\n", name, TRAIN_SPEC_MAX - 1);

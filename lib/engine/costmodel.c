@@ -28,6 +28,13 @@ void squall__cost_note_link(squall_cost *m, int collectives, uint64_t bytes, dou
   m->link_samples++;
 }
 
+void squall__cost_note_call(squall_cost *m, int kind, uint64_t bytes_in, double seconds) {
+  if (kind >= SQ_COST_KINDS || bytes_in == 0 || !(seconds >= 0)) return;
+  float x = (float)(seconds / (double)bytes_in);
+  float *v = kind < 0 ? &m->plain_spb[size_class(bytes_in)] : &m->comp_spb[kind][size_class(bytes_in)];
+  *v = *v > 0 ? 0.7f * *v + 0.3f * x : x;
+}
+
 void squall__cost_note_codec(squall_cost *m, int kind, size_t n, double seconds) {
   if (kind < 0 || kind >= SQ_COST_KINDS || n == 0 || !(seconds >= 0)) return;
   double x = seconds / (double)n;
@@ -63,6 +70,14 @@ int squall__cost_predict(const squall_cost *m, const squall_cost_call *c, double
   double alpha, beta;
   *t_plain = *t_comp = 0;
   if (c->kind < 0 || c->kind >= SQ_COST_KINDS || m->spe[c->kind] <= 0) return 0; /* measure it first */
+  int cls = size_class(c->bytes_in);
+  /* both seen at this size, and the link not given (a given speed is the
+   * user's word on the link: it wins over what this run saw) */
+  if (link_gbps <= 0 && m->plain_spb[cls] > 0 && m->comp_spb[c->kind][cls] > 0) {
+    *t_plain = m->plain_spb[cls] * (double)c->bytes_in;
+    *t_comp = m->comp_spb[c->kind][cls] * (double)c->bytes_in;
+    return 1;
+  }
   if (!link_fit(m, link_gbps, &alpha, &beta)) return 0;
   double p = c->nranks;
   double ring = p > 1 ? 2 * (p - 1) / p * (double)c->bytes_in : 0;

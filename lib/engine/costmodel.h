@@ -27,6 +27,11 @@ typedef struct {
   double scc, scb, sbb, sct, sbt;
   int link_samples;
   double spe[SQ_COST_KINDS]; /* seconds per element; 0: not measured */
+  /* whole calls as they ran, seconds per byte in, per size class: where
+   * both are known they overrule the model, which cannot see everything
+   * (ranks waiting for each other, caches, a CPU shared by several ranks) */
+  float plain_spb[SQ_COST_CLASSES];
+  float comp_spb[SQ_COST_KINDS][SQ_COST_CLASSES];
   uint64_t declined[SQ_COST_CLASSES]; /* calls passed through as not paying, per size class */
 } squall_cost;
 
@@ -45,12 +50,19 @@ typedef struct {
  * `seconds`. */
 void squall__cost_note_link(squall_cost *m, int collectives, uint64_t bytes, double seconds);
 
+/* A whole call of bytes_in that took `seconds`: plain (kind < 0) or
+ * compressed with codec kind `kind`. */
+void squall__cost_note_call(squall_cost *m, int kind, uint64_t bytes_in, double seconds);
+
 /* A codec kind that took `seconds` for n elements. */
 void squall__cost_note_codec(squall_cost *m, int kind, size_t n, double seconds);
 
 /* Predicts the seconds of the plain all-reduce and of the compressed call
- * c; link_gbps > 0 fixes the link's bandwidth. 0 when the figures to tell
- * are missing (the codec never measured, the link never seen). */
+ * c: from whole calls of c's size class when both kinds were measured and
+ * the link is not given, else from the model; link_gbps > 0 fixes the
+ * link's bandwidth. 0 when
+ * the figures to tell are missing (the codec never measured, the link
+ * never seen). */
 int squall__cost_predict(const squall_cost *m, const squall_cost_call *c, double link_gbps, double *t_plain,
                          double *t_comp);
 

@@ -338,6 +338,7 @@ typedef struct {
   uint64_t wire;
   int flat_reason;            /* squallFlatReason_t of a flat compressed call */
   int fresh;                  /* prepare() allocated: this call's times are not typical */
+  double t_start;             /* when the call entered the engine */
   squall_hier_figures hier;   /* a two-level call's bytes and time */
 } run_state;
 
@@ -675,10 +676,12 @@ static void cost_learn(squall_engine *e, const squall_call *c, const squallConfi
   squall__cost_note_codec(&e->cost, cc.kind, cc.n, st->codec_s);
   double xfer = seconds - st->codec_s;
   squall__cost_note_link(&e->cost, cc.collectives, st->wire, xfer > 0 ? xfer : 0);
+  squall__cost_note_call(&e->cost, cc.kind, cc.bytes_in, squall__now() - st->t_start); /* header and all */
 }
 
 void squall__engine_note_plain(squall_engine *e, uint64_t bytes, double seconds) {
   squall__cost_note_link(&e->cost, 1, squall__ring_allreduce_wire(bytes, e->tr.nranks), seconds);
+  squall__cost_note_call(&e->cost, -1, bytes, seconds);
 }
 
 /* ------------------------------------------------------------ the call */
@@ -851,6 +854,7 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
 squallResult_t squall__engine_allreduce(squall_engine *e, const squall_call *c, squall_decision *d) {
   run_state st;
   memset(&st, 0, sizeof st);
+  st.t_start = squall__now();
   squallResult_t r = allreduce(e, c, d, &st);
   if (r != squallSuccess)
     SQ_WARN("rank %d: all-reduce of %zu elements failed: %s: %s", e->tr.rank, c->count,
