@@ -215,7 +215,8 @@ typedef enum {
   X(squallFlatOneRankPerNode, "one_rank_per_node", "every node has one rank")       \
   X(squallFlatUneven, "uneven_nodes", "nodes hold different numbers of ranks")      \
   X(squallFlatNoSplit, "no_split", "the transport cannot make sub-communicators (e.g. NCCL < 2.18)") \
-  X(squallFlatSplitFailed, "split_failed", "making the node communicators failed")
+  X(squallFlatSplitFailed, "split_failed", "making the node communicators failed")      \
+  X(squallFlatSlower, "slower", "whole calls of this size ran faster flat (SQUALL_COST_MODEL)")
 
 typedef enum {
 #define SQUALL_FLAT_ENUM(name, key, doc) name,

@@ -262,9 +262,9 @@ START_TEST(test_reject) {
   }
   static const char *cost[] = {"1", "", "yes", "onn"};
   for (size_t i = 0; i < sizeof cost / sizeof cost[0]; i++) reject("SQUALL_COST_MODEL", cost[i], "on or off");
-  static const char *gbps[] = {"-1", "", "fast", "1e6", "inf", "nan", "10G", "1,5", " 1"};
+  static const char *gbps[] = {"-1", "", "fast", "1e6", "inf", "nan", "10G", "1,5", " 1", "0.0009", "1e-12"};
   for (size_t i = 0; i < sizeof gbps / sizeof gbps[0]; i++)
-    reject("SQUALL_LINK_GBPS", gbps[i], "auto, or a positive decimal number of Gbit/s");
+    reject("SQUALL_LINK_GBPS", gbps[i], "a decimal number of Gbit/s from 0.001 to 100000");
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) reject("SQUALL_CHUNK_BYTES", sizes[i], "optional K, M or G suffix");
   static const char *zstd[] = {"20", "-1", "", "abc", "1.5", "100", "99999999999999999999"};
   for (size_t i = 0; i < sizeof zstd / sizeof zstd[0]; i++) reject("SQUALL_ZSTD", zstd[i], "from 0 to 19");

@@ -167,6 +167,38 @@ START_TEST(test_measured_calls_win) {
 }
 END_TEST
 
+/* Two levels or flat: the agreed choice per codec and size class, the
+ * other way on every 32nd call, and both times needed to compare. */
+START_TEST(test_level_choice) {
+  squall_cost m;
+  memset(&m, 0, sizeof m);
+  uint64_t b = 1u << 24;
+  double tl, tf;
+  ck_assert_int_eq(squall__cost_level_predict(&m, 5, 3, b, &tl, &tf), 0);
+  squall__cost_note_call(&m, 5, b, 0.2);
+  ck_assert_int_eq(squall__cost_level_predict(&m, 5, 3, b, &tl, &tf), 0); /* flat unknown */
+  squall__cost_note_call(&m, 3, b, 0.1);
+  ck_assert_int_eq(squall__cost_level_predict(&m, 5, 3, b, &tl, &tf), 1);
+  close_to(tl, 0.2, 1e-6, "two-level");
+  close_to(tf, 0.1, 1e-6, "flat");
+  int flat = 0;
+  for (int i = 0; i < 2 * SQ_COST_EXPLORE; i++) { /* default two-level; flat when exploring */
+    flat += squall__cost_level_flat(&m, 5, b);
+    squall__cost_level_count(&m, b);
+  }
+  ck_assert_int_eq(flat, 2);
+  squall__cost_level_set(&m, 5, b, 1); /* flat chosen: two-level when exploring */
+  flat = 0;
+  for (int i = 0; i < 2 * SQ_COST_EXPLORE; i++) {
+    flat += squall__cost_level_flat(&m, 5, b);
+    squall__cost_level_count(&m, b);
+  }
+  ck_assert_int_eq(flat, 2 * SQ_COST_EXPLORE - 2);
+  ck_assert_int_eq(squall__cost_level_flat(&m, 13, b), 0);            /* another codec */
+  ck_assert_int_eq(squall__cost_level_flat(&m, SQ_COST_KINDS, b), 0); /* out of range */
+}
+END_TEST
+
 static Suite *costmodel_suite(void) {
   Suite *s = suite_create("costmodel");
   TCase *tc = tcase_create("model");
@@ -178,6 +210,7 @@ static Suite *costmodel_suite(void) {
   tcase_add_test(tc, test_codec_figure_is_smoothed);
   tcase_add_test(tc, test_exploration_rhythm);
   tcase_add_test(tc, test_measured_calls_win);
+  tcase_add_test(tc, test_level_choice);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -81,6 +81,32 @@ int PMPI_Allgatherv(const void *s, int sn, MPI_Datatype st, void *r, const int *
   return inject(real_PMPI_Allgatherv(s, sn, st, r, rc, displs, rt, comm), r, total); /* MPI_BYTE */
 }
 
+/* The pipelined two-phase all-reduce's non-blocking collectives: a fault
+ * fails the start (nothing in flight for it; earlier chunks are). */
+typedef int (*ialltoall_t)(const void *, int, MPI_Datatype, void *, int, MPI_Datatype, MPI_Comm, MPI_Request *);
+
+int PMPI_Ialltoall(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm comm,
+                   MPI_Request *req) {
+  REAL(PMPI_Ialltoall, ialltoall_t);
+  if (armed_kind == FAULT_FAIL && ++seen == armed_at) {
+    fired = 1;
+    *req = MPI_REQUEST_NULL;
+    return MPI_ERR_TRUNCATE;
+  }
+  return real_PMPI_Ialltoall(s, sn, st, r, rn, rt, comm, req);
+}
+
+int PMPI_Iallgather(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm comm,
+                    MPI_Request *req) {
+  REAL(PMPI_Iallgather, ialltoall_t);
+  if (armed_kind == FAULT_FAIL && ++seen == armed_at) {
+    fired = 1;
+    *req = MPI_REQUEST_NULL;
+    return MPI_ERR_TRUNCATE;
+  }
+  return real_PMPI_Iallgather(s, sn, st, r, rn, rt, comm, req);
+}
+
 /* zstd allocates inside ZSTD_compress: its failure on one rank is the
  * one local failure that can happen after the call header. This program's
  * ZSTD_compress (squall's static code binds to it) fails when armed. */
@@ -232,6 +258,24 @@ START_TEST(test_collective_failure_returns_error_and_conserves) {
 }
 END_TEST
 
+/* Pipelined (one bucket per shard and chunk): a failed chunk exchange
+ * anywhere in the call is returned on every rank, with exact conservation
+ * and ranks in step afterwards. Wrapped collectives per call: the header,
+ * then an all-to-all and an all-gather per chunk. */
+START_TEST(test_pipelined_failure_returns_error_and_conserves) {
+  size_t n = 6007, buckets = (n + 511) / 512, chunks = (buckets + (size_t)nranks - 1) / (size_t)nranks;
+  scenario sc = {"SQUALL_COMPRESS=int8 SQUALL_CHUNK_BYTES=1", 1 + 2 * (int)chunks, 0};
+  squallStats_t a, b;
+  squallStatsGet(&a);
+  for (int at = 1; at <= sc.collectives; at++) {
+    run_fault(&sc, FAULT_FAIL, at, 0);
+    run_fault(&sc, FAULT_FAIL, at, 1);
+  }
+  squallStatsGet(&b);
+  ck_assert_msg(b.pipelinedCalls > a.pipelinedCalls, "nothing ran pipelined");
+}
+END_TEST
+
 START_TEST(test_corrupt_topk_payload_is_an_error) {
   for (size_t s = 0; s < sizeof scenarios / sizeof scenarios[0]; s++)
     if (scenarios[s].gather) {
@@ -374,6 +418,7 @@ static Suite *faults_suite(void) {
   Suite *s = suite_create("faults");
   TCase *tc = tcase_create("collective");
   tcase_add_test(tc, test_collective_failure_returns_error_and_conserves);
+  tcase_add_test(tc, test_pipelined_failure_returns_error_and_conserves);
   tcase_add_test(tc, test_corrupt_topk_payload_is_an_error);
   tcase_add_test(tc, test_corrupt_header_passes_through_together);
   tcase_add_test(tc, test_compressor_failure_on_one_rank_fails_everywhere);

@@ -140,9 +140,12 @@ END_TEST
 /* Error feedback conserves every input exactly: over 20 steps, the sum of
  * the outputs (one rank's) plus every rank's residual is the sum of all
  * inputs. The count is not divisible by L. */
-static void check_conservation(const char *spec) {
+/* Over `steps` calls: every rank holds the same bits and took the same
+ * path (two-level or flat) at every call; outputs plus residuals equal the
+ * inputs exactly. With mixed = 1 the cost model may choose flat for some
+ * calls (SQUALL_COST_MODEL=on in spec): at least one, its exploration. */
+static void check_conservation_steps(const char *spec, int steps, int mixed) {
   size_t n = 3001;
-  int steps = 20;
   use_config(spec);
   float *g = malloc(n * 4), *out = malloc(n * 4), *res = malloc(n * 4);
   double *sum_out = calloc(n, 8), *sum_in = calloc(n, 8), *mine = malloc(n * 8), *res_sum = calloc(n, 8);
@@ -153,12 +156,22 @@ static void check_conservation(const char *spec) {
     fill(g, n, 100 + (uint64_t)t, rank);
     for (size_t i = 0; i < n; i++)
       for (int r = 0; r < nranks; r++) sum_in[i] += gen(100 + (uint64_t)t, r, i);
+    squallStats_t before, after;
+    squallStatsGet(&before);
     ck_assert_int_eq(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+    squallStatsGet(&after);
     assert_identical_across_ranks(out, n * 4);
+    uint64_t path = after.twoLevelCalls - before.twoLevelCalls;
+    assert_identical_across_ranks(&path, sizeof path);
     for (size_t i = 0; i < n; i++) sum_out[i] += out[i];
   }
   squallStatsGet(&b);
-  ck_assert_uint_eq(b.twoLevelCalls - a.twoLevelCalls, two_level ? (uint64_t)steps : 0);
+  if (!mixed) ck_assert_uint_eq(b.twoLevelCalls - a.twoLevelCalls, two_level ? (uint64_t)steps : 0);
+  else if (two_level) { /* both ran: two-level first, flat at least when exploring */
+    ck_assert_msg(b.twoLevelCalls > a.twoLevelCalls, "%s: no two-level call", spec);
+    ck_assert_msg(b.flat[squallFlatSlower] > a.flat[squallFlatSlower], "%s: never tried flat", spec);
+    ck_assert_uint_eq(b.compressedCalls - a.compressedCalls, (uint64_t)steps);
+  }
   ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res), MPI_SUCCESS);
   for (size_t i = 0; i < n; i++) mine[i] = res[i];
   MPI_Allreduce(mine, res_sum, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
@@ -171,6 +184,8 @@ static void check_conservation(const char *spec) {
   if (strstr(spec, "topk")) ck_assert_msg(kept > 0, "%s: top-k kept nothing back", spec);
   free(g); free(out); free(res); free(sum_out); free(sum_in); free(mine); free(res_sum);
 }
+
+static void check_conservation(const char *spec) { check_conservation_steps(spec, 20, 0); }
 
 START_TEST(test_conservation_topk) { check_conservation("SQUALL_COMPRESS=topk:0.01"); }
 END_TEST
@@ -186,6 +201,17 @@ END_TEST
  * up to 4 ranks (256 steps of 1/8), so beyond that bf16 cannot conserve. */
 START_TEST(test_conservation_bf16) {
   if (nranks <= 4) check_conservation("SQUALL_COMPRESS=bf16");
+}
+END_TEST
+
+/* The cost model choosing between two levels and flat per size (the
+ * given 1 Mbit/s link keeps it from passing calls through): the choice
+ * is the same on every rank at every call, and moving between the flat
+ * and the shard residuals loses nothing. */
+START_TEST(test_level_choice_conserves) {
+  check_conservation_steps("SQUALL_COMPRESS=topk:0.01 SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=0.001", 70, 1);
+  check_conservation_steps("SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=0.001", 40, 1);
+  squallMpiResetResiduals(MPI_COMM_WORLD);
 }
 END_TEST
 
@@ -452,6 +478,7 @@ static Suite *hierarchy_suite(void) {
   tcase_add_test(tc, test_engine_average_halves_nosplit);
   tcase_add_test(tc, test_failure_after_shard_restores_residual);
   tcase_add_test(tc, test_shard_residual_identity);
+  tcase_add_test(tc, test_level_choice_conserves); /* last: it leaves residuals of several kinds */
   suite_add_tcase(s, tc);
   return s;
 }

@@ -277,10 +277,11 @@ static int check_cost_model(const squallConfig_t *c, char *why, size_t n) {
   return -1;
 }
 #define SQ_LINK_GBPS_MAX 100000.0 /* 100 Tbit/s: anything above is a typo */
+#define SQ_LINK_GBPS_MIN 0.001    /* 1 Mbit/s: below, predicted times leave int64 nanoseconds */
 static int parse_link_gbps(squallConfig_t *c, const char *v) {
   double x;
   if (!strcasecmp(v, "auto")) x = 0;
-  else if (parse_ratio(v, &x) || !(x <= SQ_LINK_GBPS_MAX)) return -1;
+  else if (parse_ratio(v, &x) || !(x == 0 || (x >= SQ_LINK_GBPS_MIN && x <= SQ_LINK_GBPS_MAX))) return -1;
   c->linkGbps = x;
   return 0;
 }
@@ -289,8 +290,8 @@ static void print_link_gbps(const squallConfig_t *c, char *b, size_t n) {
   else snprintf(b, n, "%g", c->linkGbps);
 }
 static int check_link_gbps(const squallConfig_t *c, char *why, size_t n) {
-  if (c->linkGbps >= 0 && c->linkGbps <= SQ_LINK_GBPS_MAX) return 0;
-  snprintf(why, n, "linkGbps=%g is outside [0, %g]", c->linkGbps, SQ_LINK_GBPS_MAX);
+  if (c->linkGbps == 0 || (c->linkGbps >= SQ_LINK_GBPS_MIN && c->linkGbps <= SQ_LINK_GBPS_MAX)) return 0;
+  snprintf(why, n, "linkGbps=%g is neither 0 nor in [%g, %g]", c->linkGbps, SQ_LINK_GBPS_MIN, SQ_LINK_GBPS_MAX);
   return -1;
 }
 
@@ -358,14 +359,16 @@ static const option_t options[] = {
      "is coded as without chunks: the result is bit for bit the same.",
      parse_chunk, print_chunk, check_size},
     {"SQUALL_COST_MODEL", "costModel", "on", "on or off",
-     "on: on host memory, each call predicts the time of the plain and of the compressed "
-     "all-reduce from this rank's measured codec speed and the link's speed, and passes the call "
-     "through (reason would_not_pay) unless every rank predicts that compression is faster. off: "
-     "every eligible call is compressed.",
+     "on: on host memory, each rank predicts the time of the plain and of the compressed "
+     "all-reduce from its measured codec speed and the link's speed (or from whole calls of the "
+     "same size timed both ways); the call passes through (reason would_not_pay) unless the "
+     "largest compressed prediction over the ranks is below the largest plain one. Where two "
+     "levels apply, the same timings choose between two levels and flat. off: every eligible "
+     "call is compressed.",
      parse_cost_model, print_cost_model, check_cost_model},
-    {"SQUALL_LINK_GBPS", "linkGbps", "auto", "auto, or a positive decimal number of Gbit/s",
+    {"SQUALL_LINK_GBPS", "linkGbps", "auto", "auto (or 0), or a decimal number of Gbit/s from 0.001 to 100000",
      "The link speed the cost model assumes per rank; auto measures it from the all-reduces' own "
-     "times (plain calls, and compressed calls of one chunk).",
+     "times (plain calls, and the exchanges of compressed calls).",
      parse_link_gbps, print_link_gbps, check_link_gbps},
 };
 

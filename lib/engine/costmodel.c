@@ -94,3 +94,29 @@ int squall__cost_explore(const squall_cost *m, uint64_t bytes_in) {
 }
 
 void squall__cost_declined(squall_cost *m, uint64_t bytes_in) { m->declined[size_class(bytes_in)]++; }
+
+/* ------------------------------------------------- two levels or flat */
+static int kind_ok(int kind) { return kind >= 0 && kind < SQ_COST_KINDS; }
+
+int squall__cost_level_flat(const squall_cost *m, int kind_tl, uint64_t bytes_in) {
+  if (!kind_ok(kind_tl)) return 0;
+  int cls = size_class(bytes_in), flat = m->level_flat[kind_tl][cls];
+  int explore = m->level_calls[cls] % SQ_COST_EXPLORE == SQ_COST_EXPLORE - 1;
+  return explore ? !flat : flat;
+}
+
+int squall__cost_level_predict(const squall_cost *m, int kind_tl, int kind_flat, uint64_t bytes_in,
+                               double *t_two_level, double *t_flat) {
+  if (!kind_ok(kind_tl) || !kind_ok(kind_flat)) return 0;
+  int cls = size_class(bytes_in);
+  if (!(m->comp_spb[kind_tl][cls] > 0 && m->comp_spb[kind_flat][cls] > 0)) return 0;
+  *t_two_level = m->comp_spb[kind_tl][cls] * (double)bytes_in;
+  *t_flat = m->comp_spb[kind_flat][cls] * (double)bytes_in;
+  return 1;
+}
+
+void squall__cost_level_set(squall_cost *m, int kind_tl, uint64_t bytes_in, int flat) {
+  if (kind_ok(kind_tl)) m->level_flat[kind_tl][size_class(bytes_in)] = flat ? 1 : 0;
+}
+
+void squall__cost_level_count(squall_cost *m, uint64_t bytes_in) { m->level_calls[size_class(bytes_in)]++; }

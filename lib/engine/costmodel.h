@@ -33,6 +33,10 @@ typedef struct {
   float plain_spb[SQ_COST_CLASSES];
   float comp_spb[SQ_COST_KINDS][SQ_COST_CLASSES];
   uint64_t declined[SQ_COST_CLASSES]; /* calls passed through as not paying, per size class */
+  /* two levels or flat, where both apply: the agreed choice per codec and
+   * size class (1 = flat), and the calls that could choose, per class */
+  uint8_t level_flat[SQ_COST_KINDS][SQ_COST_CLASSES];
+  uint64_t level_calls[SQ_COST_CLASSES];
 } squall_cost;
 
 /* What a compressed call would move. */
@@ -72,6 +76,18 @@ int squall__cost_predict(const squall_cost *m, const squall_cost_call *c, double
  * rank. */
 #define SQ_COST_EXPLORE 32
 int squall__cost_explore(const squall_cost *m, uint64_t bytes_in);
+
+/* Two levels or flat, where both apply (kind_tl: the codec's two-level
+ * slot). squall__cost_level_flat: 1 when this call runs flat, from the
+ * agreed choice, except that every EXPLORE-th call of a class runs the
+ * other way so that both stay measured (the same on every rank). */
+int squall__cost_level_flat(const squall_cost *m, int kind_tl, uint64_t bytes_in);
+/* Whole-call times of both at this size (seconds): 0 when one is unknown. */
+int squall__cost_level_predict(const squall_cost *m, int kind_tl, int kind_flat, uint64_t bytes_in,
+                               double *t_two_level, double *t_flat);
+/* The agreed choice for the class, and the call counted for the rhythm. */
+void squall__cost_level_set(squall_cost *m, int kind_tl, uint64_t bytes_in, int flat);
+void squall__cost_level_count(squall_cost *m, uint64_t bytes_in);
 
 /* Counts a declined call, or an exploring one (after every rank agreed). */
 void squall__cost_declined(squall_cost *m, uint64_t bytes_in);

@@ -49,7 +49,7 @@
 #include "engine/residual.h"
 #include "engine/twophase.h"
 
-#define DESC_BYTES 256
+#define DESC_BYTES 512 /* the longest description (every field at its widest) is under 400 */
 /* Larger counts cannot be laid out (count * sizeof(float) and the top-k
  * indices must not overflow): refused before anything collective. */
 #define MAX_COUNT (SIZE_MAX / 16)
@@ -161,6 +161,10 @@ typedef struct {
                                or the model does not run */
   int explored;             /* forced by squall__cost_explore (the same on every rank) */
   int64_t comp_ns, plain_ns; /* predicted times (after the header: the largest over ranks) */
+  /* two levels or flat, where both apply: whole-call times of both at this
+   * size; level_known after the header: every rank has them */
+  int level_known;
+  int64_t two_level_ns, flat_ns;
 } cost_verdict;
 
 typedef struct {
@@ -172,8 +176,9 @@ typedef struct {
   squall_residuals *count;   /* counts the call for warm-up; NULL: do not count */
   int alltoall;              /* the transport has an all-to-all (same library on every rank) */
   int two_level;             /* squall__hier_known(): the same on every rank */
-  int pays;                  /* the cost model: every rank predicts compression to be faster
-                                (or explores); 1 where the model does not run */
+  int pays;                  /* the cost model: the largest compressed prediction over the ranks
+                                is below the largest plain one (or it explores); 1 where the
+                                model does not run */
 } decide_in;
 
 /* Reasons that follow from the call alone (identical on every rank: MPI
@@ -553,7 +558,9 @@ static squallResult_t run(squall_engine *e, const squall_call *c, const squallCo
    * needs it: not where every failed collective ends the process and the
    * route's decoders cannot fail (top-k's can: a corrupt peer payload). */
   int fatal = e->tr.failures_fatal && e->tr.failures_fatal(e->tr.ctx);
-  if (st->res && (!fatal || route == SQ_ROUTE_TOPK))
+  /* a shard's communicator is a split of the caller's, whose error handler
+   * may have changed since: shards always keep the way back */
+  if (st->res && (!fatal || route == SQ_ROUTE_TOPK || c->shard))
     SQ_FORWARD_IF_ERROR(e->k.widen(c->stream, SQ_DT_F32, st->res, st->backup, n, 1.0f));
   else
     st->backup = NULL;
@@ -582,8 +589,9 @@ static squallResult_t run(squall_engine *e, const squall_call *c, const squallCo
  * model's [-forced, -t_comp, -t_plain] (maxima, through the minimum). */
 static squallResult_t header(squall_engine *e, const squall_call *c, const squallConfig_t *cfg, uint64_t gen,
                              int ok, int *agreed, int *all_ok, cost_verdict *v) {
-  int64_t d = digest(cfg), h[6] = {ok ? 1 : 0, d, -d, -(int64_t)v->forced, -v->comp_ns, -v->plain_ns};
-  SQ_FORWARD_IF_ERROR(e->tr.allreduce_min_i64_host(e->tr.ctx, c->stream, h, 6));
+  int64_t d = digest(cfg), h[9] = {ok ? 1 : 0, d, -d, -(int64_t)v->forced, -v->comp_ns, -v->plain_ns,
+                                   v->level_known, -v->two_level_ns, -v->flat_ns};
+  SQ_FORWARD_IF_ERROR(e->tr.allreduce_min_i64_host(e->tr.ctx, c->stream, h, 9));
   *all_ok = h[0] == 1;
   *agreed = h[1] == -h[2];
   /* The slowest rank sets a collective's time: compare the largest
@@ -591,6 +599,9 @@ static squallResult_t header(squall_engine *e, const squall_call *c, const squal
   v->forced = h[3] < 0;
   v->comp_ns = -h[4];
   v->plain_ns = -h[5];
+  v->level_known = h[6] == 1;
+  v->two_level_ns = -h[7];
+  v->flat_ns = -h[8];
   e->agreed_gen = gen;
   e->agreed_valid = 1;
   e->agreed_ok = *agreed;
@@ -606,6 +617,9 @@ static squallResult_t header(squall_engine *e, const squall_call *c, const squal
 }
 
 /* ------------------------------------------------------- the cost model */
+/* Seconds as header nanoseconds: bounded, so that negating them is safe. */
+static int64_t to_ns(double s) { return s > 0 ? (s < 1e9 ? (int64_t)(s * 1e9) : (int64_t)1e18) : 0; }
+
 
 /* What a compressed call on `route` moves; 0 for a route the model does
  * not weigh (the dense fallback is itself the plain all-reduce's bytes;
@@ -657,8 +671,8 @@ static void cost_vote(squall_engine *e, const squall_call *c, const squallConfig
   int known = squall__cost_predict(&e->cost, &cc, cfg->linkGbps, &t_plain, &t_comp);
   if (!known) return;
   v->forced = 0;
-  v->comp_ns = (int64_t)(t_comp * 1e9);
-  v->plain_ns = (int64_t)(t_plain * 1e9);
+  v->comp_ns = to_ns(t_comp);
+  v->plain_ns = to_ns(t_plain);
   SQ_TRACE("rank %d: %zu elements: predicted %.3g s compressed, %.3g s plain", e->tr.rank, c->count, t_comp,
            t_plain);
 }
@@ -670,13 +684,36 @@ static void cost_vote(squall_engine *e, const squall_call *c, const squallConfig
 static void cost_learn(squall_engine *e, const squall_call *c, const squallConfig_t *cfg, squall_route route,
                        const run_state *st, double seconds) {
   squall_cost_call cc;
-  if (c->shard || !cost_call(e, c, cfg, route, &st->L, &cc)) return;
+  if (!cost_call(e, c, cfg, route, &st->L, &cc)) return;
   squall__stats_record_chunks(&e->stats, cc.chunks);
+  if (c->shard) return; /* the outer two-level call is what the model weighs */
   if (st->fresh) return; /* page faults of new memory: not what the next call will see */
   squall__cost_note_codec(&e->cost, cc.kind, cc.n, st->codec_s);
   double xfer = seconds - st->codec_s;
   squall__cost_note_link(&e->cost, cc.collectives, st->wire, xfer > 0 ? xfer : 0);
   squall__cost_note_call(&e->cost, cc.kind, cc.bytes_in, squall__now() - st->t_start); /* header and all */
+}
+
+/* Two levels or flat: the cost model's slot for the codec's two-level
+ * calls (its flat calls use their flat route's slot). */
+static int level_kind(const squallConfig_t *cfg) { return (int)cfg->codec * 8 + (int)SQ_ROUTE_TWOLEVEL; }
+
+/* This rank's whole-call times of both at this size, for the header. */
+static void level_vote(squall_engine *e, const squall_call *c, const squallConfig_t *cfg, const decide_in *in,
+                       uint64_t bytes_in, cost_verdict *v) {
+  decide_in flat = *in; /* the route this call would take flat */
+  flat.two_level = 0;
+  flat.count = NULL;
+  squallPassReason_t why;
+  squall_route route = decide(&flat, &why);
+  double tl, tf;
+  if (route == SQ_ROUTE_PASS ||
+      !squall__cost_level_predict(&e->cost, level_kind(cfg), (int)cfg->codec * 8 + (int)route, bytes_in, &tl, &tf))
+    return;
+  v->level_known = 1;
+  v->two_level_ns = to_ns(tl);
+  v->flat_ns = to_ns(tf);
+  SQ_TRACE("rank %d: %zu elements: %.3g s two-level, %.3g s flat", e->tr.rank, c->count, tl, tf);
 }
 
 void squall__engine_note_plain(squall_engine *e, uint64_t bytes, double seconds) {
@@ -765,6 +802,13 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
                   .alltoall = e->tr.alltoall != NULL, .pays = 1,
                   .two_level = c->shard ? 0 : squall__hier_known(e->hier, &cfg)};
   st->flat_reason = squallFlatConfigured;
+  /* Where both two levels and flat apply, the cost model may have found
+   * flat faster at this size (agreed by earlier headers: the same here on
+   * every rank), so that this call is prepared for the right route. */
+  uint64_t bytes_in = (uint64_t)c->count * c->elsize;
+  int level_choice = in.two_level == 1 && cfg.costModel && e->header_every_call && !c->shard;
+  int run_flat = level_choice && squall__cost_level_flat(&e->cost, level_kind(&cfg), bytes_in);
+  if (run_flat) in.two_level = 0;
   squallPassReason_t why;
   squall_route guess = decide(&in, &why);
   layout_for(e, c, &cfg, guess, &st->L); /* once per call */
@@ -776,6 +820,7 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
    * engines): decided from the plan, which is the same on every rank. */
   int grow = guess != SQ_ROUTE_PASS && (st->L.total > e->scratch_planned ||
                                         (guess == SQ_ROUTE_TWOLEVEL && squall__hier_grows(e->hier, c)));
+  if (guess == SQ_ROUTE_TWOLEVEL && squall__hier_grows(e->hier, c)) st->fresh = 1; /* new memory: not timed */
   int explored = 0;
   squallResult_t prep = guess == SQ_ROUTE_PASS ? squallSuccess : prepare(e, c, &cfg, guess, st);
   if (c->shard) { /* the outer call exchanged the header: a failure now is an error */
@@ -788,9 +833,11 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   if (prep != squallSuccess)
     SQ_WARN("rank %d: cannot prepare a %zu-element all-reduce: %s", e->tr.rank, c->count, squallGetLastError());
 
+  cost_verdict v;
+  memset(&v, 0, sizeof v);
   if (e->header_every_call || grow || !e->agreed_valid || e->agreed_gen != gen) {
-    cost_verdict v;
     cost_vote(e, c, &cfg, guess, &st->L, &v);
+    if (level_choice && guess != SQ_ROUTE_PASS) level_vote(e, c, &cfg, &in, bytes_in, &v);
     explored = v.explored;
     SQ_FORWARD_IF_ERROR(header(e, c, &cfg, gen, prep == squallSuccess, &in.agreed, &in.all_ok, &v));
     in.pays = v.forced || v.comp_ns < v.plain_ns;
@@ -805,7 +852,11 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   in.count = e->residuals;
   d->route = decide(&in, &d->reason);
   if ((d->route == SQ_ROUTE_PASS && d->reason == squallPassNotPaying) || (explored && d->route != SQ_ROUTE_PASS))
-    squall__cost_declined(&e->cost, (uint64_t)c->count * c->elsize); /* counts toward the next exploration */
+    squall__cost_declined(&e->cost, bytes_in); /* counts toward the next exploration */
+  if (level_choice && d->route != SQ_ROUTE_PASS) { /* for the next call of this size */
+    if (v.level_known) squall__cost_level_set(&e->cost, level_kind(&cfg), bytes_in, v.flat_ns < v.two_level_ns);
+    squall__cost_level_count(&e->cost, bytes_in);
+  }
   if (d->route == SQ_ROUTE_PASS) {
     if (d->reason == squallPassError)
       SQ_WARN("rank %d: a rank could not prepare a %zu-element all-reduce: every rank passes it through",
@@ -840,11 +891,17 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
     }
   } else if (in.two_level == 0) {
     squall__hier_route(e->hier, &cfg, c->stream, &st->flat_reason); /* known: only the reason */
+    if (run_flat) st->flat_reason = squallFlatSlower;
   }
   /* agreed and all ok: the route is this rank's guess, prepared above */
   SQ_RETURN_ERROR_IF(d->route != guess, squallInternalError, "route %d decided, %d prepared", (int)d->route,
                      (int)guess);
-  if (d->route == SQ_ROUTE_TWOLEVEL) return squall__hier_allreduce(e->hier, c, &st->hier);
+  if (d->route == SQ_ROUTE_TWOLEVEL) {
+    SQ_FORWARD_IF_ERROR(squall__hier_allreduce(e->hier, c, &st->hier));
+    if (level_choice && !st->fresh) /* whole calls, against flat ones of the same size */
+      squall__cost_note_call(&e->cost, level_kind(&cfg), bytes_in, squall__now() - st->t_start);
+    return squallSuccess;
+  }
   double t0 = squall__now();
   SQ_FORWARD_IF_ERROR(run(e, c, &cfg, d->route, st));
   cost_learn(e, c, &cfg, d->route, st, squall__now() - t0);

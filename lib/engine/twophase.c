@@ -122,12 +122,13 @@ static void range_of(const tp_call *t, size_t j, int r, size_t *lo, size_t *cnt)
 
 /* MPI moves data only inside MPI calls: between pieces of codec work,
  * every exchange in flight gets a turn. */
-static void poke(tp_call *t) {
-  if (!t->pipelined || t->tr->progress == NULL) return;
+static squallResult_t poke(tp_call *t) {
+  if (!t->pipelined || t->tr->progress == NULL) return squallSuccess;
   for (int s = 0; s < 3; s++) {
-    if (t->a2a_live[s]) t->tr->progress(t->tr->ctx, &t->a2a[s]);
-    if (t->gat_live[s]) t->tr->progress(t->tr->ctx, &t->gat[s]);
+    if (t->a2a_live[s]) SQ_FORWARD_IF_ERROR(t->tr->progress(t->tr->ctx, &t->a2a[s]));
+    if (t->gat_live[s]) SQ_FORWARD_IF_ERROR(t->tr->progress(t->tr->ctx, &t->gat[s]));
   }
+  return squallSuccess;
 }
 
 static squallResult_t encode(tp_call *t, const float *g, float *res, void *codes, size_t m) {
@@ -152,7 +153,7 @@ static squallResult_t stage_encode(tp_call *t, size_t j) {
     double t0 = squall__now();
     SQ_FORWARD_IF_ERROR(encode(t, t->g + lo, t->res ? t->res + lo : NULL, send + (size_t)r * cbb, cnt));
     t->codec_s += squall__now() - t0; /* the codec's time only: MPI's progress is the exchange's */
-    poke(t);
+    SQ_FORWARD_IF_ERROR(poke(t));
   }
   t->wire += (uint64_t)(t->p - 1) * cbb;
   if (!t->pipelined) return t->tr->alltoall(t->tr->ctx, t->stream, send, buf_recv(t, s), cbb);
@@ -202,7 +203,7 @@ static squallResult_t stage_decode(tp_call *t, size_t j) {
     double t0 = squall__now();
     SQ_FORWARD_IF_ERROR(decode(t, codes + (size_t)r * cbb, t->out + lo, cnt));
     t->codec_s += squall__now() - t0;
-    poke(t);
+    SQ_FORWARD_IF_ERROR(poke(t));
   }
   return squallSuccess;
 }

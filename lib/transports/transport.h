@@ -77,8 +77,10 @@ typedef struct squall_transport {
   /* Waits for req to finish. */
   squallResult_t (*wait)(void *ctx, squall_request *req);
   /* Lets req (and whatever else is in flight) progress without waiting:
-   * MPI libraries move data only inside MPI calls. */
-  void (*progress)(void *ctx, squall_request *req);
+   * MPI libraries move data only inside MPI calls. An error is returned
+   * here: a request that fails while tested may be freed (MPI_REQUEST_NULL),
+   * and its wait would then report success. */
+  squallResult_t (*progress)(void *ctx, squall_request *req);
 
   /* Optional: 1 when a failed collective ends the process instead of
    * returning (MPI_ERRORS_ARE_FATAL on the communicator, as by default), so

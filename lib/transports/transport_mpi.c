@@ -165,11 +165,11 @@ static squallResult_t mpi_wait(void *ctx, squall_request *req) {
   return mpi_result(PMPI_Wait((MPI_Request *)req, MPI_STATUS_IGNORE), "MPI_Wait");
 }
 
-static void mpi_progress(void *ctx, squall_request *req) {
+static squallResult_t mpi_progress(void *ctx, squall_request *req) {
   (void)ctx;
   int done = 0;
-  /* an error here shows again in the request's wait, which returns it */
-  if (*(MPI_Request *)req != MPI_REQUEST_NULL) PMPI_Test((MPI_Request *)req, &done, MPI_STATUS_IGNORE);
+  if (*(MPI_Request *)req == MPI_REQUEST_NULL) return squallSuccess;
+  return mpi_result(PMPI_Test((MPI_Request *)req, &done, MPI_STATUS_IGNORE), "MPI_Test");
 }
 
 /* Asked per call: a program may set another error handler at any time. */
