@@ -18,6 +18,7 @@
 
 #include "codecs/codec.h"
 #include "hierarchy_model.h"
+#include "nccl_comm.h"
 #include "squall_mpi.h"
 #include "squall_nccl.h"
 
@@ -55,17 +56,7 @@ static int same_on_all_ranks(const void *buf, size_t bytes) {
   return ok;
 }
 
-static ncclComm_t new_comm(void) {
-  ncclUniqueId id;
-  if (rank == 0) ncclGetUniqueId(&id);
-  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
-  ncclComm_t comm;
-  if (ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) {
-    fprintf(stderr, "ncclCommInitRank failed: is the host NCCL in LD_LIBRARY_PATH?\n");
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
-  return comm;
-}
+static ncclComm_t new_comm(void) { return test_nccl_comm(rank, nranks); }
 
 static void model(int two, uint64_t seed, size_t n, double ratio, float *out) {
   if (two) hm_model_two_level(squall__topk_k, nranks, rpn, seed, n, ratio, out);

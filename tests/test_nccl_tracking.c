@@ -14,6 +14,7 @@
 
 #include "api/api_nccl.h"
 #include "nccl_test_util.h"
+#include "nccl_comm.h"
 #include "squall_nccl.h"
 
 static int rank, nranks, passed, failed;
@@ -41,17 +42,7 @@ void *calloc(size_t n, size_t size) {
   return __libc_calloc(n, size);
 }
 
-static ncclComm_t new_comm(void) {
-  ncclUniqueId id;
-  if (rank == 0) ncclGetUniqueId(&id);
-  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
-  ncclComm_t comm;
-  if (ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) {
-    fprintf(stderr, "ncclCommInitRank failed: is the host NCCL in LD_LIBRARY_PATH?\n");
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
-  return comm;
-}
+static ncclComm_t new_comm(void) { return test_nccl_comm(rank, nranks); }
 
 /* A PreMulSum op of scale 0.5, recorded (or not, when the calloc fails)
  * as the interposer does when the program creates it. */
