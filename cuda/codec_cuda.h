@@ -73,6 +73,18 @@ cudaError_t squall__cuda_topk_encode(const float *g, float *res, size_t n, size_
                                      squallValueType_t values, const float *d_scale, void *slot,
                                      void *ws, size_t ws_bytes, cudaStream_t stream);
 
+/* The two halves of squall__cuda_topk_encode, as squall__topk_select and
+ * the residual part of squall__topk_finish: select writes the slot and
+ * leaves res alone; commit, later on the same stream with the same g, res
+ * and untouched ws, updates res, unless d_skip (may be NULL) points at a
+ * nonzero int. */
+cudaError_t squall__cuda_topk_select(const float *g, const float *res, size_t n, size_t k,
+                                     squallValueType_t values, const float *d_scale, void *slot,
+                                     void *ws, size_t ws_bytes, cudaStream_t stream);
+cudaError_t squall__cuda_topk_commit(const float *g, float *res, size_t n, size_t k,
+                                     squallValueType_t values, const float *d_scale, const void *ws,
+                                     size_t ws_bytes, const int *d_skip, cudaStream_t stream);
+
 /* As squall__sparse_decode(): dense[0..n) = 0, then the nranks slots
  * (squall__topk_slot_bytes(k, values) bytes apart) are added in rank order,
  * so every rank computes the same bits. *d_error becomes 0, or 1 when a slot
@@ -81,6 +93,12 @@ cudaError_t squall__cuda_topk_encode(const float *g, float *res, size_t n, size_
 cudaError_t squall__cuda_sparse_decode(const void *slots, int nranks, size_t k,
                                        squallValueType_t values, float *dense, size_t n,
                                        int *d_error, cudaStream_t stream);
+
+/* The checks of squall__cuda_sparse_decode alone: *d_error becomes 0, or 1
+ * for a corrupt slot; nothing else is written. */
+cudaError_t squall__cuda_sparse_validate(const void *slots, int nranks, size_t k,
+                                         squallValueType_t values, size_t n, int *d_error,
+                                         cudaStream_t stream);
 
 /* ------------------------------------------------- quantised (quant.cu) */
 

@@ -12,6 +12,7 @@
 #include <cuda_runtime_api.h>
 
 #include "codec_cuda.h"
+#include "codecs/codec.h"
 #include "common/internal.h"
 #include "engine/kernels.h"
 
@@ -128,17 +129,34 @@ static squallResult_t dev_half_decode(void *stream, sq_half_kind kind, const uin
 
 static size_t dev_topk_ws(size_t n, size_t k) { return squall__cuda_topk_workspace_bytes(n, k); }
 
-static squallResult_t dev_topk_encode(void *stream, const float *g, float *res, size_t n, size_t k,
+static squallResult_t dev_topk_select(void *stream, const float *g, const float *res, size_t n, size_t k,
                                       squallValueType_t values, const float *scale, void *slot, void *ws) {
-  return cuda_result(squall__cuda_topk_encode(g, res, n, k, values, scale, slot, ws,
+  return cuda_result(squall__cuda_topk_select(g, res, n, k, values, scale, slot, ws,
                                               squall__cuda_topk_workspace_bytes(n, k), stream_of(stream)),
-                     "top-k encode");
+                     "top-k selection");
 }
 
-static squallResult_t dev_sparse_decode(void *stream, const void *slots, int nranks, size_t k,
-                                        squallValueType_t values, float *dense, size_t n, int *flag) {
-  return cuda_result(squall__cuda_sparse_decode(slots, nranks, k, values, dense, n, flag, stream_of(stream)),
-                     "sparse decode");
+/* Validate, then the residual (skipped by the kernel itself when the flag
+ * is set: no host wait, so also under graph capture), then the decode,
+ * which writes dense only after the residual pass has read g. */
+static squallResult_t dev_topk_finish(void *stream, const float *g, float *res, size_t n, size_t k,
+                                      squallValueType_t values, void *ws, const void *slots, int nranks,
+                                      int own, float *dense, int *flag) {
+  cudaStream_t s = stream_of(stream);
+  const size_t sb = squall__topk_slot_bytes(k, values);
+  SQ_RETURN_ERROR_IF(res && (own < 0 || own >= nranks), squallInternalError,
+                     "top-k finish: rank %d outside %d slots", own, nranks);
+  SQ_FORWARD_IF_ERROR(cuda_result(squall__cuda_sparse_validate(slots, nranks, k, values, n, flag, s),
+                                  "top-k payload check"));
+  if (res) {
+    /* the sender's scale travels in its own slot */
+    const float *scale = reinterpret_cast<const float *>(static_cast<const char *>(slots) + (size_t)own * sb +
+                                                         squall__slot_scale_offset(k));
+    SQ_FORWARD_IF_ERROR(cuda_result(squall__cuda_topk_commit(g, res, n, k, values, scale, ws,
+                                                             squall__cuda_topk_workspace_bytes(n, k), flag, s),
+                                    "top-k residual update"));
+  }
+  return cuda_result(squall__cuda_sparse_decode(slots, nranks, k, values, dense, n, flag, s), "sparse decode");
 }
 
 extern "C" {
@@ -147,7 +165,7 @@ const squall_kernels squall__kernels_cuda = {
     "cuda",                          dev_alloc,       dev_free,          dev_zero,
     dev_to_host,      dev_flush,     dev_widen,       dev_narrow,        dev_absmax_ws,
     dev_absmax,       dev_pow2_scale, dev_half_encode, dev_half_decode,  dev_topk_ws,
-    dev_topk_encode,  dev_sparse_decode,
+    dev_topk_select,  dev_topk_finish, NULL /* topk_commit_range: host only */,
     /* quantised codecs (kernels_cuda_quant.cu) */
     squall__dev_quant_encode, squall__dev_quant_decode, squall__dev_quant_reduce,
     squall__dev_half_reduce,

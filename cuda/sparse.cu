@@ -44,6 +44,16 @@ add_slot(const unsigned char *slot, uint32_t k, int fp16, size_t scale_offset, f
   dense[i] += v;
 }
 
+/* The index checks of add_slot alone. */
+__global__ void __launch_bounds__(kThreads)
+check_slot(const unsigned char *slot, uint32_t k, size_t n, int *error) {
+  const size_t j = (size_t)blockIdx.x * kThreads + threadIdx.x;
+  if (j >= k) return;
+  const uint32_t *idx = reinterpret_cast<const uint32_t *>(slot);
+  const uint32_t i = idx[j];
+  if ((size_t)i >= n || (j > 0 && idx[j - 1] >= i)) *error = 1;
+}
+
 /* A corrupt payload leaves dense all zero, as on the host. */
 __global__ void __launch_bounds__(kThreads)
 zero_if_error(float *dense, size_t n, const int *error) {
@@ -79,6 +89,25 @@ extern "C" cudaError_t squall__cuda_sparse_decode(const void *slots, int nranks,
   if (n > 0) {
     zero_if_error<<<sq_cuda_grid(n, kThreads, kElementwiseBlocks), kThreads, 0, stream>>>(
         dense, n, d_error);
+    SQ_CUDA_CHECK_LAUNCH();
+  }
+  return cudaSuccess;
+}
+
+extern "C" cudaError_t squall__cuda_sparse_validate(const void *slots, int nranks, size_t k,
+                                                    squallValueType_t values, size_t n, int *d_error,
+                                                    cudaStream_t stream) {
+  SQ_CUDA_REQUIRE(values == squallValueFp32 || values == squallValueFp16);
+  SQ_CUDA_REQUIRE(nranks >= 0 && k <= UINT32_MAX && d_error);
+  const bool checks = nranks > 0 && k > 0;
+  SQ_CUDA_REQUIRE(!checks || (slots && (uintptr_t)slots % 4 == 0));
+  SQ_CUDA_CHECK(cudaMemsetAsync(d_error, 0, sizeof *d_error, stream));
+  if (!checks) return cudaSuccess;
+  const size_t slot_bytes = squall__topk_slot_bytes(k, values);
+  const unsigned char *base = static_cast<const unsigned char *>(slots);
+  const unsigned grid = (unsigned)((k + kThreads - 1) / kThreads);
+  for (int r = 0; r < nranks; r++) {
+    check_slot<<<grid, kThreads, 0, stream>>>(base + (size_t)r * slot_bytes, (uint32_t)k, n, d_error);
     SQ_CUDA_CHECK_LAUNCH();
   }
   return cudaSuccess;

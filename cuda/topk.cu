@@ -14,7 +14,10 @@
  *  3. a stable compaction (per-block counts, one-block scan, per-block
  *     write) lists those indices in ascending order into the slot;
  *  4. a gather writes the values (fp32, or fp16 of a * scale, with the
- *     scale) and a pass over all n updates the residual.
+ *     scale);
+ *  5. after the exchange (squall__cuda_topk_commit), a pass over all n
+ *     updates the residual from the threshold the selection left in the
+ *     workspace, unless the exchange brought a corrupt payload.
  * Every count lives in device memory; the host only enqueues.
  */
 #include <climits>
@@ -229,10 +232,12 @@ gather_values(const float *g, const float *res, uint32_t k, int fp16, const floa
 }
 
 /* res' = a - decode(value) where sent (the same value the gather wrote),
- * a where not, non-finite values never kept: sq_residual_after/keep. */
+ * a where not, non-finite values never kept: sq_residual_after/keep.
+ * Nothing when *skip is set (a corrupt payload: the call fails). */
 __global__ void __launch_bounds__(kThreads)
 update_residual(const float *g, float *res, uint32_t n, int fp16, const float *d_scale,
-                const SelectState *st) {
+                const SelectState *st, const int *skip) {
+  if (skip && *skip) return;
   const unsigned long long threshold = st->prefix;
   const float scale = fp16 ? *d_scale : 1.0f;
   for (size_t i = (size_t)blockIdx.x * kThreads + threadIdx.x; i < n;
@@ -275,7 +280,7 @@ extern "C" size_t squall__cuda_topk_workspace_bytes(size_t n, size_t k) {
   return layout(n).total;
 }
 
-extern "C" cudaError_t squall__cuda_topk_encode(const float *g, float *res, size_t n, size_t k,
+extern "C" cudaError_t squall__cuda_topk_select(const float *g, const float *res, size_t n, size_t k,
                                                 squallValueType_t values, const float *d_scale,
                                                 void *slot, void *ws, size_t ws_bytes,
                                                 cudaStream_t stream) {
@@ -331,10 +336,33 @@ extern "C" cudaError_t squall__cuda_topk_encode(const float *g, float *res, size
                                                         squall__slot_scale_offset(k), slot_size);
     SQ_CUDA_CHECK_LAUNCH();
   }
-  if (res && n > 0) {
-    update_residual<<<sq_cuda_grid(n, kThreads, kElementwiseBlocks), kThreads, 0, stream>>>(
-        g, res, n32, fp16, d_scale, st);
-    SQ_CUDA_CHECK_LAUNCH();
-  }
   return cudaSuccess;
+}
+
+extern "C" cudaError_t squall__cuda_topk_commit(const float *g, float *res, size_t n, size_t k,
+                                                squallValueType_t values, const float *d_scale,
+                                                const void *ws, size_t ws_bytes, const int *d_skip,
+                                                cudaStream_t stream) {
+  SQ_CUDA_REQUIRE(values == squallValueFp32 || values == squallValueFp16);
+  SQ_CUDA_REQUIRE(k <= n && n <= (size_t)INT_MAX);
+  if (!res || n == 0) return cudaSuccess;
+  SQ_CUDA_REQUIRE(g && ws && (uintptr_t)ws % 16 == 0);
+  const Layout l = layout(n);
+  SQ_CUDA_REQUIRE(ws_bytes >= l.total);
+  const int fp16 = values == squallValueFp16;
+  SQ_CUDA_REQUIRE(!fp16 || d_scale);
+  const SelectState *st = reinterpret_cast<const SelectState *>(static_cast<const unsigned char *>(ws) + l.state);
+  update_residual<<<sq_cuda_grid(n, kThreads, kElementwiseBlocks), kThreads, 0, stream>>>(
+      g, res, (uint32_t)n, fp16, d_scale, st, d_skip);
+  SQ_CUDA_CHECK_LAUNCH();
+  return cudaSuccess;
+}
+
+extern "C" cudaError_t squall__cuda_topk_encode(const float *g, float *res, size_t n, size_t k,
+                                                squallValueType_t values, const float *d_scale,
+                                                void *slot, void *ws, size_t ws_bytes,
+                                                cudaStream_t stream) {
+  cudaError_t err = squall__cuda_topk_select(g, res, n, k, values, d_scale, slot, ws, ws_bytes, stream);
+  if (err != cudaSuccess) return err;
+  return squall__cuda_topk_commit(g, res, n, k, values, d_scale, ws, ws_bytes, NULL, stream);
 }

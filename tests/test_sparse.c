@@ -1,7 +1,9 @@
 /*
  * test_sparse.c - the host sparse decoder: the rank-ordered sum of every
  * rank's slot against a reference, fp16 slots with their own scales,
- * round trips through the top-k encoder, and corrupt payloads.
+ * round trips through the top-k encoder, and corrupt payloads; and
+ * squall__topk_finish (residual update and decode in one pass) against the
+ * definition of both.
  */
 #include <math.h>
 
@@ -290,6 +292,130 @@ START_TEST(test_nonfinite_values) {
 }
 END_TEST
 
+/* ------------------------------------------------------ squall__topk_finish */
+
+/* Gradients and residuals with everything a finish must carry through:
+ * signed zeros, subnormals, Inf, NaN, and values of every size. */
+static float finish_value(tu_rng *r) {
+  switch (tu_below(r, 16)) {
+  case 0: return tu_below(r, 2) ? -0.0f : 0.0f;
+  case 1: return tu_float(tu_u32(r) & 0x807fffffu); /* subnormal */
+  case 2: return tu_below(r, 50) ? tu_float_exp(r, -10, 10) : (tu_below(r, 2) ? INFINITY : NAN);
+  default: return tu_float_exp(r, -30, 30);
+  }
+}
+
+/* P ranks select from their own g and res; each rank's finish must leave
+ * the residual the definition gives (a - decode(value) where it sent, a
+ * where not, non-finite never kept) and the decoder's exact bits in dense,
+ * also when dense is g itself. */
+static void check_finish(int P, size_t n, double ratio, squallValueType_t values, int in_place) {
+  tu_rng r = {(uint64_t)(7 + P * 131 + n + (size_t)values * 17 + (size_t)in_place)};
+  size_t k = squall__topk_k(n, ratio), sb = squall__topk_slot_bytes(k, values);
+  int fp16 = values == squallValueFp16;
+  float *g = malloc(sizeof(float) * n * (size_t)P), *res = malloc(sizeof(float) * n * (size_t)P);
+  float *res0 = malloc(sizeof(float) * n), *dense = malloc(sizeof(float) * n), *want = malloc(sizeof(float) * n);
+  unsigned char *slots = malloc(sb * (size_t)P + 1);
+  void *ws = malloc(squall__topk_workspace_bytes(n));
+  for (size_t i = 0; i < n * (size_t)P; i++) {
+    g[i] = finish_value(&r);
+    res[i] = finish_value(&r);
+  }
+  for (int q = 0; q < P; q++) {
+    float *gq = g + (size_t)q * n, *rq = res + (size_t)q * n, scale = 0x1p-8f;
+    memcpy(res0, rq, sizeof(float) * n);
+    ck_assert_int_eq(squall__topk_select(gq, rq, n, k, values, scale, slots + (size_t)q * sb, ws), 0);
+    ck_assert_msg(memcmp(res0, rq, sizeof(float) * n) == 0, "select wrote the residual");
+  }
+  ck_assert_int_eq(squall__sparse_decode(slots, P, k, values, want, n), 0);
+  for (int q = 0; q < P; q++) {
+    float *gq = g + (size_t)q * n, *rq = res + (size_t)q * n;
+    const unsigned char *mine = slots + (size_t)q * sb;
+    float scale = 1.0f;
+    if (fp16) memcpy(&scale, mine + squall__slot_scale_offset(k), 4);
+    memcpy(res0, rq, sizeof(float) * n);
+    float *gin = gq, *out = dense;
+    if (in_place) { /* the output overwrites the gradient it reads */
+      memcpy(dense, gq, sizeof(float) * n);
+      gin = out = dense;
+    }
+    ck_assert_int_eq(squall__topk_finish(gin, rq, n, slots, P, q, k, values, out), 0);
+    size_t j = 0;
+    for (size_t i = 0; i < n; i++) {
+      float a = gq[i] + res0[i], expect;
+      if (j < k && squall__slot_indices(mine)[j] == i) {
+        uint16_t h;
+        if (fp16) {
+          memcpy(&h, mine + 4 * k + 2 * j, 2);
+          float d = sq_half_decode_elem(SQ_HALF_FP16, h, scale);
+          expect = tu_isfinite(a) && tu_isfinite(d) ? sq_ftz(sq_ftz(a) - d) : 0.0f;
+        } else {
+          expect = 0.0f;
+        }
+        j++;
+      } else {
+        expect = tu_isfinite(a) ? a : 0.0f;
+      }
+      ck_assert_msg(tu_bits(rq[i]) == tu_bits(expect), "P=%d n=%zu %s rank %d elt %zu: res %a, want %a", P, n,
+                    fp16 ? "fp16" : "fp32", q, i, (double)rq[i], (double)expect);
+      ck_assert_msg(tu_bits(out[i]) == tu_bits(want[i]), "P=%d n=%zu rank %d elt %zu: dense %a, decoder %a", P, n,
+                    q, i, (double)out[i], (double)want[i]);
+    }
+  }
+  free(g);
+  free(res);
+  free(res0);
+  free(dense);
+  free(want);
+  free(slots);
+  free(ws);
+}
+
+START_TEST(test_finish_definition) {
+  for (int v = 0; v <= 1; v++) {
+    squallValueType_t values = v ? squallValueFp16 : squallValueFp32;
+    for (int in_place = 0; in_place <= 1; in_place++) {
+      check_finish(1, 1000, 0.1, values, in_place);
+      check_finish(3, 5003, 0.01, values, in_place); /* not a whole number of tiles */
+      check_finish(4, 70001, 0.01, values, in_place); /* the sampled selection */
+      check_finish(2, 257, 1.0, values, in_place);    /* everything sent */
+    }
+    check_finish(300, 40, 0.1, values, 0); /* more ranks than the pass keeps cursors for */
+  }
+}
+END_TEST
+
+/* A corrupt slot anywhere: -1, the residual untouched, dense zeroed. */
+START_TEST(test_finish_corrupt) {
+  enum { P = 3, N = 600 };
+  for (int v = 0; v <= 1; v++) {
+    squallValueType_t values = v ? squallValueFp16 : squallValueFp32;
+    size_t k = 12, sb = squall__topk_slot_bytes(k, values);
+    tu_rng r = {55};
+    float g[N], res[N], res0[N], dense[N];
+    unsigned char *slots = malloc(P * sb);
+    void *ws = malloc(squall__topk_workspace_bytes(N));
+    for (size_t i = 0; i < N; i++) {
+      g[i] = tu_float_unit(&r);
+      res[i] = res0[i] = tu_float_unit(&r);
+    }
+    for (int q = 0; q < P; q++)
+      ck_assert_int_eq(squall__topk_select(g, res, N, k, values, 1.0f, slots + q * sb, ws), 0);
+    uint32_t bad = N;
+    memcpy(slots + 2 * sb + 4 * 7, &bad, 4); /* the last rank's, past the first tiles */
+    for (size_t i = 0; i < N; i++) dense[i] = 5.0f;
+    ck_assert_int_eq(squall__topk_finish(g, res, N, slots, P, 0, k, values, dense), -1);
+    ck_assert_msg(memcmp(res, res0, sizeof res) == 0, "the residual changed");
+    for (size_t i = 0; i < N; i++) ck_assert_uint_eq(tu_bits(dense[i]), 0);
+    /* an own rank outside the slots is refused before anything is written */
+    ck_assert_int_eq(squall__topk_finish(g, res, N, slots, 2, 2, k, values, NULL), -1);
+    ck_assert_msg(memcmp(res, res0, sizeof res) == 0, "the residual changed");
+    free(slots);
+    free(ws);
+  }
+}
+END_TEST
+
 /* One TCase per feature, so that CK_RUN_CASE=<name> runs just that one.
  * Timeouts leave room for a loaded machine (Check's default is 4 s). */
 static Suite *sparse_suite(void) {
@@ -315,6 +441,11 @@ static Suite *sparse_suite(void) {
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_k_zero);
   tcase_add_test(tc, test_nonfinite_values);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("finish");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, test_finish_definition);
+  tcase_add_test(tc, test_finish_corrupt);
   suite_add_tcase(s, tc);
   return s;
 }

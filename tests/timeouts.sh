@@ -59,8 +59,15 @@ stopped() {
   else
     ok "$what: stopped after $secs s (limit $limit s), and said so"
   fi
-  sleep 1
+  # mpiexec's ranks get their signal from its daemon: on a loaded machine
+  # they may take a few seconds to go; left behind means still there at 15 s
+  waited=0
   left=$(pgrep -f "sleep $marker" || true)
+  while test -n "$left" && test $waited -lt 15; do
+    sleep 1
+    waited=$((waited + 1))
+    left=$(pgrep -f "sleep $marker" || true)
+  done
   if test -n "$left"; then
     bad "$what: processes left running after the stop: $left"
     kill -9 $left 2>/dev/null

@@ -69,6 +69,12 @@ size_t squall__topk_workspace_bytes(size_t n);
 int squall__topk_encode(const float *g, float *res, size_t n, size_t k,
                         squallValueType_t values, float scale, void *slot, void *workspace);
 
+/* The selection of squall__topk_encode alone: writes the same slot and
+ * leaves res as it was; squall__topk_finish applies the residual update
+ * once the slot has been exchanged. */
+int squall__topk_select(const float *g, const float *res, size_t n, size_t k,
+                        squallValueType_t values, float scale, void *slot, void *workspace);
+
 /* squall__topk_encode with the sampled path's key bound given (bound <=
  * 0x7fffffff) instead of drawn from a sample (SQ_TOPK_SAMPLE_BOUND), and
  * the path taken reported in *path (may be NULL): the tests force every
@@ -77,6 +83,9 @@ int squall__topk_encode(const float *g, float *res, size_t n, size_t k,
 enum { SQ_TOPK_PATH_FULL = 0, SQ_TOPK_PATH_SAMPLED = 1, SQ_TOPK_PATH_FALLBACK = 2 };
 int squall__topk_encode_bound(const float *g, float *res, size_t n, size_t k, squallValueType_t values,
                               float scale, void *slot, void *workspace, uint64_t bound, int *path);
+int squall__topk_select_bound(const float *g, const float *res, size_t n, size_t k,
+                              squallValueType_t values, float scale, void *slot, void *workspace,
+                              uint64_t bound, int *path);
 
 /* dense[0..n) = 0, then adds the nranks slots (slot_bytes apart, rank
  * order, each k entries) into it: the same sum on every rank. Returns 0, or
@@ -84,6 +93,28 @@ int squall__topk_encode_bound(const float *g, float *res, size_t n, size_t k, sq
  * corrupt payload); dense is then zeroed. */
 int squall__sparse_decode(const void *slots, int nranks, size_t k, squallValueType_t values,
                           float *dense, size_t n);
+
+/* After the exchange of the slots (all nranks of them, slot_bytes apart):
+ * validates every slot as squall__sparse_decode does, then in one
+ * streaming pass
+ *  - when res is non-NULL, applies slot `own` (the one this rank selected
+ *    from g and res) to the residual: res' = a - decode(value) where sent,
+ *    a where not (non-finite never kept), a = g + res, so that
+ *    decode + res' == a per element, as squall__topk_encode leaves it;
+ *  - when dense is non-NULL, writes the rank-ordered sum of the slots into
+ *    dense, bit for bit what squall__sparse_decode writes.
+ * dense may be g itself (an in-place call). Returns 0, or -1 for a corrupt
+ * slot: res is then untouched and dense zeroed. */
+int squall__topk_finish(const float *g, float *res, size_t n, const void *slots, int nranks, int own,
+                        size_t k, squallValueType_t values, float *dense);
+
+/* The residual part of squall__topk_finish for elements [from, to) only,
+ * with this rank's own slot (written by squall__topk_select here, so not
+ * validated again): consecutive ranges that cover [0, n) leave res as
+ * squall__topk_finish(g, res, n, slot, 1, 0, k, values, NULL) does. The
+ * engine runs it in pieces while the slots travel. */
+void squall__topk_commit_range(const float *g, float *res, const void *slot, size_t k,
+                               squallValueType_t values, size_t from, size_t to);
 
 /* Accessors for a slot's parts. */
 static inline const uint32_t *squall__slot_indices(const void *slot) {

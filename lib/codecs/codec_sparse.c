@@ -1,13 +1,21 @@
 /*
- * codec_sparse.c - the host sparse decoder: sums the top-k slots of every
- * rank into a dense vector, in rank order, so that every rank computes the
- * same bits. The CUDA twin (cuda/sparse.cu) adds in the same order and
- * decodes fp16 values with the same codec_math.h function.
+ * codec_sparse.c - after the top-k exchange: the host sparse decoder sums
+ * the slots of every rank into a dense vector, in rank order, so that every
+ * rank computes the same bits; squall__topk_finish does that and the
+ * sender's residual update in one streaming pass. The CUDA twins
+ * (cuda/sparse.cu, cuda/topk.cu) add in the same order and take the fp16
+ * values and the residual from the same codec_math.h functions.
  *
  * Only codec.h and libc here: the standalone GPU self-test build compiles
  * this file without config.h or the logger.
  */
+#include <stdint.h>
 #include <string.h>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
+#define SQ_SPARSE_AVX2 1
+#include <immintrin.h>
+#endif
 
 #include "codecs/codec.h"
 
@@ -61,4 +69,197 @@ int squall__sparse_decode(const void *slots, int nranks, size_t k, squallValueTy
     }
   }
   return 0;
+}
+
+/* ------------------------------------------------------- squall__topk_finish
+ * Tiles of FINISH_TILE elements: a streaming pass writes the tile's
+ * residual, the sender's own entries are applied to it while it is still in
+ * the first-level cache, and the tile's output is summed in a small buffer
+ * (every slot's indices ascend, so one cursor per slot walks them) and then
+ * streamed out with non-temporal stores where the CPU has them: against a
+ * memset of the output and scattered additions, no sent entry costs a cache
+ * miss and the output is never read from memory. */
+#define FINISH_TILE 256
+#define FINISH_MAX_RANKS 256 /* cursors on the stack; beyond, the plain decoder */
+
+static inline float ldf(const float *p, size_t i) {
+  float x;
+  memcpy(&x, (const char *)p + 4 * i, sizeof x);
+  return x;
+}
+static inline void stf(float *p, size_t i, float x) { memcpy((char *)p + 4 * i, &x, sizeof x); }
+
+/* res[i] = sq_residual_keep(g[i] + res[i]) for i in [from, to). */
+static void keep_scalar(const float *g, float *res, size_t from, size_t to) {
+  for (size_t i = from; i < to; i++) stf(res, i, sq_residual_keep(ldf(g, i) + ldf(res, i)));
+}
+
+/* dense[from, from + m) = tile[0, m). */
+static void put_tile(float *dense, size_t from, const float *tile, size_t m) {
+  memcpy((char *)dense + 4 * from, tile, 4 * m);
+}
+
+#ifdef SQ_SPARSE_AVX2
+__attribute__((target("avx2"))) static size_t keep_avx2(const float *g, float *res, size_t from, size_t to) {
+  const __m256i expo = _mm256_set1_epi32(0x7f800000);
+  size_t i = from;
+  for (; i + 8 <= to; i += 8) {
+    float *r = (float *)((char *)res + 4 * i);
+    __m256 a = _mm256_add_ps(_mm256_loadu_ps((const float *)((const char *)g + 4 * i)), _mm256_loadu_ps(r));
+    /* all exponent bits set: Inf or NaN, which the residual never keeps */
+    __m256i bad = _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_castps_si256(a), expo), expo);
+    _mm256_storeu_ps(r, _mm256_andnot_ps(_mm256_castsi256_ps(bad), a));
+  }
+  return i;
+}
+
+/* put_tile with non-temporal stores; dense + from must be 32-byte aligned
+ * and m a multiple of 8. */
+__attribute__((target("avx"))) static void put_tile_stream(float *dense, size_t from, const float *tile,
+                                                           size_t m) {
+  for (size_t j = 0; j < m; j += 8) _mm256_stream_ps(dense + from + j, _mm256_loadu_ps(tile + j));
+}
+#endif
+
+/* The residual of entry j of the sender's slot, at element i, where res
+ * already holds sq_residual_keep(a): a itself when finite, and 0 for a
+ * non-finite a, whose residual is 0 either way. */
+static inline void sent_residual(float *res, size_t i, int fp16, float scale) {
+  float r = 0.0f; /* fp32: sent whole */
+  if (fp16) (void)sq_half_encode_a(SQ_HALF_FP16, sq_ftz(ldf(res, i)), &r, scale);
+  stf(res, i, r);
+}
+
+static inline float slot_value(const char *slot, size_t k, size_t j, int fp16, float scale) {
+  float v;
+  if (fp16) {
+    uint16_t h;
+    memcpy(&h, slot + 4 * k + 2 * j, sizeof h);
+    v = sq_half_decode_elem(SQ_HALF_FP16, h, scale);
+  } else {
+    memcpy(&v, slot + 4 * k + 4 * j, sizeof v);
+  }
+  return v;
+}
+
+static inline uint32_t slot_index(const char *slot, size_t j) {
+  uint32_t idx;
+  memcpy(&idx, slot + 4 * j, sizeof idx);
+  return idx;
+}
+
+static float slot_scale(const char *slot, size_t k, int fp16) {
+  float scale = 1.0f;
+  if (fp16) memcpy(&scale, slot + squall__slot_scale_offset(k), sizeof scale);
+  return scale;
+}
+
+/* The residual of elements [t0, t1): a streaming pass, then the sender's
+ * own entries there (from *pos on; *pos moves past them): what it sent
+ * leaves the residual. Reads g[t0, t1) and nothing of g after that. */
+static void commit_tile(const float *g, float *res, const char *mine, size_t k, int fp16, float scale,
+                        size_t t0, size_t t1, size_t *pos, int avx2) {
+  size_t i = t0;
+#ifdef SQ_SPARSE_AVX2
+  if (avx2) i = keep_avx2(g, res, t0, t1);
+#else
+  (void)avx2;
+#endif
+  keep_scalar(g, res, i, t1);
+  size_t j = *pos;
+  for (; j < k && slot_index(mine, j) < t1; j++) sent_residual(res, slot_index(mine, j), fp16, scale);
+  *pos = j;
+}
+
+/* The tiled pass over validated slots; decodes the first `ndecode` slots
+ * into dense (ndecode <= FINISH_MAX_RANKS; 0 with dense NULL). */
+static void finish_tiles(const float *g, float *res, size_t n, const char *base, size_t sb, int ndecode,
+                         int own, size_t k, int fp16, float *dense) {
+  size_t pos[FINISH_MAX_RANKS];
+  float scales[FINISH_MAX_RANKS];
+  for (int r = 0; r < ndecode; r++) {
+    pos[r] = 0;
+    scales[r] = slot_scale(base + (size_t)r * sb, k, fp16);
+  }
+  const char *mine = res ? base + (size_t)own * sb : NULL;
+  const float my_scale = res ? slot_scale(mine, k, fp16) : 1.0f;
+  size_t my_pos = 0;
+  int avx2 = 0, stream = 0;
+  size_t head = 0; /* a first, shorter tile brings the others to 32 bytes */
+#ifdef SQ_SPARSE_AVX2
+  avx2 = squall__cpu_x86(SQ_CPU_AVX2);
+  stream = avx2 && dense && ((uintptr_t)dense & 3) == 0;
+  if (stream) head = ((32 - ((uintptr_t)dense & 31)) & 31) / 4;
+#endif
+  float tile[FINISH_TILE];
+  for (size_t t0 = 0, t1; t0 < n; t0 = t1) {
+    size_t len = t0 == 0 && head ? head : FINISH_TILE;
+    t1 = n - t0 > len ? t0 + len : n;
+    /* g[t0, t1) is read before dense, which may be g, is written */
+    if (res) commit_tile(g, res, mine, k, fp16, my_scale, t0, t1, &my_pos, avx2);
+    if (!dense) continue;
+    for (size_t j = 0; j < t1 - t0; j++) tile[j] = 0.0f;
+    for (int r = 0; r < ndecode; r++) { /* rank order: the same sum everywhere */
+      const char *slot = base + (size_t)r * sb;
+      size_t j = pos[r];
+      for (; j < k; j++) {
+        uint32_t idx = slot_index(slot, j);
+        if (idx >= t1) break;
+        tile[idx - t0] += slot_value(slot, k, j, fp16, scales[r]);
+      }
+      pos[r] = j;
+    }
+#ifdef SQ_SPARSE_AVX2
+    if (stream && t1 - t0 == FINISH_TILE && ((uintptr_t)(dense + t0) & 31) == 0) {
+      put_tile_stream(dense, t0, tile, FINISH_TILE);
+      continue;
+    }
+#endif
+    put_tile(dense, t0, tile, t1 - t0);
+  }
+#ifdef SQ_SPARSE_AVX2
+  if (stream) _mm_sfence(); /* the streamed stores are visible before the caller reads */
+#endif
+}
+
+int squall__topk_finish(const float *g, float *res, size_t n, const void *slots, int nranks, int own,
+                        size_t k, squallValueType_t values, float *dense) {
+  const char *base = (const char *)slots;
+  const size_t sb = squall__topk_slot_bytes(k, values);
+  const int fp16 = values == squallValueFp16;
+  int ok = nranks >= 0 && (!res || (own >= 0 && own < nranks));
+  /* Everything is validated before the first write: a corrupt payload
+   * leaves the residual as it was and a zeroed result. */
+  for (int r = 0; ok && r < nranks; r++) ok = slot_valid(base + (size_t)r * sb, k, n);
+  if (!ok) {
+    if (dense && n > 0) memset(dense, 0, n * sizeof *dense);
+    return -1;
+  }
+  int ndecode = dense && nranks <= FINISH_MAX_RANKS ? nranks : 0;
+  finish_tiles(g, res, n, base, sb, ndecode, own, k, fp16, ndecode == nranks ? dense : NULL);
+  /* Many ranks: the residual is done (g read), now the plain decoder. */
+  if (dense && ndecode != nranks) return squall__sparse_decode(slots, nranks, k, values, dense, n);
+  return 0;
+}
+
+void squall__topk_commit_range(const float *g, float *res, const void *slot, size_t k,
+                               squallValueType_t values, size_t from, size_t to) {
+  const char *mine = (const char *)slot;
+  const int fp16 = values == squallValueFp16;
+  const float scale = slot_scale(mine, k, fp16);
+  int avx2 = 0;
+#ifdef SQ_SPARSE_AVX2
+  avx2 = squall__cpu_x86(SQ_CPU_AVX2);
+#endif
+  /* the first entry at or past `from`: the indices ascend */
+  size_t lo = 0, hi = k;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (slot_index(mine, mid) < from) lo = mid + 1;
+    else hi = mid;
+  }
+  for (size_t t0 = from, t1; t0 < to; t0 = t1) {
+    t1 = to - t0 > FINISH_TILE ? t0 + FINISH_TILE : to;
+    commit_tile(g, res, mine, k, fp16, scale, t0, t1, &lo, avx2);
+  }
 }

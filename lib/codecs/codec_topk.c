@@ -1,23 +1,23 @@
 /*
  * codec_topk.c - the host top-k encoder: exact selection of the k entries of
  * largest |a|, written as one slot of ascending u32 indices and fp32 or
- * scaled fp16 values, with the error-feedback residual update. The CUDA
- * twin (cuda/topk.cu) selects the same entries and writes the same bytes;
- * both take keys, rounding and the residual from codec_math.h.
+ * scaled fp16 values. The selection only reads the residual: the engine
+ * updates it after the exchange (squall__topk_finish, codec_sparse.c), so
+ * that nothing has to be backed up and restored when the exchange fails.
+ * The CUDA twin (cuda/topk.cu) selects the same entries and writes the
+ * same bytes; both take keys, rounding and the residual from codec_math.h.
  *
  * Two ways to the same answer:
  *  - the sampled path (large n, k well below n): a sample of the keys gives
  *    a bound v that the k-th largest key very likely reaches; one fused
- *    pass forms a = g + res, stores a into res and collects the entries
- *    with key > v (list A, with their a) and the first k with key == v
- *    (list B: ties at the bound, lowest index first, which is the tie rule);
- *    the exact selection then runs over the candidates only. One streaming
- *    pass over g and res, about the cost of res += g.
+ *    read-only pass forms a = g + res and collects the entries with
+ *    key > v (list A, with their a) and the first k with key == v (list B:
+ *    ties at the bound, lowest index first, which is the tie rule); the
+ *    exact selection then runs over the candidates only.
  *  - the full path: radix select over every key (two 16-bit histogram
  *    passes), then one pass that writes the slot. It runs for small n and
  *    when the sample misleads: too few candidates (the bound was above the
- *    k-th key) or more than fit (it was far below). Then res already holds
- *    a, and the full path reads a from there.
+ *    k-th key) or more than fit (it was far below).
  * Either way the selected set is the k largest keys, ties to the lower
  * index, and the bytes are the same.
  *
@@ -113,31 +113,27 @@ static uint32_t radix_select(const uint32_t *keys, size_t m, size_t k, uint32_t 
   return (hi << 16) | lo;
 }
 
-/* What one selected entry puts in the slot (entry j) and leaves in res. */
+/* What one selected entry puts in the slot (entry j). */
 static inline void emit(char *idx_out, char *val_out, size_t j, uint32_t i, float a, int fp16,
-                        float scale, float *res) {
+                        float scale, int flush) {
   st32(idx_out, j, i);
   if (fp16) {
     /* As sq_half_encode_elem forms a (the CUDA twin calls that): flushed
-     * when there is a residual. Same code either way, and the residual's
-     * zero gets the same sign. */
-    float r;
-    uint16_t h = sq_half_encode_a(SQ_HALF_FP16, res ? sq_ftz(a) : a, res ? &r : NULL, scale);
+     * when there is a residual (squall__topk_finish encodes the same a for
+     * the residual). */
+    uint16_t h = sq_half_encode_a(SQ_HALF_FP16, flush ? sq_ftz(a) : a, NULL, scale);
     memcpy(val_out + 2 * j, &h, sizeof h);
-    if (res) stf(res, i, r);
   } else {
     memcpy(val_out + 4 * j, &a, sizeof a);
-    if (res) stf(res, i, sq_residual_after(a, a)); /* 0: sent whole */
   }
 }
 
-/* The full path. a = g + res, or a = res when a_in_res (the sampled path
- * has already stored a there), or g when res is NULL. */
-static void full_path(const float *g, float *res, int a_in_res, size_t n, size_t k, int fp16,
-                      float scale, char *idx_out, char *val_out, void *workspace) {
+/* The full path. a = g + res, or g when res is NULL. */
+static void full_path(const float *g, const float *res, size_t n, size_t k, int fp16, float scale,
+                      char *idx_out, char *val_out, void *workspace) {
   uint32_t *keys = (uint32_t *)workspace;
   uint32_t *hist = (uint32_t *)((char *)workspace + keys_bytes(n));
-#define A_OF(i) (a_in_res ? ldf(res, i) : res ? ldf(g, i) + ldf(res, i) : ldf(g, i))
+#define A_OF(i) (res ? ldf(g, i) + ldf(res, i) : ldf(g, i))
   /* Threshold T: the k-th largest key. 'above' keys are > T; the remaining
    * k - above selections are keys equal to T, lowest index first. */
   uint32_t thr = 0;
@@ -159,11 +155,7 @@ static void full_path(const float *g, float *res, int a_in_res, size_t n, size_t
         ties--;
       }
     }
-    if (take) {
-      emit(idx_out, val_out, j++, (uint32_t)i, a, fp16, scale, res);
-    } else if (res) {
-      stf(res, i, sq_residual_keep(a));
-    }
+    if (take) emit(idx_out, val_out, j++, (uint32_t)i, a, fp16, scale, res != NULL);
   }
 #undef A_OF
 }
@@ -247,14 +239,11 @@ static inline void take_lane(cands *c, uint32_t i, float a, uint32_t v) {
   }
 }
 
-/* One pass: a = g + res (or g), res = a, and the candidates for v. */
-static void fused_scalar(const float *g, float *res, size_t from, size_t n, uint32_t v, cands *c) {
+/* One pass: a = g + res (or g), and the candidates for v. */
+static void fused_scalar(const float *g, const float *res, size_t from, size_t n, uint32_t v, cands *c) {
   for (size_t i = from; i < n; i++) {
     float a = ldf(g, i);
-    if (res) {
-      a += ldf(res, i);
-      stf(res, i, a);
-    }
+    if (res) a += ldf(res, i);
     if ((sq_float_bits(a) & 0x7fffffffu) >= v) take_lane(c, (uint32_t)i, a, v);
   }
 }
@@ -336,44 +325,72 @@ static const uint64_t pack_lanes[256] = {
  * branch per candidate mispredicts often enough to cost a third of the
  * pass. Ties with v (rare, or all of them for constant data: predictable
  * either way) go through take_lane. Returns where it stopped. */
-__attribute__((target("avx2"))) static size_t fused_avx2(const float *g, float *res, size_t n, uint32_t v,
-                                                       cands *c) {
+__attribute__((target("avx2"))) static inline uint32_t v_of(__m256i vv) {
+  return (uint32_t)_mm256_extract_epi32(vv, 0);
+}
+
+/* One group of 8 lanes: a (formed by the caller) against v. */
+__attribute__((target("avx2"))) static inline size_t take8(__m256 a, __m256i idx, size_t i, size_t na, __m256i vv,
+                                                         cands *c) {
   const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
-  const __m256i vv = _mm256_set1_epi32((int)v);
-  const __m256i step = _mm256_set1_epi32(8);
-  __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  size_t i = 0, na = c->na;
-  for (; i + 8 <= n; i += 8, idx = _mm256_add_epi32(idx, step)) {
-    __m256 a = _mm256_loadu_ps((const float *)((const char *)g + 4 * i));
-    if (res) {
-      a = _mm256_add_ps(a, _mm256_loadu_ps((const float *)((const char *)res + 4 * i)));
-      _mm256_storeu_ps((float *)((char *)res + 4 * i), a);
-    }
-    __m256i key = _mm256_and_si256(_mm256_castps_si256(a), absmask);
-    /* keys and v are below 2^31: the signed compares are unsigned ones */
-    unsigned gt = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(key, vv)));
-    unsigned eq = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(key, vv)));
-    if (na <= c->cap_a) { /* past it only counted: the path gives up anyway */
-      __m256i perm = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)&pack_lanes[gt]));
-      _mm256_storeu_si256((__m256i *)(c->a_idx + na), _mm256_permutevar8x32_epi32(idx, perm));
-      _mm256_storeu_si256((__m256i *)(c->a_bits + na),
-                          _mm256_permutevar8x32_epi32(_mm256_castps_si256(a), perm));
-    }
-    na += (size_t)__builtin_popcount(gt);
-    if (eq) {
-      if (c->nb >= c->cap_b) { /* ties past the first k: only counted */
-        c->nb += (size_t)__builtin_popcount(eq);
-      } else {
-        float lanes[8];
-        _mm256_storeu_ps(lanes, a);
-        while (eq) {
-          int b = __builtin_ctz(eq);
-          eq &= eq - 1;
-          take_lane(c, (uint32_t)(i + (size_t)b), lanes[b], v);
-        }
+  __m256i key = _mm256_and_si256(_mm256_castps_si256(a), absmask);
+  /* keys and v are below 2^31: the signed compares are unsigned ones */
+  unsigned gt = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(key, vv)));
+  unsigned eq = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(key, vv)));
+  if (na <= c->cap_a) { /* past it only counted: the path gives up anyway */
+    __m256i perm = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)&pack_lanes[gt]));
+    _mm256_storeu_si256((__m256i *)(c->a_idx + na), _mm256_permutevar8x32_epi32(idx, perm));
+    _mm256_storeu_si256((__m256i *)(c->a_bits + na), _mm256_permutevar8x32_epi32(_mm256_castps_si256(a), perm));
+  }
+  na += (size_t)__builtin_popcount(gt);
+  if (eq) {
+    if (c->nb >= c->cap_b) { /* ties past the first k: only counted */
+      c->nb += (size_t)__builtin_popcount(eq);
+    } else {
+      float lanes[8];
+      _mm256_storeu_ps(lanes, a);
+      while (eq) {
+        int b = __builtin_ctz(eq);
+        eq &= eq - 1;
+        take_lane(c, (uint32_t)(i + (size_t)b), lanes[b], v_of(vv));
       }
     }
   }
+  return na;
+}
+
+__attribute__((target("avx2"))) static size_t fused_avx2(const float *g, const float *res, size_t n,
+                                                       uint32_t v, cands *c) {
+  const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
+  const __m256i vv = _mm256_set1_epi32((int)v);
+  /* key >= v as one signed compare: v - 1 is -1 for v == 0, below every key */
+  const __m256i vm1 = _mm256_set1_epi32((int)v - 1);
+  const __m256i step = _mm256_set1_epi32(8);
+  __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  size_t i = 0, na = c->na;
+#define LOAD_A(j)                                                                                     \
+  (res ? _mm256_add_ps(_mm256_loadu_ps((const float *)((const char *)g + 4 * (i + (j)))),            \
+                       _mm256_loadu_ps((const float *)((const char *)res + 4 * (i + (j)))))          \
+       : _mm256_loadu_ps((const float *)((const char *)g + 4 * (i + (j)))))
+  /* Most groups of 32 lanes hold no candidate (about 6 in 10 for k = n/100):
+   * one test skips them. */
+  for (; i + 32 <= n; i += 32) {
+    __m256 a0 = LOAD_A(0), a1 = LOAD_A(8), a2 = LOAD_A(16), a3 = LOAD_A(24);
+    __m256i any = _mm256_or_si256(
+        _mm256_or_si256(_mm256_cmpgt_epi32(_mm256_and_si256(_mm256_castps_si256(a0), absmask), vm1),
+                        _mm256_cmpgt_epi32(_mm256_and_si256(_mm256_castps_si256(a1), absmask), vm1)),
+        _mm256_or_si256(_mm256_cmpgt_epi32(_mm256_and_si256(_mm256_castps_si256(a2), absmask), vm1),
+                        _mm256_cmpgt_epi32(_mm256_and_si256(_mm256_castps_si256(a3), absmask), vm1)));
+    if (!_mm256_testz_si256(any, any)) {
+      na = take8(a0, idx, i, na, vv, c);
+      na = take8(a1, _mm256_add_epi32(idx, step), i + 8, na, vv, c);
+      na = take8(a2, _mm256_add_epi32(idx, _mm256_set1_epi32(16)), i + 16, na, vv, c);
+      na = take8(a3, _mm256_add_epi32(idx, _mm256_set1_epi32(24)), i + 24, na, vv, c);
+    }
+    idx = _mm256_add_epi32(idx, _mm256_set1_epi32(32));
+  }
+  for (; i + 8 <= n; i += 8, idx = _mm256_add_epi32(idx, step)) na = take8(LOAD_A(0), idx, i, na, vv, c);
+#undef LOAD_A
   c->na = na;
   return i;
 }
@@ -381,12 +398,12 @@ __attribute__((target("avx2"))) static size_t fused_avx2(const float *g, float *
 
 /* Writes the slot from the candidates; returns 0, or -1 when they do not
  * decide the selection (the caller takes the full path). */
-static int sampled_path(const float *g, float *res, size_t n, size_t k, int fp16, float scale,
+static int sampled_path(const float *g, const float *res, size_t n, size_t k, int fp16, float scale,
                         char *idx_out, char *val_out, void *workspace, uint32_t v) {
   uint32_t *ws = (uint32_t *)workspace;
   uint32_t *hist = (uint32_t *)((char *)workspace + keys_bytes(n));
-  /* Non-finite keys must all land in list A (their residual becomes 0
-   * below), so v stays at or below the largest finite key. */
+  /* Non-finite keys must all land in list A (they rank above every finite
+   * one), so v stays at or below the largest finite key. */
   if (v > 0x7f7fffffu) v = 0x7f7fffffu;
 
   /* Workspace words: B (k), then A's indices and bits (cap_a each). */
@@ -404,9 +421,7 @@ static int sampled_path(const float *g, float *res, size_t n, size_t k, int fp16
 #endif
   fused_scalar(g, res, i, n, v, &c);
 
-  /* From here on a lives in res (or g when res is NULL). */
   if (c.na > c.cap_a || c.na + c.nb < k) return -1;
-  const float *abuf = res ? res : g;
   size_t j = 0;
   if (c.na >= k) {
     /* The k-th largest key is above v: select among A. Its keys are its
@@ -426,9 +441,6 @@ static int sampled_path(const float *g, float *res, size_t n, size_t k, int fp16
     size_t above = above_hi + above_lo;
     size_t ties = k - above;
     for (size_t t = 0; t < c.na; t++) {
-      /* The residual writes land about 1/k of the buffer apart, each on a
-       * cache line the fused pass has long evicted: ask for them early. */
-      if (res && t + 16 < c.na) __builtin_prefetch((const char *)res + 4 * (size_t)c.a_idx[t + 16], 1);
       uint32_t key = c.a_bits[t] & 0x7fffffffu;
       float a = sq_bits_float(c.a_bits[t]);
       int take = 0;
@@ -440,21 +452,20 @@ static int sampled_path(const float *g, float *res, size_t n, size_t k, int fp16
           ties--;
         }
       }
-      if (take) emit(idx_out, val_out, j++, c.a_idx[t], a, fp16, scale, res);
-      else if (res && !sq_isfinite(a)) stf(res, c.a_idx[t], 0.0f); /* finite: res holds a already */
+      if (take) emit(idx_out, val_out, j++, c.a_idx[t], a, fp16, scale, res != NULL);
     }
   } else {
     /* All of A, and the first k - na ties at v: merge the two index
      * lists. Entries of B are finite (v <= the largest finite key). */
     size_t need = k - c.na, ta = 0, tb = 0;
     while (ta < c.na || tb < need) {
-      if (res && ta + 16 < c.na) __builtin_prefetch((const char *)res + 4 * (size_t)c.a_idx[ta + 16], 1);
       if (tb >= need || (ta < c.na && c.a_idx[ta] < c.b_idx[tb])) {
-        emit(idx_out, val_out, j++, c.a_idx[ta], sq_bits_float(c.a_bits[ta]), fp16, scale, res);
+        emit(idx_out, val_out, j++, c.a_idx[ta], sq_bits_float(c.a_bits[ta]), fp16, scale, res != NULL);
         ta++;
       } else {
         uint32_t idx = c.b_idx[tb++];
-        emit(idx_out, val_out, j++, idx, ldf(abuf, idx), fp16, scale, res);
+        float a = res ? ldf(g, idx) + ldf(res, idx) : ldf(g, idx);
+        emit(idx_out, val_out, j++, idx, a, fp16, scale, res != NULL);
       }
     }
   }
@@ -463,8 +474,9 @@ static int sampled_path(const float *g, float *res, size_t n, size_t k, int fp16
 
 /* Both paths behind one entry; bound is the sampled path's v, or
  * SQ_TOPK_SAMPLE_BOUND to draw it from the data. */
-int squall__topk_encode_bound(const float *g, float *res, size_t n, size_t k, squallValueType_t values,
-                              float scale, void *slot, void *workspace, uint64_t bound, int *path) {
+int squall__topk_select_bound(const float *g, const float *res, size_t n, size_t k,
+                              squallValueType_t values, float scale, void *slot, void *workspace,
+                              uint64_t bound, int *path) {
   /* Indices are u32, and a histogram bin counts in u32. */
   if (k > n || (uint64_t)n > UINT32_MAX) return -1;
   const int fp16 = values == squallValueFp16;
@@ -488,14 +500,26 @@ int squall__topk_encode_bound(const float *g, float *res, size_t n, size_t k, sq
     if (sampled_path(g, res, n, k, fp16, scale, idx_out, val_out, workspace, v) == 0) {
       taken = SQ_TOPK_PATH_SAMPLED;
     } else {
-      taken = SQ_TOPK_PATH_FALLBACK; /* res holds a now */
-      full_path(g, res, res != NULL, n, k, fp16, scale, idx_out, val_out, workspace);
+      taken = SQ_TOPK_PATH_FALLBACK;
+      full_path(g, res, n, k, fp16, scale, idx_out, val_out, workspace);
     }
   } else {
-    full_path(g, res, 0, n, k, fp16, scale, idx_out, val_out, workspace);
+    full_path(g, res, n, k, fp16, scale, idx_out, val_out, workspace);
   }
   if (path) *path = taken;
   return 0;
+}
+
+int squall__topk_select(const float *g, const float *res, size_t n, size_t k, squallValueType_t values,
+                        float scale, void *slot, void *workspace) {
+  return squall__topk_select_bound(g, res, n, k, values, scale, slot, workspace, SQ_TOPK_SAMPLE_BOUND, NULL);
+}
+
+int squall__topk_encode_bound(const float *g, float *res, size_t n, size_t k, squallValueType_t values,
+                              float scale, void *slot, void *workspace, uint64_t bound, int *path) {
+  if (squall__topk_select_bound(g, res, n, k, values, scale, slot, workspace, bound, path) != 0) return -1;
+  /* The slot was just written here: the update cannot find it corrupt. */
+  return res ? squall__topk_finish(g, res, n, slot, 1, 0, k, values, NULL) : 0;
 }
 
 int squall__topk_encode(const float *g, float *res, size_t n, size_t k, squallValueType_t values,

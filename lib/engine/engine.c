@@ -254,6 +254,7 @@ typedef struct {
   size_t work;             /* count floats: widened input / fp32 result */
   size_t absmax_ws;
   size_t backup;           /* count floats: the residual before the call */
+  int has_backup;          /* top-k needs none, except in a shard (run()) */
   size_t mine, slots, topk_ws; /* top-k */
   size_t codes;            /* 16-bit */
   size_t twophase;         /* two-phase: its own scratch */
@@ -271,7 +272,8 @@ static void layout_for(const squall_engine *e, const squall_call *c, const squal
   PLACE(scalars, 4 * sizeof(float));
   PLACE(work, n * sizeof(float));
   PLACE(absmax_ws, e->k.absmax_workspace_bytes(n));
-  PLACE(backup, cfg->errorFeedback ? n * sizeof(float) : 0);
+  L->has_backup = cfg->errorFeedback && (route != SQ_ROUTE_TOPK || c->shard);
+  PLACE(backup, L->has_backup ? n * sizeof(float) : 0);
   if (route == SQ_ROUTE_TOPK) {
     L->k = squall__topk_k(n, cfg->topkRatio);
     L->sb = squall__topk_slot_bytes(L->k, cfg->topkValues);
@@ -341,6 +343,7 @@ typedef struct {
   void *twophase;
   double codec_s;
   uint64_t wire;
+  int fatal;                  /* any failure ends the process: nothing to restore */
   int flat_reason;            /* squallFlatReason_t of a flat compressed call */
   int fresh;                  /* prepare() allocated: this call's times are not typical */
   double t_start;             /* when the call entered the engine */
@@ -382,9 +385,9 @@ static squallResult_t prepare(squall_engine *e, const squall_call *c, const squa
   st->scalars = carve(e, L->scalars, 4 * sizeof(float));
   st->work = carve(e, L->work, n * sizeof(float));
   st->absmax_ws = carve(e, L->absmax_ws, e->k.absmax_workspace_bytes(n));
-  st->backup = st->res ? carve(e, L->backup, n * sizeof(float)) : NULL;
+  st->backup = st->res && L->has_backup ? carve(e, L->backup, n * sizeof(float)) : NULL;
   int bad = !st->scalars || !st->work || (n && !st->absmax_ws && e->k.absmax_workspace_bytes(n)) ||
-            (st->res && !st->backup);
+            (st->res && L->has_backup && !st->backup);
   if (route == SQ_ROUTE_TOPK) {
     st->mine = carve(e, L->mine, L->sb);
     st->slots = carve(e, L->slots, (size_t)e->tr.nranks * L->sb);
@@ -458,9 +461,52 @@ static squallResult_t run_dense(squall_engine *e, const squall_call *c, run_stat
   return squallSuccess;
 }
 
+/* Elements of the residual update per piece while the slots travel: a
+ * progress call between pieces keeps MPI moving them (it moves data only
+ * inside MPI calls), at about a microsecond per 256 KiB. */
+#define COMMIT_PIECE ((size_t)65536)
+
+/* Where every failure ends the process (MPI_ERRORS_ARE_FATAL, as by
+ * default), nothing is restored after one, so this rank's residual update
+ * need not wait for the exchange: it runs while the slots travel, on the
+ * host path. Elsewhere topk_finish applies it after the exchange. */
+static int commit_overlaps(const squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
+                           const run_state *st) {
+  return st->res && st->fatal && !c->shard && e->k.topk_commit_range && e->tr.wait && e->tr.progress &&
+         (use_lossless(e, cfg) ? e->tr.iallgatherv != NULL : e->tr.iallgather != NULL);
+}
+
+/* Waits for req, doing this rank's residual update meanwhile. */
+static squallResult_t commit_while(squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
+                                   run_state *st, squall_request *req) {
+  size_t n = c->count;
+  double t0 = squall__now();
+  for (size_t from = 0; from < n; from += COMMIT_PIECE) {
+    size_t to = n - from > COMMIT_PIECE ? from + COMMIT_PIECE : n;
+    e->k.topk_commit_range(st->g, st->res, st->mine, st->L.k, cfg->topkValues, from, to);
+    SQ_FORWARD_IF_ERROR(e->tr.progress(e->tr.ctx, req));
+  }
+  st->codec_s += squall__now() - t0;
+  return e->tr.wait(e->tr.ctx, req);
+}
+
+/* All-gather of the raw slots into st->slots. */
+static squallResult_t exchange_raw(squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
+                                   run_state *st, int overlap) {
+  if (overlap) {
+    squall_request req;
+    SQ_FORWARD_IF_ERROR(e->tr.iallgather(e->tr.ctx, st->mine, st->slots, st->L.sb, &req));
+    SQ_FORWARD_IF_ERROR(commit_while(e, c, cfg, st, &req));
+  } else {
+    SQ_FORWARD_IF_ERROR(e->tr.allgather(e->tr.ctx, c->stream, st->mine, st->slots, st->L.sb));
+  }
+  st->wire += (uint64_t)(e->tr.nranks - 1) * st->L.sb;
+  return squallSuccess;
+}
+
 /* All-gather of the lossless-coded slots; decodes them into st->slots. */
 static squallResult_t exchange_lossless(squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
-                                        run_state *st) {
+                                        run_state *st, int overlap) {
   int p = e->tr.nranks;
   size_t k = st->L.k, sb = st->L.sb;
   squallValueType_t vt = cfg->topkValues;
@@ -474,8 +520,14 @@ static squallResult_t exchange_lossless(squall_engine *e, const squall_call *c, 
    * all-gather, with an empty payload that every peer rejects, so that all
    * ranks fail this call together instead of waiting for this one. */
   size_t z = squall__lossless_encode(st->mine, k, vt, cfg->zstdLevel, send, bound, raw);
-  double t1 = squall__now();
-  SQ_FORWARD_IF_ERROR(e->tr.allgatherv(e->tr.ctx, c->stream, send, z, recv, (size_t)p * bound, sizes, displs));
+  st->codec_s += squall__now() - t0;
+  if (overlap) {
+    squall_request req;
+    SQ_FORWARD_IF_ERROR(e->tr.iallgatherv(e->tr.ctx, send, z, recv, (size_t)p * bound, sizes, displs, &req));
+    SQ_FORWARD_IF_ERROR(commit_while(e, c, cfg, st, &req));
+  } else {
+    SQ_FORWARD_IF_ERROR(e->tr.allgatherv(e->tr.ctx, c->stream, send, z, recv, (size_t)p * bound, sizes, displs));
+  }
   SQ_RETURN_ERROR_IF(z == 0, squallInternalError, "zstd failed to compress a %zu-entry slot", k);
   double t2 = squall__now();
   for (int r = 0; r < p; r++)
@@ -484,7 +536,7 @@ static squallResult_t exchange_lossless(squall_engine *e, const squall_call *c, 
                        squallRemoteError,
                        "rank %d sent a corrupt or truncated compressed top-k payload (%zu bytes)", r,
                        sizes[r]);
-  st->codec_s += (t1 - t0) + (squall__now() - t2);
+  st->codec_s += squall__now() - t2;
   st->wire += (uint64_t)(p - 1) * (z + sizeof(uint64_t));
   return squallSuccess;
 }
@@ -511,20 +563,21 @@ static squallResult_t run_topk(squall_engine *e, const squall_call *c, const squ
     SQ_FORWARD_IF_ERROR(e->k.absmax(s, st->g, st->res, n, &st->scalars[0], st->absmax_ws));
     SQ_FORWARD_IF_ERROR(e->k.pow2_scale(s, &st->scalars[0], SQ_F16_MAX, sq_pow2(100), &st->scalars[1]));
   }
-  SQ_FORWARD_IF_ERROR(e->k.topk_encode(s, st->g, st->res, n, k, cfg->topkValues, &st->scalars[1],
+  /* The residual is read here and written only after everything that can
+   * fail and return (topk_finish), or while the slots travel where no
+   * failure returns (commit_overlaps): either way, a failed call leaves it
+   * as it was, with no backup to take. */
+  SQ_FORWARD_IF_ERROR(e->k.topk_select(s, st->g, st->res, n, k, cfg->topkValues, &st->scalars[1],
                                        st->mine, st->topk_ws));
   st->codec_s += squall__now() - t0;
-  if (use_lossless(e, cfg)) {
-    SQ_FORWARD_IF_ERROR(exchange_lossless(e, c, cfg, st));
-  } else {
-    SQ_FORWARD_IF_ERROR(e->tr.allgather(e->tr.ctx, s, st->mine, st->slots, st->L.sb));
-    st->wire += (uint64_t)(p - 1) * st->L.sb;
-  }
+  int overlap = commit_overlaps(e, c, cfg, st);
+  if (use_lossless(e, cfg)) SQ_FORWARD_IF_ERROR(exchange_lossless(e, c, cfg, st, overlap));
+  else SQ_FORWARD_IF_ERROR(exchange_raw(e, c, cfg, st, overlap));
   double t1 = squall__now();
   float *out = fp32_out(c, st);
   SQ_FORWARD_IF_ERROR(e->k.zero(s, &st->scalars[2], sizeof(int)));
-  SQ_FORWARD_IF_ERROR(e->k.sparse_decode(s, st->slots, p, k, cfg->topkValues, out, n,
-                                         (int *)&st->scalars[2]));
+  SQ_FORWARD_IF_ERROR(e->k.topk_finish(s, st->g, overlap ? NULL : st->res, n, k, cfg->topkValues, st->topk_ws,
+                                       st->slots, p, e->tr.rank, out, (int *)&st->scalars[2]));
   SQ_FORWARD_IF_ERROR(check_decode_flag(e, c, st));
   SQ_FORWARD_IF_ERROR(finish(e, c, out));
   st->codec_s += squall__now() - t1;
@@ -555,12 +608,15 @@ static squallResult_t run(squall_engine *e, const squall_call *c, const squallCo
     st->g = st->work;
   }
   /* The backup costs a pass over n floats. Only a failure that returns
-   * needs it: not where every failed collective ends the process and the
-   * route's decoders cannot fail (top-k's can: a corrupt peer payload). */
+   * needs it: not where every failed collective ends the process, and not
+   * for top-k, whose residual changes only after the last step that can
+   * fail (run_topk). */
   int fatal = e->tr.failures_fatal && e->tr.failures_fatal(e->tr.ctx);
+  st->fatal = fatal;
   /* a shard's communicator is a split of the caller's, whose error handler
-   * may have changed since: shards always keep the way back */
-  if (st->res && (!fatal || route == SQ_ROUTE_TOPK || c->shard))
+   * may have changed since, and the outer call may still fail after the
+   * shard's: shards always keep the way back */
+  if (st->res && st->backup && (c->shard || (!fatal && route != SQ_ROUTE_TOPK)))
     SQ_FORWARD_IF_ERROR(e->k.widen(c->stream, SQ_DT_F32, st->res, st->backup, n, 1.0f));
   else
     st->backup = NULL;

@@ -56,15 +56,28 @@ typedef struct squall_kernels {
   squallResult_t (*half_decode)(void *stream, sq_half_kind kind, const uint16_t *in, float *out,
                                 size_t n, const float *scale);
   size_t (*topk_workspace_bytes)(size_t n, size_t k);
-  squallResult_t (*topk_encode)(void *stream, const float *g, float *res, size_t n, size_t k,
+  /* The selection: writes this rank's slot, leaves res as it is, and
+   * leaves in ws what topk_finish needs (squall__topk_select). */
+  squallResult_t (*topk_select)(void *stream, const float *g, const float *res, size_t n, size_t k,
                                 squallValueType_t values, const float *scale, void *slot,
                                 void *ws);
-  /* Returns squallRemoteError for a corrupt slot (dense zeroed) where it
-   * can tell without waiting (the host set); the device set sets *flag (an
-   * int of kernel memory, zeroed by the caller first) to nonzero instead,
-   * which the engine reads back when it may synchronise. */
-  squallResult_t (*sparse_decode)(void *stream, const void *slots, int nranks, size_t k,
-                                  squallValueType_t values, float *dense, size_t n, int *flag);
+  /* After the exchange, with the same g, res, ws and slot `own` among
+   * the nranks slots: the residual update (res may be NULL) and the
+   * rank-ordered sum into dense, which may be g (squall__topk_finish). A
+   * corrupt slot leaves res as it was and dense zeroed: the host set
+   * returns squallRemoteError; the device set, which cannot tell without
+   * waiting, sets *flag (an int of kernel memory, zeroed by the caller
+   * first) to nonzero instead, which the engine reads back when it may
+   * synchronise. */
+  squallResult_t (*topk_finish)(void *stream, const float *g, float *res, size_t n, size_t k,
+                                squallValueType_t values, void *ws, const void *slots, int nranks,
+                                int own, float *dense, int *flag);
+  /* Optional (NULL in the device set): topk_finish's residual update alone,
+   * for elements [from, to) and this rank's own slot, so that the host
+   * engine can apply it in pieces while the slots travel
+   * (squall__topk_commit_range). Cannot fail. */
+  void (*topk_commit_range)(const float *g, float *res, const void *slot, size_t k, squallValueType_t values,
+                            size_t from, size_t to);
   /* ---- quantised codecs and the two-phase reductions:
    * the codec.h functions of the same names, in this memory space. */
   squallResult_t (*quant_encode)(void *stream, sq_quant_kind k, size_t bucket, const float *g,
