@@ -19,9 +19,12 @@
  *                the two-phase reduce
  *   int8, int4, fp8  encode (per-bucket scales, so no absmax pass) +
  *                decode, and the two-phase reduce
- *   topk:R       the engine's top-k: selection (fp32 values; the encode
- *                column) + finish, the residual update and the decode of
- *                the one slot in one pass (the decode column)
+ *   topk:R       the engine's top-k where failures end the process (MPI's
+ *                default): the one-pass encode (fp32 values; selection and
+ *                residual update) + the tiled decode of the one slot.
+ *                Where failures return, the selection only reads the
+ *                residual and the decode pass updates it: about one
+ *                streaming pass more
  *   topk16:R     absmax + the same with fp16 values
  * The reduce column is what the owner of a shard does in the two-phase
  * all-reduce, for BENCH_REDUCE_RANKS ranks: the rank-ordered fp32 sum of the
@@ -159,12 +162,12 @@ static void run_codec(int c, bufs *b, double parts[4]) {
     float s = 1.0f;
     if (c == C_TOPK16) s = sq_pow2_scale(squall__absmax(b->g, b->res, n), SQ_F16_MAX);
     t1 = now();
-    if (squall__topk_select(b->g, b->res, n, b->k, vt, s, b->slot, b->ws) != 0) {
-      fprintf(stderr, "squall-codec-bench: top-k selection failed\n");
+    if (squall__topk_encode(b->g, b->res, n, b->k, vt, s, b->slot, b->ws) != 0) {
+      fprintf(stderr, "squall-codec-bench: top-k encode failed\n");
       exit(1);
     }
     t2 = now();
-    if (squall__topk_finish(b->g, b->res, n, b->slot, 1, 0, b->k, vt, b->out) != 0) {
+    if (squall__topk_finish(b->g, NULL, n, b->slot, 1, 0, b->k, vt, b->out) != 0) {
       fprintf(stderr, "squall-codec-bench: top-k finish failed\n");
       exit(1);
     }
@@ -273,7 +276,7 @@ int main(int argc, char **argv) {
          squall__cpu_x86(SQ_CPU_AVX2) ? "yes" : "no", squall__cpu_x86(SQ_CPU_F16C) ? "yes" : "no");
   printf("# ns/element of thread CPU time; floor = one vectorised pass r[i] += g[i];\n"
          "# fp16, bf16 = absmax + encode + decode; int8, int4, fp8 = encode + decode (absmax = 0);\n"
-         "# topk = selection + finish (residual update and decode in one pass; absmax = 0); reduce = the two-phase owner's rank-ordered\n"
+         "# topk = encode (selection and residual update in one pass) + tiled decode (absmax = 0);\n# reduce = the two-phase owner's rank-ordered\n"
          "# sum of %d shards per element decoded (not in total)\n",
          BENCH_REDUCE_RANKS);
   printf("#%-10s %-8s %8s %8s %8s %8s %8s %8s %9s\n", "data", "codec", "absmax", "encode", "decode",

@@ -129,6 +129,13 @@ static squallResult_t dev_half_decode(void *stream, sq_half_kind kind, const uin
 
 static size_t dev_topk_ws(size_t n, size_t k) { return squall__cuda_topk_workspace_bytes(n, k); }
 
+static squallResult_t dev_topk_encode(void *stream, const float *g, float *res, size_t n, size_t k,
+                                      squallValueType_t values, const float *scale, void *slot, void *ws) {
+  return cuda_result(squall__cuda_topk_encode(g, res, n, k, values, scale, slot, ws,
+                                              squall__cuda_topk_workspace_bytes(n, k), stream_of(stream)),
+                     "top-k encode");
+}
+
 static squallResult_t dev_topk_select(void *stream, const float *g, const float *res, size_t n, size_t k,
                                       squallValueType_t values, const float *scale, void *slot, void *ws) {
   return cuda_result(squall__cuda_topk_select(g, res, n, k, values, scale, slot, ws,
@@ -165,7 +172,7 @@ const squall_kernels squall__kernels_cuda = {
     "cuda",                          dev_alloc,       dev_free,          dev_zero,
     dev_to_host,      dev_flush,     dev_widen,       dev_narrow,        dev_absmax_ws,
     dev_absmax,       dev_pow2_scale, dev_half_encode, dev_half_decode,  dev_topk_ws,
-    dev_topk_select,  dev_topk_finish, NULL /* topk_commit_range: host only */,
+    dev_topk_encode,  dev_topk_select, dev_topk_finish,
     /* quantised codecs (kernels_cuda_quant.cu) */
     squall__dev_quant_encode, squall__dev_quant_decode, squall__dev_quant_reduce,
     squall__dev_half_reduce,

@@ -308,14 +308,15 @@ static float finish_value(tu_rng *r) {
 /* P ranks select from their own g and res; each rank's finish must leave
  * the residual the definition gives (a - decode(value) where it sent, a
  * where not, non-finite never kept) and the decoder's exact bits in dense,
- * also when dense is g itself. */
+ * also when dense is g itself; and the one-pass encode must agree. */
 static void check_finish(int P, size_t n, double ratio, squallValueType_t values, int in_place) {
   tu_rng r = {(uint64_t)(7 + P * 131 + n + (size_t)values * 17 + (size_t)in_place)};
   size_t k = squall__topk_k(n, ratio), sb = squall__topk_slot_bytes(k, values);
   int fp16 = values == squallValueFp16;
   float *g = malloc(sizeof(float) * n * (size_t)P), *res = malloc(sizeof(float) * n * (size_t)P);
   float *res0 = malloc(sizeof(float) * n), *dense = malloc(sizeof(float) * n), *want = malloc(sizeof(float) * n);
-  unsigned char *slots = malloc(sb * (size_t)P + 1);
+  float *enc = malloc(sizeof(float) * n);
+  unsigned char *slots = malloc(sb * (size_t)P + 1), *enc_slot = malloc(sb + 1);
   void *ws = malloc(squall__topk_workspace_bytes(n));
   for (size_t i = 0; i < n * (size_t)P; i++) {
     g[i] = finish_value(&r);
@@ -334,6 +335,10 @@ static void check_finish(int P, size_t n, double ratio, squallValueType_t values
     float scale = 1.0f;
     if (fp16) memcpy(&scale, mine + squall__slot_scale_offset(k), 4);
     memcpy(res0, rq, sizeof(float) * n);
+    /* the one-pass encode: the same slot, and (below) the same residual */
+    memcpy(enc, rq, sizeof(float) * n);
+    ck_assert_int_eq(squall__topk_encode(gq, enc, n, k, values, 0x1p-8f, enc_slot, ws), 0);
+    ck_assert_msg(memcmp(enc_slot, mine, sb) == 0, "encode and select wrote different slots");
     float *gin = gq, *out = dense;
     if (in_place) { /* the output overwrites the gradient it reads */
       memcpy(dense, gq, sizeof(float) * n);
@@ -358,6 +363,8 @@ static void check_finish(int P, size_t n, double ratio, squallValueType_t values
       }
       ck_assert_msg(tu_bits(rq[i]) == tu_bits(expect), "P=%d n=%zu %s rank %d elt %zu: res %a, want %a", P, n,
                     fp16 ? "fp16" : "fp32", q, i, (double)rq[i], (double)expect);
+      ck_assert_msg(tu_bits(enc[i]) == tu_bits(expect), "P=%d n=%zu rank %d elt %zu: encode's res %a, want %a", P,
+                    n, q, i, (double)enc[i], (double)expect);
       ck_assert_msg(tu_bits(out[i]) == tu_bits(want[i]), "P=%d n=%zu rank %d elt %zu: dense %a, decoder %a", P, n,
                     q, i, (double)out[i], (double)want[i]);
     }
@@ -367,6 +374,8 @@ static void check_finish(int P, size_t n, double ratio, squallValueType_t values
   free(res0);
   free(dense);
   free(want);
+  free(enc);
+  free(enc_slot);
   free(slots);
   free(ws);
 }

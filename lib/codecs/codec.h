@@ -108,14 +108,6 @@ int squall__sparse_decode(const void *slots, int nranks, size_t k, squallValueTy
 int squall__topk_finish(const float *g, float *res, size_t n, const void *slots, int nranks, int own,
                         size_t k, squallValueType_t values, float *dense);
 
-/* The residual part of squall__topk_finish for elements [from, to) only,
- * with this rank's own slot (written by squall__topk_select here, so not
- * validated again): consecutive ranges that cover [0, n) leave res as
- * squall__topk_finish(g, res, n, slot, 1, 0, k, values, NULL) does. The
- * engine runs it in pieces while the slots travel. */
-void squall__topk_commit_range(const float *g, float *res, const void *slot, size_t k,
-                               squallValueType_t values, size_t from, size_t to);
-
 /* Accessors for a slot's parts. */
 static inline const uint32_t *squall__slot_indices(const void *slot) {
   return (const uint32_t *)slot;

@@ -80,6 +80,9 @@ int squall__sparse_decode(const void *slots, int nranks, size_t k, squallValueTy
  * memset of the output and scattered additions, no sent entry costs a cache
  * miss and the output is never read from memory. */
 #define FINISH_TILE 256
+/* With many slots the per-tile cursor checks add up: the decode's tiles
+ * grow with the rank count, up to this many elements (32 KiB). */
+#define DECODE_TILE_MAX 8192
 #define FINISH_MAX_RANKS 256 /* cursors on the stack; beyond, the plain decoder */
 
 static inline float ldf(const float *p, size_t i) {
@@ -191,9 +194,12 @@ static void finish_tiles(const float *g, float *res, size_t n, const char *base,
   stream = avx2 && dense && ((uintptr_t)dense & 3) == 0;
   if (stream) head = ((32 - ((uintptr_t)dense & 31)) & 31) / 4;
 #endif
-  float tile[FINISH_TILE];
+  /* longer tiles for more slots: fewer cursor checks per element */
+  size_t span = (size_t)FINISH_TILE * (size_t)(ndecode > 2 ? ndecode / 2 : 1);
+  if (span > DECODE_TILE_MAX) span = DECODE_TILE_MAX;
+  float tile[DECODE_TILE_MAX];
   for (size_t t0 = 0, t1; t0 < n; t0 = t1) {
-    size_t len = t0 == 0 && head ? head : FINISH_TILE;
+    size_t len = t0 == 0 && head ? head : span;
     t1 = n - t0 > len ? t0 + len : n;
     /* g[t0, t1) is read before dense, which may be g, is written */
     if (res) commit_tile(g, res, mine, k, fp16, my_scale, t0, t1, &my_pos, avx2);
@@ -210,8 +216,8 @@ static void finish_tiles(const float *g, float *res, size_t n, const char *base,
       pos[r] = j;
     }
 #ifdef SQ_SPARSE_AVX2
-    if (stream && t1 - t0 == FINISH_TILE && ((uintptr_t)(dense + t0) & 31) == 0) {
-      put_tile_stream(dense, t0, tile, FINISH_TILE);
+    if (stream && (t1 - t0) % 8 == 0 && ((uintptr_t)(dense + t0) & 31) == 0) {
+      put_tile_stream(dense, t0, tile, t1 - t0);
       continue;
     }
 #endif
@@ -242,24 +248,3 @@ int squall__topk_finish(const float *g, float *res, size_t n, const void *slots,
   return 0;
 }
 
-void squall__topk_commit_range(const float *g, float *res, const void *slot, size_t k,
-                               squallValueType_t values, size_t from, size_t to) {
-  const char *mine = (const char *)slot;
-  const int fp16 = values == squallValueFp16;
-  const float scale = slot_scale(mine, k, fp16);
-  int avx2 = 0;
-#ifdef SQ_SPARSE_AVX2
-  avx2 = squall__cpu_x86(SQ_CPU_AVX2);
-#endif
-  /* the first entry at or past `from`: the indices ascend */
-  size_t lo = 0, hi = k;
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (slot_index(mine, mid) < from) lo = mid + 1;
-    else hi = mid;
-  }
-  for (size_t t0 = from, t1; t0 < to; t0 = t1) {
-    t1 = to - t0 > FINISH_TILE ? t0 + FINISH_TILE : to;
-    commit_tile(g, res, mine, k, fp16, scale, t0, t1, &lo, avx2);
-  }
-}

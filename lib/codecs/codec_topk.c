@@ -1,23 +1,29 @@
 /*
  * codec_topk.c - the host top-k encoder: exact selection of the k entries of
  * largest |a|, written as one slot of ascending u32 indices and fp32 or
- * scaled fp16 values. The selection only reads the residual: the engine
- * updates it after the exchange (squall__topk_finish, codec_sparse.c), so
- * that nothing has to be backed up and restored when the exchange fails.
+ * scaled fp16 values. Two modes:
+ *  - the selection (squall__topk_select) only reads the residual: the
+ *    engine updates it after the exchange (squall__topk_finish,
+ *    codec_sparse.c), so that nothing has to be backed up and restored
+ *    when the exchange fails;
+ *  - the encode (squall__topk_encode) also updates the residual, in the
+ *    same pass: the engine's choice where no failure can return.
  * The CUDA twin (cuda/topk.cu) selects the same entries and writes the
  * same bytes; both take keys, rounding and the residual from codec_math.h.
  *
  * Two ways to the same answer:
  *  - the sampled path (large n, k well below n): a sample of the keys gives
  *    a bound v that the k-th largest key very likely reaches; one fused
- *    read-only pass forms a = g + res and collects the entries with
- *    key > v (list A, with their a) and the first k with key == v (list B:
- *    ties at the bound, lowest index first, which is the tie rule); the
- *    exact selection then runs over the candidates only.
+ *    pass forms a = g + res (storing it into res when encoding) and
+ *    collects the entries with key > v (list A, with their a) and the first
+ *    k with key == v (list B: ties at the bound, lowest index first, which
+ *    is the tie rule); the exact selection then runs over the candidates
+ *    only.
  *  - the full path: radix select over every key (two 16-bit histogram
  *    passes), then one pass that writes the slot. It runs for small n and
  *    when the sample misleads: too few candidates (the bound was above the
- *    k-th key) or more than fit (it was far below).
+ *    k-th key) or more than fit (it was far below). When encoding, res
+ *    then already holds a, and the full path reads a from there.
  * Either way the selected set is the k largest keys, ties to the lower
  * index, and the bytes are the same.
  *
@@ -113,27 +119,32 @@ static uint32_t radix_select(const uint32_t *keys, size_t m, size_t k, uint32_t 
   return (hi << 16) | lo;
 }
 
-/* What one selected entry puts in the slot (entry j). */
+/* What one selected entry puts in the slot (entry j), and in the residual
+ * when encoding (out_res: res itself, or NULL for the selection). */
 static inline void emit(char *idx_out, char *val_out, size_t j, uint32_t i, float a, int fp16,
-                        float scale, int flush) {
+                        float scale, int flush, float *out_res) {
   st32(idx_out, j, i);
   if (fp16) {
     /* As sq_half_encode_elem forms a (the CUDA twin calls that): flushed
      * when there is a residual (squall__topk_finish encodes the same a for
-     * the residual). */
-    uint16_t h = sq_half_encode_a(SQ_HALF_FP16, flush ? sq_ftz(a) : a, NULL, scale);
+     * the residual). Same code either way. */
+    float r;
+    uint16_t h = sq_half_encode_a(SQ_HALF_FP16, flush ? sq_ftz(a) : a, out_res ? &r : NULL, scale);
     memcpy(val_out + 2 * j, &h, sizeof h);
+    if (out_res) stf(out_res, i, r);
   } else {
     memcpy(val_out + 4 * j, &a, sizeof a);
+    if (out_res) stf(out_res, i, sq_residual_after(a, a)); /* 0: sent whole */
   }
 }
 
-/* The full path. a = g + res, or g when res is NULL. */
-static void full_path(const float *g, const float *res, size_t n, size_t k, int fp16, float scale,
-                      char *idx_out, char *val_out, void *workspace) {
+/* The full path. a = g + res, or a = res when a_in_res (the encoding
+ * sampled path has already stored a there), or g when res is NULL. */
+static void full_path(const float *g, const float *res, float *out_res, int a_in_res, size_t n, size_t k,
+                      int fp16, float scale, char *idx_out, char *val_out, void *workspace) {
   uint32_t *keys = (uint32_t *)workspace;
   uint32_t *hist = (uint32_t *)((char *)workspace + keys_bytes(n));
-#define A_OF(i) (res ? ldf(g, i) + ldf(res, i) : ldf(g, i))
+#define A_OF(i) (a_in_res ? ldf(res, i) : res ? ldf(g, i) + ldf(res, i) : ldf(g, i))
   /* Threshold T: the k-th largest key. 'above' keys are > T; the remaining
    * k - above selections are keys equal to T, lowest index first. */
   uint32_t thr = 0;
@@ -155,7 +166,8 @@ static void full_path(const float *g, const float *res, size_t n, size_t k, int 
         ties--;
       }
     }
-    if (take) emit(idx_out, val_out, j++, (uint32_t)i, a, fp16, scale, res != NULL);
+    if (take) emit(idx_out, val_out, j++, (uint32_t)i, a, fp16, scale, res != NULL, out_res);
+    else if (out_res) stf(out_res, i, sq_residual_keep(a));
   }
 #undef A_OF
 }
@@ -239,11 +251,14 @@ static inline void take_lane(cands *c, uint32_t i, float a, uint32_t v) {
   }
 }
 
-/* One pass: a = g + res (or g), and the candidates for v. */
-static void fused_scalar(const float *g, const float *res, size_t from, size_t n, uint32_t v, cands *c) {
+/* One pass: a = g + res (or g), stored into out_res when encoding, and the
+ * candidates for v. */
+static void fused_scalar(const float *g, const float *res, float *out_res, size_t from, size_t n, uint32_t v,
+                         cands *c) {
   for (size_t i = from; i < n; i++) {
     float a = ldf(g, i);
     if (res) a += ldf(res, i);
+    if (out_res) stf(out_res, i, a);
     if ((sq_float_bits(a) & 0x7fffffffu) >= v) take_lane(c, (uint32_t)i, a, v);
   }
 }
@@ -359,8 +374,8 @@ __attribute__((target("avx2"))) static inline size_t take8(__m256 a, __m256i idx
   return na;
 }
 
-__attribute__((target("avx2"))) static size_t fused_avx2(const float *g, const float *res, size_t n,
-                                                       uint32_t v, cands *c) {
+__attribute__((target("avx2"))) static size_t fused_avx2(const float *g, const float *res, float *out_res,
+                                                       size_t n, uint32_t v, cands *c) {
   const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
   const __m256i vv = _mm256_set1_epi32((int)v);
   /* key >= v as one signed compare: v - 1 is -1 for v == 0, below every key */
@@ -376,6 +391,13 @@ __attribute__((target("avx2"))) static size_t fused_avx2(const float *g, const f
    * one test skips them. */
   for (; i + 32 <= n; i += 32) {
     __m256 a0 = LOAD_A(0), a1 = LOAD_A(8), a2 = LOAD_A(16), a3 = LOAD_A(24);
+    if (out_res) {
+      float *o = (float *)((char *)out_res + 4 * i);
+      _mm256_storeu_ps(o, a0);
+      _mm256_storeu_ps(o + 8, a1);
+      _mm256_storeu_ps(o + 16, a2);
+      _mm256_storeu_ps(o + 24, a3);
+    }
     __m256i any = _mm256_or_si256(
         _mm256_or_si256(_mm256_cmpgt_epi32(_mm256_and_si256(_mm256_castps_si256(a0), absmask), vm1),
                         _mm256_cmpgt_epi32(_mm256_and_si256(_mm256_castps_si256(a1), absmask), vm1)),
@@ -389,7 +411,11 @@ __attribute__((target("avx2"))) static size_t fused_avx2(const float *g, const f
     }
     idx = _mm256_add_epi32(idx, _mm256_set1_epi32(32));
   }
-  for (; i + 8 <= n; i += 8, idx = _mm256_add_epi32(idx, step)) na = take8(LOAD_A(0), idx, i, na, vv, c);
+  for (; i + 8 <= n; i += 8, idx = _mm256_add_epi32(idx, step)) {
+    __m256 a = LOAD_A(0);
+    if (out_res) _mm256_storeu_ps((float *)((char *)out_res + 4 * i), a);
+    na = take8(a, idx, i, na, vv, c);
+  }
 #undef LOAD_A
   c->na = na;
   return i;
@@ -398,7 +424,7 @@ __attribute__((target("avx2"))) static size_t fused_avx2(const float *g, const f
 
 /* Writes the slot from the candidates; returns 0, or -1 when they do not
  * decide the selection (the caller takes the full path). */
-static int sampled_path(const float *g, const float *res, size_t n, size_t k, int fp16, float scale,
+static int sampled_path(const float *g, const float *res, float *out_res, size_t n, size_t k, int fp16, float scale,
                         char *idx_out, char *val_out, void *workspace, uint32_t v) {
   uint32_t *ws = (uint32_t *)workspace;
   uint32_t *hist = (uint32_t *)((char *)workspace + keys_bytes(n));
@@ -417,10 +443,11 @@ static int sampled_path(const float *g, const float *res, size_t n, size_t k, in
   c.na = c.nb = 0;
   size_t i = 0;
 #ifdef SQ_TOPK_AVX2
-  if (squall__cpu_x86(SQ_CPU_AVX2)) i = fused_avx2(g, res, n, v, &c);
+  if (squall__cpu_x86(SQ_CPU_AVX2)) i = fused_avx2(g, res, out_res, n, v, &c);
 #endif
-  fused_scalar(g, res, i, n, v, &c);
+  fused_scalar(g, res, out_res, i, n, v, &c);
 
+  /* From here on, when encoding, a lives in res. */
   if (c.na > c.cap_a || c.na + c.nb < k) return -1;
   size_t j = 0;
   if (c.na >= k) {
@@ -441,6 +468,9 @@ static int sampled_path(const float *g, const float *res, size_t n, size_t k, in
     size_t above = above_hi + above_lo;
     size_t ties = k - above;
     for (size_t t = 0; t < c.na; t++) {
+      /* The residual writes land about 1/k of the buffer apart, each on a
+       * cache line the fused pass has long evicted: ask for them early. */
+      if (out_res && t + 16 < c.na) __builtin_prefetch((const char *)out_res + 4 * (size_t)c.a_idx[t + 16], 1);
       uint32_t key = c.a_bits[t] & 0x7fffffffu;
       float a = sq_bits_float(c.a_bits[t]);
       int take = 0;
@@ -452,20 +482,23 @@ static int sampled_path(const float *g, const float *res, size_t n, size_t k, in
           ties--;
         }
       }
-      if (take) emit(idx_out, val_out, j++, c.a_idx[t], a, fp16, scale, res != NULL);
+      if (take) emit(idx_out, val_out, j++, c.a_idx[t], a, fp16, scale, res != NULL, out_res);
+      else if (out_res && !sq_isfinite(a)) stf(out_res, c.a_idx[t], 0.0f); /* finite: res holds a already */
     }
   } else {
     /* All of A, and the first k - na ties at v: merge the two index
      * lists. Entries of B are finite (v <= the largest finite key). */
     size_t need = k - c.na, ta = 0, tb = 0;
     while (ta < c.na || tb < need) {
+      if (out_res && ta + 16 < c.na) __builtin_prefetch((const char *)out_res + 4 * (size_t)c.a_idx[ta + 16], 1);
       if (tb >= need || (ta < c.na && c.a_idx[ta] < c.b_idx[tb])) {
-        emit(idx_out, val_out, j++, c.a_idx[ta], sq_bits_float(c.a_bits[ta]), fp16, scale, res != NULL);
+        emit(idx_out, val_out, j++, c.a_idx[ta], sq_bits_float(c.a_bits[ta]), fp16, scale, res != NULL,
+             out_res);
         ta++;
       } else {
         uint32_t idx = c.b_idx[tb++];
-        float a = res ? ldf(g, idx) + ldf(res, idx) : ldf(g, idx);
-        emit(idx_out, val_out, j++, idx, a, fp16, scale, res != NULL);
+        float a = out_res ? ldf(res, idx) : res ? ldf(g, idx) + ldf(res, idx) : ldf(g, idx);
+        emit(idx_out, val_out, j++, idx, a, fp16, scale, res != NULL, out_res);
       }
     }
   }
@@ -473,10 +506,11 @@ static int sampled_path(const float *g, const float *res, size_t n, size_t k, in
 }
 
 /* Both paths behind one entry; bound is the sampled path's v, or
- * SQ_TOPK_SAMPLE_BOUND to draw it from the data. */
-int squall__topk_select_bound(const float *g, const float *res, size_t n, size_t k,
-                              squallValueType_t values, float scale, void *slot, void *workspace,
-                              uint64_t bound, int *path) {
+ * SQ_TOPK_SAMPLE_BOUND to draw it from the data. out_res: res to encode
+ * (the residual updated), NULL to select only. */
+static int topk_run(const float *g, const float *res, float *out_res, size_t n, size_t k,
+                    squallValueType_t values, float scale, void *slot, void *workspace, uint64_t bound,
+                    int *path) {
   /* Indices are u32, and a histogram bin counts in u32. */
   if (k > n || (uint64_t)n > UINT32_MAX) return -1;
   const int fp16 = values == squallValueFp16;
@@ -497,32 +531,36 @@ int squall__topk_select_bound(const float *g, const float *res, size_t n, size_t
     uint32_t v = bound == SQ_TOPK_SAMPLE_BOUND
                      ? sample_bound(g, res, n, k, (uint32_t *)((char *)workspace + keys_bytes(n)))
                      : (uint32_t)(bound > 0x7fffffffu ? 0x7fffffffu : bound);
-    if (sampled_path(g, res, n, k, fp16, scale, idx_out, val_out, workspace, v) == 0) {
+    if (sampled_path(g, res, out_res, n, k, fp16, scale, idx_out, val_out, workspace, v) == 0) {
       taken = SQ_TOPK_PATH_SAMPLED;
     } else {
-      taken = SQ_TOPK_PATH_FALLBACK;
-      full_path(g, res, n, k, fp16, scale, idx_out, val_out, workspace);
+      taken = SQ_TOPK_PATH_FALLBACK; /* when encoding, res holds a now */
+      full_path(g, res, out_res, out_res != NULL, n, k, fp16, scale, idx_out, val_out, workspace);
     }
   } else {
-    full_path(g, res, n, k, fp16, scale, idx_out, val_out, workspace);
+    full_path(g, res, out_res, 0, n, k, fp16, scale, idx_out, val_out, workspace);
   }
   if (path) *path = taken;
   return 0;
 }
 
+int squall__topk_select_bound(const float *g, const float *res, size_t n, size_t k,
+                              squallValueType_t values, float scale, void *slot, void *workspace,
+                              uint64_t bound, int *path) {
+  return topk_run(g, res, NULL, n, k, values, scale, slot, workspace, bound, path);
+}
+
 int squall__topk_select(const float *g, const float *res, size_t n, size_t k, squallValueType_t values,
                         float scale, void *slot, void *workspace) {
-  return squall__topk_select_bound(g, res, n, k, values, scale, slot, workspace, SQ_TOPK_SAMPLE_BOUND, NULL);
+  return topk_run(g, res, NULL, n, k, values, scale, slot, workspace, SQ_TOPK_SAMPLE_BOUND, NULL);
 }
 
 int squall__topk_encode_bound(const float *g, float *res, size_t n, size_t k, squallValueType_t values,
                               float scale, void *slot, void *workspace, uint64_t bound, int *path) {
-  if (squall__topk_select_bound(g, res, n, k, values, scale, slot, workspace, bound, path) != 0) return -1;
-  /* The slot was just written here: the update cannot find it corrupt. */
-  return res ? squall__topk_finish(g, res, n, slot, 1, 0, k, values, NULL) : 0;
+  return topk_run(g, res, res, n, k, values, scale, slot, workspace, bound, path);
 }
 
 int squall__topk_encode(const float *g, float *res, size_t n, size_t k, squallValueType_t values,
                         float scale, void *slot, void *workspace) {
-  return squall__topk_encode_bound(g, res, n, k, values, scale, slot, workspace, SQ_TOPK_SAMPLE_BOUND, NULL);
+  return topk_run(g, res, res, n, k, values, scale, slot, workspace, SQ_TOPK_SAMPLE_BOUND, NULL);
 }

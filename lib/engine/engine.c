@@ -461,52 +461,16 @@ static squallResult_t run_dense(squall_engine *e, const squall_call *c, run_stat
   return squallSuccess;
 }
 
-/* Elements of the residual update per piece while the slots travel: a
- * progress call between pieces keeps MPI moving them (it moves data only
- * inside MPI calls), at about a microsecond per 256 KiB. */
-#define COMMIT_PIECE ((size_t)65536)
-
-/* Where every failure ends the process (MPI_ERRORS_ARE_FATAL, as by
- * default), nothing is restored after one, so this rank's residual update
- * need not wait for the exchange: it runs while the slots travel, on the
- * host path. Elsewhere topk_finish applies it after the exchange. */
-static int commit_overlaps(const squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
-                           const run_state *st) {
-  return st->res && st->fatal && !c->shard && e->k.topk_commit_range && e->tr.wait && e->tr.progress &&
-         (use_lossless(e, cfg) ? e->tr.iallgatherv != NULL : e->tr.iallgather != NULL);
-}
-
-/* Waits for req, doing this rank's residual update meanwhile. */
-static squallResult_t commit_while(squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
-                                   run_state *st, squall_request *req) {
-  size_t n = c->count;
-  double t0 = squall__now();
-  for (size_t from = 0; from < n; from += COMMIT_PIECE) {
-    size_t to = n - from > COMMIT_PIECE ? from + COMMIT_PIECE : n;
-    e->k.topk_commit_range(st->g, st->res, st->mine, st->L.k, cfg->topkValues, from, to);
-    SQ_FORWARD_IF_ERROR(e->tr.progress(e->tr.ctx, req));
-  }
-  st->codec_s += squall__now() - t0;
-  return e->tr.wait(e->tr.ctx, req);
-}
-
 /* All-gather of the raw slots into st->slots. */
-static squallResult_t exchange_raw(squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
-                                   run_state *st, int overlap) {
-  if (overlap) {
-    squall_request req;
-    SQ_FORWARD_IF_ERROR(e->tr.iallgather(e->tr.ctx, st->mine, st->slots, st->L.sb, &req));
-    SQ_FORWARD_IF_ERROR(commit_while(e, c, cfg, st, &req));
-  } else {
-    SQ_FORWARD_IF_ERROR(e->tr.allgather(e->tr.ctx, c->stream, st->mine, st->slots, st->L.sb));
-  }
+static squallResult_t exchange_raw(squall_engine *e, const squall_call *c, run_state *st) {
+  SQ_FORWARD_IF_ERROR(e->tr.allgather(e->tr.ctx, c->stream, st->mine, st->slots, st->L.sb));
   st->wire += (uint64_t)(e->tr.nranks - 1) * st->L.sb;
   return squallSuccess;
 }
 
 /* All-gather of the lossless-coded slots; decodes them into st->slots. */
 static squallResult_t exchange_lossless(squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
-                                        run_state *st, int overlap) {
+                                        run_state *st) {
   int p = e->tr.nranks;
   size_t k = st->L.k, sb = st->L.sb;
   squallValueType_t vt = cfg->topkValues;
@@ -521,13 +485,7 @@ static squallResult_t exchange_lossless(squall_engine *e, const squall_call *c, 
    * ranks fail this call together instead of waiting for this one. */
   size_t z = squall__lossless_encode(st->mine, k, vt, cfg->zstdLevel, send, bound, raw);
   st->codec_s += squall__now() - t0;
-  if (overlap) {
-    squall_request req;
-    SQ_FORWARD_IF_ERROR(e->tr.iallgatherv(e->tr.ctx, send, z, recv, (size_t)p * bound, sizes, displs, &req));
-    SQ_FORWARD_IF_ERROR(commit_while(e, c, cfg, st, &req));
-  } else {
-    SQ_FORWARD_IF_ERROR(e->tr.allgatherv(e->tr.ctx, c->stream, send, z, recv, (size_t)p * bound, sizes, displs));
-  }
+  SQ_FORWARD_IF_ERROR(e->tr.allgatherv(e->tr.ctx, c->stream, send, z, recv, (size_t)p * bound, sizes, displs));
   SQ_RETURN_ERROR_IF(z == 0, squallInternalError, "zstd failed to compress a %zu-entry slot", k);
   double t2 = squall__now();
   for (int r = 0; r < p; r++)
@@ -563,20 +521,25 @@ static squallResult_t run_topk(squall_engine *e, const squall_call *c, const squ
     SQ_FORWARD_IF_ERROR(e->k.absmax(s, st->g, st->res, n, &st->scalars[0], st->absmax_ws));
     SQ_FORWARD_IF_ERROR(e->k.pow2_scale(s, &st->scalars[0], SQ_F16_MAX, sq_pow2(100), &st->scalars[1]));
   }
-  /* The residual is read here and written only after everything that can
-   * fail and return (topk_finish), or while the slots travel where no
-   * failure returns (commit_overlaps): either way, a failed call leaves it
-   * as it was, with no backup to take. */
-  SQ_FORWARD_IF_ERROR(e->k.topk_select(s, st->g, st->res, n, k, cfg->topkValues, &st->scalars[1],
-                                       st->mine, st->topk_ws));
+  /* Without a backup and where a failure returns, the residual is only
+   * read here and written after everything that can fail (topk_finish),
+   * so that a failed call leaves it as it was. Otherwise the encoder
+   * updates it in the same pass as the selection, which saves reading g
+   * and the residual a second time. */
+  int in_place = st->res && (st->fatal || st->backup);
+  if (in_place)
+    SQ_FORWARD_IF_ERROR(e->k.topk_encode(s, st->g, st->res, n, k, cfg->topkValues, &st->scalars[1], st->mine,
+                                         st->topk_ws));
+  else
+    SQ_FORWARD_IF_ERROR(e->k.topk_select(s, st->g, st->res, n, k, cfg->topkValues, &st->scalars[1], st->mine,
+                                         st->topk_ws));
   st->codec_s += squall__now() - t0;
-  int overlap = commit_overlaps(e, c, cfg, st);
-  if (use_lossless(e, cfg)) SQ_FORWARD_IF_ERROR(exchange_lossless(e, c, cfg, st, overlap));
-  else SQ_FORWARD_IF_ERROR(exchange_raw(e, c, cfg, st, overlap));
+  if (use_lossless(e, cfg)) SQ_FORWARD_IF_ERROR(exchange_lossless(e, c, cfg, st));
+  else SQ_FORWARD_IF_ERROR(exchange_raw(e, c, st));
   double t1 = squall__now();
   float *out = fp32_out(c, st);
   SQ_FORWARD_IF_ERROR(e->k.zero(s, &st->scalars[2], sizeof(int)));
-  SQ_FORWARD_IF_ERROR(e->k.topk_finish(s, st->g, overlap ? NULL : st->res, n, k, cfg->topkValues, st->topk_ws,
+  SQ_FORWARD_IF_ERROR(e->k.topk_finish(s, st->g, in_place ? NULL : st->res, n, k, cfg->topkValues, st->topk_ws,
                                        st->slots, p, e->tr.rank, out, (int *)&st->scalars[2]));
   SQ_FORWARD_IF_ERROR(check_decode_flag(e, c, st));
   SQ_FORWARD_IF_ERROR(finish(e, c, out));

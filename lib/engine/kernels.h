@@ -56,6 +56,11 @@ typedef struct squall_kernels {
   squallResult_t (*half_decode)(void *stream, sq_half_kind kind, const uint16_t *in, float *out,
                                 size_t n, const float *scale);
   size_t (*topk_workspace_bytes)(size_t n, size_t k);
+  /* The selection and the residual update in one go (squall__topk_encode):
+   * for where nothing has to be restored without a backup. */
+  squallResult_t (*topk_encode)(void *stream, const float *g, float *res, size_t n, size_t k,
+                                squallValueType_t values, const float *scale, void *slot,
+                                void *ws);
   /* The selection: writes this rank's slot, leaves res as it is, and
    * leaves in ws what topk_finish needs (squall__topk_select). */
   squallResult_t (*topk_select)(void *stream, const float *g, const float *res, size_t n, size_t k,
@@ -72,12 +77,6 @@ typedef struct squall_kernels {
   squallResult_t (*topk_finish)(void *stream, const float *g, float *res, size_t n, size_t k,
                                 squallValueType_t values, void *ws, const void *slots, int nranks,
                                 int own, float *dense, int *flag);
-  /* Optional (NULL in the device set): topk_finish's residual update alone,
-   * for elements [from, to) and this rank's own slot, so that the host
-   * engine can apply it in pieces while the slots travel
-   * (squall__topk_commit_range). Cannot fail. */
-  void (*topk_commit_range)(const float *g, float *res, const void *slot, size_t k, squallValueType_t values,
-                            size_t from, size_t to);
   /* ---- quantised codecs and the two-phase reductions:
    * the codec.h functions of the same names, in this memory space. */
   squallResult_t (*quant_encode)(void *stream, sq_quant_kind k, size_t bucket, const float *g,

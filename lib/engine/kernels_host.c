@@ -93,6 +93,14 @@ static squallResult_t host_half_decode(void *stream, sq_half_kind kind, const ui
 
 static size_t host_topk_ws(size_t n, size_t k) { return squall__topk_workspace_bytes(n); }
 
+static squallResult_t host_topk_encode(void *stream, const float *g, float *res, size_t n, size_t k,
+                                       squallValueType_t values, const float *scale, void *slot,
+                                       void *ws) {
+  SQ_RETURN_ERROR_IF(squall__topk_encode(g, res, n, k, values, *scale, slot, ws) != 0,
+                     squallInternalError, "top-k encode failed (k=%zu, n=%zu)", k, n);
+  return squallSuccess;
+}
+
 static squallResult_t host_topk_select(void *stream, const float *g, const float *res, size_t n, size_t k,
                                        squallValueType_t values, const float *scale, void *slot,
                                        void *ws) {
@@ -125,9 +133,9 @@ const squall_kernels squall__kernels_host = {
     .half_encode = host_half_encode,
     .half_decode = host_half_decode,
     .topk_workspace_bytes = host_topk_ws,
+    .topk_encode = host_topk_encode,
     .topk_select = host_topk_select,
     .topk_finish = host_topk_finish,
-    .topk_commit_range = squall__topk_commit_range,
     /* quantised codecs (kernels_host_quant.c) */
     .quant_encode = squall__host_quant_encode,
     .quant_decode = squall__host_quant_decode,

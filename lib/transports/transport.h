@@ -74,11 +74,6 @@ typedef struct squall_transport {
    * may be in flight, started in the same order on every rank. */
   squallResult_t (*ialltoall)(void *ctx, const void *send, void *recv, size_t bytes, squall_request *req);
   squallResult_t (*iallgather)(void *ctx, const void *send, void *recv, size_t bytes, squall_request *req);
-  /* The non-blocking twin of allgatherv (engine.c, top-k): the sizes are
-   * known when it returns, the payloads when req completes; one in flight
-   * at a time. */
-  squallResult_t (*iallgatherv)(void *ctx, const void *send, size_t bytes, void *recv, size_t recv_capacity,
-                                size_t *sizes, size_t *displs, squall_request *req);
   /* Waits for req to finish. */
   squallResult_t (*wait)(void *ctx, squall_request *req);
   /* Lets req (and whatever else is in flight) progress without waiting:

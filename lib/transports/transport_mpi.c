@@ -169,19 +169,6 @@ static squallResult_t mpi_iallgather(void *ctx, const void *send, void *recv, si
                     "MPI_Iallgather");
 }
 
-/* The sizes go round at once (a few bytes); the payloads in the
- * background. c->counts stays in use until req completes: one at a time. */
-static squallResult_t mpi_iallgatherv(void *ctx, const void *send, size_t bytes, void *recv, size_t capacity,
-                                      size_t *sizes, size_t *displs, squall_request *req) {
-  squall_mpi_ctx *c = ctx;
-  int p;
-  PMPI_Comm_size(c->comm, &p);
-  SQ_FORWARD_IF_ERROR(gather_sizes(c, bytes, capacity, sizes, displs));
-  return mpi_result(PMPI_Iallgatherv(send, (int)bytes, MPI_BYTE, recv, c->counts, c->counts + p, MPI_BYTE,
-                                     c->comm, (MPI_Request *)req),
-                    "MPI_Iallgatherv");
-}
-
 static squallResult_t mpi_wait(void *ctx, squall_request *req) {
   (void)ctx;
   return mpi_result(PMPI_Wait((MPI_Request *)req, MPI_STATUS_IGNORE), "MPI_Wait");
@@ -226,7 +213,6 @@ squallResult_t squall__transport_mpi_init(squall_transport *tr, squall_mpi_ctx *
   tr->alltoall = mpi_alltoall;
   tr->ialltoall = mpi_ialltoall;
   tr->iallgather = mpi_iallgather;
-  tr->iallgatherv = mpi_iallgatherv;
   tr->wait = mpi_wait;
   tr->progress = mpi_progress;
   tr->failures_fatal = mpi_failures_fatal;
