@@ -393,6 +393,56 @@ static void check_topk(ctx_t *x, double ratio, squallValueType_t vt, int with_re
   free(hslot), free(dslot), free(hres), free(dres), free(hws);
 }
 
+/* The engine's split top-k where a failure returns: the device selection
+ * writes the host's slot and leaves the residual alone; after a payload
+ * check (flag 0) the commit leaves the residual squall__topk_finish
+ * leaves; with the flag set it leaves it untouched. */
+static void check_topk_split(ctx_t *x, double ratio, squallValueType_t vt, float scale) {
+  char variant[32];
+  size_t n = x->n, k = squall__topk_k(n, ratio), sb = squall__topk_slot_bytes(k, vt);
+  snprintf(variant, sizeof variant, "%s k=%g%%", vt == squallValueFp16 ? "fp16" : "fp32", ratio * 100);
+  check_t c = new_check(x, "topk_select+commit", variant);
+  unsigned char *hslot = xmalloc(sb), *dslot = xmalloc(sb);
+  float *hres = xmalloc(n * 4), *dres = xmalloc(n * 4);
+  void *hws = xmalloc(squall__topk_workspace_bytes(n));
+  memcpy(hres, x->res, n * 4);
+  if (squall__topk_select(x->g, hres, n, k, vt, scale, hslot, hws) != 0 ||
+      squall__topk_finish(x->g, hres, n, hslot, 1, 0, k, vt, NULL) != 0) {
+    c.mismatches++;
+    note(&c, "host select + finish (n=%zu, k=%zu) failed", n, k);
+  }
+  void *d_slot = dmalloc(sb);
+  CK(cudaMemset(d_slot, 0xab, sb));
+  to_dev(x->d_scalar, &scale, 4);
+  restore_res(x);
+  CK(squall__cuda_topk_select(x->d_g, x->d_res, n, k, vt, vt == squallValueFp16 ? x->d_scalar : NULL, d_slot,
+                              x->d_ws, x->ws_bytes, 0));
+  to_host(dslot, d_slot, sb);
+  to_host(dres, x->d_res, n * 4);
+  compare_slot(&c, hslot, dslot, k, vt);
+  compare(&c, "res after select", E_F32, x->res, dres, n);
+  int flag = -1, one = 1;
+  CK(squall__cuda_sparse_validate(d_slot, 1, k, vt, n, x->d_flag, 0));
+  to_host(&flag, x->d_flag, sizeof flag);
+  if (flag != 0) {
+    c.mismatches++;
+    note(&c, "the device payload check flagged a valid slot (%d)", flag);
+  }
+  to_dev(x->d_flag, &one, sizeof one); /* a corrupt payload: nothing changes */
+  CK(squall__cuda_topk_commit(x->d_g, x->d_res, n, k, vt, vt == squallValueFp16 ? x->d_scalar : NULL, x->d_ws,
+                              x->ws_bytes, x->d_flag, 0));
+  to_host(dres, x->d_res, n * 4);
+  compare(&c, "res after a skipped commit", E_F32, x->res, dres, n);
+  CK(cudaMemset(x->d_flag, 0, sizeof(int)));
+  CK(squall__cuda_topk_commit(x->d_g, x->d_res, n, k, vt, vt == squallValueFp16 ? x->d_scalar : NULL, x->d_ws,
+                              x->ws_bytes, x->d_flag, 0));
+  to_host(dres, x->d_res, n * 4);
+  compare(&c, "res after commit", E_F32, hres, dres, n);
+  report(&c);
+  CK(cudaFree(d_slot));
+  free(hslot), free(dslot), free(hres), free(dres), free(hws);
+}
+
 /* ------------------------------------------------------------ sparse decode */
 
 typedef struct {
@@ -617,6 +667,8 @@ static void run_size(size_t n, pattern_t p, int reps) {
     check_topk(&x, ratios[r], squallValueFp32, 1, 1.0f);
     check_topk(&x, ratios[r], squallValueFp16, 1, s16);
     check_topk(&x, ratios[r], squallValueFp32, 0, 1.0f);
+    check_topk_split(&x, ratios[r], squallValueFp32, 1.0f);
+    check_topk_split(&x, ratios[r], squallValueFp16, s16);
   }
   if (n <= 1000) check_topk(&x, 1.0, squallValueFp16, 1, s16); /* k == n */
   for (int vt = 0; vt < 2; vt++)
