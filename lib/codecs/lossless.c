@@ -1,5 +1,15 @@
-/* lossless.c - varint gaps + zstd for top-k slots. Sorted indices at 1%
- * density have gaps near 100, so one or two varint bytes replace four. */
+/* lossless.c - byte planes + zstd for top-k slots.
+ *
+ * Before zstd, a slot is rearranged so that bytes of the same kind sit
+ * together: the index gaps (idx[i] - idx[i-1] - 1, ascending indices make
+ * them >= 0) as four planes, lowest byte first, then the values as planes,
+ * highest byte first, then the slot's tail (fp16 scale, padding) as it is.
+ * At 1% density a gap is near 100: its upper planes are runs of zeros that
+ * zstd takes for almost nothing, and the values' sign-and-exponent plane
+ * compresses where their mantissa bytes cannot. Measured on 167,773 uniform
+ * entries: 594 KB against 704 KB for varint gaps before zstd, and faster to
+ * decode (no byte-by-byte varint parsing).
+ */
 #include "common/internal.h"
 
 #include <string.h>
@@ -8,70 +18,72 @@
 #include "codecs/codec.h"
 #include "codecs/lossless.h"
 
-static size_t value_bytes(size_t k, squallValueType_t values) {
-  return squall__topk_slot_bytes(k, values) - 4 * k; /* values, scale and padding */
+/* Bytes per value, and the slot's tail after the values. */
+static size_t value_width(squallValueType_t values) { return values == squallValueFp16 ? 2 : 4; }
+
+static size_t tail_bytes(size_t k, squallValueType_t values) {
+  return squall__topk_slot_bytes(k, values) - (4 + value_width(values)) * k;
 }
 
-/* Raw (pre-zstd) size: at most 5 varint bytes per index, then the value part. */
-static size_t raw_bound(size_t k, squallValueType_t values) { return 5 * k + value_bytes(k, values); }
+/* The rearranged slot: as many bytes as the slot itself. */
+static size_t raw_bytes(size_t k, squallValueType_t values) { return squall__topk_slot_bytes(k, values); }
 
 size_t squall__lossless_bound(size_t k, squallValueType_t values) {
-  return ZSTD_compressBound(raw_bound(k, values));
+  return ZSTD_compressBound(raw_bytes(k, values));
 }
 
-size_t squall__lossless_scratch_bytes(size_t k, squallValueType_t values) {
-  return raw_bound(k, values);
-}
+size_t squall__lossless_scratch_bytes(size_t k, squallValueType_t values) { return raw_bytes(k, values); }
 
 size_t squall__lossless_encode(const void *slot, size_t k, squallValueType_t values, int level,
                                void *out, size_t capacity, void *scratch) {
-  const uint32_t *idx = squall__slot_indices(slot);
-  unsigned char *raw = scratch, *p = raw;
+  const unsigned char *idx = slot; /* k u32, read bytewise: any alignment */
+  const unsigned char *val = idx + 4 * k;
+  const size_t w = value_width(values);
+  unsigned char *raw = scratch;
   uint32_t prev = 0;
   for (size_t i = 0; i < k; i++) {
-    uint32_t gap = idx[i] - (i ? prev + 1 : 0); /* ascending: gaps are >= 0 */
-    prev = idx[i];
-    while (gap >= 0x80) {
-      *p++ = (unsigned char)(gap | 0x80);
-      gap >>= 7;
-    }
-    *p++ = (unsigned char)gap;
+    uint32_t x;
+    memcpy(&x, idx + 4 * i, sizeof x);
+    uint32_t gap = x - (i ? prev + 1 : 0);
+    prev = x;
+    raw[i] = (unsigned char)gap;
+    raw[k + i] = (unsigned char)(gap >> 8);
+    raw[2 * k + i] = (unsigned char)(gap >> 16);
+    raw[3 * k + i] = (unsigned char)(gap >> 24);
   }
-  size_t vb = value_bytes(k, values);
-  memcpy(p, (const char *)slot + 4 * k, vb);
-  p += vb;
-  size_t z = ZSTD_compress(out, capacity, raw, (size_t)(p - raw), level);
+  unsigned char *vp = raw + 4 * k;
+  for (size_t b = 0; b < w; b++) { /* plane b: byte w-1-b of each value (little-endian: the top first) */
+    unsigned char *plane = vp + b * k;
+    for (size_t i = 0; i < k; i++) plane[i] = val[w * i + (w - 1 - b)];
+  }
+  memcpy(vp + w * k, val + w * k, tail_bytes(k, values));
+  size_t z = ZSTD_compress(out, capacity, raw, raw_bytes(k, values), level);
   return ZSTD_isError(z) ? 0 : z;
 }
 
 int squall__lossless_decode(const void *in, size_t size, size_t k, squallValueType_t values, size_t n,
                             void *slot, void *scratch) {
-  size_t cap = raw_bound(k, values);
+  const size_t want = raw_bytes(k, values), w = value_width(values);
   unsigned long long content = ZSTD_getFrameContentSize(in, size);
-  if (content == ZSTD_CONTENTSIZE_ERROR || content == ZSTD_CONTENTSIZE_UNKNOWN || content > cap)
-    return -1;
-  size_t got = ZSTD_decompress(scratch, cap, in, size);
-  if (ZSTD_isError(got) || got != content) return -1;
-  const unsigned char *p = scratch, *end = p + got;
-  uint32_t *idx = (uint32_t *)slot;
-  uint64_t next = 0; /* smallest index the next entry may take */
+  if (content == ZSTD_CONTENTSIZE_ERROR || content == ZSTD_CONTENTSIZE_UNKNOWN || content != want) return -1;
+  size_t got = ZSTD_decompress(scratch, want, in, size);
+  if (ZSTD_isError(got) || got != want) return -1;
+  const unsigned char *raw = scratch;
+  unsigned char *idx = slot, *val = idx + 4 * k;
+  uint64_t next = 0; /* smallest index the next entry may take: they ascend strictly */
   for (size_t i = 0; i < k; i++) {
-    uint64_t gap = 0;
-    int shift = 0;
-    for (;;) {
-      if (p >= end || shift > 28) return -1;
-      unsigned char b = *p++;
-      gap |= (uint64_t)(b & 0x7f) << shift;
-      shift += 7;
-      if (!(b & 0x80)) break;
-    }
-    uint64_t v = next + gap;
+    uint64_t v = next + ((uint64_t)raw[i] | (uint64_t)raw[k + i] << 8 | (uint64_t)raw[2 * k + i] << 16 |
+                         (uint64_t)raw[3 * k + i] << 24);
     if (v >= n) return -1;
-    idx[i] = (uint32_t)v;
+    uint32_t x = (uint32_t)v;
+    memcpy(idx + 4 * i, &x, sizeof x);
     next = v + 1;
   }
-  size_t vb = value_bytes(k, values);
-  if ((size_t)(end - p) != vb) return -1;
-  memcpy((char *)slot + 4 * k, p, vb);
+  const unsigned char *vp = raw + 4 * k;
+  for (size_t b = 0; b < w; b++) {
+    const unsigned char *plane = vp + b * k;
+    for (size_t i = 0; i < k; i++) val[w * i + (w - 1 - b)] = plane[i];
+  }
+  memcpy(val + w * k, vp + w * k, tail_bytes(k, values));
   return 0;
 }

@@ -1,8 +1,8 @@
 /*
  * lossless.h - the lossless stage for top-k slots on the host transport:
- * ascending indices become varint-coded gaps, then gaps, values and scale
- * are zstd-compressed together. Sizes vary per rank, so the engine
- * exchanges sizes before the payloads. Pure functions: no communication.
+ * index gaps and values rearranged into byte planes (lossless.c), then
+ * zstd-compressed. Sizes vary per rank, so the engine exchanges sizes
+ * before the payloads. Pure functions: no communication.
  */
 #ifndef SQUALL_LOSSLESS_H
 #define SQUALL_LOSSLESS_H
