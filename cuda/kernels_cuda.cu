@@ -153,9 +153,9 @@ static squallResult_t dev_topk_finish(void *stream, const float *g, float *res, 
   const size_t sb = squall__topk_slot_bytes(k, values);
   SQ_RETURN_ERROR_IF(res && (own < 0 || own >= nranks), squallInternalError,
                      "top-k finish: rank %d outside %d slots", own, nranks);
-  SQ_FORWARD_IF_ERROR(cuda_result(squall__cuda_sparse_validate(slots, nranks, k, values, n, flag, s),
-                                  "top-k payload check"));
-  if (res) {
+  if (res) { /* the check first: the decode below checks again, too late for the residual */
+    SQ_FORWARD_IF_ERROR(cuda_result(squall__cuda_sparse_validate(slots, nranks, k, values, n, flag, s),
+                                    "top-k payload check"));
     /* the sender's scale travels in its own slot */
     const float *scale = reinterpret_cast<const float *>(static_cast<const char *>(slots) + (size_t)own * sb +
                                                          squall__slot_scale_offset(k));

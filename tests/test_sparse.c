@@ -391,6 +391,50 @@ START_TEST(test_finish_definition) {
     }
     check_finish(300, 40, 0.1, values, 0); /* more ranks than the pass keeps cursors for */
   }
+  /* past the caches: the output is streamed (non-temporal), after a head
+   * that brings it to 32 bytes */
+  check_finish(2, ((size_t)1 << 22) + 3, 0.001, squallValueFp32, 0);
+}
+END_TEST
+
+/* The selection alone takes the same paths as the encode, with the same
+ * forced bounds: a bound above every key (too few candidates), 0 (too
+ * many), the sampled one; on data with many ties at the threshold too. It
+ * writes the encode's slot, leaves the residual, and select + finish leave
+ * the encode's residual. */
+START_TEST(test_select_paths) {
+  enum { N = 100000 };
+  static float g[N], res[N], enc[N], fin[N];
+  const uint64_t bounds[] = {SQ_TOPK_SAMPLE_BOUND, 0, 0x7fffffffu, 0x3f000000u};
+  for (int ties = 0; ties <= 1; ties++)
+    for (int v = 0; v <= 1; v++) {
+      squallValueType_t values = v ? squallValueFp16 : squallValueFp32;
+      size_t k = squall__topk_k(N, 0.01), sb = squall__topk_slot_bytes(k, values);
+      tu_rng r = {(uint64_t)(31 + ties * 2 + v)};
+      for (size_t i = 0; i < N; i++) {
+        /* ties: a few distinct magnitudes, so thousands tie at the threshold */
+        g[i] = ties ? (float)(1 + tu_below(&r, 4)) * (tu_below(&r, 2) ? 1.0f : -1.0f) : tu_float_unit(&r);
+        res[i] = ties ? 0.0f : tu_float_unit(&r) * 0.5f;
+      }
+      unsigned char *s1 = malloc(sb), *s2 = malloc(sb);
+      void *ws = malloc(squall__topk_workspace_bytes(N));
+      for (size_t b = 0; b < sizeof bounds / sizeof bounds[0]; b++) {
+        int p1 = -1, p2 = -1;
+        memcpy(enc, res, sizeof res);
+        memcpy(fin, res, sizeof res);
+        ck_assert_int_eq(squall__topk_encode_bound(g, enc, N, k, values, 0x1p-2f, s1, ws, bounds[b], &p1), 0);
+        ck_assert_int_eq(squall__topk_select_bound(g, fin, N, k, values, 0x1p-2f, s2, ws, bounds[b], &p2), 0);
+        ck_assert_int_eq(p1, p2);
+        ck_assert_msg(memcmp(s1, s2, sb) == 0, "bound %zu ties %d: select and encode wrote different slots", b, ties);
+        ck_assert_msg(memcmp(fin, res, sizeof res) == 0, "bound %zu ties %d: the selection wrote the residual", b,
+                      ties);
+        ck_assert_int_eq(squall__topk_finish(g, fin, N, s2, 1, 0, k, values, NULL), 0);
+        ck_assert_msg(memcmp(fin, enc, sizeof res) == 0, "bound %zu ties %d: residuals differ", b, ties);
+      }
+      free(s1);
+      free(s2);
+      free(ws);
+    }
 }
 END_TEST
 
@@ -455,6 +499,7 @@ static Suite *sparse_suite(void) {
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, test_finish_definition);
   tcase_add_test(tc, test_finish_corrupt);
+  tcase_add_test(tc, test_select_paths);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -100,7 +100,9 @@ static int to_mpi_error(squallResult_t r) {
 }
 
 /* An error goes to the communicator's error handler, as MPI_Allreduce's
- * own would (fatal by default; MPI_ERRORS_RETURN returns it). */
+ * own would (fatal by default; MPI_ERRORS_RETURN returns it). The engine
+ * counts on it: on a fatal communicator no error of a call returns, so it
+ * keeps no way back (transport.h, failures_fatal). */
 static int fail(MPI_Comm comm, int code) {
   PMPI_Comm_call_errhandler(comm, code);
   return code;

@@ -84,6 +84,9 @@ int squall__sparse_decode(const void *slots, int nranks, size_t k, squallValueTy
  * grow with the rank count, up to this many elements (32 KiB). */
 #define DECODE_TILE_MAX 8192
 #define FINISH_MAX_RANKS 256 /* cursors on the stack; beyond, the plain decoder */
+/* Non-temporal stores only for an output well past the caches: a smaller
+ * one is read soon (the narrowing to 16 bits, the caller) and should stay. */
+#define STREAM_MIN_ELEMENTS ((size_t)1 << 22)
 
 static inline float ldf(const float *p, size_t i) {
   float x;
@@ -191,7 +194,7 @@ static void finish_tiles(const float *g, float *res, size_t n, const char *base,
   size_t head = 0; /* a first, shorter tile brings the others to 32 bytes */
 #ifdef SQ_SPARSE_AVX2
   avx2 = squall__cpu_x86(SQ_CPU_AVX2);
-  stream = avx2 && dense && ((uintptr_t)dense & 3) == 0;
+  stream = avx2 && dense && n >= STREAM_MIN_ELEMENTS && ((uintptr_t)dense & 3) == 0;
   if (stream) head = ((32 - ((uintptr_t)dense & 31)) & 31) / 4;
 #endif
   /* longer tiles for more slots: fewer cursor checks per element */
@@ -225,6 +228,8 @@ static void finish_tiles(const float *g, float *res, size_t n, const char *base,
   }
 #ifdef SQ_SPARSE_AVX2
   if (stream) _mm_sfence(); /* the streamed stores are visible before the caller reads */
+#else
+  (void)stream;
 #endif
 }
 

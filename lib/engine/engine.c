@@ -20,7 +20,7 @@
  *
  * A call goes through four steps:
  *   1. prepare: everything the call needs (scratch, residual, the backup of
- *      the residual) is allocated and laid out, locally, before anything
+ *      the residual where one is needed) is allocated and laid out, locally, before anything
  *      collective happens;
  *   2. header: one tiny all-reduce(min) of [ok, digest, -digest] tells every
  *      rank whether all ranks prepared successfully and hold the same
@@ -32,8 +32,9 @@
  *      the same on every rank when squallSetConfig is called at the same
  *      point everywhere), because reading it back synchronises the stream;
  *   3. decide(): the one decision point, from inputs identical on every rank;
- *   4. run: on failure the residual is restored from its backup and the
- *      error is returned.
+ *   4. run: on failure the residual is restored from its backup (top-k
+ *      writes it only after the last step that can fail) and the error is
+ *      returned.
  */
 #include "common/internal.h"
 
@@ -523,9 +524,10 @@ static squallResult_t run_topk(squall_engine *e, const squall_call *c, const squ
   }
   /* Without a backup and where a failure returns, the residual is only
    * read here and written after everything that can fail (topk_finish),
-   * so that a failed call leaves it as it was. Otherwise the encoder
-   * updates it in the same pass as the selection, which saves reading g
-   * and the residual a second time. */
+   * so that a failed call leaves it as it was. Otherwise (a shard keeps
+   * its backup; where failures are fatal no error returns at all) the
+   * encoder updates it in the same pass as the selection, which saves
+   * reading g and the residual a second time. */
   int in_place = st->res && (st->fatal || st->backup);
   if (in_place)
     SQ_FORWARD_IF_ERROR(e->k.topk_encode(s, st->g, st->res, n, k, cfg->topkValues, &st->scalars[1], st->mine,
@@ -559,7 +561,8 @@ static squallResult_t run_twophase(squall_engine *e, const squall_call *c, run_s
 /* Step 4. The residual is backed up before any encoder touches it and put
  * back when anything fails: the mass it holds is never lost, whatever
  * step failed. A copy costs one pass over n floats, small next to the
- * encoders' own passes; exact, unlike undoing an encode. */
+ * encoders' own passes; exact, unlike undoing an encode. Top-k needs none:
+ * it writes the residual after everything that can fail (run_topk). */
 static squallResult_t run(squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
                           squall_route route, run_state *st) {
   size_t n = c->count;
@@ -571,9 +574,10 @@ static squallResult_t run(squall_engine *e, const squall_call *c, const squallCo
     st->g = st->work;
   }
   /* The backup costs a pass over n floats. Only a failure that returns
-   * needs it: not where every failed collective ends the process, and not
-   * for top-k, whose residual changes only after the last step that can
-   * fail (run_topk). */
+   * needs it: not where every failure ends the process (failures_fatal:
+   * a failed MPI call does, and the MPI entry points hand every error of
+   * theirs to the communicator's error handler), and not for top-k, whose
+   * residual changes only after the last step that can fail (run_topk). */
   int fatal = e->tr.failures_fatal && e->tr.failures_fatal(e->tr.ctx);
   st->fatal = fatal;
   /* a shard's communicator is a split of the caller's, whose error handler

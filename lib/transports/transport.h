@@ -82,9 +82,11 @@ typedef struct squall_transport {
    * and its wait would then report success. */
   squallResult_t (*progress)(void *ctx, squall_request *req);
 
-  /* Optional: 1 when a failed collective ends the process instead of
-   * returning (MPI_ERRORS_ARE_FATAL on the communicator, as by default), so
-   * that nothing needs undoing after one; NULL or 0: failures return. */
+  /* Optional: 1 when any failure ends the process instead of returning,
+   * so that nothing needs undoing after one: MPI_ERRORS_ARE_FATAL on the
+   * communicator (as by default) ends it at a failed MPI call, and the MPI
+   * entry points (api_mpi.c) hand squall's own errors to the same error
+   * handler. NULL or 0: failures return. */
   int (*failures_fatal)(void *ctx);
 } squall_transport;
 
