@@ -432,10 +432,30 @@ static Suite *faults_suite(void) {
   return s;
 }
 
+/* faults-fatal.sh: on a communicator whose errors are fatal (the
+ * default), a corrupt top-k payload must end the process, not return: the
+ * engine keeps no way back there (transport.h, failures_fatal). Returning
+ * is this program's failure (exit 42). */
+static int fatal_corrupt_topk(void) {
+  size_t n = 6007;
+  /* the configuration comes from the environment (faults-fatal.sh) */
+  float *g = malloc(n * 4), *out = malloc(n * 4);
+  for (size_t i = 0; i < n; i++) g[i] = gen_dyadic(7, rank, i);
+  /* a first call as the suite's (the first of a communicator also finds
+   * the nodes); then the header and the slots' all-gather, corrupted */
+  int rc = squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  if (rc != MPI_SUCCESS) return 43;
+  arm(FAULT_CORRUPT, 2);
+  rc = squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  fprintf(stderr, "rank %d: a corrupt payload on a fatal communicator returned %d (fired %d)\n", rank, rc, fired);
+  return 42;
+}
+
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  if (getenv("SQUALL_TEST_FATAL")) return fatal_corrupt_topk();
   /* squall's errors go to the communicator's handler, as MPI's own do */
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   int failed = mpi_check_run(faults_suite());
