@@ -312,8 +312,8 @@ static const option_t options[] = {
     {"SQUALL_MIN_BYTES", "minBytes", "1M", SQUALL_SIZE_SPELLINGS,
      "Calls smaller than this pass through.", parse_min_bytes, print_min_bytes, check_size},
     {"SQUALL_ZSTD", "zstdLevel", "1", "an integer from 0 to 19",
-     "zstd level of the lossless stage on the MPI transport (delta-coded indices and values); 0 "
-     "turns it off.",
+     "zstd level of the top-k lossless stage on the MPI transport (index gaps and values as byte "
+     "planes); 0 turns it off, which can be faster on links of 10 Gbit/s and more.",
      parse_zstd, print_zstd, check_zstd},
     {"SQUALL_EF_MAX_BYTES", "efMaxBytes", "0", SQUALL_SIZE_SPELLINGS "; 0 means unlimited",
      "Memory cap for residuals; tensors seen after the cap is reached run without error feedback "
