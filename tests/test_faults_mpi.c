@@ -85,25 +85,25 @@ int PMPI_Allgatherv(const void *s, int sn, MPI_Datatype st, void *r, const int *
  * fails the start (nothing in flight for it; earlier chunks are). */
 typedef int (*ialltoall_t)(const void *, int, MPI_Datatype, void *, int, MPI_Datatype, MPI_Comm, MPI_Request *);
 
+/* 1 when this start is the armed failure (then no request is in flight). */
+static int start_fails(MPI_Request *req) {
+  if (armed_kind != FAULT_FAIL || ++seen != armed_at) return 0;
+  fired = 1;
+  *req = MPI_REQUEST_NULL;
+  return 1;
+}
+
 int PMPI_Ialltoall(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm comm,
                    MPI_Request *req) {
   REAL(PMPI_Ialltoall, ialltoall_t);
-  if (armed_kind == FAULT_FAIL && ++seen == armed_at) {
-    fired = 1;
-    *req = MPI_REQUEST_NULL;
-    return MPI_ERR_TRUNCATE;
-  }
+  if (start_fails(req)) return MPI_ERR_TRUNCATE;
   return real_PMPI_Ialltoall(s, sn, st, r, rn, rt, comm, req);
 }
 
 int PMPI_Iallgather(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm comm,
                     MPI_Request *req) {
   REAL(PMPI_Iallgather, ialltoall_t);
-  if (armed_kind == FAULT_FAIL && ++seen == armed_at) {
-    fired = 1;
-    *req = MPI_REQUEST_NULL;
-    return MPI_ERR_TRUNCATE;
-  }
+  if (start_fails(req)) return MPI_ERR_TRUNCATE;
   return real_PMPI_Iallgather(s, sn, st, r, rn, rt, comm, req);
 }
 

@@ -11,6 +11,7 @@
 
 #include <squall_nccl.h>
 
+#include "nccl_comm.h"
 #include "nccl_test_util.h"
 #include <squall_mpi.h>
 
@@ -38,14 +39,7 @@ int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-  ncclUniqueId id;
-  if (rank == 0) ncclGetUniqueId(&id);
-  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
-  ncclComm_t comm;
-  if (ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) {
-    fprintf(stderr, "ncclCommInitRank failed: is the host NCCL in LD_LIBRARY_PATH?\n");
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
+  ncclComm_t comm = test_nccl_comm(rank, nranks);
   size_t n = 20011;
   float *g = malloc(n * 4), *out = malloc(n * 4), *ref = malloc(n * 4);
   for (size_t i = 0; i < n; i++) g[i] = gen(1, rank, i);

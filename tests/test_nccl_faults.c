@@ -22,6 +22,7 @@
 
 #include <squall_nccl.h>
 
+#include "nccl_comm.h"
 #include "nccl_test_util.h"
 
 static int rank, nranks, passed, failed;
@@ -148,14 +149,7 @@ int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-  ncclUniqueId id;
-  if (rank == 0) ncclGetUniqueId(&id);
-  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
-  ncclComm_t comm;
-  if (ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) {
-    fprintf(stderr, "ncclCommInitRank failed: is the host NCCL in LD_LIBRARY_PATH?\n");
-    MPI_Abort(MPI_COMM_WORLD, 2);
-  }
+  ncclComm_t comm = test_nccl_comm(rank, nranks);
   /* Collectives of one compressed call on a host-memory communicator:
    * top-k: 1 header, 2 all-gather; 16-bit: 1 header, 2 max, 3 sum;
    * dense (topk:1): 1 header, 2 sum. */

@@ -333,21 +333,17 @@ static const uint64_t pack_lanes[256] = {
     0x0000070605040302ull, 0x0007060504030200ull, 0x0007060504030201ull, 0x0706050403020100ull,
 };
 
-/* The fused pass, 8 lanes at a time. Lanes above v (about 1 in 70 for
- * k = n/100) are left-packed into list A without a branch: every step
- * stores 8 indices and 8 values at the list's end and advances it by the
- * number of lanes that qualified (the lists have 8 words of slack). A
- * branch per candidate mispredicts often enough to cost a third of the
- * pass. Ties with v (rare, or all of them for constant data: predictable
- * either way) go through take_lane. Returns where it stopped. */
-__attribute__((target("avx2"))) static inline uint32_t v_of(__m256i vv) {
-  return (uint32_t)_mm256_extract_epi32(vv, 0);
-}
-
-/* One group of 8 lanes: a (formed by the caller) against v. */
-__attribute__((target("avx2"))) static inline size_t take8(__m256 a, __m256i idx, size_t i, size_t na, __m256i vv,
+/* One group of 8 lanes of the fused pass, a (formed by the caller) against
+ * v. Lanes above v (about 1 in 70 for k = n/100) are left-packed into
+ * list A without a branch: every step stores 8 indices and 8 values at the
+ * list's end and advances it by the number of lanes that qualified (the
+ * lists have 8 words of slack). A branch per candidate mispredicts often
+ * enough to cost a third of the pass. Ties with v (rare, or all of them
+ * for constant data: predictable either way) go through take_lane. */
+__attribute__((target("avx2"))) static inline size_t take8(__m256 a, __m256i idx, size_t i, size_t na, uint32_t v,
                                                          cands *c) {
   const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
+  const __m256i vv = _mm256_set1_epi32((int)v);
   __m256i key = _mm256_and_si256(_mm256_castps_si256(a), absmask);
   /* keys and v are below 2^31: the signed compares are unsigned ones */
   unsigned gt = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(key, vv)));
@@ -367,17 +363,17 @@ __attribute__((target("avx2"))) static inline size_t take8(__m256 a, __m256i idx
       while (eq) {
         int b = __builtin_ctz(eq);
         eq &= eq - 1;
-        take_lane(c, (uint32_t)(i + (size_t)b), lanes[b], v_of(vv));
+        take_lane(c, (uint32_t)(i + (size_t)b), lanes[b], v);
       }
     }
   }
   return na;
 }
 
+/* The fused pass over g and res; returns where it stopped. */
 __attribute__((target("avx2"))) static size_t fused_avx2(const float *g, const float *res, float *out_res,
                                                        size_t n, uint32_t v, cands *c) {
   const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
-  const __m256i vv = _mm256_set1_epi32((int)v);
   /* key >= v as one signed compare: v - 1 is -1 for v == 0, below every key */
   const __m256i vm1 = _mm256_set1_epi32((int)v - 1);
   const __m256i step = _mm256_set1_epi32(8);
@@ -404,17 +400,17 @@ __attribute__((target("avx2"))) static size_t fused_avx2(const float *g, const f
         _mm256_or_si256(_mm256_cmpgt_epi32(_mm256_and_si256(_mm256_castps_si256(a2), absmask), vm1),
                         _mm256_cmpgt_epi32(_mm256_and_si256(_mm256_castps_si256(a3), absmask), vm1)));
     if (!_mm256_testz_si256(any, any)) {
-      na = take8(a0, idx, i, na, vv, c);
-      na = take8(a1, _mm256_add_epi32(idx, step), i + 8, na, vv, c);
-      na = take8(a2, _mm256_add_epi32(idx, _mm256_set1_epi32(16)), i + 16, na, vv, c);
-      na = take8(a3, _mm256_add_epi32(idx, _mm256_set1_epi32(24)), i + 24, na, vv, c);
+      na = take8(a0, idx, i, na, v, c);
+      na = take8(a1, _mm256_add_epi32(idx, step), i + 8, na, v, c);
+      na = take8(a2, _mm256_add_epi32(idx, _mm256_set1_epi32(16)), i + 16, na, v, c);
+      na = take8(a3, _mm256_add_epi32(idx, _mm256_set1_epi32(24)), i + 24, na, v, c);
     }
     idx = _mm256_add_epi32(idx, _mm256_set1_epi32(32));
   }
   for (; i + 8 <= n; i += 8, idx = _mm256_add_epi32(idx, step)) {
     __m256 a = LOAD_A(0);
     if (out_res) _mm256_storeu_ps((float *)((char *)out_res + 4 * i), a);
-    na = take8(a, idx, i, na, vv, c);
+    na = take8(a, idx, i, na, v, c);
   }
 #undef LOAD_A
   c->na = na;

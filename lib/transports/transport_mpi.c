@@ -79,10 +79,9 @@ static squallResult_t mpi_allgather(void *ctx, void *stream, const void *send, v
                     "MPI_Allgather");
 }
 
-/* The sizes step of the variable all-gathers: every rank's byte count,
- * checked against the capacity, into sizes, displs and c->counts. */
-static squallResult_t gather_sizes(squall_mpi_ctx *c, size_t bytes, size_t capacity, size_t *sizes,
-                                   size_t *displs) {
+static squallResult_t mpi_allgatherv(void *ctx, void *stream, const void *send, size_t bytes, void *recv,
+                                     size_t capacity, size_t *sizes, size_t *displs) {
+  squall_mpi_ctx *c = ctx;
   int p;
   PMPI_Comm_size(c->comm, &p);
   uint64_t mine = bytes, *all = c->sizes;
@@ -103,18 +102,10 @@ static squallResult_t gather_sizes(squall_mpi_ctx *c, size_t bytes, size_t capac
   if (r == squallSuccess && (bad >= 0 || total > INT_MAX))
     r = squall__fail(squallRemoteError, "rank %d announced a %llu-byte payload: more than the %zu bytes "
                      "its slot can take", bad, (unsigned long long)all[bad < 0 ? 0 : bad], capacity);
+  if (r == squallSuccess)
+    r = mpi_result(PMPI_Allgatherv(send, (int)bytes, MPI_BYTE, recv, counts, counts + p, MPI_BYTE, c->comm),
+                   "MPI_Allgatherv");
   return r;
-}
-
-static squallResult_t mpi_allgatherv(void *ctx, void *stream, const void *send, size_t bytes, void *recv,
-                                     size_t capacity, size_t *sizes, size_t *displs) {
-  squall_mpi_ctx *c = ctx;
-  int p;
-  PMPI_Comm_size(c->comm, &p);
-  SQ_FORWARD_IF_ERROR(gather_sizes(c, bytes, capacity, sizes, displs));
-  return mpi_result(PMPI_Allgatherv(send, (int)bytes, MPI_BYTE, recv, c->counts, c->counts + p, MPI_BYTE,
-                                    c->comm),
-                    "MPI_Allgatherv");
 }
 
 static squallResult_t mpi_allreduce_min_i64(void *ctx, void *stream, int64_t *buf, size_t n) {
