@@ -10,11 +10,15 @@
 #   link     4 ranks, 64 MiB, every codec, one shared link of 1 and 10 Gbit/s
 #   shm      4 ranks on shared memory, 64 KiB .. 64 MiB, default configuration
 #   cluster  2 x 2 and 4 x 1 emulated nodes, 1 Gbit/s and 250 Mbit/s per NIC,
-#            flat against two-level
+#            flat against two-level; and 2 x 2 at 250 Mbit/s, 1 to 64 MiB
 #   data     every --data distribution at 10 Gbit/s
 #   yield    ranks that spin against ranks that yield while they wait
 # JSON files go to DIR (default ./reproduce-<date>); every figure printed is
 # the median over the runs, min and max beside it.
+# Warm-up iterations: the cost model times each variant of a call (two
+# levels or flat, top-k's slots with or without zstd) on its first calls of
+# a size, twice each (the first run of each is not taken), before it runs
+# the fastest; the timed iterations come after that, as in a long job.
 set -eu
 
 me=${0##*/}
@@ -41,13 +45,15 @@ median() { python3 "$top/tools/bench-median.py" "$@"; }
 note() { echo "== $*"; echo "   load: $(cut -d' ' -f1-3 /proc/loadavg)"; }
 
 codecs=none,fp16,bf16,int8,int4,fp8,topk:0.01
+warm=5         # one link: top-k has 2 variants
+warm_nodes=10  # 2 x 2 nodes: 4 variants
 for set in $sets; do
   case $set in
   link)
     for rate in 1gbit 10gbit; do
       note "4 ranks, one shared $rate link, 64 MiB"
       for i in $(seq "$runs"); do
-        "$top/tools/ethernet.sh" --rate "$rate" -- mpirun -n 4 ./squall-bench -b 64M -e 64M -n 3 -w 1 \
+        "$top/tools/ethernet.sh" --rate "$rate" -- mpirun -n 4 ./squall-bench -b 64M -e 64M -n 3 -w "$warm" \
           -C "$codecs" -J "$out/link-$rate-$i.json" >"$out/link-$rate-$i.txt" 2>&1
       done
       median "$out"/link-"$rate"-*.json --markdown
@@ -55,7 +61,7 @@ for set in $sets; do
   shm)
     note "4 ranks, shared memory, 64 KiB .. 64 MiB, default configuration (cost model on)"
     for i in $(seq "$runs"); do
-      mpirun -n 4 ./squall-bench -b 64K -e 64M -f 4 -n 5 -w 2 -C none,fp16,int8,topk:0.01 \
+      mpirun -n 4 ./squall-bench -b 64K -e 64M -f 4 -n 5 -w "$warm" -C none,fp16,int8,topk:0.01 \
         -J "$out/shm-$i.json" >"$out/shm-$i.txt" 2>&1
     done
     median "$out"/shm-*.json --markdown ;;
@@ -66,19 +72,28 @@ for set in $sets; do
           note "$shape nodes, $rate per NIC, SQUALL_HIERARCHY=$h"
           for i in $(seq "$runs"); do
             "$top/tools/cluster.sh" --nodes "${shape%x*}" --ranks-per-node "${shape#*x}" --rate "$rate" -- \
-              ./squall-bench -b 64M -e 64M -n 3 -w 1 -C none,fp16,int8,topk:0.01 -S "SQUALL_HIERARCHY=$h" \
+              ./squall-bench -b 64M -e 64M -n 3 -w "$warm_nodes" -C none,fp16,int8,topk:0.01 -S "SQUALL_HIERARCHY=$h" \
               -J "$out/cluster-$shape-$rate-$h-$i.json" >"$out/cluster-$shape-$rate-$h-$i.txt" 2>&1
           done
           median "$out"/cluster-"$shape"-"$rate"-"$h"-*.json --markdown
           grep -h 'NIC' "$out"/cluster-"$shape"-"$rate"-"$h"-1.txt || true
         done
       done
+    done
+    for h in flat auto; do
+      note "2x2 nodes, 250mbit per NIC, 1 to 64 MiB, SQUALL_HIERARCHY=$h"
+      for i in $(seq "$runs"); do
+        "$top/tools/cluster.sh" --nodes 2 --ranks-per-node 2 --rate 250mbit -- \
+          ./squall-bench -b 1M -e 64M -f 4 -n 3 -w "$warm_nodes" -C none,fp16,int8,topk:0.01 -S "SQUALL_HIERARCHY=$h" \
+          -J "$out/cluster-2x2-250mbit-sweep-$h-$i.json" >"$out/cluster-2x2-250mbit-sweep-$h-$i.txt" 2>&1
+      done
+      median "$out"/cluster-2x2-250mbit-sweep-"$h"-*.json --markdown
     done ;;
   data)
     for d in uniform normal lognormal constant tiny sparse nonfinite; do
       note "--data $d, 4 ranks, one shared 10 Gbit/s link, 64 MiB"
       for i in $(seq "$runs"); do
-        "$top/tools/ethernet.sh" --rate 10gbit -- mpirun -n 4 ./squall-bench -b 64M -e 64M -n 3 -w 1 \
+        "$top/tools/ethernet.sh" --rate 10gbit -- mpirun -n 4 ./squall-bench -b 64M -e 64M -n 3 -w "$warm" \
           -C none,fp16,int8,topk:0.01 --data "$d" -J "$out/data-$d-$i.json" >"$out/data-$d-$i.txt" 2>&1
       done
       median "$out"/data-"$d"-*.json --markdown
@@ -88,7 +103,7 @@ for set in $sets; do
       note "OMPI_MCA_mpi_yield_when_idle=$y, 4 ranks, one shared 10 Gbit/s link, 64 MiB"
       for i in $(seq "$runs"); do
         OMPI_MCA_mpi_yield_when_idle=$y "$top/tools/ethernet.sh" --rate 10gbit -- mpirun -n 4 \
-          ./squall-bench -b 64M -e 64M -n 3 -w 1 -C none,fp16,topk:0.01 \
+          ./squall-bench -b 64M -e 64M -n 3 -w "$warm" -C none,fp16,topk:0.01 \
           -J "$out/yield-$y-$i.json" >"$out/yield-$y-$i.txt" 2>&1
       done
       median "$out"/yield-"$y"-*.json --markdown

@@ -149,9 +149,11 @@ START_TEST(test_measured_calls_win) {
   squall__cost_note_codec(&m, 3, 1000, 2e-6);
   squall_cost_call c = half_call(); /* the model: compressing pays */
   double plain, comp;
+  squall__cost_note_call(&m, -1, c.bytes_in, 5.0); /* the first of a kind is not taken */
   squall__cost_note_call(&m, -1, c.bytes_in, 0.5);
   ck_assert_int_eq(squall__cost_predict(&m, &c, 0, &plain, &comp), 1);
   ck_assert(comp < plain); /* only plain seen: still the model */
+  squall__cost_note_call(&m, 3, c.bytes_in, 0.01);
   squall__cost_note_call(&m, 3, c.bytes_in + 1000, 0.9); /* same class */
   ck_assert_int_eq(squall__cost_predict(&m, &c, 0, &plain, &comp), 1);
   close_to(plain, 0.5, 1e-6, "measured plain");
@@ -167,35 +169,74 @@ START_TEST(test_measured_calls_win) {
 }
 END_TEST
 
-/* Two levels or flat: the agreed choice per codec and size class, the
- * other way on every 32nd call, and both times needed to compare. */
-START_TEST(test_level_choice) {
+/* Variants of a call (two levels or flat, lossless or raw top-k slots):
+ * the first call of a class runs variant 0, the next ones try each variant
+ * without an agreed figure, then the fastest runs, and every 32nd call one
+ * of the others in turn. */
+static int next_variant(squall_cost *m, int codec, unsigned allowed, uint64_t b) {
+  int v = squall__cost_variant(m, codec, allowed, b);
+  ck_assert_msg((v & ~(int)allowed) == 0, "variant %d outside %u", v, allowed);
+  squall__cost_variant_count(m, codec, b);
+  return v;
+}
+
+START_TEST(test_variant_choice) {
   squall_cost m;
   memset(&m, 0, sizeof m);
   uint64_t b = 1u << 24;
-  double tl, tf;
-  ck_assert_int_eq(squall__cost_level_predict(&m, 5, 3, b, &tl, &tf), 0);
+  const unsigned all = SQ_VARIANT_FLAT | SQ_VARIANT_RAW;
+  ck_assert(squall__cost_call_seconds(&m, 5, b) == 0);
+  squall__cost_note_call(&m, 5, b, 2.0); /* the first: connections, new pages */
+  ck_assert(squall__cost_call_seconds(&m, 5, b) == 0);
   squall__cost_note_call(&m, 5, b, 0.2);
-  ck_assert_int_eq(squall__cost_level_predict(&m, 5, 3, b, &tl, &tf), 0); /* flat unknown */
-  squall__cost_note_call(&m, 3, b, 0.1);
-  ck_assert_int_eq(squall__cost_level_predict(&m, 5, 3, b, &tl, &tf), 1);
-  close_to(tl, 0.2, 1e-6, "two-level");
-  close_to(tf, 0.1, 1e-6, "flat");
+  close_to(squall__cost_call_seconds(&m, 5, b), 0.2, 1e-6, "whole call");
+  squall__cost_note_call(&m, 5, b, 20.0); /* one stalled call: bounded at 3x */
+  close_to(squall__cost_call_seconds(&m, 5, b), 0.7 * 0.2 + 0.3 * 0.6, 1e-6, "stalled call");
+  squall__cost_note_call(&m, 5, b, 0.2);
+  ck_assert(squall__cost_call_seconds(&m, 5, b / 4) == 0); /* another size class */
+  ck_assert(squall__cost_call_seconds(&m, SQ_COST_KINDS, b) == 0);
+
+  ck_assert_int_eq(next_variant(&m, 3, all, b), 0); /* the first call: the default */
+  ck_assert_int_eq(next_variant(&m, 3, all, b), 0); /* still no figure for it */
+  squall__cost_variant_agree(&m, 3, 0, b, 0.2);
+  ck_assert_int_eq(next_variant(&m, 3, all, b), 1); /* the next one without a figure */
+  squall__cost_variant_agree(&m, 3, 1, b, 0.1);
+  squall__cost_variant_agree(&m, 3, 2, b, -1.0); /* some rank had none: still unknown */
+  ck_assert_int_eq(next_variant(&m, 3, all, b), 2);
+  squall__cost_variant_agree(&m, 3, 2, b, 0.3);
+  ck_assert_int_eq(next_variant(&m, 3, all, b), 3);
+  squall__cost_variant_agree(&m, 3, 3, b, 0.05);
+  /* settled on the fastest; every EXPLORE-th call one of the others, in turn */
+  int runs[SQ_COST_VARIANTS] = {0};
+  for (int i = 0; i < 3 * SQ_COST_EXPLORE; i++) runs[next_variant(&m, 3, all, b)]++;
+  ck_assert_int_eq(runs[3], 3 * SQ_COST_EXPLORE - 3);
+  ck_assert_int_eq(runs[0] + runs[1] + runs[2], 3);
+  ck_assert_int_eq(runs[0] && runs[1] && runs[2], 1);
+  /* a changed figure changes the choice */
+  squall__cost_variant_agree(&m, 3, 1, b, 0.01);
+  ck_assert_int_eq(squall__cost_variant(&m, 3, all, b), 1);
+  /* only what is allowed; other codecs and classes apart */
+  ck_assert_int_eq(squall__cost_variant(&m, 3, SQ_VARIANT_RAW, b), 0); /* 0.2 against 0.3 */
+  ck_assert_int_eq(squall__cost_variant(&m, 3, 0, b), 0);
+  ck_assert_int_eq(squall__cost_variant(&m, 1, all, b), 0);
+  ck_assert_int_eq(squall__cost_variant(&m, 3, all, b * 4), 0);
+  ck_assert_int_eq(squall__cost_variant(&m, SQ_COST_CODECS, all, b), 0);
+}
+END_TEST
+
+/* A variant that never gets a figure (a route the model does not time) is
+ * tried for a few calls only, then on the exploring rhythm. */
+START_TEST(test_variant_unmeasured_gives_up) {
+  squall_cost m;
+  memset(&m, 0, sizeof m);
+  uint64_t b = 1u << 20;
   int flat = 0;
-  for (int i = 0; i < 2 * SQ_COST_EXPLORE; i++) { /* default two-level; flat when exploring */
-    flat += squall__cost_level_flat(&m, 5, b);
-    squall__cost_level_count(&m, b);
+  for (int i = 0; i < 4 * SQ_COST_EXPLORE; i++) {
+    flat += next_variant(&m, 1, SQ_VARIANT_FLAT, b) == SQ_VARIANT_FLAT;
+    squall__cost_variant_agree(&m, 1, 0, b, 0.1);
   }
-  ck_assert_int_eq(flat, 2);
-  squall__cost_level_set(&m, 5, b, 1); /* flat chosen: two-level when exploring */
-  flat = 0;
-  for (int i = 0; i < 2 * SQ_COST_EXPLORE; i++) {
-    flat += squall__cost_level_flat(&m, 5, b);
-    squall__cost_level_count(&m, b);
-  }
-  ck_assert_int_eq(flat, 2 * SQ_COST_EXPLORE - 2);
-  ck_assert_int_eq(squall__cost_level_flat(&m, 13, b), 0);            /* another codec */
-  ck_assert_int_eq(squall__cost_level_flat(&m, SQ_COST_KINDS, b), 0); /* out of range */
+  ck_assert_msg(flat <= 3 * SQ_COST_VARIANTS + 4, "flat tried %d times", flat);
+  ck_assert_int_ge(flat, 4);
 }
 END_TEST
 
@@ -210,7 +251,8 @@ static Suite *costmodel_suite(void) {
   tcase_add_test(tc, test_codec_figure_is_smoothed);
   tcase_add_test(tc, test_exploration_rhythm);
   tcase_add_test(tc, test_measured_calls_win);
-  tcase_add_test(tc, test_level_choice);
+  tcase_add_test(tc, test_variant_choice);
+  tcase_add_test(tc, test_variant_unmeasured_gives_up);
   suite_add_tcase(s, tc);
   return s;
 }

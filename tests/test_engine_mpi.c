@@ -39,11 +39,12 @@ static void fill(float *x, size_t n, uint64_t seed, int r, float (*gen)(uint64_t
   for (size_t i = 0; i < n; i++) x[i] = gen(seed, r, i);
 }
 
-/* Defaults plus spec; logging and SQUALL_STATS stay as the environment set them. */
+/* Defaults plus spec; logging and SQUALL_STATS stay as the environment set them
+ * (the environment's, not the last test's). */
 static void use_config(const char *spec) {
   squallConfig_t c, env;
   squallConfigDefault(&c);
-  squallGetConfig(&env);
+  ck_assert_int_eq(squallConfigFromEnv(&env), squallSuccess);
   c.debug = env.debug;
   c.costModel = env.costModel; /* run-mpi.sh: off, so that every eligible call is compressed */
   c.minRanks = env.minRanks; /* engine-1.sh runs the suite on one rank with SQUALL_MIN_RANKS=1 */
@@ -221,9 +222,8 @@ START_TEST(test_topk_ratio_one_equals_dense) {
 END_TEST
 
 /* ------------------------------------------------- conservation (exact) */
-static void check_conservation(const char *spec) {
-  size_t n = 3001;
-  int steps = 20;
+/* wire (may be NULL): this rank's bytes on the wire at each step */
+static void check_conservation_steps(const char *spec, size_t n, int steps, uint64_t *wire) {
   use_config(spec);
   float *g = malloc(n * 4), *out = malloc(n * 4), *res = malloc(n * 4);
   double *sum_out = calloc(n, 8), *sum_in = calloc(n, 8);
@@ -232,7 +232,11 @@ static void check_conservation(const char *spec) {
     fill(g, n, 100 + (uint64_t)t, rank, gen_dyadic);
     for (size_t i = 0; i < n; i++)
       for (int r = 0; r < nranks; r++) sum_in[i] += gen_dyadic(100 + (uint64_t)t, r, i);
+    squallStats_t before, after;
+    squallStatsGet(&before);
     ck_assert_int_eq(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+    squallStatsGet(&after);
+    if (wire) wire[t] = after.bytesWire - before.bytesWire;
     for (size_t i = 0; i < n; i++) sum_out[i] += out[i];
   }
   ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res), MPI_SUCCESS);
@@ -248,6 +252,34 @@ static void check_conservation(const char *spec) {
   if (strstr(spec, "topk")) ck_assert_msg(kept > 0, "%s: top-k kept nothing back", spec);
   free(g); free(out); free(res); free(sum_out); free(sum_in); free(res_sum); free(mine);
 }
+
+static void check_conservation(const char *spec) { check_conservation_steps(spec, 3001, 20, NULL); }
+
+/* With the cost model on, top-k times its calls with the lossless stage
+ * and without it (raw slots: (P-1) slots on the wire exactly) and runs
+ * whichever was faster: both are tried within the first calls, every rank
+ * takes the same one at every call, and error feedback stays exact across
+ * the switches. The given slow link keeps calls from passing through. */
+START_TEST(test_topk_lossless_or_raw) {
+  if (nranks == 1) return; /* one rank sends nothing: both look the same */
+  enum { STEPS = 12 };
+  size_t n = 1 << 16;
+  uint64_t raw[1], wire[STEPS];
+  check_conservation_steps("SQUALL_COMPRESS=topk:0.01 SQUALL_ZSTD=0", n, 1, raw);
+  check_conservation_steps("SQUALL_COMPRESS=topk:0.01 SQUALL_ZSTD=1 SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=0.001",
+                           n, STEPS, wire);
+  int ran_raw = 0, ran_lossless = 0;
+  for (int t = 0; t < STEPS; t++) {
+    int is_raw = wire[t] == raw[0];
+    assert_identical_across_ranks(&is_raw, sizeof is_raw);
+    ran_raw += is_raw;
+    ran_lossless += !is_raw;
+    ck_assert_msg(is_raw || wire[t] < raw[0], "step %d: %llu bytes, more than raw %llu", t,
+                  (unsigned long long)wire[t], (unsigned long long)raw[0]);
+  }
+  ck_assert_msg(ran_raw > 0 && ran_lossless > 0, "raw %d, lossless %d of %d calls", ran_raw, ran_lossless, STEPS);
+}
+END_TEST
 
 START_TEST(test_conservation_topk) { check_conservation("SQUALL_COMPRESS=topk:0.01 SQUALL_ZSTD=1"); }
 END_TEST
@@ -649,6 +681,7 @@ static Suite *engine_suite(void) {
   tcase_add_test(tc, test_conservation_topk_fp16_values);
   tcase_add_test(tc, test_conservation_fp16);
   tcase_add_test(tc, test_conservation_bf16);
+  tcase_add_test(tc, test_topk_lossless_or_raw);
   tc = tcase(s, "edge");
   tcase_add_test(tc, test_small_and_odd_counts);
   tcase_add_test(tc, test_engine_average_and_halves);

@@ -313,7 +313,8 @@ static const option_t options[] = {
      "Calls smaller than this pass through.", parse_min_bytes, print_min_bytes, check_size},
     {"SQUALL_ZSTD", "zstdLevel", "1", "an integer from 0 to 19",
      "zstd level of the top-k lossless stage on the MPI transport (index gaps and values as byte "
-     "planes); 0 turns it off, which can be faster on links of 10 Gbit/s and more.",
+     "planes); 0 turns it off. With the cost model on, calls also try raw slots and keep "
+     "whichever whole calls of the size ran faster (raw wins on fast links).",
      parse_zstd, print_zstd, check_zstd},
     {"SQUALL_EF_MAX_BYTES", "efMaxBytes", "0", SQUALL_SIZE_SPELLINGS "; 0 means unlimited",
      "Memory cap for residuals; tensors seen after the cap is reached run without error feedback "

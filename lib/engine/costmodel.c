@@ -28,11 +28,23 @@ void squall__cost_note_link(squall_cost *m, int collectives, uint64_t bytes, dou
   m->link_samples++;
 }
 
+/* Whole calls: the first of a kind at a size is not taken (it pays what
+ * later calls do not: connections made on first use, pages touched for the
+ * first time); a later one counts at most SLOW_CALL times the figure, so
+ * that one stalled call moves it a little, and a lasting change still
+ * within a few calls. */
+#define SLOW_CALL 3.0f
 void squall__cost_note_call(squall_cost *m, int kind, uint64_t bytes_in, double seconds) {
   if (kind >= SQ_COST_KINDS || bytes_in == 0 || !(seconds >= 0)) return;
+  int cls = size_class(bytes_in);
+  uint8_t *seen = kind < 0 ? &m->plain_seen[cls] : &m->comp_seen[kind][cls];
+  if (!*seen) {
+    *seen = 1;
+    return;
+  }
   float x = (float)(seconds / (double)bytes_in);
-  float *v = kind < 0 ? &m->plain_spb[size_class(bytes_in)] : &m->comp_spb[kind][size_class(bytes_in)];
-  *v = *v > 0 ? 0.7f * *v + 0.3f * x : x;
+  float *v = kind < 0 ? &m->plain_spb[cls] : &m->comp_spb[kind][cls];
+  *v = *v > 0 ? 0.7f * *v + 0.3f * fminf(x, SLOW_CALL * *v) : x;
 }
 
 void squall__cost_note_codec(squall_cost *m, int kind, size_t n, double seconds) {
@@ -95,28 +107,43 @@ int squall__cost_explore(const squall_cost *m, uint64_t bytes_in) {
 
 void squall__cost_declined(squall_cost *m, uint64_t bytes_in) { m->declined[size_class(bytes_in)]++; }
 
-/* ------------------------------------------------- two levels or flat */
-static int kind_ok(int kind) { return kind >= 0 && kind < SQ_COST_KINDS; }
-
-int squall__cost_level_flat(const squall_cost *m, int kind_tl, uint64_t bytes_in) {
-  if (!kind_ok(kind_tl)) return 0;
-  int cls = size_class(bytes_in), flat = m->level_flat[kind_tl][cls];
-  int explore = m->level_calls[cls] % SQ_COST_EXPLORE == SQ_COST_EXPLORE - 1;
-  return explore ? !flat : flat;
+/* ------------------------------------------------------------ variants */
+double squall__cost_call_seconds(const squall_cost *m, int kind, uint64_t bytes_in) {
+  if (kind < 0 || kind >= SQ_COST_KINDS) return 0;
+  return m->comp_spb[kind][size_class(bytes_in)] * (double)bytes_in;
 }
 
-int squall__cost_level_predict(const squall_cost *m, int kind_tl, int kind_flat, uint64_t bytes_in,
-                               double *t_two_level, double *t_flat) {
-  if (!kind_ok(kind_tl) || !kind_ok(kind_flat)) return 0;
+static int codec_ok(int codec) { return codec >= 0 && codec < SQ_COST_CODECS; }
+
+/* Calls of a class that run the variants nobody has a figure for, after
+ * the first: each gets up to three (its first run is not taken, the next
+ * may still touch new memory; a route the model never times must not be
+ * tried forever). */
+#define SETTLE_CALLS (3 * SQ_COST_VARIANTS)
+
+int squall__cost_variant(const squall_cost *m, int codec, unsigned allowed, uint64_t bytes_in) {
+  if (!codec_ok(codec)) return 0;
   int cls = size_class(bytes_in);
-  if (!(m->comp_spb[kind_tl][cls] > 0 && m->comp_spb[kind_flat][cls] > 0)) return 0;
-  *t_two_level = m->comp_spb[kind_tl][cls] * (double)bytes_in;
-  *t_flat = m->comp_spb[kind_flat][cls] * (double)bytes_in;
-  return 1;
+  uint64_t calls = m->variant_calls[codec][cls];
+  int best = 0, others[SQ_COST_VARIANTS], n_others = 0;
+  for (int v = 0; v < SQ_COST_VARIANTS; v++) {
+    if (v & ~(int)allowed) continue;
+    float t = m->variant_spb[codec][v][cls], t_best = m->variant_spb[codec][best][cls];
+    if (t <= 0 && calls >= 1 && calls <= SETTLE_CALLS) return v; /* not measured yet: try it */
+    if (t > 0 && (t_best <= 0 || t < t_best)) best = v;
+  }
+  for (int v = 0; v < SQ_COST_VARIANTS; v++)
+    if (!(v & ~(int)allowed) && v != best) others[n_others++] = v;
+  if (n_others && calls % SQ_COST_EXPLORE == SQ_COST_EXPLORE - 1)
+    return others[(calls / SQ_COST_EXPLORE) % (uint64_t)n_others];
+  return best;
 }
 
-void squall__cost_level_set(squall_cost *m, int kind_tl, uint64_t bytes_in, int flat) {
-  if (kind_ok(kind_tl)) m->level_flat[kind_tl][size_class(bytes_in)] = flat ? 1 : 0;
+void squall__cost_variant_agree(squall_cost *m, int codec, int variant, uint64_t bytes_in, double seconds) {
+  if (!codec_ok(codec) || variant < 0 || variant >= SQ_COST_VARIANTS || !(seconds > 0) || bytes_in == 0) return;
+  m->variant_spb[codec][variant][size_class(bytes_in)] = (float)(seconds / (double)bytes_in);
 }
 
-void squall__cost_level_count(squall_cost *m, uint64_t bytes_in) { m->level_calls[size_class(bytes_in)]++; }
+void squall__cost_variant_count(squall_cost *m, int codec, uint64_t bytes_in) {
+  if (codec_ok(codec)) m->variant_calls[codec][size_class(bytes_in)]++;
+}

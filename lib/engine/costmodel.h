@@ -21,6 +21,13 @@
 
 #define SQ_COST_KINDS 64   /* codec x route slots (engine.c maps them) */
 #define SQ_COST_CLASSES 64 /* size classes: log2 of the call's bytes */
+#define SQ_COST_CODECS 8   /* squallCodec_t values */
+
+/* Variants of a compressed call, where they apply, chosen between by
+ * whole-call times: a bit set runs the call the other way. */
+#define SQ_VARIANT_FLAT 1 /* flat, where two levels apply */
+#define SQ_VARIANT_RAW 2  /* top-k's slots sent raw, without the lossless stage */
+#define SQ_COST_VARIANTS 4
 
 typedef struct {
   /* the link: weighted sums of the normal equations (bytes in MB) */
@@ -32,11 +39,14 @@ typedef struct {
    * (ranks waiting for each other, caches, a CPU shared by several ranks) */
   float plain_spb[SQ_COST_CLASSES];
   float comp_spb[SQ_COST_KINDS][SQ_COST_CLASSES];
+  uint8_t plain_seen[SQ_COST_CLASSES], comp_seen[SQ_COST_KINDS][SQ_COST_CLASSES]; /* a first call was seen */
   uint64_t declined[SQ_COST_CLASSES]; /* calls passed through as not paying, per size class */
-  /* two levels or flat, where both apply: the agreed choice per codec and
-   * size class (1 = flat), and the calls that could choose, per class */
-  uint8_t level_flat[SQ_COST_KINDS][SQ_COST_CLASSES];
-  uint64_t level_calls[SQ_COST_CLASSES];
+  /* variants of a compressed call (SQ_VARIANT_*): whole-call seconds per
+   * byte in, per codec and size class, as agreed by the headers (the
+   * largest over the ranks; 0 where some rank had no figure), and the calls
+   * that could choose, per codec and class */
+  float variant_spb[SQ_COST_CODECS][SQ_COST_VARIANTS][SQ_COST_CLASSES];
+  uint64_t variant_calls[SQ_COST_CODECS][SQ_COST_CLASSES];
 } squall_cost;
 
 /* What a compressed call would move. */
@@ -55,7 +65,8 @@ typedef struct {
 void squall__cost_note_link(squall_cost *m, int collectives, uint64_t bytes, double seconds);
 
 /* A whole call of bytes_in that took `seconds`: plain (kind < 0) or
- * compressed with codec kind `kind`. */
+ * compressed with codec kind `kind`. The first of each kind and size class
+ * is not taken; later ones are smoothed, a stalled one bounded. */
 void squall__cost_note_call(squall_cost *m, int kind, uint64_t bytes_in, double seconds);
 
 /* A codec kind that took `seconds` for n elements. */
@@ -77,17 +88,25 @@ int squall__cost_predict(const squall_cost *m, const squall_cost_call *c, double
 #define SQ_COST_EXPLORE 32
 int squall__cost_explore(const squall_cost *m, uint64_t bytes_in);
 
-/* Two levels or flat, where both apply (kind_tl: the codec's two-level
- * slot). squall__cost_level_flat: 1 when this call runs flat, from the
- * agreed choice, except that every EXPLORE-th call of a class runs the
- * other way so that both stay measured (the same on every rank). */
-int squall__cost_level_flat(const squall_cost *m, int kind_tl, uint64_t bytes_in);
-/* Whole-call times of both at this size (seconds): 0 when one is unknown. */
-int squall__cost_level_predict(const squall_cost *m, int kind_tl, int kind_flat, uint64_t bytes_in,
-                               double *t_two_level, double *t_flat);
-/* The agreed choice for the class, and the call counted for the rhythm. */
-void squall__cost_level_set(squall_cost *m, int kind_tl, uint64_t bytes_in, int flat);
-void squall__cost_level_count(squall_cost *m, uint64_t bytes_in);
+/* The seconds of a whole call of bytes_in with codec kind `kind`, from
+ * this rank's own calls of its size class; 0 when never measured. */
+double squall__cost_call_seconds(const squall_cost *m, int kind, uint64_t bytes_in);
+
+/* The variant to run (a subset of `allowed`, a mask of SQ_VARIANT_*
+ * bits), from the agreed figures and the calls counted, both the same on
+ * every rank:
+ *   - the first call of a codec and size class runs variant 0 (it mostly
+ *     touches new memory, and is not timed then);
+ *   - the next few run each variant that some rank has no figure for, so
+ *     that the choice settles within a handful of calls;
+ *   - then the fastest agreed one, except that every EXPLORE-th call runs
+ *     one of the others in turn, so that all stay measured. */
+int squall__cost_variant(const squall_cost *m, int codec, unsigned allowed, uint64_t bytes_in);
+/* The header's verdict on a variant: the largest whole-call seconds over
+ * the ranks, <= 0 when some rank had none (the agreed figure stays). */
+void squall__cost_variant_agree(squall_cost *m, int codec, int variant, uint64_t bytes_in, double seconds);
+/* A call of the class that could choose, counted for the rhythm. */
+void squall__cost_variant_count(squall_cost *m, int codec, uint64_t bytes_in);
 
 /* Counts a declined call, or an exploring one (after every rank agreed). */
 void squall__cost_declined(squall_cost *m, uint64_t bytes_in);

@@ -162,11 +162,13 @@ typedef struct {
                                or the model does not run */
   int explored;             /* forced by squall__cost_explore (the same on every rank) */
   int64_t comp_ns, plain_ns; /* predicted times (after the header: the largest over ranks) */
-  /* two levels or flat, where both apply: whole-call times of both at this
-   * size; level_known after the header: every rank has them */
-  int level_known;
-  int64_t two_level_ns, flat_ns;
+  /* variants of the call (SQ_VARIANT_*): whole-call times of each at this
+   * size, NS_UNKNOWN where this rank has none or the variant does not
+   * apply; after the header, the largest over the ranks */
+  int64_t variant_ns[SQ_COST_VARIANTS];
 } cost_verdict;
+
+#define NS_UNKNOWN (INT64_MAX / 2) /* above any to_ns() */
 
 typedef struct {
   const squall_call *call;
@@ -609,12 +611,14 @@ static squallResult_t run(squall_engine *e, const squall_call *c, const squallCo
 
 /* ------------------------------------------------------------- header */
 /* Step 2: one all-reduce(min) of [ok, digest, -digest] and the cost
- * model's [-forced, -t_comp, -t_plain] (maxima, through the minimum). */
+ * model's [-forced, -t_comp, -t_plain, -t_variant...] (maxima, through the
+ * minimum). */
+#define HEADER_WORDS (6 + SQ_COST_VARIANTS)
 static squallResult_t header(squall_engine *e, const squall_call *c, const squallConfig_t *cfg, uint64_t gen,
                              int ok, int *agreed, int *all_ok, cost_verdict *v) {
-  int64_t d = digest(cfg), h[9] = {ok ? 1 : 0, d, -d, -(int64_t)v->forced, -v->comp_ns, -v->plain_ns,
-                                   v->level_known, -v->two_level_ns, -v->flat_ns};
-  SQ_FORWARD_IF_ERROR(e->tr.allreduce_min_i64_host(e->tr.ctx, c->stream, h, 9));
+  int64_t d = digest(cfg), h[HEADER_WORDS] = {ok ? 1 : 0, d, -d, -(int64_t)v->forced, -v->comp_ns, -v->plain_ns};
+  for (int i = 0; i < SQ_COST_VARIANTS; i++) h[6 + i] = -v->variant_ns[i];
+  SQ_FORWARD_IF_ERROR(e->tr.allreduce_min_i64_host(e->tr.ctx, c->stream, h, HEADER_WORDS));
   *all_ok = h[0] == 1;
   *agreed = h[1] == -h[2];
   /* The slowest rank sets a collective's time: compare the largest
@@ -622,9 +626,7 @@ static squallResult_t header(squall_engine *e, const squall_call *c, const squal
   v->forced = h[3] < 0;
   v->comp_ns = -h[4];
   v->plain_ns = -h[5];
-  v->level_known = h[6] == 1;
-  v->two_level_ns = -h[7];
-  v->flat_ns = -h[8];
+  for (int i = 0; i < SQ_COST_VARIANTS; i++) v->variant_ns[i] = -h[6 + i];
   e->agreed_gen = gen;
   e->agreed_valid = 1;
   e->agreed_ok = *agreed;
@@ -644,6 +646,18 @@ static squallResult_t header(squall_engine *e, const squall_call *c, const squal
 static int64_t to_ns(double s) { return s > 0 ? (s < 1e9 ? (int64_t)(s * 1e9) : (int64_t)1e18) : 0; }
 
 
+/* The cost model's slot for a codec's calls on a route: codec x route,
+ * with two slots for top-k sent without the lossless stage (flat, and
+ * two-level with raw shard slots), which time differently. */
+#define SLOT_TOPK_RAW 6
+#define SLOT_TWOLEVEL_RAW 7
+static int cost_kind(const squallConfig_t *cfg, squall_route route) {
+  int slot = (int)route;
+  if (cfg->codec == squallCodecTopk && cfg->zstdLevel == 0)
+    slot = route == SQ_ROUTE_TOPK ? SLOT_TOPK_RAW : route == SQ_ROUTE_TWOLEVEL ? SLOT_TWOLEVEL_RAW : slot;
+  return (int)cfg->codec * 8 + slot;
+}
+
 /* What a compressed call on `route` moves; 0 for a route the model does
  * not weigh (the dense fallback is itself the plain all-reduce's bytes;
  * two-level and shard calls: see squall(7), COST MODEL). */
@@ -652,7 +666,7 @@ static int cost_call(const squall_engine *e, const squall_call *c, const squallC
   size_t n = c->count;
   int p = e->tr.nranks;
   memset(cc, 0, sizeof *cc);
-  cc->kind = (int)cfg->codec * 8 + (int)route;
+  cc->kind = cost_kind(cfg, route);
   cc->n = n;
   cc->bytes_in = (uint64_t)n * c->elsize;
   cc->nranks = p;
@@ -707,36 +721,63 @@ static void cost_vote(squall_engine *e, const squall_call *c, const squallConfig
 static void cost_learn(squall_engine *e, const squall_call *c, const squallConfig_t *cfg, squall_route route,
                        const run_state *st, double seconds) {
   squall_cost_call cc;
-  if (!cost_call(e, c, cfg, route, &st->L, &cc)) return;
-  squall__stats_record_chunks(&e->stats, cc.chunks);
+  int weighed = cost_call(e, c, cfg, route, &st->L, &cc);
+  if (weighed) squall__stats_record_chunks(&e->stats, cc.chunks);
   if (c->shard) return; /* the outer two-level call is what the model weighs */
   if (st->fresh) return; /* page faults of new memory: not what the next call will see */
-  squall__cost_note_codec(&e->cost, cc.kind, cc.n, st->codec_s);
-  double xfer = seconds - st->codec_s;
-  squall__cost_note_link(&e->cost, cc.collectives, st->wire, xfer > 0 ? xfer : 0);
-  squall__cost_note_call(&e->cost, cc.kind, cc.bytes_in, squall__now() - st->t_start); /* header and all */
+  if (weighed) {
+    squall__cost_note_codec(&e->cost, cc.kind, cc.n, st->codec_s);
+    double xfer = seconds - st->codec_s;
+    squall__cost_note_link(&e->cost, cc.collectives, st->wire, xfer > 0 ? xfer : 0);
+  }
+  /* the whole call, header and all: against plain, and against the call's other variants */
+  squall__cost_note_call(&e->cost, cost_kind(cfg, route), (uint64_t)c->count * c->elsize,
+                         squall__now() - st->t_start);
 }
 
-/* Two levels or flat: the cost model's slot for the codec's two-level
- * calls (its flat calls use their flat route's slot). */
-static int level_kind(const squallConfig_t *cfg) { return (int)cfg->codec * 8 + (int)SQ_ROUTE_TWOLEVEL; }
+/* ------------------------------------------------------------ variants */
+/* Which variants of a call the cost model chooses between (SQ_VARIANT_*
+ * bits), from inputs the same on every rank once the header agrees: two
+ * levels or flat where the nodes allow two levels, and top-k's slots with
+ * or without the lossless stage. Host engines only (the times travel in
+ * the header); none until the nodes are known. */
+static unsigned variants_allowed(const squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
+                                 int two_level) {
+  if (!cfg->costModel || !e->header_every_call || c->shard || two_level < 0) return 0;
+  unsigned allowed = two_level == 1 ? SQ_VARIANT_FLAT : 0;
+  if (cfg->codec == squallCodecTopk && use_lossless(e, cfg)) allowed |= SQ_VARIANT_RAW;
+  return allowed;
+}
 
-/* This rank's whole-call times of both at this size, for the header. */
-static void level_vote(squall_engine *e, const squall_call *c, const squallConfig_t *cfg, const decide_in *in,
-                       uint64_t bytes_in, cost_verdict *v) {
+static int is_variant_of(int v, unsigned allowed) { return (v & ~(int)allowed) == 0; }
+
+/* This rank's whole-call times of every allowed variant at this size, for
+ * the header. in: the call's decision inputs (nodes as known). */
+static void variant_vote(squall_engine *e, const squall_call *c, const squallConfig_t *cfg, const decide_in *in,
+                         unsigned allowed, cost_verdict *v) {
   decide_in flat = *in; /* the route this call would take flat */
   flat.two_level = 0;
   flat.count = NULL;
   squallPassReason_t why;
-  squall_route route = decide(&flat, &why);
-  double tl, tf;
-  if (route == SQ_ROUTE_PASS ||
-      !squall__cost_level_predict(&e->cost, level_kind(cfg), (int)cfg->codec * 8 + (int)route, bytes_in, &tl, &tf))
-    return;
-  v->level_known = 1;
-  v->two_level_ns = to_ns(tl);
-  v->flat_ns = to_ns(tf);
-  SQ_TRACE("rank %d: %zu elements: %.3g s two-level, %.3g s flat", e->tr.rank, c->count, tl, tf);
+  squall_route flat_route = decide(&flat, &why);
+  uint64_t bytes_in = (uint64_t)c->count * c->elsize;
+  for (int i = 0; i < SQ_COST_VARIANTS; i++) {
+    squallConfig_t vc = *cfg;
+    if (i & SQ_VARIANT_RAW) vc.zstdLevel = 0;
+    squall_route route = (allowed & SQ_VARIANT_FLAT) && !(i & SQ_VARIANT_FLAT) ? SQ_ROUTE_TWOLEVEL : flat_route;
+    double t = squall__cost_call_seconds(&e->cost, cost_kind(&vc, route), bytes_in);
+    v->variant_ns[i] = is_variant_of(i, allowed) && route != SQ_ROUTE_PASS && t > 0 ? to_ns(t) : NS_UNKNOWN;
+    SQ_TRACE("rank %d: %zu elements: variant %d: %.3g s", e->tr.rank, c->count, i, t);
+  }
+}
+
+/* After the header: the agreed times, and the call counted. */
+static void variant_agree(squall_engine *e, const squallConfig_t *cfg, unsigned allowed, uint64_t bytes_in,
+                          const cost_verdict *v) {
+  for (int i = 0; i < SQ_COST_VARIANTS; i++)
+    if (is_variant_of(i, allowed) && v->variant_ns[i] < NS_UNKNOWN)
+      squall__cost_variant_agree(&e->cost, (int)cfg->codec, i, bytes_in, (double)v->variant_ns[i] * 1e-9);
+  squall__cost_variant_count(&e->cost, (int)cfg->codec, bytes_in);
 }
 
 void squall__engine_note_plain(squall_engine *e, uint64_t bytes, double seconds) {
@@ -810,9 +851,11 @@ int squall__engine_ready(squall_engine *e, const squall_call *c) {
 }
 
 static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_decision *d, run_state *st) {
-  squallConfig_t cfg; /* one snapshot for the whole call */
+  squallConfig_t cfg; /* one snapshot for the whole call, as the header agrees it */
   uint64_t gen;
   squall__config_get(&cfg, &gen);
+  squallConfig_t rc = cfg; /* what the call runs with: its variant may drop the lossless stage */
+  if (c->raw_slots) rc.zstdLevel = 0; /* a shard of a two-level call that chose raw slots */
   e->last_stream = c->stream;
   SQ_RETURN_ERROR_IF(c->count > MAX_COUNT, squallInvalidArgument,
                      "count %zu is too large (at most %zu elements)", c->count, (size_t)MAX_COUNT);
@@ -825,13 +868,22 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
                   .alltoall = e->tr.alltoall != NULL, .pays = 1,
                   .two_level = c->shard ? 0 : squall__hier_known(e->hier, &cfg)};
   st->flat_reason = squallFlatConfigured;
-  /* Where both two levels and flat apply, the cost model may have found
-   * flat faster at this size (agreed by earlier headers: the same here on
-   * every rank), so that this call is prepared for the right route. */
+  /* The variant (two levels or flat, top-k's slots lossless or raw) that
+   * whole calls showed fastest at this size, from figures earlier headers
+   * agreed (the same here on every rank), so that this call is prepared
+   * for the right route. */
   uint64_t bytes_in = (uint64_t)c->count * c->elsize;
-  int level_choice = in.two_level == 1 && cfg.costModel && e->header_every_call && !c->shard;
-  int run_flat = level_choice && squall__cost_level_flat(&e->cost, level_kind(&cfg), bytes_in);
-  if (run_flat) in.two_level = 0;
+  unsigned allowed = variants_allowed(e, c, &cfg, in.two_level);
+  decide_in in_nodes = in; /* the inputs before the variant: for variant_vote() */
+  int variant = allowed ? squall__cost_variant(&e->cost, (int)cfg.codec, allowed, bytes_in) : 0;
+  if (allowed) SQ_TRACE("rank %d: %zu elements: runs variant %d of mask %u", e->tr.rank, c->count, variant, allowed);
+  squall_call varied = *c;
+  if (variant & SQ_VARIANT_FLAT) in.two_level = 0;
+  if (variant & SQ_VARIANT_RAW) {
+    rc.zstdLevel = 0;
+    varied.raw_slots = 1; /* for a two-level call's shards */
+  }
+  c = &varied;
   squallPassReason_t why;
   squall_route guess = decide(&in, &why);
   layout_for(e, c, &cfg, guess, &st->L); /* once per call */
@@ -845,13 +897,13 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
                                         (guess == SQ_ROUTE_TWOLEVEL && squall__hier_grows(e->hier, c)));
   if (guess == SQ_ROUTE_TWOLEVEL && squall__hier_grows(e->hier, c)) st->fresh = 1; /* new memory: not timed */
   int explored = 0;
-  squallResult_t prep = guess == SQ_ROUTE_PASS ? squallSuccess : prepare(e, c, &cfg, guess, st);
+  squallResult_t prep = guess == SQ_ROUTE_PASS ? squallSuccess : prepare(e, c, &rc, guess, st);
   if (c->shard) { /* the outer call exchanged the header: a failure now is an error */
     if (prep != squallSuccess) return prep;
     d->route = decide(&in, &d->reason);
     SQ_RETURN_ERROR_IF(d->route != guess, squallInternalError, "route %d decided, %d prepared",
                        (int)d->route, (int)guess);
-    return d->route == SQ_ROUTE_PASS ? squallSuccess : run(e, c, &cfg, d->route, st);
+    return d->route == SQ_ROUTE_PASS ? squallSuccess : run(e, c, &rc, d->route, st);
   }
   if (prep != squallSuccess)
     SQ_WARN("rank %d: cannot prepare a %zu-element all-reduce: %s", e->tr.rank, c->count, squallGetLastError());
@@ -859,8 +911,8 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   cost_verdict v;
   memset(&v, 0, sizeof v);
   if (e->header_every_call || grow || !e->agreed_valid || e->agreed_gen != gen) {
-    cost_vote(e, c, &cfg, guess, &st->L, &v);
-    if (level_choice && guess != SQ_ROUTE_PASS) level_vote(e, c, &cfg, &in, bytes_in, &v);
+    cost_vote(e, c, &rc, guess, &st->L, &v);
+    variant_vote(e, c, &cfg, &in_nodes, guess == SQ_ROUTE_PASS ? 0 : allowed, &v);
     explored = v.explored;
     SQ_FORWARD_IF_ERROR(header(e, c, &cfg, gen, prep == squallSuccess, &in.agreed, &in.all_ok, &v));
     in.pays = v.forced || v.comp_ns < v.plain_ns;
@@ -876,10 +928,10 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   d->route = decide(&in, &d->reason);
   if ((d->route == SQ_ROUTE_PASS && d->reason == squallPassNotPaying) || (explored && d->route != SQ_ROUTE_PASS))
     squall__cost_declined(&e->cost, bytes_in); /* counts toward the next exploration */
-  if (level_choice && d->route != SQ_ROUTE_PASS) { /* for the next call of this size */
-    if (v.level_known) squall__cost_level_set(&e->cost, level_kind(&cfg), bytes_in, v.flat_ns < v.two_level_ns);
-    squall__cost_level_count(&e->cost, bytes_in);
-  }
+  /* for the next call of this size; a flat variant the model declined counts too, or the
+   * rhythm would stand still on it */
+  if (allowed && (d->route != SQ_ROUTE_PASS || d->reason == squallPassNotPaying))
+    variant_agree(e, &cfg, allowed, bytes_in, &v);
   if (d->route == SQ_ROUTE_PASS) {
     if (d->reason == squallPassError)
       SQ_WARN("rank %d: a rank could not prepare a %zu-element all-reduce: every rank passes it through",
@@ -914,20 +966,20 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
     }
   } else if (in.two_level == 0) {
     squall__hier_route(e->hier, &cfg, c->stream, &st->flat_reason); /* known: only the reason */
-    if (run_flat) st->flat_reason = squallFlatSlower;
+    if (variant & SQ_VARIANT_FLAT) st->flat_reason = squallFlatSlower;
   }
   /* agreed and all ok: the route is this rank's guess, prepared above */
   SQ_RETURN_ERROR_IF(d->route != guess, squallInternalError, "route %d decided, %d prepared", (int)d->route,
                      (int)guess);
   if (d->route == SQ_ROUTE_TWOLEVEL) {
     SQ_FORWARD_IF_ERROR(squall__hier_allreduce(e->hier, c, &st->hier));
-    if (level_choice && !st->fresh) /* whole calls, against flat ones of the same size */
-      squall__cost_note_call(&e->cost, level_kind(&cfg), bytes_in, squall__now() - st->t_start);
+    if (cfg.costModel && e->header_every_call && !st->fresh) /* whole calls, against flat ones */
+      squall__cost_note_call(&e->cost, cost_kind(&rc, SQ_ROUTE_TWOLEVEL), bytes_in, squall__now() - st->t_start);
     return squallSuccess;
   }
   double t0 = squall__now();
-  SQ_FORWARD_IF_ERROR(run(e, c, &cfg, d->route, st));
-  cost_learn(e, c, &cfg, d->route, st, squall__now() - t0);
+  SQ_FORWARD_IF_ERROR(run(e, c, &rc, d->route, st));
+  cost_learn(e, c, &rc, d->route, st, squall__now() - t0);
   return squallSuccess;
 }
 
@@ -969,6 +1021,7 @@ squallResult_t squall__engine_prepare_shard(squall_engine *e, const squall_call 
   squallConfig_t cfg;
   uint64_t gen;
   squall__config_get(&cfg, &gen);
+  if (c->raw_slots) cfg.zstdLevel = 0; /* as allreduce() runs it */
   decide_in in = {.call = c, .cfg = &cfg, .nranks = e->tr.nranks, .agreed = 1, .all_ok = 1,
                   .alltoall = e->tr.alltoall != NULL};
   squallPassReason_t why;

@@ -39,6 +39,8 @@ typedef struct {
                        runs the route decide() gives it or fails, never passes through */
   const void *key;  /* the residual's address hint when not send (a shard: the caller's
                        tensor, since every shard runs in the same scratch) */
+  int raw_slots;    /* top-k without the lossless stage: set by the engine on the call's
+                       variant (SQUALL_COST_MODEL), passed on to a two-level call's shards */
 } squall_call;
 
 /* The route of one call, decided in one place (decide() in engine.c) from
