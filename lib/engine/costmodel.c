@@ -115,25 +115,33 @@ double squall__cost_call_seconds(const squall_cost *m, int kind, uint64_t bytes_
 
 static int codec_ok(int codec) { return codec >= 0 && codec < SQ_COST_CODECS; }
 
-/* Calls of a class that run the variants nobody has a figure for, after
- * the first: each gets up to three (its first run is not taken, the next
- * may still touch new memory; a route the model never times must not be
- * tried forever). */
-#define SETTLE_CALLS (3 * SQ_COST_VARIANTS)
+/* Runs of each variant before the choice: its first is not taken (see
+ * squall__cost_note_call). A variant whose time still has not come two
+ * calls after its last run (a header carries a call's time to the next
+ * call, which chooses before its header: one call of lag) is run again, up
+ * to RETRY_RUNS in all: its runs touched new memory, or a rank missed it. */
+#define SETTLE_RUNS 2
+#define RETRY_RUNS 4
 
 int squall__cost_variant(const squall_cost *m, int codec, unsigned allowed, uint64_t bytes_in) {
   if (!codec_ok(codec)) return 0;
   int cls = size_class(bytes_in);
   uint64_t calls = m->variant_calls[codec][cls];
+  int vs[SQ_COST_VARIANTS], nv = 0;
+  for (int v = 0; v < SQ_COST_VARIANTS; v++)
+    if (!(v & ~(int)allowed)) vs[nv++] = v;
+  for (int i = 0; i < nv; i++)
+    if (m->variant_runs[codec][vs[i]][cls] < SETTLE_RUNS) return vs[i];
   int best = 0, others[SQ_COST_VARIANTS], n_others = 0;
-  for (int v = 0; v < SQ_COST_VARIANTS; v++) {
-    if (v & ~(int)allowed) continue;
+  for (int i = 0; i < nv; i++) {
+    int v = vs[i];
     float t = m->variant_spb[codec][v][cls], t_best = m->variant_spb[codec][best][cls];
-    if (t <= 0 && calls >= 1 && calls <= SETTLE_CALLS) return v; /* not measured yet: try it */
+    if (t <= 0 && m->variant_runs[codec][v][cls] < RETRY_RUNS && calls >= m->variant_last[codec][v][cls] + 2)
+      return v;
     if (t > 0 && (t_best <= 0 || t < t_best)) best = v;
   }
-  for (int v = 0; v < SQ_COST_VARIANTS; v++)
-    if (!(v & ~(int)allowed) && v != best) others[n_others++] = v;
+  for (int i = 0; i < nv; i++)
+    if (vs[i] != best) others[n_others++] = vs[i];
   if (n_others && calls % SQ_COST_EXPLORE == SQ_COST_EXPLORE - 1)
     return others[(calls / SQ_COST_EXPLORE) % (uint64_t)n_others];
   return best;
@@ -144,6 +152,9 @@ void squall__cost_variant_agree(squall_cost *m, int codec, int variant, uint64_t
   m->variant_spb[codec][variant][size_class(bytes_in)] = (float)(seconds / (double)bytes_in);
 }
 
-void squall__cost_variant_count(squall_cost *m, int codec, uint64_t bytes_in) {
-  if (codec_ok(codec)) m->variant_calls[codec][size_class(bytes_in)]++;
+void squall__cost_variant_count(squall_cost *m, int codec, int variant, uint64_t bytes_in) {
+  if (!codec_ok(codec) || variant < 0 || variant >= SQ_COST_VARIANTS) return;
+  int cls = size_class(bytes_in);
+  m->variant_last[codec][variant][cls] = m->variant_calls[codec][cls]++;
+  if (m->variant_runs[codec][variant][cls] < UINT8_MAX) m->variant_runs[codec][variant][cls]++;
 }

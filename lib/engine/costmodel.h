@@ -47,6 +47,8 @@ typedef struct {
    * that could choose, per codec and class */
   float variant_spb[SQ_COST_CODECS][SQ_COST_VARIANTS][SQ_COST_CLASSES];
   uint64_t variant_calls[SQ_COST_CODECS][SQ_COST_CLASSES];
+  uint8_t variant_runs[SQ_COST_CODECS][SQ_COST_VARIANTS][SQ_COST_CLASSES];  /* calls that ran it (to 255) */
+  uint64_t variant_last[SQ_COST_CODECS][SQ_COST_VARIANTS][SQ_COST_CLASSES]; /* the last of them */
 } squall_cost;
 
 /* What a compressed call would move. */
@@ -93,20 +95,21 @@ int squall__cost_explore(const squall_cost *m, uint64_t bytes_in);
 double squall__cost_call_seconds(const squall_cost *m, int kind, uint64_t bytes_in);
 
 /* The variant to run (a subset of `allowed`, a mask of SQ_VARIANT_*
- * bits), from the agreed figures and the calls counted, both the same on
+ * bits), from the agreed figures and the runs counted, both the same on
  * every rank:
- *   - the first call of a codec and size class runs variant 0 (it mostly
- *     touches new memory, and is not timed then);
- *   - the next few run each variant that some rank has no figure for, so
- *     that the choice settles within a handful of calls;
+ *   - each variant runs twice first, variant 0 (two levels, lossless)
+ *     first (a variant's first run at a size is not timed), so that the
+ *     choice settles within about 2 calls per variant;
+ *   - one whose time has still not come two calls after its last run is
+ *     run again, up to 4 runs in all;
  *   - then the fastest agreed one, except that every EXPLORE-th call runs
  *     one of the others in turn, so that all stay measured. */
 int squall__cost_variant(const squall_cost *m, int codec, unsigned allowed, uint64_t bytes_in);
 /* The header's verdict on a variant: the largest whole-call seconds over
  * the ranks, <= 0 when some rank had none (the agreed figure stays). */
 void squall__cost_variant_agree(squall_cost *m, int codec, int variant, uint64_t bytes_in, double seconds);
-/* A call of the class that could choose, counted for the rhythm. */
-void squall__cost_variant_count(squall_cost *m, int codec, uint64_t bytes_in);
+/* A call of the class that could choose, and the variant it ran. */
+void squall__cost_variant_count(squall_cost *m, int codec, int variant, uint64_t bytes_in);
 
 /* Counts a declined call, or an exploring one (after every rank agreed). */
 void squall__cost_declined(squall_cost *m, uint64_t bytes_in);

@@ -771,13 +771,14 @@ static void variant_vote(squall_engine *e, const squall_call *c, const squallCon
   }
 }
 
-/* After the header: the agreed times, and the call counted. */
-static void variant_agree(squall_engine *e, const squallConfig_t *cfg, unsigned allowed, uint64_t bytes_in,
-                          const cost_verdict *v) {
+/* After the header: the agreed times, and the call counted with the
+ * variant it runs. */
+static void variant_agree(squall_engine *e, const squallConfig_t *cfg, unsigned allowed, int variant,
+                          uint64_t bytes_in, const cost_verdict *v) {
   for (int i = 0; i < SQ_COST_VARIANTS; i++)
     if (is_variant_of(i, allowed) && v->variant_ns[i] < NS_UNKNOWN)
       squall__cost_variant_agree(&e->cost, (int)cfg->codec, i, bytes_in, (double)v->variant_ns[i] * 1e-9);
-  squall__cost_variant_count(&e->cost, (int)cfg->codec, bytes_in);
+  squall__cost_variant_count(&e->cost, (int)cfg->codec, variant, bytes_in);
 }
 
 void squall__engine_note_plain(squall_engine *e, uint64_t bytes, double seconds) {
@@ -931,7 +932,7 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   /* for the next call of this size; a flat variant the model declined counts too, or the
    * rhythm would stand still on it */
   if (allowed && (d->route != SQ_ROUTE_PASS || d->reason == squallPassNotPaying))
-    variant_agree(e, &cfg, allowed, bytes_in, &v);
+    variant_agree(e, &cfg, allowed, variant, bytes_in, &v);
   if (d->route == SQ_ROUTE_PASS) {
     if (d->reason == squallPassError)
       SQ_WARN("rank %d: a rank could not prepare a %zu-element all-reduce: every rank passes it through",
