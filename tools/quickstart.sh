@@ -51,7 +51,7 @@ case $what in
     # memory, or another tc rate such as 10gbit).
     ranks=${SQUALL_RANKS:-4}
     link=${SQUALL_LINK:-1gbit}
-    args=${*:--b 1M -e 64M -f 4 -n 5 -w 2 --plot squall-bench.png -J squall-bench.json}
+    args=${*:--b 1M -e 64M -f 4 -n 5 -w 5 --plot squall-bench.png -J squall-bench.json}
     # SQUALL_CLUSTER=NxR: N emulated nodes of R ranks, each node's NIC
     # limited to SQUALL_LINK (tools/cluster.sh), instead of one shared link.
     if [ -n "${SQUALL_CLUSTER:-}" ]; then
