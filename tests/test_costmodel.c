@@ -225,6 +225,32 @@ START_TEST(test_variant_choice) {
 }
 END_TEST
 
+/* Plain probes: only where the model would compress by less than the
+ * margin, from the third judged call of a class, until plain ran twice. */
+START_TEST(test_plain_probes) {
+  squall_cost m;
+  memset(&m, 0, sizeof m);
+  uint64_t b = 1u << 20;
+  int probes = 0;
+  for (int i = 0; i < 10; i++) {
+    int p = squall__cost_probe_plain(&m, b, 1.0, 1.5); /* compressing looks 1.5x faster */
+    ck_assert_int_eq(p, i == 2 || i == 3);
+    probes += p;
+    squall__cost_judged(&m, b, p);
+  }
+  ck_assert_int_eq(probes, 2);
+  ck_assert_int_eq(squall__cost_probe_plain(&m, b * 4, 1.0, 1.5), 0); /* another class: not judged yet */
+  memset(&m, 0, sizeof m);
+  for (int i = 0; i < 10; i++) { /* 20x faster: no doubt, no probe */
+    ck_assert_int_eq(squall__cost_probe_plain(&m, b, 1.0, 20.0), 0);
+    squall__cost_judged(&m, b, 0);
+  }
+  memset(&m, 0, sizeof m); /* declined calls ran plain already: nothing to probe */
+  for (int i = 0; i < 3; i++) squall__cost_judged(&m, b, 1);
+  ck_assert_int_eq(squall__cost_probe_plain(&m, b, 1.0, 1.5), 0);
+}
+END_TEST
+
 /* A variant that never gets a figure (a route the model does not time) is
  * tried for a few calls only, then on the exploring rhythm. */
 START_TEST(test_variant_unmeasured_gives_up) {
@@ -253,6 +279,7 @@ static Suite *costmodel_suite(void) {
   tcase_add_test(tc, test_measured_calls_win);
   tcase_add_test(tc, test_variant_choice);
   tcase_add_test(tc, test_variant_unmeasured_gives_up);
+  tcase_add_test(tc, test_plain_probes);
   suite_add_tcase(s, tc);
   return s;
 }

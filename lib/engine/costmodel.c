@@ -107,6 +107,18 @@ int squall__cost_explore(const squall_cost *m, uint64_t bytes_in) {
 
 void squall__cost_declined(squall_cost *m, uint64_t bytes_in) { m->declined[size_class(bytes_in)]++; }
 
+#define PROBE_RUNS 2
+int squall__cost_probe_plain(const squall_cost *m, uint64_t bytes_in, double t_comp, double t_plain) {
+  int cls = size_class(bytes_in);
+  return m->judged[cls] >= 2 && m->plain_runs[cls] < PROBE_RUNS && t_comp * SQ_COST_PROBE_MARGIN > t_plain;
+}
+
+void squall__cost_judged(squall_cost *m, uint64_t bytes_in, int plain) {
+  int cls = size_class(bytes_in);
+  m->judged[cls]++;
+  if (plain && m->plain_runs[cls] < UINT8_MAX) m->plain_runs[cls]++;
+}
+
 /* ------------------------------------------------------------ variants */
 double squall__cost_call_seconds(const squall_cost *m, int kind, uint64_t bytes_in) {
   if (kind < 0 || kind >= SQ_COST_KINDS) return 0;

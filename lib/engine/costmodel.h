@@ -41,6 +41,10 @@ typedef struct {
   float comp_spb[SQ_COST_KINDS][SQ_COST_CLASSES];
   uint8_t plain_seen[SQ_COST_CLASSES], comp_seen[SQ_COST_KINDS][SQ_COST_CLASSES]; /* a first call was seen */
   uint64_t declined[SQ_COST_CLASSES]; /* calls passed through as not paying, per size class */
+  /* calls the model judged (compressed, or declined), and of those the
+   * ones that ran plain, per size class: for the plain probes */
+  uint64_t judged[SQ_COST_CLASSES];
+  uint8_t plain_runs[SQ_COST_CLASSES];
   /* variants of a compressed call (SQ_VARIANT_*): whole-call seconds per
    * byte in, per codec and size class, as agreed by the headers (the
    * largest over the ranks; 0 where some rank had no figure), and the calls
@@ -110,6 +114,18 @@ int squall__cost_variant(const squall_cost *m, int codec, unsigned allowed, uint
 void squall__cost_variant_agree(squall_cost *m, int codec, int variant, uint64_t bytes_in, double seconds);
 /* A call of the class that could choose, and the variant it ran. */
 void squall__cost_variant_count(squall_cost *m, int codec, int variant, uint64_t bytes_in);
+
+/* Plain probes: where the model would compress but its two predictions
+ * are within a factor PROBE_MARGIN of each other, a size class whose
+ * plain calls never ran passes its calls through from the third judged
+ * one until plain has run twice (its first whole call is not taken), so
+ * that whole calls of both decide from then on: a model that never sees
+ * plain run cannot learn that it guessed plain too slow. 1 for a probe;
+ * from counts and header times, the same on every rank. */
+#define SQ_COST_PROBE_MARGIN 2.0
+int squall__cost_probe_plain(const squall_cost *m, uint64_t bytes_in, double t_comp, double t_plain);
+/* A call the model judged: plain (declined or a probe) or compressed. */
+void squall__cost_judged(squall_cost *m, uint64_t bytes_in, int plain);
 
 /* Counts a declined call, or an exploring one (after every rank agreed). */
 void squall__cost_declined(squall_cost *m, uint64_t bytes_in);

@@ -917,6 +917,11 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
     explored = v.explored;
     SQ_FORWARD_IF_ERROR(header(e, c, &cfg, gen, prep == squallSuccess, &in.agreed, &in.all_ok, &v));
     in.pays = v.forced || v.comp_ns < v.plain_ns;
+    /* plain never ran at this size and the model is not sure: measure it (not where the
+     * link is given: whole calls do not overrule the model then) */
+    if (in.pays && !v.forced && !(cfg.linkGbps > 0) &&
+        squall__cost_probe_plain(&e->cost, bytes_in, (double)v.comp_ns, (double)v.plain_ns))
+      in.pays = 0;
     if (grow && in.agreed && in.all_ok) e->scratch_planned = st->L.total; /* every rank has it */
   } else {
     /* No header on this device call: the local failure cannot be shared
@@ -927,8 +932,11 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   }
   in.count = e->residuals;
   d->route = decide(&in, &d->reason);
-  if ((d->route == SQ_ROUTE_PASS && d->reason == squallPassNotPaying) || (explored && d->route != SQ_ROUTE_PASS))
+  int declined = d->route == SQ_ROUTE_PASS && d->reason == squallPassNotPaying;
+  if (declined || (explored && d->route != SQ_ROUTE_PASS))
     squall__cost_declined(&e->cost, bytes_in); /* counts toward the next exploration */
+  if (cfg.costModel && e->header_every_call && (declined || (d->route != SQ_ROUTE_PASS && d->route != SQ_ROUTE_TWOLEVEL)))
+    squall__cost_judged(&e->cost, bytes_in, declined); /* for the plain probes */
   /* for the next call of this size; a flat variant the model declined counts too, or the
    * rhythm would stand still on it */
   if (allowed && (d->route != SQ_ROUTE_PASS || d->reason == squallPassNotPaying))
