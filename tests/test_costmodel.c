@@ -176,7 +176,7 @@ END_TEST
 static int next_variant(squall_cost *m, int codec, unsigned allowed, uint64_t b) {
   int v = squall__cost_variant(m, codec, allowed, b);
   ck_assert_msg((v & ~(int)allowed) == 0, "variant %d outside %u", v, allowed);
-  squall__cost_variant_count(m, codec, v, b);
+  squall__cost_variant_count(m, codec, allowed, v, b);
   return v;
 }
 
@@ -222,6 +222,12 @@ START_TEST(test_variant_choice) {
   ck_assert_int_eq(squall__cost_variant(&m, 1, all, b), 0);
   ck_assert_int_eq(squall__cost_variant(&m, 3, all, b * 4), 0);
   ck_assert_int_eq(squall__cost_variant(&m, SQ_COST_CODECS, all, b), 0);
+  /* other variants allowed (the nodes changed): the class starts over */
+  squall__cost_variant_agree(&m, 3, 2, b, 0.001);
+  ck_assert_int_eq(squall__cost_variant(&m, 3, all, b), 2);
+  ck_assert_int_eq(next_variant(&m, 3, SQ_VARIANT_RAW, b), 0);
+  ck_assert_int_eq(next_variant(&m, 3, SQ_VARIANT_RAW, b), 0); /* twice, the old figures gone */
+  ck_assert_int_eq(next_variant(&m, 3, SQ_VARIANT_RAW, b), 2);
 }
 END_TEST
 

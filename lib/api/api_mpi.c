@@ -147,7 +147,8 @@ int squallMpiAllreduce(const void *sendbuf, void *recvbuf, int count, MPI_Dataty
   if (d.route != SQ_ROUTE_PASS) return MPI_SUCCESS;
   double t0 = squall__now(); /* the plain call's time tells the cost model the link's speed */
   int rc = PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
-  if (rc == MPI_SUCCESS) squall__engine_note_plain(s->engine, (uint64_t)count * (uint64_t)size, squall__now() - t0);
+  double t1 = squall__now();
+  if (rc == MPI_SUCCESS) squall__engine_note_plain(s->engine, (uint64_t)count * (uint64_t)size, t1 - t0, t1 - d.t_start);
   return rc;
 }
 

@@ -35,10 +35,10 @@ void squall__cost_note_link(squall_cost *m, int collectives, uint64_t bytes, dou
  * within a few calls. */
 #define SLOW_CALL 3.0f
 void squall__cost_note_call(squall_cost *m, int kind, uint64_t bytes_in, double seconds) {
-  if (kind >= SQ_COST_KINDS || bytes_in == 0 || !(seconds >= 0)) return;
+  if (kind >= SQ_COST_KINDS || bytes_in == 0 || seconds != seconds) return;
   int cls = size_class(bytes_in);
   uint8_t *seen = kind < 0 ? &m->plain_seen[cls] : &m->comp_seen[kind][cls];
-  if (!*seen) {
+  if (!*seen || seconds < 0) { /* the first, or one that ran but was not timed */
     *seen = 1;
     return;
   }
@@ -138,6 +138,7 @@ static int codec_ok(int codec) { return codec >= 0 && codec < SQ_COST_CODECS; }
 int squall__cost_variant(const squall_cost *m, int codec, unsigned allowed, uint64_t bytes_in) {
   if (!codec_ok(codec)) return 0;
   int cls = size_class(bytes_in);
+  if (m->variant_mask[codec][cls] != allowed + 1) return 0; /* a class new to these variants */
   uint64_t calls = m->variant_calls[codec][cls];
   int vs[SQ_COST_VARIANTS], nv = 0;
   for (int v = 0; v < SQ_COST_VARIANTS; v++)
@@ -164,9 +165,18 @@ void squall__cost_variant_agree(squall_cost *m, int codec, int variant, uint64_t
   m->variant_spb[codec][variant][size_class(bytes_in)] = (float)(seconds / (double)bytes_in);
 }
 
-void squall__cost_variant_count(squall_cost *m, int codec, int variant, uint64_t bytes_in) {
+void squall__cost_variant_count(squall_cost *m, int codec, unsigned allowed, int variant, uint64_t bytes_in) {
   if (!codec_ok(codec) || variant < 0 || variant >= SQ_COST_VARIANTS) return;
   int cls = size_class(bytes_in);
+  if (m->variant_mask[codec][cls] != allowed + 1) { /* the variants mean other calls now: start over */
+    for (int v = 0; v < SQ_COST_VARIANTS; v++) {
+      m->variant_spb[codec][v][cls] = 0;
+      m->variant_runs[codec][v][cls] = 0;
+      m->variant_last[codec][v][cls] = 0;
+    }
+    m->variant_calls[codec][cls] = 0;
+    m->variant_mask[codec][cls] = (uint8_t)(allowed + 1);
+  }
   m->variant_last[codec][variant][cls] = m->variant_calls[codec][cls]++;
   if (m->variant_runs[codec][variant][cls] < UINT8_MAX) m->variant_runs[codec][variant][cls]++;
 }

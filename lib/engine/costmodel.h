@@ -47,12 +47,14 @@ typedef struct {
   uint8_t plain_runs[SQ_COST_CLASSES];
   /* variants of a compressed call (SQ_VARIANT_*): whole-call seconds per
    * byte in, per codec and size class, as agreed by the headers (the
-   * largest over the ranks; 0 where some rank had no figure), and the calls
-   * that could choose, per codec and class */
+   * largest over the ranks; 0 until every rank had a figure), and the
+   * calls that could choose, per codec and class */
   float variant_spb[SQ_COST_CODECS][SQ_COST_VARIANTS][SQ_COST_CLASSES];
   uint64_t variant_calls[SQ_COST_CODECS][SQ_COST_CLASSES];
   uint8_t variant_runs[SQ_COST_CODECS][SQ_COST_VARIANTS][SQ_COST_CLASSES];  /* calls that ran it (to 255) */
   uint64_t variant_last[SQ_COST_CODECS][SQ_COST_VARIANTS][SQ_COST_CLASSES]; /* the last of them */
+  uint8_t variant_mask[SQ_COST_CODECS][SQ_COST_CLASSES]; /* the variants allowed when counted, + 1 (0: none yet):
+                                                            variant numbers mean other routes under another mask */
 } squall_cost;
 
 /* What a compressed call would move. */
@@ -72,7 +74,9 @@ void squall__cost_note_link(squall_cost *m, int collectives, uint64_t bytes, dou
 
 /* A whole call of bytes_in that took `seconds`: plain (kind < 0) or
  * compressed with codec kind `kind`. The first of each kind and size class
- * is not taken; later ones are smoothed, a stalled one bounded. */
+ * is not taken; later ones are smoothed, a stalled one bounded. seconds < 0:
+ * a call that ran but is not timed (it touched new memory): it counts as
+ * the first. */
 void squall__cost_note_call(squall_cost *m, int kind, uint64_t bytes_in, double seconds);
 
 /* A codec kind that took `seconds` for n elements. */
@@ -112,13 +116,16 @@ int squall__cost_variant(const squall_cost *m, int codec, unsigned allowed, uint
 /* The header's verdict on a variant: the largest whole-call seconds over
  * the ranks, <= 0 when some rank had none (the agreed figure stays). */
 void squall__cost_variant_agree(squall_cost *m, int codec, int variant, uint64_t bytes_in, double seconds);
-/* A call of the class that could choose, and the variant it ran. */
-void squall__cost_variant_count(squall_cost *m, int codec, int variant, uint64_t bytes_in);
+/* A call of the class that could choose among `allowed`, and the variant
+ * it ran (after the header, on every rank alike). Another mask than the
+ * class's last one starts the class over: variant numbers then name other
+ * routes (two levels became possible, or SQUALL_HIERARCHY changed). */
+void squall__cost_variant_count(squall_cost *m, int codec, unsigned allowed, int variant, uint64_t bytes_in);
 
 /* Plain probes: where the model would compress but its two predictions
- * are within a factor PROBE_MARGIN of each other, a size class whose
- * plain calls never ran passes its calls through from the third judged
- * one until plain has run twice (its first whole call is not taken), so
+ * are within a factor PROBE_MARGIN of each other, a size class the model
+ * never declined passes its calls through from the third judged one until
+ * plain has run twice that way (its first whole call is not taken), so
  * that whole calls of both decide from then on: a model that never sees
  * plain run cannot learn that it guessed plain too slow. 1 for a probe;
  * from counts and header times, the same on every rank. */

@@ -724,15 +724,18 @@ static void cost_learn(squall_engine *e, const squall_call *c, const squallConfi
   int weighed = cost_call(e, c, cfg, route, &st->L, &cc);
   if (weighed) squall__stats_record_chunks(&e->stats, cc.chunks);
   if (c->shard) return; /* the outer two-level call is what the model weighs */
-  if (st->fresh) return; /* page faults of new memory: not what the next call will see */
+  uint64_t bytes_in = (uint64_t)c->count * c->elsize;
+  if (st->fresh) { /* page faults of new memory: not what the next call will see */
+    squall__cost_note_call(&e->cost, cost_kind(cfg, route), bytes_in, -1.0); /* but its first call ran */
+    return;
+  }
   if (weighed) {
     squall__cost_note_codec(&e->cost, cc.kind, cc.n, st->codec_s);
     double xfer = seconds - st->codec_s;
     squall__cost_note_link(&e->cost, cc.collectives, st->wire, xfer > 0 ? xfer : 0);
   }
   /* the whole call, header and all: against plain, and against the call's other variants */
-  squall__cost_note_call(&e->cost, cost_kind(cfg, route), (uint64_t)c->count * c->elsize,
-                         squall__now() - st->t_start);
+  squall__cost_note_call(&e->cost, cost_kind(cfg, route), bytes_in, squall__now() - st->t_start);
 }
 
 /* ------------------------------------------------------------ variants */
@@ -778,12 +781,12 @@ static void variant_agree(squall_engine *e, const squallConfig_t *cfg, unsigned 
   for (int i = 0; i < SQ_COST_VARIANTS; i++)
     if (is_variant_of(i, allowed) && v->variant_ns[i] < NS_UNKNOWN)
       squall__cost_variant_agree(&e->cost, (int)cfg->codec, i, bytes_in, (double)v->variant_ns[i] * 1e-9);
-  squall__cost_variant_count(&e->cost, (int)cfg->codec, variant, bytes_in);
+  squall__cost_variant_count(&e->cost, (int)cfg->codec, allowed, variant, bytes_in);
 }
 
-void squall__engine_note_plain(squall_engine *e, uint64_t bytes, double seconds) {
+void squall__engine_note_plain(squall_engine *e, uint64_t bytes, double seconds, double whole_seconds) {
   squall__cost_note_link(&e->cost, 1, squall__ring_allreduce_wire(bytes, e->tr.nranks), seconds);
-  squall__cost_note_call(&e->cost, -1, bytes, seconds);
+  squall__cost_note_call(&e->cost, -1, bytes, whole_seconds);
 }
 
 /* ------------------------------------------------------------ the call */
@@ -917,8 +920,8 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
     explored = v.explored;
     SQ_FORWARD_IF_ERROR(header(e, c, &cfg, gen, prep == squallSuccess, &in.agreed, &in.all_ok, &v));
     in.pays = v.forced || v.comp_ns < v.plain_ns;
-    /* plain never ran at this size and the model is not sure: measure it (not where the
-     * link is given: whole calls do not overrule the model then) */
+    /* the model never declined at this size and is not sure: measure plain (not where
+     * the link is given: whole calls do not overrule the model then) */
     if (in.pays && !v.forced && !(cfg.linkGbps > 0) &&
         squall__cost_probe_plain(&e->cost, bytes_in, (double)v.comp_ns, (double)v.plain_ns))
       in.pays = 0;
@@ -937,9 +940,9 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
     squall__cost_declined(&e->cost, bytes_in); /* counts toward the next exploration */
   if (cfg.costModel && e->header_every_call && (declined || (d->route != SQ_ROUTE_PASS && d->route != SQ_ROUTE_TWOLEVEL)))
     squall__cost_judged(&e->cost, bytes_in, declined); /* for the plain probes */
-  /* for the next call of this size; a flat variant the model declined counts too, or the
-   * rhythm would stand still on it */
-  if (allowed && (d->route != SQ_ROUTE_PASS || d->reason == squallPassNotPaying))
+  /* for the next call of this size; a flat variant the model declined, or one that some
+   * rank could not prepare, counts too, or the rhythm would stand still on it */
+  if (allowed && (d->route != SQ_ROUTE_PASS || d->reason == squallPassNotPaying || d->reason == squallPassError))
     variant_agree(e, &cfg, allowed, variant, bytes_in, &v);
   if (d->route == SQ_ROUTE_PASS) {
     if (d->reason == squallPassError)
@@ -982,8 +985,9 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
                      (int)guess);
   if (d->route == SQ_ROUTE_TWOLEVEL) {
     SQ_FORWARD_IF_ERROR(squall__hier_allreduce(e->hier, c, &st->hier));
-    if (cfg.costModel && e->header_every_call && !st->fresh) /* whole calls, against flat ones */
-      squall__cost_note_call(&e->cost, cost_kind(&rc, SQ_ROUTE_TWOLEVEL), bytes_in, squall__now() - st->t_start);
+    if (cfg.costModel && e->header_every_call) /* whole calls, against flat ones (new memory: not timed) */
+      squall__cost_note_call(&e->cost, cost_kind(&rc, SQ_ROUTE_TWOLEVEL), bytes_in,
+                             st->fresh ? -1.0 : squall__now() - st->t_start);
     return squallSuccess;
   }
   double t0 = squall__now();
@@ -996,6 +1000,7 @@ squallResult_t squall__engine_allreduce(squall_engine *e, const squall_call *c, 
   run_state st;
   memset(&st, 0, sizeof st);
   st.t_start = squall__now();
+  d->t_start = st.t_start;
   squallResult_t r = allreduce(e, c, d, &st);
   if (r != squallSuccess)
     SQ_WARN("rank %d: all-reduce of %zu elements failed: %s: %s", e->tr.rank, c->count,

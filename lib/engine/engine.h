@@ -58,6 +58,7 @@ typedef enum {
 typedef struct {
   squall_route route;
   squallPassReason_t reason; /* why, when route is SQ_ROUTE_PASS */
+  double t_start;            /* when the engine took the call (squall__now()) */
 } squall_decision;
 
 typedef struct squall_engine squall_engine;
@@ -113,8 +114,10 @@ int squall__engine_ready(squall_engine *engine, const squall_call *call);
 uint64_t squall__ring_allreduce_wire(uint64_t bytes, int p);
 
 /* A plain all-reduce of `bytes` that the caller ran after a pass-through
- * took `seconds`: a sample of the link for the cost model. */
-void squall__engine_note_plain(squall_engine *engine, uint64_t bytes, double seconds);
+ * took `seconds`: a sample of the link for the cost model; the whole call
+ * since d->t_start (the header included, as compressed calls' are) took
+ * `whole_seconds`. */
+void squall__engine_note_plain(squall_engine *engine, uint64_t bytes, double seconds, double whole_seconds);
 
 /* Records a call that never reached an engine (a non-blocking NCCL
  * communicator) in the process-wide statistics. */
