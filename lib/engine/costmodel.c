@@ -87,7 +87,7 @@ int squall__cost_predict(const squall_cost *m, const squall_cost_call *c, double
    * user's word on the link: it wins over what this run saw) */
   if (link_gbps <= 0 && m->plain_spb[cls] > 0 && m->comp_spb[c->kind][cls] > 0) {
     *t_plain = m->plain_spb[cls] * (double)c->bytes_in;
-    *t_comp = m->comp_spb[c->kind][cls] * (double)c->bytes_in;
+    *t_comp = squall__cost_call_seconds(m, c->kind, c->bytes_in);
     return 1;
   }
   if (!link_fit(m, link_gbps, &alpha, &beta)) return 0;

@@ -353,6 +353,14 @@ typedef struct {
   squall_hier_figures hier;   /* a two-level call's bytes and time */
 } run_state;
 
+/* The configuration a call runs with: the agreed one, without the lossless
+ * stage where its variant sends top-k's slots raw. */
+static squallConfig_t run_config(const squallConfig_t *cfg, const squall_call *c) {
+  squallConfig_t rc = *cfg;
+  if (c->raw_slots) rc.zstdLevel = 0;
+  return rc;
+}
+
 /* The residual's address hint: a shard's is the caller's tensor. */
 static const void *hint_of(const squall_call *c) { return c->key ? c->key : c->send; }
 
@@ -658,6 +666,12 @@ static int cost_kind(const squallConfig_t *cfg, squall_route route) {
   return (int)cfg->codec * 8 + slot;
 }
 
+/* The cost model runs on host engines, whose header every call exchanges
+ * carries its figures; never on a shard (the outer call is what it weighs). */
+static int model_runs(const squall_engine *e, const squallConfig_t *cfg, const squall_call *c) {
+  return cfg->costModel && e->header_every_call && !c->shard;
+}
+
 /* What a compressed call on `route` moves; 0 for a route the model does
  * not weigh (the dense fallback is itself the plain all-reduce's bytes;
  * two-level and shard calls: see squall(7), COST MODEL). */
@@ -699,7 +713,7 @@ static void cost_vote(squall_engine *e, const squall_call *c, const squallConfig
   squall_cost_call cc;
   memset(v, 0, sizeof *v);
   v->forced = 1;
-  if (!cfg->costModel || !e->header_every_call || c->shard || !cost_call(e, c, cfg, guess, L, &cc)) return;
+  if (!model_runs(e, cfg, c) || !cost_call(e, c, cfg, guess, L, &cc)) return;
   if (squall__cost_explore(&e->cost, cc.bytes_in)) {
     v->explored = 1;
     return;
@@ -746,7 +760,7 @@ static void cost_learn(squall_engine *e, const squall_call *c, const squallConfi
  * the header); none until the nodes are known. */
 static unsigned variants_allowed(const squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
                                  int two_level) {
-  if (!cfg->costModel || !e->header_every_call || c->shard || two_level < 0) return 0;
+  if (!model_runs(e, cfg, c) || two_level < 0) return 0;
   unsigned allowed = two_level == 1 ? SQ_VARIANT_FLAT : 0;
   if (cfg->codec == squallCodecTopk && use_lossless(e, cfg)) allowed |= SQ_VARIANT_RAW;
   return allowed;
@@ -858,8 +872,6 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   squallConfig_t cfg; /* one snapshot for the whole call, as the header agrees it */
   uint64_t gen;
   squall__config_get(&cfg, &gen);
-  squallConfig_t rc = cfg; /* what the call runs with: its variant may drop the lossless stage */
-  if (c->raw_slots) rc.zstdLevel = 0; /* a shard of a two-level call that chose raw slots */
   e->last_stream = c->stream;
   SQ_RETURN_ERROR_IF(c->count > MAX_COUNT, squallInvalidArgument,
                      "count %zu is too large (at most %zu elements)", c->count, (size_t)MAX_COUNT);
@@ -883,11 +895,9 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   if (allowed) SQ_TRACE("rank %d: %zu elements: runs variant %d of mask %u", e->tr.rank, c->count, variant, allowed);
   squall_call varied = *c;
   if (variant & SQ_VARIANT_FLAT) in.two_level = 0;
-  if (variant & SQ_VARIANT_RAW) {
-    rc.zstdLevel = 0;
-    varied.raw_slots = 1; /* for a two-level call's shards */
-  }
+  if (variant & SQ_VARIANT_RAW) varied.raw_slots = 1; /* passed on to a two-level call's shards */
   c = &varied;
+  const squallConfig_t rc = run_config(&cfg, c); /* a shard's raw_slots came from its outer call */
   squallPassReason_t why;
   squall_route guess = decide(&in, &why);
   layout_for(e, c, &cfg, guess, &st->L); /* once per call */
@@ -938,7 +948,7 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   int declined = d->route == SQ_ROUTE_PASS && d->reason == squallPassNotPaying;
   if (declined || (explored && d->route != SQ_ROUTE_PASS))
     squall__cost_declined(&e->cost, bytes_in); /* counts toward the next exploration */
-  if (cfg.costModel && e->header_every_call && (declined || (d->route != SQ_ROUTE_PASS && d->route != SQ_ROUTE_TWOLEVEL)))
+  if (model_runs(e, &cfg, c) && (declined || (d->route != SQ_ROUTE_PASS && d->route != SQ_ROUTE_TWOLEVEL)))
     squall__cost_judged(&e->cost, bytes_in, declined); /* for the plain probes */
   /* for the next call of this size; a flat variant the model declined, or one that some
    * rank could not prepare, counts too, or the rhythm would stand still on it */
@@ -985,7 +995,7 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
                      (int)guess);
   if (d->route == SQ_ROUTE_TWOLEVEL) {
     SQ_FORWARD_IF_ERROR(squall__hier_allreduce(e->hier, c, &st->hier));
-    if (cfg.costModel && e->header_every_call) /* whole calls, against flat ones (new memory: not timed) */
+    if (model_runs(e, &cfg, c)) /* whole calls, against flat ones (new memory: not timed) */
       squall__cost_note_call(&e->cost, cost_kind(&rc, SQ_ROUTE_TWOLEVEL), bytes_in,
                              st->fresh ? -1.0 : squall__now() - st->t_start);
     return squallSuccess;
@@ -1035,7 +1045,7 @@ squallResult_t squall__engine_prepare_shard(squall_engine *e, const squall_call 
   squallConfig_t cfg;
   uint64_t gen;
   squall__config_get(&cfg, &gen);
-  if (c->raw_slots) cfg.zstdLevel = 0; /* as allreduce() runs it */
+  cfg = run_config(&cfg, c); /* as allreduce() runs it */
   decide_in in = {.call = c, .cfg = &cfg, .nranks = e->tr.nranks, .agreed = 1, .all_ok = 1,
                   .alltoall = e->tr.alltoall != NULL};
   squallPassReason_t why;
