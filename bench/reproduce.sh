@@ -10,7 +10,8 @@
 #   link     4 ranks, 64 MiB, every codec, one shared link of 1 and 10 Gbit/s
 #   shm      4 ranks on shared memory, 64 KiB .. 64 MiB, default configuration
 #   cluster  2 x 2 and 4 x 1 emulated nodes, 1 Gbit/s and 250 Mbit/s per NIC,
-#            flat against two-level; and 2 x 2 at 250 Mbit/s, 1 to 64 MiB
+#            64 MiB, flat against two-level
+#   sweep    2 x 2 at 250 Mbit/s per NIC, 1 to 64 MiB, flat against two-level
 #   data     every --data distribution at 10 Gbit/s
 #   yield    ranks that spin against ranks that yield while they wait
 # JSON files go to DIR (default ./reproduce-<date>); every figure printed is
@@ -30,13 +31,13 @@ while test $# -gt 0; do
   case $1 in
   --runs) runs=$2; shift 2 ;;
   --out) out=$2; shift 2 ;;
-  -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
-  link | shm | cluster | data | yield) sets="$sets $1"; shift ;;
-  *) echo "$me: unknown argument '$1' (sets: link shm cluster data yield)" >&2; exit 2 ;;
+  -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
+  link | shm | cluster | sweep | data | yield) sets="$sets $1"; shift ;;
+  *) echo "$me: unknown argument '$1' (sets: link shm cluster sweep data yield)" >&2; exit 2 ;;
   esac
 done
 case $runs in '' | *[!0-9]* | 0) echo "$me: --runs '$runs' is not a positive integer" >&2; exit 2 ;; esac
-sets=${sets:-link shm cluster data yield}
+sets=${sets:-link shm cluster sweep data yield}
 out=${out:-reproduce-$(date +%Y%m%d-%H%M)}
 [ -x ./squall-bench ] || { echo "$me: run me from the build directory (no ./squall-bench here)" >&2; exit 2; }
 mkdir -p "$out"
@@ -79,13 +80,20 @@ for set in $sets; do
           grep -h 'NIC' "$out"/cluster-"$shape"-"$rate"-"$h"-1.txt || true
         done
       done
-    done
+    done ;;
+  sweep)
+    # 1 and 4 MiB calls take a few tens of milliseconds, where one
+    # scheduling hiccup on 2 cores weighs as much as the choice of path:
+    # they get 20 timed iterations (and 20 warm-up) instead of 3.
     for h in flat auto; do
       note "2x2 nodes, 250mbit per NIC, 1 to 64 MiB, SQUALL_HIERARCHY=$h"
       for i in $(seq "$runs"); do
-        "$top/tools/cluster.sh" --nodes 2 --ranks-per-node 2 --rate 250mbit -- \
-          ./squall-bench -b 1M -e 64M -f 4 -n 3 -w "$warm_nodes" -C none,fp16,int8,topk:0.01 -S "SQUALL_HIERARCHY=$h" \
-          -J "$out/cluster-2x2-250mbit-sweep-$h-$i.json" >"$out/cluster-2x2-250mbit-sweep-$h-$i.txt" 2>&1
+        for part in "1M 4M 20 20" "16M 64M 3 $warm_nodes"; do
+          set -- $part
+          "$top/tools/cluster.sh" --nodes 2 --ranks-per-node 2 --rate 250mbit -- \
+            ./squall-bench -b "$1" -e "$2" -f 4 -n "$3" -w "$4" -C none,fp16,int8,topk:0.01 -S "SQUALL_HIERARCHY=$h" \
+            -J "$out/cluster-2x2-250mbit-sweep-$h-$1-$i.json" >"$out/cluster-2x2-250mbit-sweep-$h-$1-$i.txt" 2>&1
+        done
       done
       median "$out"/cluster-2x2-250mbit-sweep-"$h"-*.json --markdown
     done ;;

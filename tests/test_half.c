@@ -743,16 +743,16 @@ START_TEST(test_scalar_matches_simd) {
 }
 END_TEST
 
-/* Large buffers take non-temporal stores after a scalar head up to the
- * store boundary: the same bits as the scalar loops, at every offset. */
-START_TEST(test_streaming_stores) {
+/* Large buffers, aligned or not: the same bits as the scalar loops, at
+ * every offset. */
+START_TEST(test_large_unaligned) {
   const size_t n = ((size_t)1 << 22) + 5;
   float *g = malloc(n * 4), *r1 = malloc(n * 4), *r2 = malloc(n * 4);
   char *o1 = malloc(n * 4 + 64), *o2 = malloc(n * 4 + 64), *c1 = malloc(n * 2 + 64), *c2 = malloc(n * 2 + 64);
   ck_assert(g && r1 && r2 && o1 && o2 && c1 && c2);
   tu_rng r = {606};
   for (size_t i = 0; i < n; i++) g[i] = tu_float_exp(&r, -12, 3);
-  const size_t offs[] = {0, 6, 1}; /* aligned; a scalar head; never aligned (no streaming) */
+  const size_t offs[] = {0, 6, 1}; /* 32-byte aligned; 4-byte aligned; not even that */
   for (int kind = 0; kind < 2; kind++)
     for (size_t oi = 0; oi < 3; oi++) {
       size_t off = offs[oi];
@@ -773,17 +773,97 @@ START_TEST(test_streaming_stores) {
 }
 END_TEST
 
+/* The guessing encoder (the engine's host path when a tensor's previous
+ * scale is known): one pass gives squall__absmax's maximum, and the codes
+ * and residual of squall__half_encode at the agreed scale, bit for bit,
+ * after a rescale where the guess missed; the scalar loops give the same.
+ * Data spans many binades, with NaN, Inf, huge values that overflow at a
+ * large guess, and no residual below 2^-126 (that flush is the one case
+ * where a rescale may differ: squall__half_rescale). */
+START_TEST(test_encode_guess) {
+  enum { N = 4099 };
+  static float g[N], r0[N], rr[N], r1[N], r2[N];
+  static uint16_t hr[N], h1[N], h2[N];
+  tu_rng r = {4242};
+  for (int kind = 0; kind < 2; kind++)
+    for (int huge = 0; huge < 2; huge++) {
+      for (size_t i = 0; i < N; i++) {
+        uint64_t c = tu_below(&r, 64);
+        g[i] = c == 0 ? __builtin_nanf("") : c == 1 ? -__builtin_inff() : tu_float_exp(&r, -40, huge ? 60 : 10);
+        if (tu_next(&r) & 1) g[i] = -g[i];
+        r0[i] = (tu_next(&r) & 1) ? tu_float_exp(&r, -30, -5) : 0.0f;
+      }
+      float limit = (kind == SQ_HALF_FP16 ? SQ_F16_MAX : SQ_BF16_MAX) / 8, max_scale = kind ? 1.0f : 0x1p100f;
+      float m = squall__absmax(g, r0, N), scale = sq_pow2_scale(m, limit);
+      if (scale > max_scale) scale = max_scale;
+      memcpy(rr, r0, sizeof rr);
+      squall__half_encode((sq_half_kind)kind, g, rr, hr, N, scale);
+      const float guesses[] = {scale, scale * 2, scale * 0x1p20f, scale / 4, 0x1p100f, 3.0f};
+      for (size_t gi = 0; gi < sizeof guesses / sizeof guesses[0]; gi++)
+        for (int simd = 1; simd >= 0; simd--) {
+          float guess = guesses[gi];
+          float *res = simd ? r1 : r2;
+          uint16_t *h = simd ? h1 : h2;
+          memcpy(res, r0, sizeof r1);
+          squall__cpu_x86_disable(simd ? 0 : SQ_CPU_AVX | SQ_CPU_AVX2 | SQ_CPU_F16C);
+          float mg = squall__half_encode_guess((sq_half_kind)kind, g, res, h, N, guess);
+          int missed = squall__half_guess_missed((sq_half_kind)kind, guess, mg, scale);
+          if (missed) squall__half_rescale((sq_half_kind)kind, res, h, N, guess, scale);
+          squall__cpu_x86_disable(0);
+          ck_assert_msg(tu_bits(mg) == tu_bits(m), "kind %d guess %a: max %a, squall__absmax %a", kind,
+                        (double)guess, (double)mg, (double)m);
+          ck_assert_msg(missed == (guess != scale) || (huge && kind == SQ_HALF_FP16 && guess == scale),
+                        "kind %d guess %a scale %a: missed %d", kind, (double)guess, (double)scale, missed);
+          ck_assert_msg(memcmp(h, hr, sizeof hr) == 0, "kind %d guess %a simd %d: codes differ", kind,
+                        (double)guess, simd);
+          for (size_t i = 0; i < N; i++)
+            ck_assert_msg(tu_bits(res[i]) == tu_bits(rr[i]), "kind %d guess %a simd %d elt %zu: res %a, want %a",
+                          kind, (double)guess, simd, i, (double)res[i], (double)rr[i]);
+        }
+    }
+}
+END_TEST
+
+/* A guess that overflows an element keeps its a, so the rescale still
+ * delivers every bit of mass: decode + residual == a. */
+START_TEST(test_rescale_conserves) {
+  enum { N = 1000 };
+  static float g[N], res[N], out[N];
+  static uint16_t h[N];
+  tu_rng r = {77};
+  for (int kind = 0; kind < 2; kind++) {
+    for (size_t i = 0; i < N; i++) {
+      g[i] = tu_float_exp(&r, -20, 20);
+      res[i] = tu_float_exp(&r, -30, -10);
+    }
+    float a[N];
+    for (size_t i = 0; i < N; i++) a[i] = g[i] + res[i];
+    float guess = 0x1p100f, scale = sq_pow2_scale(squall__absmax(g, res, N), SQ_F16_MAX);
+    if (kind == SQ_HALF_BF16 && scale > 1.0f) scale = 1.0f;
+    float m = squall__half_encode_guess((sq_half_kind)kind, g, res, h, N, kind ? 0x1p127f : guess);
+    ck_assert(squall__half_guess_missed((sq_half_kind)kind, kind ? 0x1p127f : guess, m, scale));
+    squall__half_rescale((sq_half_kind)kind, res, h, N, kind ? 0x1p127f : guess, scale);
+    squall__half_decode((sq_half_kind)kind, h, out, N, scale, 0);
+    for (size_t i = 0; i < N; i++)
+      ck_assert_msg(out[i] + res[i] == a[i], "kind %d elt %zu: %a + %a != %a", kind, i, (double)out[i],
+                    (double)res[i], (double)a[i]);
+  }
+}
+END_TEST
+
 /* Subnormal flushing and buffer addresses (a case of its own, added last). */
 static Suite *with_ftz(Suite *s) {
   TCase *tc = tcase_create("ftz");
-  tcase_set_timeout(tc, 120); /* test_streaming_stores needs buffers past the 4M-element threshold */
+  tcase_set_timeout(tc, 120); /* test_large_unaligned: 4M elements */
   tcase_add_test(tc, test_tiny_ef_bound);
 #if defined(__x86_64__)
   tcase_add_test(tc, test_mxcsr_restored);
 #endif
   tcase_add_test(tc, test_unaligned_half);
   tcase_add_test(tc, test_scalar_matches_simd);
-  tcase_add_test(tc, test_streaming_stores);
+  tcase_add_test(tc, test_large_unaligned);
+  tcase_add_test(tc, test_encode_guess);
+  tcase_add_test(tc, test_rescale_conserves);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -15,6 +15,7 @@
 #include "mpi_check.h"
 #include "squall.h"
 #include "squall_mpi.h"
+#include "codecs/codec.h"
 
 static int rank, nranks;
 
@@ -107,6 +108,77 @@ static void check_conservation(const char *spec, size_t n) {
 START_TEST(test_conservation) {
   for (size_t c = 0; c < NCODECS; c++)
     for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) check_conservation(codecs[c], counts[k]);
+}
+END_TEST
+
+/* ------------------------------------------------- a scale that moves */
+
+static uint32_t bits_of(float f) {
+  uint32_t b;
+  memcpy(&b, &f, sizeof b);
+  return b;
+}
+
+/* The 16-bit two-phase call against a model of it that every rank runs
+ * for all ranks with the plain codec functions (absmax, then encode at
+ * the agreed scale): the same output bits at every step and the same
+ * residual at the end. The data's magnitude jumps by powers of two from
+ * step to step, so that the engine's guess (the tensor's previous scale)
+ * misses at most steps and its rescale pass runs, and is right at some. */
+static void check_against_model(const char *spec, size_t n) {
+  enum { T = 8 };
+  static const int exps[T] = {0, 3, -2, 5, 5, -1, 0, 2};
+  int P = nranks;
+  sq_half_kind kind = strstr(spec, "bf16") ? SQ_HALF_BF16 : SQ_HALF_FP16;
+  use_config(spec);
+  ck_assert_int_eq(squallMpiResetResiduals(MPI_COMM_WORLD), MPI_SUCCESS);
+  size_t se = (n + (size_t)P - 1) / (size_t)P;
+  float *g = malloc(n * 4), *out = malloc(n * 4), *res = malloc(n * 4), *want = malloc(n * 4);
+  float *mg = malloc((size_t)P * n * 4), *me = calloc((size_t)P * n, 4), *sum = malloc(se * 4);
+  uint16_t *codes = malloc((size_t)P * se * P * 2 + 2), *blocks = malloc((size_t)P * se * 2 + 2);
+  for (int t = 0; t < T; t++) {
+    for (int r = 0; r < P; r++)
+      for (size_t i = 0; i < n; i++) mg[(size_t)r * n + i] = ldexpf(gen_uniform(300 + (uint64_t)t, r, i), exps[t]);
+    memcpy(g, mg + (size_t)rank * n, n * 4);
+    ck_assert_msg(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS, "%s: %s",
+                  spec, squallGetLastError());
+    /* the model: the global max, a scale with headroom for the sum of P
+     * codes (twophase.c), every rank's encode, each shard's rank-ordered
+     * fp32 sum re-encoded with its owner's residual, the decode */
+    float m = 0;
+    for (int r = 0; r < P; r++) {
+      float x = squall__absmax(mg + (size_t)r * n, me + (size_t)r * n, n);
+      if (x > m) m = x;
+    }
+    float scale = sq_pow2_scale(m, (kind == SQ_HALF_FP16 ? SQ_F16_MAX : SQ_BF16_MAX) / (float)(2 * P));
+    if (scale > (kind == SQ_HALF_FP16 ? 0x1p100f : 1.0f)) scale = kind == SQ_HALF_FP16 ? 0x1p100f : 1.0f;
+    for (int r = 0; r < P; r++)
+      squall__half_encode(kind, mg + (size_t)r * n, me + (size_t)r * n, codes + (size_t)r * P * se, n, scale);
+    for (int q = 0; q < P; q++) {
+      size_t lo = (size_t)q * se < n ? (size_t)q * se : n, cnt = n - lo < se ? n - lo : se;
+      for (int r = 0; r < P; r++) memcpy(blocks + (size_t)r * se, codes + (size_t)r * P * se + lo, cnt * 2);
+      squall__half_reduce(kind, blocks, P, se, sum, cnt, scale);
+      squall__half_encode(kind, sum, me + (size_t)q * n + lo, blocks, cnt, scale);
+      squall__half_decode(kind, blocks, want + lo, cnt, scale, 0);
+    }
+    for (size_t i = 0; i < n; i++)
+      ck_assert_msg(bits_of(out[i]) == bits_of(want[i]), "%s n=%zu step %d elem %zu: %a, the model %a", spec, n, t, i,
+                    (double)out[i], (double)want[i]);
+  }
+  ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res), MPI_SUCCESS);
+  for (size_t i = 0; i < n; i++)
+    ck_assert_msg(bits_of(res[i]) == bits_of(me[(size_t)rank * n + i]), "%s n=%zu: residual %zu: %a, the model %a",
+                  spec, n, i, (double)res[i], (double)me[(size_t)rank * n + i]);
+  free(g); free(out); free(res); free(want); free(mg); free(me); free(sum); free(codes); free(blocks);
+}
+
+START_TEST(test_scale_changes) {
+  const char *specs[] = {"SQUALL_COMPRESS=fp16 SQUALL_HALF_ACCUM=fp32", "SQUALL_COMPRESS=bf16 SQUALL_HALF_ACCUM=fp32",
+                         "SQUALL_COMPRESS=fp16 SQUALL_CHUNK_BYTES=2K", "SQUALL_COMPRESS=bf16 SQUALL_CHUNK_BYTES=1K"};
+  for (size_t s = 0; s < sizeof specs / sizeof specs[0]; s++) {
+    check_against_model(specs[s], 20011);
+    check_against_model(specs[s], 5);
+  }
 }
 END_TEST
 
@@ -399,6 +471,7 @@ static Suite *suite(void) {
   TCase *tc = tcase_create("engine");
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, test_conservation);
+  tcase_add_test(tc, test_scale_changes);
   tcase_add_test(tc, test_error_bounds);
   tcase_add_test(tc, test_half_accumulation);
   tcase_add_test(tc, test_nonfinite_propagates);

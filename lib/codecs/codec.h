@@ -37,6 +37,27 @@ float squall__absmax(const float *g, const float *res, size_t n);
 void squall__half_encode(sq_half_kind kind, const float *g, float *res, uint16_t *out,
                          size_t n, float scale);
 
+/* The encoder and the absolute maximum in one pass, for a scale guessed
+ * before the maximum is known (the previous call's): codes and residual
+ * as squall__half_encode at `guess`, except that an element whose finite a
+ * overflows the format at that scale keeps a as its residual. Returns
+ * squall__absmax(g, res, n) of the residual before the call. res must not
+ * be NULL: squall__half_rescale re-forms a from it when the guess missed. */
+float squall__half_encode_guess(sq_half_kind kind, const float *g, float *res, uint16_t *out, size_t n,
+                                float guess);
+
+/* 1 when codes encoded at `guess`, whose values had the largest finite |a|
+ * of `absmax`, are not what squall__half_encode would have made at
+ * `scale`: the scales differ, or an element overflowed at the guess. */
+int squall__half_guess_missed(sq_half_kind kind, float guess, float absmax, float scale);
+
+/* Redoes what squall__half_encode_guess made at `guess` at `scale`: a is
+ * re-formed as decode(code) + res (or res where the code overflowed) and
+ * encoded again. a comes back exactly except where the first encode
+ * flushed a residual below 2^-126 (sq_half_encode_a); such an element
+ * misses a by less than 2^-126 once more. */
+void squall__half_rescale(sq_half_kind kind, float *res, uint16_t *codes, size_t n, float guess, float scale);
+
 /* out[i] = in[i] / scale (accumulate != 0: out[i] += in[i] / scale). */
 void squall__half_decode(sq_half_kind kind, const uint16_t *in, float *out, size_t n,
                          float scale, int accumulate);

@@ -287,6 +287,7 @@ static void layout_for(const squall_engine *e, const squall_call *c, const squal
     PLACE(codes, n * sizeof(uint16_t));
   } else if (route == SQ_ROUTE_TWOPHASE) {
     squall__twophase_select(cfg, c->dtype, &L->tp);
+    L->tp.guess = cfg->errorFeedback && e->k.half_encode_guess != NULL; /* the tensor keeps its last scale */
     /* chunks overlap only where the transport has non-blocking calls */
     if (!e->tr.ialltoall || !e->tr.iallgather || !e->tr.wait) L->tp.chunk_bytes = 0;
     PLACE(twophase, squall__twophase_scratch_bytes(&L->tp, n, p));
@@ -564,7 +565,7 @@ static squallResult_t run_twophase(squall_engine *e, const squall_call *c, run_s
   float *out = fp32_out(c, st);
   SQ_FORWARD_IF_ERROR(squall__twophase_allreduce(&e->tr, &e->k, &st->L.tp, c->stream, st->g, st->res, out,
                                                  c->count, st->scalars, st->absmax_ws, st->twophase,
-                                                 &st->codec_s, &st->wire));
+                                                 st->res ? &st->slot->last_scale : NULL, &st->codec_s, &st->wire));
   return finish(e, c, out);
 }
 

@@ -87,6 +87,15 @@ typedef struct squall_kernels {
                                  int nblocks, size_t block_bytes, float *out, size_t n);
   squallResult_t (*half_reduce)(void *stream, sq_half_kind kind, const uint16_t *blocks, int nblocks,
                                 size_t block_elems, float *out, size_t n, const float *scale);
+  /* ---- optional (NULL: absmax, then half_encode at the agreed scale).
+   * squall__half_encode_guess, with *absmax = max(*absmax, the maximum);
+   * res is never NULL. */
+  squallResult_t (*half_encode_guess)(void *stream, sq_half_kind kind, const float *g, float *res,
+                                      uint16_t *out, size_t n, float guess, float *absmax);
+  /* Where squall__half_guess_missed(kind, guess, *absmax, *scale) (absmax:
+   * the maximum half_encode_guess found): squall__half_rescale. */
+  squallResult_t (*half_rescale)(void *stream, sq_half_kind kind, float *res, uint16_t *codes, size_t n,
+                                 float guess, const float *absmax, const float *scale);
 } squall_kernels;
 
 /* The host entries of the quantised codecs (engine/kernels_host_quant.c). */

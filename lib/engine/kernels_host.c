@@ -91,6 +91,19 @@ static squallResult_t host_half_decode(void *stream, sq_half_kind kind, const ui
   return squallSuccess;
 }
 
+static squallResult_t host_half_encode_guess(void *stream, sq_half_kind kind, const float *g, float *res,
+                                             uint16_t *out, size_t n, float guess, float *absmax) {
+  float m = squall__half_encode_guess(kind, g, res, out, n, guess);
+  if (m > *absmax) *absmax = m;
+  return squallSuccess;
+}
+
+static squallResult_t host_half_rescale(void *stream, sq_half_kind kind, float *res, uint16_t *codes, size_t n,
+                                        float guess, const float *absmax, const float *scale) {
+  if (squall__half_guess_missed(kind, guess, *absmax, *scale)) squall__half_rescale(kind, res, codes, n, guess, *scale);
+  return squallSuccess;
+}
+
 static size_t host_topk_ws(size_t n, size_t k) { return squall__topk_workspace_bytes(n); }
 
 static squallResult_t host_topk_encode(void *stream, const float *g, float *res, size_t n, size_t k,
@@ -141,4 +154,6 @@ const squall_kernels squall__kernels_host = {
     .quant_decode = squall__host_quant_decode,
     .quant_reduce = squall__host_quant_reduce,
     .half_reduce = squall__host_half_reduce,
+    .half_encode_guess = host_half_encode_guess,
+    .half_rescale = host_half_rescale,
 };

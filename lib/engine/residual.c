@@ -134,6 +134,7 @@ squall_tensor *squall__residuals_slot(squall_residuals *s, const void *key, size
   if (donor) { /* the residual moves with the tensor to its new buffer */
     t->residual = donor->residual;
     t->no_residual = donor->no_residual;
+    t->last_scale = donor->last_scale;
     donor->residual = NULL;
     donor->no_residual = 0;
   }

@@ -38,6 +38,7 @@ typedef struct squall_tensor {
   int dtype;
   float *residual;  /* count floats in the kernels' memory; NULL means zero */
   int no_residual;  /* the cap refused one: run without error feedback */
+  float last_scale; /* the 16-bit scale of its last call (host kernels); 0: none yet */
   uint64_t hits;    /* times key came back after the first sight */
   uint64_t last_use; /* the shape's lookup clock at its last use */
   struct squall_tensor *next; /* slots of the same shape */

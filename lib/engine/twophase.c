@@ -79,10 +79,17 @@ static size_t slot_bytes(const tp_plan *pl, int p) {
   return 2 * align_up((size_t)p * pl->cbb) + align_up(pl->cbb);
 }
 
+/* The whole call's codes, chunk-major (chunk j of every shard, then j+1),
+ * where the 16-bit codes are encoded at a guessed scale before any chunk
+ * is exchanged. */
+static size_t guess_bytes(const squall_twophase_codec *cd, const tp_plan *pl, int p) {
+  return cd->guess && !cd->quant ? align_up((size_t)p * code_bytes(cd, pl->se)) : 0;
+}
+
 size_t squall__twophase_scratch_bytes(const squall_twophase_codec *cd, size_t n, int p) {
   tp_plan pl;
   plan(cd, n, p, &pl);
-  return pl.slots * slot_bytes(&pl, p);
+  return pl.slots * slot_bytes(&pl, p) + guess_bytes(cd, &pl, p);
 }
 
 /* ------------------------------------------------------------ the call */
@@ -97,6 +104,9 @@ typedef struct {
   int p, me, pipelined;
   tp_plan pl;
   char *scratch;
+  char *coded;  /* the whole call's codes, encoded at the guess; NULL: encoded chunk by chunk */
+  float guess;
+  float *absmax_mine; /* kernel memory: this rank's maximum */
   squall_request a2a[3], gat[3]; /* in flight, per buffer set */
   int a2a_live[3], gat_live[3];
   double codec_s;
@@ -143,11 +153,37 @@ static squallResult_t decode(tp_call *t, const void *codes, float *out, size_t m
   return t->k->half_decode(t->stream, t->cd->hkind, codes, out, m, t->scale);
 }
 
+/* Where chunk j of shard r lies in t->coded. */
+static char *coded_block(tp_call *t, size_t j, int r) {
+  return t->coded + j * (size_t)t->p * t->pl.cbb + (size_t)r * code_bytes(t->cd, chunk_len(t, j));
+}
+
+/* Every chunk of every shard at the guessed scale (rescale 0), or again
+ * at the agreed one where the guess missed (rescale 1). */
+static squallResult_t encode_guessed(tp_call *t, int rescale) {
+  double t0 = squall__now();
+  for (size_t j = 0; j < t->pl.chunks; j++)
+    for (int r = 0; r < t->p; r++) {
+      size_t lo, cnt;
+      range_of(t, j, r, &lo, &cnt);
+      if (cnt == 0) continue;
+      uint16_t *codes = (uint16_t *)coded_block(t, j, r);
+      if (rescale)
+        SQ_FORWARD_IF_ERROR(t->k->half_rescale(t->stream, t->cd->hkind, t->res + lo, codes, cnt, t->guess,
+                                               t->absmax_mine, t->scale));
+      else
+        SQ_FORWARD_IF_ERROR(t->k->half_encode_guess(t->stream, t->cd->hkind, t->g + lo, t->res + lo, codes, cnt,
+                                                    t->guess, t->absmax_mine));
+    }
+  t->codec_s += squall__now() - t0;
+  return squallSuccess;
+}
+
 /* 1. encode chunk j of every shard (block r goes to rank r); exchange. */
 static squallResult_t stage_encode(tp_call *t, size_t j) {
   size_t s = j % t->pl.slots, len = chunk_len(t, j), cbb = code_bytes(t->cd, len);
-  char *send = buf_send(t, s);
-  for (int r = 0; r < t->p; r++) {
+  char *send = t->coded ? coded_block(t, j, 0) : buf_send(t, s);
+  for (int r = 0; r < t->p && !t->coded; r++) {
     size_t lo, cnt;
     range_of(t, j, r, &lo, &cnt);
     double t0 = squall__now();
@@ -223,8 +259,8 @@ static squallResult_t run_chunks(tp_call *t) {
 squallResult_t squall__twophase_allreduce(const squall_transport *tr, const squall_kernels *k,
                                           const squall_twophase_codec *cd, void *stream, const float *g,
                                           float *res, float *out, size_t n, float *scalars,
-                                          void *absmax_ws, void *scratch, double *codec_s,
-                                          uint64_t *wire) {
+                                          void *absmax_ws, void *scratch, float *last_scale,
+                                          double *codec_s, uint64_t *wire) {
   int p = tr->nranks;
   SQ_RETURN_ERROR_IF(tr->alltoall == NULL, squallInvalidUsage,
                      "the transport has no all-to-all: the two-phase all-reduce cannot run");
@@ -238,9 +274,18 @@ squallResult_t squall__twophase_allreduce(const squall_transport *tr, const squa
                      "a pipelined two-phase all-reduce on a transport without non-blocking collectives");
 
   if (!cd->quant) { /* one global scale, before any chunk */
-    double t0 = squall__now();
-    SQ_FORWARD_IF_ERROR(k->absmax(stream, g, res, n, &scalars[0], absmax_ws));
-    t.codec_s += squall__now() - t0;
+    t.guess = last_scale ? *last_scale : 0.0f;
+    if (cd->guess && res && t.guess > 0.0f && k->half_encode_guess && k->half_rescale) {
+      t.coded = (char *)scratch + t.pl.slots * slot_bytes(&t.pl, p);
+      t.absmax_mine = &scalars[3];
+      SQ_FORWARD_IF_ERROR(k->zero(stream, t.absmax_mine, sizeof(float)));
+      SQ_FORWARD_IF_ERROR(encode_guessed(&t, 0));
+      SQ_FORWARD_IF_ERROR(k->widen(stream, SQ_DT_F32, t.absmax_mine, &scalars[0], 1, 1.0f)); /* a copy */
+    } else {
+      double t0 = squall__now();
+      SQ_FORWARD_IF_ERROR(k->absmax(stream, g, res, n, &scalars[0], absmax_ws));
+      t.codec_s += squall__now() - t0;
+    }
     SQ_FORWARD_IF_ERROR(tr->allreduce_max_f32(tr->ctx, stream, &scalars[0], 1));
     /* The owner re-encodes a sum of p codes in 16 bits: scale the global
      * max to max/(2p), a factor 2 of headroom for the rounding of the p
@@ -249,6 +294,10 @@ squallResult_t squall__twophase_allreduce(const squall_transport *tr, const squa
     float max_scale = cd->hkind == SQ_HALF_FP16 ? sq_pow2(100) : 1.0f;
     SQ_FORWARD_IF_ERROR(k->pow2_scale(stream, &scalars[0], limit, max_scale, &scalars[1]));
     t.wire += squall__ring_allreduce_wire(4, p);
+    if (t.coded) SQ_FORWARD_IF_ERROR(encode_guessed(&t, 1));
+    /* the next call's guess: host memory is read directly, device memory
+     * has no guessing kernels and is never read back */
+    if (last_scale && k->half_encode_guess) SQ_FORWARD_IF_ERROR(k->to_host(stream, last_scale, &scalars[1], sizeof(float)));
   }
   squallResult_t r = run_chunks(&t);
   if (r != squallSuccess) { /* nothing may stay in flight on buffers the engine reuses */

@@ -25,6 +25,14 @@
  * Codecs: the quantised ones (per-bucket scales; shards are whole
  * buckets), and fp16/bf16 under one global power-of-two scale chosen for
  * |sum| <= max/2 (the sum is re-encoded in 16 bits).
+ *
+ * The global scale needs every rank's absolute maximum before the first
+ * code leaves, which costs a pass over g and the residual of its own.
+ * Where the kernels can (half_encode_guess) and the tensor's previous
+ * scale is known, the whole call is encoded at that scale in the pass
+ * that finds the maximum, and re-encoded (half_rescale) only where the
+ * agreed scale turns out different: the same codes, one pass fewer in the
+ * steady state of a training job, whose scale rarely changes.
  */
 #ifndef SQUALL_TWOPHASE_H
 #define SQUALL_TWOPHASE_H
@@ -40,6 +48,7 @@ typedef struct {
   size_t bucket;       /* elements per bucket (quantised) */
   size_t chunk_bytes;  /* fp32 bytes per pipeline chunk (all shards together); 0: one
                           chunk (also where the transport has no non-blocking calls) */
+  int guess;           /* 16-bit: room for encoding the whole call at a guessed scale */
 } squall_twophase_codec;
 
 /* 1 when the configuration runs the two-phase path for this element type
@@ -58,13 +67,16 @@ size_t squall__twophase_scratch_bytes(const squall_twophase_codec *cd, size_t n,
 
 /* Runs the all-reduce of g (+ res; res may be NULL: no error feedback)
  * into out (n floats; may equal g: g is read before out is written).
- * scalars: kernel memory, [0] absmax and [1] scale of the 16-bit codecs;
- * absmax_ws: the kernels' absmax workspace; scratch: the bytes above.
- * stream: the call's stream (NULL on the host). Adds the codec seconds and the wire bytes this rank sent. */
+ * scalars: kernel memory, [0] absmax, [1] scale and [3] this rank's
+ * absmax of the 16-bit codecs; absmax_ws: the kernels' absmax workspace;
+ * scratch: the bytes above. last_scale (host memory, NULL: none): the
+ * tensor's previous 16-bit scale, 0 when unknown, set to this call's;
+ * used where cd->guess and res are set. stream: the call's stream (NULL
+ * on the host). Adds the codec seconds and the wire bytes this rank sent. */
 squallResult_t squall__twophase_allreduce(const squall_transport *tr, const squall_kernels *k,
                                           const squall_twophase_codec *cd, void *stream, const float *g,
                                           float *res, float *out, size_t n, float *scalars,
-                                          void *absmax_ws, void *scratch, double *codec_s,
-                                          uint64_t *wire);
+                                          void *absmax_ws, void *scratch, float *last_scale,
+                                          double *codec_s, uint64_t *wire);
 
 #endif
