@@ -60,9 +60,13 @@ for set in $sets; do
       median "$out"/link-"$rate"-*.json --markdown
     done ;;
   shm)
+    # 20 timed iterations after 10 warm-up ones (nccl-tests' default count):
+    # the cost model settles within about 10 calls of a size (each variant
+    # twice, plain three times where the verdict is close), and a median
+    # over 5 iterations still caught it learning at some sizes.
     note "4 ranks, shared memory, 64 KiB .. 64 MiB, default configuration (cost model on)"
     for i in $(seq "$runs"); do
-      mpirun -n 4 ./squall-bench -b 64K -e 64M -f 4 -n 5 -w "$warm" -C none,fp16,int8,topk:0.01 \
+      mpirun -n 4 ./squall-bench -b 64K -e 64M -f 4 -n 20 -w 10 -C none,fp16,int8,topk:0.01 \
         -J "$out/shm-$i.json" >"$out/shm-$i.txt" 2>&1
     done
     median "$out"/shm-*.json --markdown ;;

@@ -101,13 +101,15 @@ int squall__cost_predict(const squall_cost *m, const squall_cost_call *c, double
   return 1;
 }
 
+int squall__cost_pays(double t_comp, double t_plain) { return t_comp * SQ_COST_PAY_MARGIN < t_plain; }
+
 int squall__cost_explore(const squall_cost *m, uint64_t bytes_in) {
   return m->declined[size_class(bytes_in)] % SQ_COST_EXPLORE == SQ_COST_EXPLORE - 1;
 }
 
 void squall__cost_declined(squall_cost *m, uint64_t bytes_in) { m->declined[size_class(bytes_in)]++; }
 
-#define PROBE_RUNS 2
+#define PROBE_RUNS 3 /* two samples: its first is not taken */
 int squall__cost_probe_plain(const squall_cost *m, uint64_t bytes_in, double t_comp, double t_plain) {
   int cls = size_class(bytes_in);
   return m->judged[cls] >= 2 && m->plain_runs[cls] < PROBE_RUNS && t_comp * SQ_COST_PROBE_MARGIN > t_plain;

@@ -91,6 +91,14 @@ void squall__cost_note_codec(squall_cost *m, int kind, size_t n, double seconds)
 int squall__cost_predict(const squall_cost *m, const squall_cost_call *c, double link_gbps, double *t_plain,
                          double *t_comp);
 
+/* Whether compressing pays, from the agreed predictions: by at least
+ * PAY_MARGIN, because a lossy codec that does not clearly win is not
+ * worth its error, and whole-call figures carry a few percent of noise
+ * (on shared memory, compressed and plain calls of 1 to 4 MiB came within
+ * 5% of each other, and the choice then went either way). */
+#define SQ_COST_PAY_MARGIN 1.05
+int squall__cost_pays(double t_comp, double t_plain);
+
 /* Every EXPLORE-th call that the model declines (per size class) is
  * compressed anyway, so that the codec's figures stay current: 1 when
  * this call is one. Depends only on past decisions, the same on every
@@ -125,7 +133,7 @@ void squall__cost_variant_count(squall_cost *m, int codec, unsigned allowed, int
 /* Plain probes: where the model would compress but its two predictions
  * are within a factor PROBE_MARGIN of each other, a size class the model
  * never declined passes its calls through from the third judged one until
- * plain has run twice that way (its first whole call is not taken), so
+ * plain has run three times that way (its first whole call is not taken), so
  * that whole calls of both decide from then on: a model that never sees
  * plain run cannot learn that it guessed plain too slow. 1 for a probe;
  * from counts and header times, the same on every rank. */

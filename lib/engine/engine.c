@@ -930,7 +930,7 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
     variant_vote(e, c, &cfg, &in_nodes, guess == SQ_ROUTE_PASS ? 0 : allowed, &v);
     explored = v.explored;
     SQ_FORWARD_IF_ERROR(header(e, c, &cfg, gen, prep == squallSuccess, &in.agreed, &in.all_ok, &v));
-    in.pays = v.forced || v.comp_ns < v.plain_ns;
+    in.pays = v.forced || squall__cost_pays((double)v.comp_ns, (double)v.plain_ns);
     /* the model never declined at this size and is not sure: measure plain (not where
      * the link is given: whole calls do not overrule the model then) */
     if (in.pays && !v.forced && !(cfg.linkGbps > 0) &&
