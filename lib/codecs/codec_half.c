@@ -237,12 +237,19 @@ __attribute__((target("f16c,avx2"))) static inline __m256 half_load8(sq_half_kin
  * (the guess was too large a scale for a). Returns |a| where a is finite,
  * else 0: the lanes' share of the maximum. */
 __attribute__((target("f16c,avx2"))) static inline __m256 encode_guess8(sq_half_kind kind, const float *g, float *res,
-                                                                          uint16_t *out, __m256 s, __m256 inv) {
+                                                                          uint16_t *out, __m256 s, __m256 inv,
+                                                                          __m256 safe) {
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const __m256 inf = _mm256_set1_ps(__builtin_inff());
   __m256 a = _mm256_add_ps(_mm256_loadu_ps(g), _mm256_loadu_ps(res)), d;
   _mm_storeu_si128((__m128i *)out, half_round8(kind, a, s, inv, &d));
   __m256 abs_a = _mm256_and_ps(a, absmask);
+  /* the common case: every lane finite and far from overflow, so d is
+   * finite too and the residual is plainly a - d */
+  if (_mm256_movemask_ps(_mm256_cmp_ps(abs_a, safe, _CMP_LT_OQ)) == 0xff) {
+    _mm256_storeu_ps(res, _mm256_sub_ps(a, d));
+    return abs_a;
+  }
   __m256 finite_a = _mm256_cmp_ps(abs_a, inf, _CMP_LT_OQ);
   __m256 finite_d = _mm256_cmp_ps(_mm256_and_ps(d, absmask), inf, _CMP_LT_OQ);
   _mm256_storeu_ps(res, _mm256_and_ps(_mm256_blendv_ps(a, _mm256_sub_ps(a, d), finite_d), finite_a));
@@ -255,13 +262,17 @@ __attribute__((target("f16c,avx2"))) static inline __m256 encode_guess8(sq_half_
 __attribute__((target("f16c,avx2"), always_inline)) static inline size_t
 encode_guess_loop(sq_half_kind kind, const float *g, float *res, uint16_t *out, size_t n, float scale, float *absmax) {
   const __m256 s = _mm256_set1_ps(scale), inv = _mm256_set1_ps(1.0f / scale);
+  /* |a| below this cannot overflow at this scale, nor its decode: a * scale
+   * < 2^15 for fp16 (largest 65504), a < 2^126 for bf16 (float's range) */
+  float bound = (kind == SQ_HALF_FP16 ? 0x1p15f : 0x1p126f) / scale;
+  const __m256 safe = _mm256_set1_ps(bound < 0x1p126f ? bound : 0x1p126f);
   __m256 m0 = _mm256_setzero_ps(), m1 = m0;
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    m0 = _mm256_max_ps(m0, encode_guess8(kind, g + i, res + i, out + i, s, inv));
-    m1 = _mm256_max_ps(m1, encode_guess8(kind, g + i + 8, res + i + 8, out + i + 8, s, inv));
+    m0 = _mm256_max_ps(m0, encode_guess8(kind, g + i, res + i, out + i, s, inv, safe));
+    m1 = _mm256_max_ps(m1, encode_guess8(kind, g + i + 8, res + i + 8, out + i + 8, s, inv, safe));
   }
-  for (; i + 8 <= n; i += 8) m0 = _mm256_max_ps(m0, encode_guess8(kind, g + i, res + i, out + i, s, inv));
+  for (; i + 8 <= n; i += 8) m0 = _mm256_max_ps(m0, encode_guess8(kind, g + i, res + i, out + i, s, inv, safe));
   float lanes[8], r = 0.0f;
   _mm256_storeu_ps(lanes, _mm256_max_ps(m0, m1));
   for (int l = 0; l < 8; l++)
