@@ -785,11 +785,15 @@ START_TEST(test_encode_guess) {
   static float g[N], r0[N], rr[N], r1[N], r2[N];
   static uint16_t hr[N], h1[N], h2[N];
   tu_rng r = {4242};
+  int clamped_overflow = 0;
   for (int kind = 0; kind < 2; kind++)
-    for (int huge = 0; huge < 2; huge++) {
+    for (int huge = 0; huge < 3; huge++) {
       for (size_t i = 0; i < N; i++) {
         uint64_t c = tu_below(&r, 64);
-        g[i] = c == 0 ? __builtin_nanf("") : c == 1 ? -__builtin_inff() : tu_float_exp(&r, -40, huge ? 60 : 10);
+        /* huge 2: up to 2^120, where the fp16 scale clamps at 2^-100 and
+         * still overflows: a miss at a guess equal to the scale */
+        g[i] = c == 0 ? __builtin_nanf("") : c == 1 ? -__builtin_inff()
+                                                    : tu_float_exp(&r, -40, huge == 2 ? 120 : huge ? 60 : 10);
         if (tu_next(&r) & 1) g[i] = -g[i];
         r0[i] = (tu_next(&r) & 1) ? tu_float_exp(&r, -30, -5) : 0.0f;
       }
@@ -812,8 +816,15 @@ START_TEST(test_encode_guess) {
           squall__cpu_x86_disable(0);
           ck_assert_msg(tu_bits(mg) == tu_bits(m), "kind %d guess %a: max %a, squall__absmax %a", kind,
                         (double)guess, (double)mg, (double)m);
-          ck_assert_msg(missed == (guess != scale) || (huge && kind == SQ_HALF_FP16 && guess == scale),
-                        "kind %d guess %a scale %a: missed %d", kind, (double)guess, (double)scale, missed);
+          int overflow = 0; /* some finite a whose code at the guess decodes to Inf, per the definition */
+          for (size_t i = 0; i < N; i++) {
+            float a = g[i] + r0[i];
+            uint16_t code = sq_half_encode_a((sq_half_kind)kind, a, NULL, guess);
+            overflow |= tu_isfinite(a) && !tu_isfinite(sq_half_decode_elem((sq_half_kind)kind, code, guess));
+          }
+          clamped_overflow += overflow && guess == scale;
+          ck_assert_msg(missed == (guess != scale || overflow), "kind %d guess %a scale %a: missed %d, overflow %d",
+                        kind, (double)guess, (double)scale, missed, overflow);
           ck_assert_msg(memcmp(h, hr, sizeof hr) == 0, "kind %d guess %a simd %d: codes differ", kind,
                         (double)guess, simd);
           for (size_t i = 0; i < N; i++)
@@ -821,6 +832,7 @@ START_TEST(test_encode_guess) {
                           kind, (double)guess, simd, i, (double)res[i], (double)rr[i]);
         }
     }
+  ck_assert_msg(clamped_overflow > 0, "the data never overflowed at the agreed (clamped) scale");
 }
 END_TEST
 

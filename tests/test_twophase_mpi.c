@@ -127,18 +127,26 @@ static uint32_t bits_of(float f) {
  * misses at most steps and its rescale pass runs, and is right at some. */
 static void check_against_model(const char *spec, size_t n) {
   enum { T = 8 };
-  static const int exps[T] = {0, 3, -2, 5, 5, -1, 0, 2};
   int P = nranks;
   sq_half_kind kind = strstr(spec, "bf16") ? SQ_HALF_BF16 : SQ_HALF_FP16;
+  /* bf16 has float's range, so its scale is 1 until |a| nears
+   * BF16_MAX / 2P: the top exponent E puts 0.75 * 2^E above that and P
+   * times it still below float's largest (P <= 4) */
+  int E = P > 2 ? 126 : 127;
+  const int fp16_exps[T] = {0, 3, -2, 5, 5, -1, 0, 2}, bf16_exps[T] = {E - 20, E, E - 10, E, E - 1, E - 15, E, E - 5};
+  const int *exps = kind == SQ_HALF_BF16 ? bf16_exps : fp16_exps;
+  float amp = kind == SQ_HALF_BF16 ? 0.75f : 1.0f;
   use_config(spec);
   ck_assert_int_eq(squallMpiResetResiduals(MPI_COMM_WORLD), MPI_SUCCESS);
   size_t se = (n + (size_t)P - 1) / (size_t)P;
   float *g = malloc(n * 4), *out = malloc(n * 4), *res = malloc(n * 4), *want = malloc(n * 4);
   float *mg = malloc((size_t)P * n * 4), *me = calloc((size_t)P * n, 4), *sum = malloc(se * 4);
   uint16_t *codes = malloc((size_t)P * se * P * 2 + 2), *blocks = malloc((size_t)P * se * 2 + 2);
+  int changes = 0; /* steps whose scale differs from the step before: the guess missed */
+  float last = 0;
   for (int t = 0; t < T; t++) {
     for (int r = 0; r < P; r++)
-      for (size_t i = 0; i < n; i++) mg[(size_t)r * n + i] = ldexpf(gen_uniform(300 + (uint64_t)t, r, i), exps[t]);
+      for (size_t i = 0; i < n; i++) mg[(size_t)r * n + i] = ldexpf(amp * gen_uniform(300 + (uint64_t)t, r, i), exps[t]);
     memcpy(g, mg + (size_t)rank * n, n * 4);
     ck_assert_msg(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS, "%s: %s",
                   spec, squallGetLastError());
@@ -152,6 +160,8 @@ static void check_against_model(const char *spec, size_t n) {
     }
     float scale = sq_pow2_scale(m, (kind == SQ_HALF_FP16 ? SQ_F16_MAX : SQ_BF16_MAX) / (float)(2 * P));
     if (scale > (kind == SQ_HALF_FP16 ? 0x1p100f : 1.0f)) scale = kind == SQ_HALF_FP16 ? 0x1p100f : 1.0f;
+    changes += t > 0 && scale != last;
+    last = scale;
     for (int r = 0; r < P; r++)
       squall__half_encode(kind, mg + (size_t)r * n, me + (size_t)r * n, codes + (size_t)r * P * se, n, scale);
     for (int q = 0; q < P; q++) {
@@ -165,6 +175,7 @@ static void check_against_model(const char *spec, size_t n) {
       ck_assert_msg(bits_of(out[i]) == bits_of(want[i]), "%s n=%zu step %d elem %zu: %a, the model %a", spec, n, t, i,
                     (double)out[i], (double)want[i]);
   }
+  ck_assert_msg(changes >= 3, "%s: the scale changed at %d steps only", spec, changes);
   ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res), MPI_SUCCESS);
   for (size_t i = 0; i < n; i++)
     ck_assert_msg(bits_of(res[i]) == bits_of(me[(size_t)rank * n + i]), "%s n=%zu: residual %zu: %a, the model %a",

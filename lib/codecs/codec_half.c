@@ -373,7 +373,7 @@ void squall__half_encode(sq_half_kind kind, const float *g, float *res, uint16_t
   int f16 = kind == SQ_HALF_FP16 && exact_reciprocal(scale) && have_f16c();
   int b16 = kind == SQ_HALF_BF16 && exact_reciprocal(scale) && have_avx2();
   /* Plain stores for the codes: streaming them measured slower (0.55 ->
-   * 0.72 ns per element), unlike the decoder's float output. */
+   * 0.72 ns per element). */
   if (f16) i = encode_f16c(g, res, out, n, scale);
   if (b16) i = encode_bf16_avx2(g, res, out, n, scale);
 #endif

@@ -253,7 +253,7 @@ static size_t align_up(size_t x) { return (x + 255) & ~(size_t)255; }
  * call from the route; `total` bytes in all. */
 typedef struct {
   size_t k, sb;            /* top-k: entries per rank, slot bytes */
-  size_t scalars;          /* [0] absmax, [1] scale, [2] decode error flag (int) */
+  size_t scalars;          /* [0] absmax, [1] scale, [2] decode error flag (int), [3] this rank's absmax */
   size_t work;             /* count floats: widened input / fp32 result */
   size_t absmax_ws;
   size_t backup;           /* count floats: the residual before the call */

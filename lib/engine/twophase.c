@@ -158,24 +158,26 @@ static char *coded_block(tp_call *t, size_t j, int r) {
   return t->coded + j * (size_t)t->p * t->pl.cbb + (size_t)r * code_bytes(t->cd, chunk_len(t, j));
 }
 
-/* Every chunk of every shard at the guessed scale (rescale 0), or again
- * at the agreed one where the guess missed (rescale 1). */
-static squallResult_t encode_guessed(tp_call *t, int rescale) {
-  double t0 = squall__now();
-  for (size_t j = 0; j < t->pl.chunks; j++)
-    for (int r = 0; r < t->p; r++) {
-      size_t lo, cnt;
-      range_of(t, j, r, &lo, &cnt);
-      if (cnt == 0) continue;
-      uint16_t *codes = (uint16_t *)coded_block(t, j, r);
-      if (rescale)
-        SQ_FORWARD_IF_ERROR(t->k->half_rescale(t->stream, t->cd->hkind, t->res + lo, codes, cnt, t->guess,
-                                               t->absmax_mine, t->scale));
-      else
-        SQ_FORWARD_IF_ERROR(t->k->half_encode_guess(t->stream, t->cd->hkind, t->g + lo, t->res + lo, codes, cnt,
-                                                    t->guess, t->absmax_mine));
-    }
-  t->codec_s += squall__now() - t0;
+/* Chunk j of every shard at the guessed scale (rescale 0), before the
+ * maximum is agreed; or (rescale 1), in its turn in the pipeline, again at
+ * the agreed scale where the guess missed (the kernel tells; a no-op
+ * otherwise), so that a miss overlaps the exchange as an encode does. */
+static squallResult_t encode_guessed(tp_call *t, size_t j, int rescale) {
+  for (int r = 0; r < t->p; r++) {
+    size_t lo, cnt;
+    range_of(t, j, r, &lo, &cnt);
+    if (cnt == 0) continue;
+    uint16_t *codes = (uint16_t *)coded_block(t, j, r);
+    double t0 = squall__now();
+    if (rescale)
+      SQ_FORWARD_IF_ERROR(t->k->half_rescale(t->stream, t->cd->hkind, t->res + lo, codes, cnt, t->guess,
+                                             t->absmax_mine, t->scale));
+    else
+      SQ_FORWARD_IF_ERROR(t->k->half_encode_guess(t->stream, t->cd->hkind, t->g + lo, t->res + lo, codes, cnt,
+                                                  t->guess, t->absmax_mine));
+    t->codec_s += squall__now() - t0;
+    if (rescale) SQ_FORWARD_IF_ERROR(poke(t));
+  }
   return squallSuccess;
 }
 
@@ -183,6 +185,7 @@ static squallResult_t encode_guessed(tp_call *t, int rescale) {
 static squallResult_t stage_encode(tp_call *t, size_t j) {
   size_t s = j % t->pl.slots, len = chunk_len(t, j), cbb = code_bytes(t->cd, len);
   char *send = t->coded ? coded_block(t, j, 0) : buf_send(t, s);
+  if (t->coded) SQ_FORWARD_IF_ERROR(encode_guessed(t, j, 1));
   for (int r = 0; r < t->p && !t->coded; r++) {
     size_t lo, cnt;
     range_of(t, j, r, &lo, &cnt);
@@ -279,7 +282,7 @@ squallResult_t squall__twophase_allreduce(const squall_transport *tr, const squa
       t.coded = (char *)scratch + t.pl.slots * slot_bytes(&t.pl, p);
       t.absmax_mine = &scalars[3];
       SQ_FORWARD_IF_ERROR(k->zero(stream, t.absmax_mine, sizeof(float)));
-      SQ_FORWARD_IF_ERROR(encode_guessed(&t, 0));
+      for (size_t j = 0; j < t.pl.chunks; j++) SQ_FORWARD_IF_ERROR(encode_guessed(&t, j, 0));
       SQ_FORWARD_IF_ERROR(k->widen(stream, SQ_DT_F32, t.absmax_mine, &scalars[0], 1, 1.0f)); /* a copy */
     } else {
       double t0 = squall__now();
@@ -294,7 +297,6 @@ squallResult_t squall__twophase_allreduce(const squall_transport *tr, const squa
     float max_scale = cd->hkind == SQ_HALF_FP16 ? sq_pow2(100) : 1.0f;
     SQ_FORWARD_IF_ERROR(k->pow2_scale(stream, &scalars[0], limit, max_scale, &scalars[1]));
     t.wire += squall__ring_allreduce_wire(4, p);
-    if (t.coded) SQ_FORWARD_IF_ERROR(encode_guessed(&t, 1));
     /* the next call's guess: host memory is read directly, device memory
      * has no guessing kernels and is never read back */
     if (last_scale && k->half_encode_guess) SQ_FORWARD_IF_ERROR(k->to_host(stream, last_scale, &scalars[1], sizeof(float)));

@@ -30,9 +30,12 @@
  * code leaves, which costs a pass over g and the residual of its own.
  * Where the kernels can (half_encode_guess) and the tensor's previous
  * scale is known, the whole call is encoded at that scale in the pass
- * that finds the maximum, and re-encoded (half_rescale) only where the
- * agreed scale turns out different: the same codes, one pass fewer in the
- * steady state of a training job, whose scale rarely changes.
+ * that finds the maximum, and each chunk is re-encoded (half_rescale), in
+ * its turn in the pipeline, only where the agreed scale turns out
+ * different (or an element overflowed at the guess): the same codes,
+ * except where a first encode flushed a residual below 2^-126 (codec.h),
+ * and one pass fewer wherever the power-of-two scale holds from call to
+ * call (it changes when the maximum crosses a power of two).
  */
 #ifndef SQUALL_TWOPHASE_H
 #define SQUALL_TWOPHASE_H
