@@ -132,6 +132,13 @@ static void run_quant(sq_quant_kind k, bufs *b, double parts[4]) {
   parts[3] = (t2 - t1) * (double)n / (double)(blocks * len); /* per element decoded, scaled to n */
 }
 
+/* The 16-bit scale for a maximum, as the engine picks it (bf16 has
+ * float's range: at most 1). */
+static float half_scale(sq_half_kind kind, float absmax) {
+  float s = sq_pow2_scale(absmax, kind == SQ_HALF_FP16 ? SQ_F16_MAX : SQ_BF16_MAX);
+  return kind == SQ_HALF_BF16 && s > 1.0f ? 1.0f : s;
+}
+
 /* One repetition of a codec; parts[0..3] receive absmax, encode, decode,
  * reduce (seconds for n elements). */
 static void run_codec(int c, bufs *b, double parts[4]) {
@@ -148,12 +155,10 @@ static void run_codec(int c, bufs *b, double parts[4]) {
      * scale differs adds a rescale pass; the first call of a tensor takes
      * a pass of squall__absmax instead). The scale is that of the data, as
      * after the first call. */
-    float s = sq_pow2_scale(squall__absmax(b->g, b->res, n), kind == SQ_HALF_FP16 ? SQ_F16_MAX : SQ_BF16_MAX);
-    if (kind == SQ_HALF_BF16 && s > 1.0f) s = 1.0f; /* as the engine: bf16 has float's range */
+    float s = half_scale(kind, squall__absmax(b->g, b->res, n));
     t0 = t1 = now();
     float m = squall__half_encode_guess(kind, b->g, b->res, b->codes, n, s);
-    float scale = sq_pow2_scale(m, kind == SQ_HALF_FP16 ? SQ_F16_MAX : SQ_BF16_MAX);
-    if (kind == SQ_HALF_BF16 && scale > 1.0f) scale = 1.0f;
+    float scale = half_scale(kind, m);
     if (squall__half_guess_missed(kind, s, m, scale)) squall__half_rescale(kind, b->res, b->codes, n, s, scale);
     s = scale;
     t2 = now();

@@ -76,6 +76,15 @@ __attribute__((target("avx"))) static inline __m256 absmax8(__m256 m, __m256 a) 
   return _mm256_max_ps(m, _mm256_and_ps(x, _mm256_cmp_ps(x, inf, _CMP_LT_OQ)));
 }
 
+/* The largest of 8 lanes that are each >= 0 (0 when all are). */
+__attribute__((target("avx"))) static inline float hmax8(__m256 m) {
+  float lanes[8], r = 0.0f;
+  _mm256_storeu_ps(lanes, m);
+  for (int l = 0; l < 8; l++)
+    if (lanes[l] > r) r = lanes[l];
+  return r;
+}
+
 __attribute__((target("avx"))) static size_t absmax_avx(const float *g, const float *res, size_t n, float *out) {
   __m256 m0 = _mm256_setzero_ps(), m1 = m0, m2 = m0, m3 = m0;
   size_t i = 0;
@@ -94,13 +103,7 @@ __attribute__((target("avx"))) static size_t absmax_avx(const float *g, const fl
       m3 = absmax8(m3, _mm256_loadu_ps(g + i + 24));
     }
   }
-  __m256 m = _mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3));
-  float lanes[8];
-  _mm256_storeu_ps(lanes, m);
-  float r = 0.0f;
-  for (int l = 0; l < 8; l++)
-    if (lanes[l] > r) r = lanes[l];
-  *out = r;
+  *out = hmax8(_mm256_max_ps(_mm256_max_ps(m0, m1), _mm256_max_ps(m2, m3)));
   return i;
 }
 
@@ -273,11 +276,7 @@ encode_guess_loop(sq_half_kind kind, const float *g, float *res, uint16_t *out, 
     m1 = _mm256_max_ps(m1, encode_guess8(kind, g + i + 8, res + i + 8, out + i + 8, s, inv, safe));
   }
   for (; i + 8 <= n; i += 8) m0 = _mm256_max_ps(m0, encode_guess8(kind, g + i, res + i, out + i, s, inv, safe));
-  float lanes[8], r = 0.0f;
-  _mm256_storeu_ps(lanes, _mm256_max_ps(m0, m1));
-  for (int l = 0; l < 8; l++)
-    if (lanes[l] > r) r = lanes[l];
-  *absmax = r;
+  *absmax = hmax8(_mm256_max_ps(m0, m1));
   return i;
 }
 
@@ -340,6 +339,14 @@ static inline uint16_t ld16(const uint16_t *p, size_t i) {
 }
 static inline void st16(uint16_t *p, size_t i, uint16_t x) { memcpy((char *)p + 2 * i, &x, sizeof x); }
 
+/* max(m, |a|) where a is finite; m where it is not (Inf and NaN are
+ * delivered as they are, never scaled for). */
+static inline float absmax_one(float m, float a) {
+  if (!sq_isfinite(a)) return m;
+  float x = sq_bits_float(sq_float_bits(a) & 0x7fffffffu); /* |a| without libm */
+  return x > m ? x : m;
+}
+
 /* |a| over the finite a, with a as the encoder forms it: g + res flushed
  * to zero when subnormal (sq_half_encode_elem), or g. */
 float squall__absmax(const float *g, const float *res, size_t n) {
@@ -353,12 +360,7 @@ float squall__absmax(const float *g, const float *res, size_t n) {
     i = absmax_avx(g, res, n, &m);
   }
 #endif
-  for (; i < n; i++) {
-    float a = res ? sq_ftz(ldf(g, i) + ldf(res, i)) : ldf(g, i);
-    if (!sq_isfinite(a)) continue; /* Inf and NaN are delivered as they are, never scaled for */
-    float x = sq_bits_float(sq_float_bits(a) & 0x7fffffffu); /* |a| without libm */
-    if (x > m) m = x;
-  }
+  for (; i < n; i++) m = absmax_one(m, res ? sq_ftz(ldf(g, i) + ldf(res, i)) : ldf(g, i));
 #ifdef SQ_HAVE_F16C_PATH
   if (simd) ftz_end(csr);
 #endif
@@ -394,10 +396,7 @@ void squall__half_encode(sq_half_kind kind, const float *g, float *res, uint16_t
 /* One element of squall__half_encode_guess; *m: the running maximum. */
 static inline uint16_t encode_guess_one(sq_half_kind kind, float g, float *res, float guess, float *m) {
   float a = sq_ftz(g + *res);
-  if (sq_isfinite(a)) {
-    float x = sq_bits_float(sq_float_bits(a) & 0x7fffffffu);
-    if (x > *m) *m = x;
-  }
+  *m = absmax_one(*m, a);
   uint16_t h = sq_half_encode_a(kind, a, res, guess);
   if (sq_isfinite(a) && !sq_isfinite(sq_half_decode_elem(kind, h, guess))) *res = a;
   return h;
@@ -440,7 +439,7 @@ void squall__half_rescale(sq_half_kind kind, float *res, uint16_t *codes, size_t
 #endif
   for (; i < n; i++) {
     float d = sq_half_decode_elem(kind, ld16(codes, i), guess), r = ldf(res, i);
-    float a = sq_isfinite(d) ? sq_ftz(r + d) : sq_bits_float(sq_float_bits(r) & 0x7fffffffu) ? r : d;
+    float a = sq_isfinite(d) ? sq_ftz(r + d) : r != 0.0f ? r : d; /* r: a itself where the code overflowed */
     st16(codes, i, sq_half_encode_a(kind, a, &r, scale));
     stf(res, i, r);
   }

@@ -185,8 +185,8 @@ static squallResult_t encode_guessed(tp_call *t, size_t j, int rescale) {
 static squallResult_t stage_encode(tp_call *t, size_t j) {
   size_t s = j % t->pl.slots, len = chunk_len(t, j), cbb = code_bytes(t->cd, len);
   char *send = t->coded ? coded_block(t, j, 0) : buf_send(t, s);
-  if (t->coded) SQ_FORWARD_IF_ERROR(encode_guessed(t, j, 1));
-  for (int r = 0; r < t->p && !t->coded; r++) {
+  if (t->coded) SQ_FORWARD_IF_ERROR(encode_guessed(t, j, 1)); /* encoded already; again where the guess missed */
+  for (int r = 0; r < t->p && !t->coded; r++) { /* encoded now */
     size_t lo, cnt;
     range_of(t, j, r, &lo, &cnt);
     double t0 = squall__now();
