@@ -245,6 +245,10 @@ typedef struct {
   /* ---- pipelining (added at the end) */
   uint64_t pipelinedCalls;   /* compressed calls that ran in more than one chunk */
   uint64_t pipelineChunks;   /* the chunks of those calls */
+  /* ---- call headers (added at the end) */
+  uint64_t headers;          /* call headers exchanged: one small all-reduce each (host buffers: every
+                                call that could be compressed, except those of a size class the cost
+                                model settled as not paying; device buffers: see squall(7)) */
 } squallStats_t;
 
 /* Process-wide counters since start or the last reset. */

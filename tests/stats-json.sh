@@ -15,11 +15,12 @@ import json, sys, os
 d = sys.argv[1]
 for r in (0, 1):
     s = json.load(open(os.path.join(d, "stats.%d.json" % r)))
-    for k in ("calls", "compressed_calls", "passthrough_calls", "bytes_in", "bytes_wire", "codec_seconds", "passthrough"):
+    for k in ("calls", "compressed_calls", "passthrough_calls", "bytes_in", "bytes_wire", "codec_seconds", "passthrough", "headers"):
         assert k in s, "missing key %s" % k
     assert s["rank"] == r, s
     assert s["calls"] == s["compressed_calls"] + s["passthrough_calls"], s
     assert s["passthrough_calls"] == sum(s["passthrough"].values()), s
     assert s["compressed_calls"] > 0 and s["bytes_wire"] > 0, s
+    assert s["compressed_calls"] <= s["headers"] <= s["calls"], s  # at most one per call; every compressed call has one
 print("stats json: 2 passed, 0 failed")
 PY

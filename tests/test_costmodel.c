@@ -140,6 +140,36 @@ START_TEST(test_exploration_rhythm) {
 }
 END_TEST
 
+/* Two declines in a row through the header settle a class until its
+ * exploring call; any other verdict (a probe, a compressed call) starts
+ * the count again. */
+START_TEST(test_settled_rhythm) {
+  squall_cost m;
+  memset(&m, 0, sizeof m);
+  uint64_t b = 1 << 20;
+  ck_assert_int_eq(squall__cost_settled(&m, b), 0);
+  squall__cost_header_verdict(&m, b, 1);
+  squall__cost_declined(&m, b);
+  ck_assert_int_eq(squall__cost_settled(&m, b), 0);
+  squall__cost_header_verdict(&m, b, 0); /* a probe: starts again */
+  squall__cost_declined(&m, b);
+  ck_assert_int_eq(squall__cost_settled(&m, b), 0);
+  int headers = 0;
+  for (int i = 2; i < 2 * SQ_COST_EXPLORE; i++) { /* as the engine runs it */
+    int skip = squall__cost_settled(&m, b);
+    if (!skip) {
+      headers++;
+      squall__cost_header_verdict(&m, b, !squall__cost_explore(&m, b)); /* the exploring call compresses */
+    }
+    squall__cost_declined(&m, b);
+  }
+  /* calls 2 and 3 settle it; then every 8th call checks (7, 15, 23, 39,
+   * 47, 55); the exploring calls 31 and 63, and the 2 after 31 */
+  ck_assert_int_eq(headers, 2 + 6 + 2 + 2);
+  ck_assert_int_eq(squall__cost_settled(&m, 1 << 10), 0); /* size classes count apart */
+}
+END_TEST
+
 /* Whole calls measured at a size overrule the model there (not elsewhere,
  * and not when the link speed is given). */
 START_TEST(test_measured_calls_win) {
@@ -286,6 +316,7 @@ static Suite *costmodel_suite(void) {
   tcase_add_test(tc, test_pipelined_overlap);
   tcase_add_test(tc, test_codec_figure_is_smoothed);
   tcase_add_test(tc, test_exploration_rhythm);
+  tcase_add_test(tc, test_settled_rhythm);
   tcase_add_test(tc, test_measured_calls_win);
   tcase_add_test(tc, test_variant_choice);
   tcase_add_test(tc, test_variant_unmeasured_gives_up);

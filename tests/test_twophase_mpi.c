@@ -16,6 +16,7 @@
 #include "squall.h"
 #include "squall_mpi.h"
 #include "codecs/codec.h"
+#include "engine/costmodel.h" /* SQ_COST_RECHECK */
 
 static int rank, nranks;
 
@@ -370,8 +371,11 @@ static void counts_identical(uint64_t v, const char *what) {
  * known. Calls 1 (new memory: not measured) and 2 (the codec measured)
  * are compressed; then every call passes through as would_not_pay, bit
  * for bit the plain all-reduce, on every rank alike, except every 32nd
- * declined call, compressed to refresh the figures. A 1 Mbit/s link: every
- * call is compressed. */
+ * declined call, compressed to refresh the figures. Two declines through
+ * the header settle the class: its calls then skip the header, except
+ * every 8th declined call and the exploring one (and the two after it). A
+ * 1 Mbit/s link given then (on every rank): within 8 calls every call is
+ * compressed. */
 START_TEST(test_cost_model) {
   size_t n = 200003;
   float *g = malloc(n * 4), *a = malloc(n * 4), *b = malloc(n * 4);
@@ -381,8 +385,9 @@ START_TEST(test_cost_model) {
     snprintf(spec, sizeof spec, "%s SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=100000", specs[s]);
     use_config(spec);
     squallMpiCommFree(MPI_COMM_WORLD); /* a fresh engine: no figures yet */
-    squallStats_t before, after;
-    int compressed = 0, declined = 0;
+    squallStats_t before, after, first;
+    int compressed = 0, declined = 0, last_compressed = -1, headed[40];
+    squallStatsGet(&first);
     for (int t = 0; t < 40; t++) {
       for (size_t i = 0; i < n; i++) g[i] = gen_uniform(60 + (uint64_t)t, rank, i);
       squallStatsGet(&before);
@@ -390,7 +395,21 @@ START_TEST(test_cost_model) {
       squallStatsGet(&after);
       int c = after.compressedCalls > before.compressedCalls;
       int d = after.passthrough[squallPassNotPaying] > before.passthrough[squallPassNotPaying];
+      headed[t] = (int)(after.headers - before.headers);
       counts_identical((uint64_t)c, spec);
+      counts_identical((uint64_t)headed[t], spec);
+      ck_assert_msg(headed[t] <= 1, "%s call %d: %d headers", spec, t, headed[t]);
+      ck_assert_msg(headed[t] || d, "%s call %d: compressed without a header", spec, t);
+      /* settled: no header from the third declined call after a compressed
+       * one, except where the model's count of declined and exploring calls
+       * (before this call) comes to a check */
+      int counted = declined + (compressed - (t < 3 ? compressed : (strstr(spec, "topk") ? 3 : 2)));
+      if (c) last_compressed = t;
+      if (last_compressed >= 0 && t > last_compressed) {
+        int want = t - last_compressed <= 2 || counted % SQ_COST_RECHECK == SQ_COST_RECHECK - 1;
+        ck_assert_msg(headed[t] == want, "%s call %d (%d after a compressed call, %d counted): %d headers", spec,
+                      t, t - last_compressed, counted, headed[t]);
+      }
       ck_assert_msg(c + d == 1, "%s call %d: neither compressed nor declined", spec, t);
       if (d) { /* passed through: exactly the plain sum */
         PMPI_Allreduce(g, b, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
@@ -405,15 +424,81 @@ START_TEST(test_cost_model) {
     int measured = strstr(spec, "topk") ? 3 : 2;
     ck_assert_msg(compressed == measured + 1 && declined == 40 - measured - 1, "%s: %d compressed, %d declined",
                   spec, compressed, declined);
+    /* the measuring calls, 2 to settle (top-k: 3, its raw slots measured
+     * between), checks at 7, 15, 23 declined, the exploring call and 2 to
+     * settle again: the other 40 - measured - 9 calls had none */
+    ck_assert_msg(after.headers - first.headers <= (uint64_t)measured + 9, "%s: %llu headers in 40 calls", spec,
+                  (unsigned long long)(after.headers - first.headers));
 
     snprintf(spec, sizeof spec, "%s SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=0.001", specs[s]);
     use_config(spec);
-    squallStatsGet(&before);
-    for (int t = 0; t < 5; t++)
+    int first_compressed = -1;
+    for (int t = 0; t < SQ_COST_RECHECK + 4; t++) {
+      squallStatsGet(&before);
       ck_assert_int_eq(squallMpiAllreduce(g, a, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
-    squallStatsGet(&after);
-    ck_assert_msg(after.compressedCalls - before.compressedCalls == 5, "%s: a slow link and plain chosen", spec);
+      squallStatsGet(&after);
+      int c = after.compressedCalls > before.compressedCalls;
+      counts_identical((uint64_t)c, spec);
+      if (c && first_compressed < 0) first_compressed = t;
+      ck_assert_msg(c || first_compressed < 0, "%s: call %d passed through after call %d compressed", spec, t,
+                    first_compressed);
+    }
+    ck_assert_msg(first_compressed >= 0 && first_compressed < SQ_COST_RECHECK,
+                  "%s: a slow link given, first compressed call %d", spec, first_compressed);
   }
+  free(g); free(a); free(b);
+}
+END_TEST
+
+/* A rank that changes its configuration alone while a class is settled
+ * (its calls skip the header): the skipped calls stay the plain
+ * all-reduce on every rank, the class's exploring call meets the other
+ * ranks' header and sees the disagreement, and from then on every call has
+ * a header and passes through until the configurations agree again; then
+ * the class settles again. Nothing hangs, nothing is summed wrong. */
+START_TEST(test_settled_config_change) {
+  if (nranks < 2) return;
+  size_t n = 100003;
+  float *g = malloc(n * 4), *a = malloc(n * 4), *b = malloc(n * 4);
+  use_config("SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=100000");
+  squallConfig_t agreed;
+  squallGetConfig(&agreed);
+  squallMpiCommFree(MPI_COMM_WORLD); /* a fresh engine: no figures yet */
+  int mismatched = 0, skipped_after_change = 0, settled_headers = 0;
+  for (int t = 0; t < 60; t++) {
+    if (t == 6 && rank == 0) use_config("SQUALL_COMPRESS=int8 SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=100000");
+    if (t == 45 && rank == 0) ck_assert_int_eq(squallSetConfig(&agreed), squallSuccess);
+    for (size_t i = 0; i < n; i++) g[i] = gen_uniform(90 + (uint64_t)t, rank, i);
+    squallStats_t before, after;
+    squallStatsGet(&before);
+    ck_assert_int_eq(squallMpiAllreduce(g, a, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+    squallStatsGet(&after);
+    uint64_t headed = after.headers - before.headers;
+    uint64_t mism = after.passthrough[squallPassMismatch] - before.passthrough[squallPassMismatch];
+    counts_identical(headed, "settled: headers");
+    counts_identical(mism, "settled: mismatches");
+    if (t >= 6 && t < 45) {
+      /* rank 0 holds another codec: nothing may be compressed */
+      ck_assert_msg(after.compressedCalls == before.compressedCalls, "call %d compressed while ranks disagree", t);
+      PMPI_Allreduce(g, b, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      ck_assert_msg(memcmp(a, b, n * 4) == 0, "call %d: not the plain all-reduce", t);
+      skipped_after_change += headed == 0;
+      if (mism) mismatched++;
+      if (mismatched) ck_assert_msg(headed == 1 && mism == 1, "call %d: after the disagreement: %llu headers", t,
+                                    (unsigned long long)headed);
+    }
+    if (t >= 47) { /* agreed again at 45, declined twice through the header: settled */
+      settled_headers += (int)headed;
+      ck_assert_msg(after.compressedCalls == before.compressedCalls, "call %d compressed", t);
+    }
+    assert_identical_across_ranks(a, n * 4, "settled: result");
+  }
+  ck_assert_msg(skipped_after_change > 0 && mismatched > 0, "skipped %d, mismatched %d", skipped_after_change,
+                mismatched);
+  /* 13 calls, one check header in every SQ_COST_RECHECK */
+  ck_assert_msg(settled_headers <= (13 + SQ_COST_RECHECK - 1) / SQ_COST_RECHECK, "%d headers in 13 settled calls",
+                settled_headers);
+  use_config("SQUALL_COMPRESS=int8");
   free(g); free(a); free(b);
 }
 END_TEST
@@ -496,6 +581,7 @@ static Suite *suite(void) {
   tc = tcase_create("cost_model");
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, test_cost_model);
+  tcase_add_test(tc, test_settled_config_change);
   tcase_add_test(tc, test_cost_model_agrees);
   suite_add_tcase(s, tc);
   return s;

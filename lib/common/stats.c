@@ -59,6 +59,13 @@ void squall__stats_record_path(squallStats_t *local, int path, int flat_reason, 
   pthread_mutex_unlock(&lock);
 }
 
+void squall__stats_record_header(squallStats_t *local) {
+  pthread_mutex_lock(&lock);
+  process.headers++;
+  if (local) local->headers++;
+  pthread_mutex_unlock(&lock);
+}
+
 void squall__stats_record_chunks(squallStats_t *local, uint64_t chunks) {
   if (chunks < 2) return;
   pthread_mutex_lock(&lock);
@@ -114,8 +121,9 @@ void squall__stats_json(FILE *out, const squallStats_t *s, int rank) {
             (unsigned long long)s->flat[r]);
   fprintf(out, "}, \"bytes_inter_node\": %llu, \"bytes_intra_node\": %llu, ",
           (unsigned long long)s->bytesInterNode, (unsigned long long)s->bytesIntraNode);
-  fprintf(out, "\"pipelined_calls\": %llu, \"pipeline_chunks\": %llu}\n",
-          (unsigned long long)s->pipelinedCalls, (unsigned long long)s->pipelineChunks);
+  fprintf(out, "\"pipelined_calls\": %llu, \"pipeline_chunks\": %llu, \"headers\": %llu}\n",
+          (unsigned long long)s->pipelinedCalls, (unsigned long long)s->pipelineChunks,
+          (unsigned long long)s->headers);
 }
 
 /* "%r" in the path becomes the rank; otherwise ".<rank>" is appended. */

@@ -22,6 +22,9 @@ void squall__stats_record(squallStats_t *local, int reason, uint64_t bytes_in,
 void squall__stats_record_path(squallStats_t *local, int path, int flat_reason, uint64_t inter,
                                uint64_t intra);
 
+/* Counts a call header exchanged. */
+void squall__stats_record_header(squallStats_t *local);
+
 /* Counts a compressed call that ran in `chunks` pipeline chunks (> 1). */
 void squall__stats_record_chunks(squallStats_t *local, uint64_t chunks);
 

@@ -109,6 +109,17 @@ int squall__cost_explore(const squall_cost *m, uint64_t bytes_in) {
 
 void squall__cost_declined(squall_cost *m, uint64_t bytes_in) { m->declined[size_class(bytes_in)]++; }
 
+_Static_assert(SQ_COST_EXPLORE % SQ_COST_RECHECK == 0, "every exploring call must be a header call");
+int squall__cost_settled(const squall_cost *m, uint64_t bytes_in) {
+  int cls = size_class(bytes_in);
+  return m->declined_run[cls] >= SQ_COST_SETTLE && m->declined[cls] % SQ_COST_RECHECK != SQ_COST_RECHECK - 1;
+}
+
+void squall__cost_header_verdict(squall_cost *m, uint64_t bytes_in, int model_declined) {
+  uint8_t *run = &m->declined_run[size_class(bytes_in)];
+  *run = model_declined ? (uint8_t)(*run < UINT8_MAX ? *run + 1 : *run) : 0;
+}
+
 #define PROBE_RUNS 3 /* two samples: its first is not taken */
 int squall__cost_probe_plain(const squall_cost *m, uint64_t bytes_in, double t_comp, double t_plain) {
   int cls = size_class(bytes_in);

@@ -41,6 +41,9 @@ typedef struct {
   float comp_spb[SQ_COST_KINDS][SQ_COST_CLASSES];
   uint8_t plain_seen[SQ_COST_CLASSES], comp_seen[SQ_COST_KINDS][SQ_COST_CLASSES]; /* a first call was seen */
   uint64_t declined[SQ_COST_CLASSES]; /* calls passed through as not paying, per size class */
+  /* consecutive header verdicts of the model itself (not a probe) that
+   * declined the class: from the agreed headers, the same on every rank */
+  uint8_t declined_run[SQ_COST_CLASSES];
   /* calls the model judged (compressed, or declined), and of those the
    * ones that ran plain, per size class: for the plain probes */
   uint64_t judged[SQ_COST_CLASSES];
@@ -144,5 +147,23 @@ void squall__cost_judged(squall_cost *m, uint64_t bytes_in, int plain);
 
 /* Counts a declined call, or an exploring one (after every rank agreed). */
 void squall__cost_declined(squall_cost *m, uint64_t bytes_in);
+
+/* Settled classes: once the agreed model itself (not a plain probe) has
+ * declined a size class in SQ_COST_SETTLE headers in a row, its calls pass
+ * through without a header, except every SQ_COST_RECHECK-th declined call
+ * (which sees a configuration change: squallSetConfig on every rank) and
+ * the exploring call, whose header starts the count again. A header costs
+ * a small all-reduce, which on cores shared by several ranks waits for the
+ * scheduler (about 0.6 ms a call on 4 ranks over 2 cores); what it
+ * protects, the agreement on the configuration and on every rank's
+ * allocations, a plain pass-through does not need. 1 when the call of
+ * bytes_in may skip the header; from past headers only, the same on every
+ * rank. */
+#define SQ_COST_SETTLE 2
+#define SQ_COST_RECHECK 8 /* divides SQ_COST_EXPLORE */
+int squall__cost_settled(const squall_cost *m, uint64_t bytes_in);
+/* After a header: whether the call was declined by the model's own verdict
+ * (every other outcome, a probe included, starts the count again). */
+void squall__cost_header_verdict(squall_cost *m, uint64_t bytes_in, int model_declined);
 
 #endif

@@ -110,9 +110,10 @@ void squall__engine_free(squall_engine *e) {
   if (e->stats.calls) {
     const squallStats_t *s = &e->stats;
     SQ_INFO("communicator rank %d/%d: %llu calls, %llu compressed, %llu passed through, "
-            "%llu bytes in, %llu bytes on the wire (%.1fx), %.3f s in codecs (host time)",
+            "%llu call headers, %llu bytes in, %llu bytes on the wire (%.1fx), %.3f s in codecs (host time)",
             e->tr.rank, e->tr.nranks, (unsigned long long)s->calls,
             (unsigned long long)s->compressedCalls, (unsigned long long)s->passthroughCalls,
+            (unsigned long long)s->headers,
             (unsigned long long)s->bytesIn, (unsigned long long)s->bytesWire,
             s->bytesWire ? (double)s->bytesIn / (double)s->bytesWire : 0.0, s->codecSeconds);
   }
@@ -628,6 +629,7 @@ static squallResult_t header(squall_engine *e, const squall_call *c, const squal
   int64_t d = digest(cfg), h[HEADER_WORDS] = {ok ? 1 : 0, d, -d, -(int64_t)v->forced, -v->comp_ns, -v->plain_ns};
   for (int i = 0; i < SQ_COST_VARIANTS; i++) h[6 + i] = -v->variant_ns[i];
   SQ_FORWARD_IF_ERROR(e->tr.allreduce_min_i64_host(e->tr.ctx, c->stream, h, HEADER_WORDS));
+  squall__stats_record_header(&e->stats);
   *all_ok = h[0] == 1;
   *agreed = h[1] == -h[2];
   /* The slowest rank sets a collective's time: compare the largest
@@ -869,6 +871,17 @@ int squall__engine_ready(squall_engine *e, const squall_call *c) {
   return capture_ready(e, c, &cfg, gen, guess, &L);
 }
 
+/* A host call of a size class that the agreed cost model has settled as
+ * not paying (squall__cost_settled) passes through without its header.
+ * Only past headers decide it, never this rank's configuration: a
+ * squallSetConfig that one rank's call sees and another's does not reaches
+ * the class at its next header (at most SQ_COST_RECHECK calls on), where
+ * the digests are compared. */
+static int settled_plain(const squall_engine *e, const squall_call *c, uint64_t bytes_in) {
+  return e->header_every_call && !c->shard && e->agreed_valid && e->agreed_ok &&
+         squall__cost_settled(&e->cost, bytes_in);
+}
+
 static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_decision *d, run_state *st) {
   squallConfig_t cfg; /* one snapshot for the whole call, as the header agrees it */
   uint64_t gen;
@@ -879,6 +892,13 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   d->route = SQ_ROUTE_PASS;
   if (c->shard) e->undo_res = NULL; /* set again when this shard's residual moves */
   if (call_pass_reason(c, &d->reason)) return squallSuccess;
+  uint64_t bytes_in = (uint64_t)c->count * c->elsize;
+  if (settled_plain(e, c, bytes_in)) {
+    d->reason = squallPassNotPaying;
+    squall__cost_declined(&e->cost, bytes_in); /* counts toward the next exploration */
+    squall__cost_judged(&e->cost, bytes_in, 1);
+    return squallSuccess;
+  }
 
   /* What this rank's own configuration would do, to prepare for it. */
   decide_in in = {.call = c, .cfg = &cfg, .nranks = e->tr.nranks, .agreed = 1, .all_ok = 1,
@@ -889,7 +909,6 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
    * whole calls showed fastest at this size, from figures earlier headers
    * agreed (the same here on every rank), so that this call is prepared
    * for the right route. */
-  uint64_t bytes_in = (uint64_t)c->count * c->elsize;
   unsigned allowed = variants_allowed(e, c, &cfg, in.two_level);
   decide_in in_nodes = in; /* the inputs before the variant: for variant_vote() */
   int variant = allowed ? squall__cost_variant(&e->cost, (int)cfg.codec, allowed, bytes_in) : 0;
@@ -925,12 +944,14 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
 
   cost_verdict v;
   memset(&v, 0, sizeof v);
-  if (e->header_every_call || grow || !e->agreed_valid || e->agreed_gen != gen) {
+  int headed = e->header_every_call || grow || !e->agreed_valid || e->agreed_gen != gen;
+  int model_pays = 1; /* the model's own verdict, before a plain probe */
+  if (headed) {
     cost_vote(e, c, &rc, guess, &st->L, &v);
     variant_vote(e, c, &cfg, &in_nodes, guess == SQ_ROUTE_PASS ? 0 : allowed, &v);
     explored = v.explored;
     SQ_FORWARD_IF_ERROR(header(e, c, &cfg, gen, prep == squallSuccess, &in.agreed, &in.all_ok, &v));
-    in.pays = v.forced || squall__cost_pays((double)v.comp_ns, (double)v.plain_ns);
+    in.pays = model_pays = v.forced || squall__cost_pays((double)v.comp_ns, (double)v.plain_ns);
     /* the model never declined at this size and is not sure: measure plain (not where
      * the link is given: whole calls do not overrule the model then) */
     if (in.pays && !v.forced && !(cfg.linkGbps > 0) &&
@@ -947,6 +968,7 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   in.count = e->residuals;
   d->route = decide(&in, &d->reason);
   int declined = d->route == SQ_ROUTE_PASS && d->reason == squallPassNotPaying;
+  if (headed) squall__cost_header_verdict(&e->cost, bytes_in, declined && !model_pays);
   if (declined || (explored && d->route != SQ_ROUTE_PASS))
     squall__cost_declined(&e->cost, bytes_in); /* counts toward the next exploration */
   if (model_runs(e, &cfg, c) && (declined || (d->route != SQ_ROUTE_PASS && d->route != SQ_ROUTE_TWOLEVEL)))
