@@ -42,6 +42,11 @@ typedef struct bench_backend {
    * and divides, inside the call. 0 on success, else an error in `why`. */
   int (*allreduce)(const void *send, void *recv, size_t count, bench_dtype t, bench_op op,
                    MPI_Comm comm, char *why, size_t len);
+  /* The same all-reduce by the collective library itself, not through
+   * squall (its profiling name, so that an interposer does not catch it):
+   * the plain figure every codec is compared with. */
+  int (*plain_allreduce)(const void *send, void *recv, size_t count, bench_dtype t, bench_op op,
+                         MPI_Comm comm, char *why, size_t len);
   /* Zeroes squall's error-feedback residuals (between codecs). */
   int (*reset_residuals)(MPI_Comm comm);
   /* Frees squall's per-communicator state (after each size). */

@@ -1,7 +1,7 @@
 /*
  * bench_backend_mpi.c - the host-memory backend: buffers from malloc,
- * all-reduce by squallMpiAllreduce (MPI_Allreduce's signature). It runs
- * anywhere MPI does, one rank per core.
+ * all-reduce by squallMpiAllreduce (MPI_Allreduce's signature), plain by
+ * PMPI_Allreduce. It runs anywhere MPI does, one rank per core.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -21,15 +21,16 @@ static void mpi_teardown(void) {}
 static void *mpi_alloc(size_t bytes) { return calloc(1, bytes ? bytes : 1); }
 static void mpi_release(void *p) { free(p); }
 
-static int mpi_allreduce(const void *send, void *recv, size_t count, bench_dtype t, bench_op op,
-                         MPI_Comm comm, char *why, size_t len) {
-  int rc = squallMpiAllreduce(send, recv, (int)count, MPI_FLOAT, MPI_SUM, comm);
+typedef int (*mpi_allreduce_fn)(const void *, void *, int, MPI_Datatype, MPI_Op, MPI_Comm);
+
+static int run(mpi_allreduce_fn fn, const char *name, const void *send, void *recv, size_t count, bench_op op,
+               MPI_Comm comm, char *why, size_t len) {
+  int rc = fn(send, recv, (int)count, MPI_FLOAT, MPI_SUM, comm);
   if (rc != MPI_SUCCESS) {
     char msg[MPI_MAX_ERROR_STRING] = "";
     int n = 0;
     MPI_Error_string(rc, msg, &n);
-    snprintf(why, len, "squallMpiAllreduce(count=%zu) failed: %s (%s)", count, msg,
-             squallGetLastError());
+    snprintf(why, len, "%s(count=%zu) failed: %s (%s)", name, count, msg, squallGetLastError());
     return -1;
   }
   /* MPI has no average op: sum, then divide here, inside the timed call, as
@@ -41,6 +42,16 @@ static int mpi_allreduce(const void *send, void *recv, size_t count, bench_dtype
     for (size_t i = 0; i < count; i++) r[i] /= d;
   }
   return 0;
+}
+
+static int mpi_allreduce(const void *send, void *recv, size_t count, bench_dtype t, bench_op op, MPI_Comm comm,
+                         char *why, size_t len) {
+  return run(squallMpiAllreduce, "squallMpiAllreduce", send, recv, count, op, comm, why, len);
+}
+
+static int mpi_plain_allreduce(const void *send, void *recv, size_t count, bench_dtype t, bench_op op,
+                               MPI_Comm comm, char *why, size_t len) {
+  return run(PMPI_Allreduce, "PMPI_Allreduce", send, recv, count, op, comm, why, len);
 }
 
 const bench_backend bench_backend_mpi = {
@@ -56,6 +67,7 @@ const bench_backend bench_backend_mpi = {
     .upload = NULL,
     .download = NULL,
     .allreduce = mpi_allreduce,
+    .plain_allreduce = mpi_plain_allreduce,
     .reset_residuals = squallMpiResetResiduals,
     .free_state = squallMpiCommFree,
 };

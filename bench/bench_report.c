@@ -40,7 +40,9 @@ void bench_report_header(FILE *out, const bench_run_info *in) {
                "algbw*2(P-1)/P\n# (for codecs: effective, from the uncompressed size); wire: bytes one "
                "rank sends per call;\n# ratio = bytes in / bytes on the wire; codec: compress + "
                "decompress per call;\n# rel_err = ||result - exact sum|| / ||exact sum|| after "
-               "warm-up and timed iterations (error feedback on)\n#\n");
+               "warm-up and timed iterations (error feedback on)\n");
+  fprintf(out, "# none = the plain all-reduce (%s, not through squall); speedup = time of none / time\n#\n",
+          !strcmp(in->backend, "mpi") ? "PMPI_Allreduce" : "pncclAllReduce");
   fprintf(out, "#%11s %10s %12s %12s %8s %8s %12s %7s %7s %10s %9s %s\n", "size", "count",
           "codec", "time", "algbw", "busbw", "wire", "ratio", "speedup", "codec", "rel_err", "path");
   fprintf(out, "#%11s %10s %12s %12s %8s %8s %12s %7s %7s %10s\n", "(B)", "(elts)", "", "(us)",
@@ -85,7 +87,7 @@ void bench_report_summary(FILE *out, const bench_run_info *in, const bench_row *
       fprintf(out, " busbw %.3f GB/s, %.1f ms per call", last->busbw_gbs, last->time_us / 1e3);
     } else {
       if (last->speedup > 0)
-        fprintf(out, " %.2fx vs none (%.2fx at %s .. %.2fx at %s),", last->speedup,
+        fprintf(out, " %.2fx vs plain (%.2fx at %s .. %.2fx at %s),", last->speedup,
                 worst->speedup, bench_human_bytes((double)worst->bytes, a, sizeof a),
                 best->speedup, bench_human_bytes((double)best->bytes, b, sizeof b));
       fprintf(out, " effective busbw %.3f GB/s, wire ratio %.1f, codec %.1f ms per call (%.0f%% of "
