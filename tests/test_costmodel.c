@@ -278,10 +278,29 @@ START_TEST(test_plain_probes) {
   ck_assert_int_eq(probes, 3);
   ck_assert_int_eq(squall__cost_probe_plain(&m, b * 4, 1.0, 1.5), 0); /* another class: not judged yet */
   memset(&m, 0, sizeof m);
+  squall__cost_note_call(&m, -1, b * 4, 0.01); /* a plain call ran, at another size */
   for (int i = 0; i < 10; i++) { /* 20x faster: no doubt, no probe */
     ck_assert_int_eq(squall__cost_probe_plain(&m, b, 1.0, 20.0), 0);
     squall__cost_judged(&m, b, 0);
   }
+  memset(&m, 0, sizeof m); /* but no plain call ever: the link is a guess, probe anyway */
+  probes = 0;
+  for (int i = 0; i < 10; i++) {
+    int p = squall__cost_probe_plain(&m, b, 1.0, 20.0);
+    probes += p;
+    squall__cost_judged(&m, b, p);
+    if (p) squall__cost_note_call(&m, -1, b, 0.01);
+  }
+  ck_assert_int_eq(probes, 1); /* then a plain call has run: no doubt left at 20x */
+  memset(&m, 0, sizeof m); /* plain is fast: probing costs little, probe however clear the verdict */
+  squall__cost_note_call(&m, -1, b * 4, 0.01);
+  probes = 0;
+  for (int i = 0; i < 10; i++) {
+    int p = squall__cost_probe_plain(&m, b, 0.0001, 0.01);
+    probes += p;
+    squall__cost_judged(&m, b, p);
+  }
+  ck_assert_int_eq(probes, 3);
   memset(&m, 0, sizeof m); /* declined calls ran plain already: nothing to probe */
   for (int i = 0; i < 3; i++) squall__cost_judged(&m, b, 1);
   ck_assert_int_eq(squall__cost_probe_plain(&m, b, 1.0, 1.5), 0);

@@ -37,6 +37,7 @@ void squall__cost_note_link(squall_cost *m, int collectives, uint64_t bytes, dou
 void squall__cost_note_call(squall_cost *m, int kind, uint64_t bytes_in, double seconds) {
   if (kind >= SQ_COST_KINDS || bytes_in == 0 || seconds != seconds) return;
   int cls = size_class(bytes_in);
+  if (kind < 0) m->plain_calls++;
   uint8_t *seen = kind < 0 ? &m->plain_seen[cls] : &m->comp_seen[kind][cls];
   if (!*seen || seconds < 0) { /* the first, or one that ran but was not timed */
     *seen = 1;
@@ -123,7 +124,8 @@ void squall__cost_header_verdict(squall_cost *m, uint64_t bytes_in, int model_de
 #define PROBE_RUNS 3 /* two samples: its first is not taken */
 int squall__cost_probe_plain(const squall_cost *m, uint64_t bytes_in, double t_comp, double t_plain) {
   int cls = size_class(bytes_in);
-  return m->judged[cls] >= 2 && m->plain_runs[cls] < PROBE_RUNS && t_comp * SQ_COST_PROBE_MARGIN > t_plain;
+  return m->judged[cls] >= 2 && m->plain_runs[cls] < PROBE_RUNS &&
+         (t_comp * SQ_COST_PROBE_MARGIN > t_plain || t_plain < SQ_COST_PROBE_CHEAP || m->plain_calls == 0);
 }
 
 void squall__cost_judged(squall_cost *m, uint64_t bytes_in, int plain) {

@@ -40,6 +40,8 @@ typedef struct {
   float plain_spb[SQ_COST_CLASSES];
   float comp_spb[SQ_COST_KINDS][SQ_COST_CLASSES];
   uint8_t plain_seen[SQ_COST_CLASSES], comp_seen[SQ_COST_KINDS][SQ_COST_CLASSES]; /* a first call was seen */
+  uint64_t plain_calls; /* plain whole calls of any size: none means the link was fitted from compressed
+                           calls alone */
   uint64_t declined[SQ_COST_CLASSES]; /* calls passed through as not paying, per size class */
   /* consecutive header verdicts of the model itself (not a probe) that
    * declined the class: from the agreed headers, the same on every rank */
@@ -134,13 +136,20 @@ void squall__cost_variant_agree(squall_cost *m, int codec, int variant, uint64_t
 void squall__cost_variant_count(squall_cost *m, int codec, unsigned allowed, int variant, uint64_t bytes_in);
 
 /* Plain probes: where the model would compress but its two predictions
- * are within a factor PROBE_MARGIN of each other, a size class the model
- * never declined passes its calls through from the third judged one until
+ * (seconds) are within a factor PROBE_MARGIN of each other, or plain is
+ * predicted under PROBE_CHEAP seconds (three probes cost little, and
+ * latency, which the model knows least, dominates there), or whatever
+ * they are while no plain call has run at all, a size class the model never
+ * declined passes its calls through from the third judged one until
  * plain has run three times that way (its first whole call is not taken), so
  * that whole calls of both decide from then on: a model that never sees
- * plain run cannot learn that it guessed plain too slow. 1 for a probe;
- * from counts and header times, the same on every rank. */
+ * plain run cannot learn that it guessed plain too slow. (A link fitted
+ * from compressed calls of one shape alone puts their latency into the
+ * bandwidth: 64 KiB top-k calls on shared memory predicted plain 40 times
+ * slower than it was.) 1 for a probe; from counts and header times, the
+ * same on every rank. */
 #define SQ_COST_PROBE_MARGIN 2.0
+#define SQ_COST_PROBE_CHEAP 0.02
 int squall__cost_probe_plain(const squall_cost *m, uint64_t bytes_in, double t_comp, double t_plain);
 /* A call the model judged: plain (declined or a probe) or compressed. */
 void squall__cost_judged(squall_cost *m, uint64_t bytes_in, int plain);
