@@ -277,6 +277,11 @@ START_TEST(test_plain_probes) {
   }
   ck_assert_int_eq(probes, 3);
   ck_assert_int_eq(squall__cost_probe_plain(&m, b * 4, 1.0, 1.5), 0); /* another class: not judged yet */
+  for (int i = 10; i < 2 * SQ_COST_EXPLORE; i++) { /* then one in every EXPLORE judged calls */
+    int p = squall__cost_probe_plain(&m, b, 1.0, 1.5);
+    ck_assert_int_eq(p, i % SQ_COST_EXPLORE == SQ_COST_EXPLORE - 1);
+    squall__cost_judged(&m, b, p);
+  }
   memset(&m, 0, sizeof m);
   squall__cost_note_call(&m, -1, b * 4, 0.01); /* a plain call ran, at another size */
   for (int i = 0; i < 10; i++) { /* 20x faster: no doubt, no probe */

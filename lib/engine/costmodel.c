@@ -124,8 +124,9 @@ void squall__cost_header_verdict(squall_cost *m, uint64_t bytes_in, int model_de
 #define PROBE_RUNS 3 /* two samples: its first is not taken */
 int squall__cost_probe_plain(const squall_cost *m, uint64_t bytes_in, double t_comp, double t_plain) {
   int cls = size_class(bytes_in);
-  return m->judged[cls] >= 2 && m->plain_runs[cls] < PROBE_RUNS &&
-         (t_comp * SQ_COST_PROBE_MARGIN > t_plain || t_plain < SQ_COST_PROBE_CHEAP || m->plain_calls == 0);
+  int unsure = t_comp * SQ_COST_PROBE_MARGIN > t_plain || t_plain < SQ_COST_PROBE_CHEAP || m->plain_calls == 0;
+  if (!unsure || m->judged[cls] < 2) return 0;
+  return m->plain_runs[cls] < PROBE_RUNS || m->judged[cls] % SQ_COST_EXPLORE == SQ_COST_EXPLORE - 1;
 }
 
 void squall__cost_judged(squall_cost *m, uint64_t bytes_in, int plain) {

@@ -143,7 +143,12 @@ void squall__cost_variant_count(squall_cost *m, int codec, unsigned allowed, int
  * declined passes its calls through from the third judged one until
  * plain has run three times that way (its first whole call is not taken), so
  * that whole calls of both decide from then on: a model that never sees
- * plain run cannot learn that it guessed plain too slow. (A link fitted
+ * plain run cannot learn that it guessed plain too slow. After that, every
+ * EXPLORE-th judged call of the class is a probe again, as long as the
+ * verdict stays that close, so that plain's figure stays as current as the
+ * codec's (a job's first calls are slow: probes among them timed plain at
+ * 1 MiB on shared memory 3 times slower than it ran later, and the class
+ * compressed at 0.8x plain for good). (A link fitted
  * from compressed calls of one shape alone puts their latency into the
  * bandwidth: 64 KiB top-k calls on shared memory predicted plain 40 times
  * slower than it was.) 1 for a probe; from counts and header times, the
