@@ -9,6 +9,9 @@
 # Sets (default: all of them):
 #   link     4 ranks, 64 MiB, every codec, one shared link of 1 and 10 Gbit/s
 #   shm      4 ranks on shared memory, 64 KiB .. 64 MiB, default configuration
+#   shm-pair 4 ranks on shared memory, 64 KiB .. 16 MiB: plain against each
+#            codec alone, 2 x RUNS runs per cell, which one runs first
+#            alternating (the machine drifts by more than 5% within a run)
 #   cluster  2 x 2 and 4 x 1 emulated nodes, 1 Gbit/s and 250 Mbit/s per NIC,
 #            64 MiB, flat against two-level
 #   sweep    2 x 2 at 250 Mbit/s per NIC, 1 to 64 MiB, flat against two-level
@@ -32,12 +35,12 @@ while test $# -gt 0; do
   --runs) runs=$2; shift 2 ;;
   --out) out=$2; shift 2 ;;
   -h | --help) sed -n '2,21p' "$0"; exit 0 ;;
-  link | shm | cluster | sweep | data | yield) sets="$sets $1"; shift ;;
-  *) echo "$me: unknown argument '$1' (sets: link shm cluster sweep data yield)" >&2; exit 2 ;;
+  link | shm | shm-pair | cluster | sweep | data | yield) sets="$sets $1"; shift ;;
+  *) echo "$me: unknown argument '$1' (sets: link shm shm-pair cluster sweep data yield)" >&2; exit 2 ;;
   esac
 done
 case $runs in '' | *[!0-9]* | 0) echo "$me: --runs '$runs' is not a positive integer" >&2; exit 2 ;; esac
-sets=${sets:-link shm cluster sweep data yield}
+sets=${sets:-link shm shm-pair cluster sweep data yield}
 out=${out:-reproduce-$(date +%Y%m%d-%H%M)}
 [ -x ./squall-bench ] || { echo "$me: run me from the build directory (no ./squall-bench here)" >&2; exit 2; }
 mkdir -p "$out"
@@ -70,6 +73,22 @@ for set in $sets; do
         -J "$out/shm-$i.json" >"$out/shm-$i.txt" 2>&1
     done
     median "$out"/shm-*.json --markdown ;;
+  shm-pair)
+    # One codec and plain per run, so that the two are timed close together,
+    # and each first in half of the runs: on 4 ranks over 2 cores, one
+    # size's 30 calls run 15% slower or faster than the next size's for no
+    # reason of theirs, which swamps a 5% target.
+    note "4 ranks, shared memory, plain against each codec alone, order alternating"
+    for size in 64K 256K 1M 4M 16M; do
+      for codec in fp16 int8 topk:0.01; do
+        for i in $(seq $((2 * runs))); do
+          if test $((i % 2)) = 1; then list=none,$codec; else list=$codec,none; fi
+          mpirun -n 4 ./squall-bench -b "$size" -e "$size" -n 20 -w 10 -C "$list" --no-progress \
+            -J "$out/shm-pair-$size-$codec-$i.json" >"$out/shm-pair-$size-$codec-$i.txt" 2>&1
+        done
+      done
+    done
+    median "$out"/shm-pair-*.json --markdown ;;
   cluster)
     for shape in 2x2 4x1; do
       for rate in 1gbit 250mbit; do

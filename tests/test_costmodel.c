@@ -142,30 +142,48 @@ END_TEST
 
 /* Two declines in a row through the header settle a class until its
  * exploring call; any other verdict (a probe, a compressed call) starts
- * the count again. */
+ * the count again. Every 16th declined call has its header; each
+ * exploration that the model follows with a decline doubles the exploring
+ * period, up to 32 << 4. */
 START_TEST(test_settled_rhythm) {
   squall_cost m;
   memset(&m, 0, sizeof m);
   uint64_t b = 1 << 20;
   ck_assert_int_eq(squall__cost_settled(&m, b), 0);
-  squall__cost_header_verdict(&m, b, 1);
+  squall__cost_header_verdict(&m, b, 1, 0);
   squall__cost_declined(&m, b);
   ck_assert_int_eq(squall__cost_settled(&m, b), 0);
-  squall__cost_header_verdict(&m, b, 0); /* a probe: starts again */
+  squall__cost_header_verdict(&m, b, 0, 0); /* a probe: starts again */
   squall__cost_declined(&m, b);
   ck_assert_int_eq(squall__cost_settled(&m, b), 0);
-  int headers = 0;
-  for (int i = 2; i < 2 * SQ_COST_EXPLORE; i++) { /* as the engine runs it */
-    int skip = squall__cost_settled(&m, b);
-    if (!skip) {
+  int headers = 0, explored = 0;
+  for (int i = 2; i < 64; i++) { /* as the engine runs it */
+    if (!squall__cost_settled(&m, b)) {
+      int x = squall__cost_explore(&m, b); /* the exploring call compresses */
       headers++;
-      squall__cost_header_verdict(&m, b, !squall__cost_explore(&m, b)); /* the exploring call compresses */
+      explored += x;
+      squall__cost_header_verdict(&m, b, !x, x);
     }
     squall__cost_declined(&m, b);
   }
-  /* calls 2 and 3 settle it; then every 8th call checks (7, 15, 23, 39,
-   * 47, 55); the exploring calls 31 and 63, and the 2 after 31 */
-  ck_assert_int_eq(headers, 2 + 6 + 2 + 2);
+  /* calls 2 and 3 settle it; the check at 15; the exploring call 31 and the
+   * 2 after it; the check at 47; the exploring call 63 (the period doubled
+   * to 64) */
+  ck_assert_int_eq(headers, 2 + 1 + 3 + 1 + 1);
+  ck_assert_int_eq(explored, 2);
+  for (int i = 64; i < 4096; i++) {
+    if (!squall__cost_settled(&m, b)) {
+      int x = squall__cost_explore(&m, b);
+      explored += x;
+      squall__cost_header_verdict(&m, b, !x, x);
+    }
+    squall__cost_declined(&m, b);
+  }
+  /* 127, 255, 511 (periods 128 .. 512), then every 512th: 1023 ... 4095 */
+  ck_assert_int_eq(explored, 2 + 3 + 7);
+  /* a verdict to compress starts the period over */
+  squall__cost_header_verdict(&m, b, 0, 0);
+  ck_assert_int_eq(m.explore_shift[20], 0);
   ck_assert_int_eq(squall__cost_settled(&m, 1 << 10), 0); /* size classes count apart */
 }
 END_TEST

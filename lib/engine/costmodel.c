@@ -105,7 +105,9 @@ int squall__cost_predict(const squall_cost *m, const squall_cost_call *c, double
 int squall__cost_pays(double t_comp, double t_plain) { return t_comp * SQ_COST_PAY_MARGIN < t_plain; }
 
 int squall__cost_explore(const squall_cost *m, uint64_t bytes_in) {
-  return m->declined[size_class(bytes_in)] % SQ_COST_EXPLORE == SQ_COST_EXPLORE - 1;
+  int cls = size_class(bytes_in);
+  uint64_t period = (uint64_t)SQ_COST_EXPLORE << m->explore_shift[cls];
+  return m->declined[cls] % period == period - 1;
 }
 
 void squall__cost_declined(squall_cost *m, uint64_t bytes_in) { m->declined[size_class(bytes_in)]++; }
@@ -116,9 +118,17 @@ int squall__cost_settled(const squall_cost *m, uint64_t bytes_in) {
   return m->declined_run[cls] >= SQ_COST_SETTLE && m->declined[cls] % SQ_COST_RECHECK != SQ_COST_RECHECK - 1;
 }
 
-void squall__cost_header_verdict(squall_cost *m, uint64_t bytes_in, int model_declined) {
-  uint8_t *run = &m->declined_run[size_class(bytes_in)];
-  *run = model_declined ? (uint8_t)(*run < UINT8_MAX ? *run + 1 : *run) : 0;
+void squall__cost_header_verdict(squall_cost *m, uint64_t bytes_in, int model_declined, int explored) {
+  int cls = size_class(bytes_in);
+  uint8_t *run = &m->declined_run[cls], *shift = &m->explore_shift[cls];
+  if (model_declined) {
+    if (*run < UINT8_MAX) ++*run;
+    if (m->explored_last[cls] && *shift < SQ_COST_EXPLORE_SHIFTS) ++*shift; /* the exploration changed nothing */
+  } else {
+    *run = 0;
+    if (!explored) *shift = 0;
+  }
+  m->explored_last[cls] = (uint8_t)(explored != 0);
 }
 
 #define PROBE_RUNS 3 /* two samples: its first is not taken */

@@ -46,6 +46,9 @@ typedef struct {
   /* consecutive header verdicts of the model itself (not a probe) that
    * declined the class: from the agreed headers, the same on every rank */
   uint8_t declined_run[SQ_COST_CLASSES];
+  /* exploring period SQ_COST_EXPLORE << explore_shift: doubled each time
+   * an exploration is followed by the model declining again */
+  uint8_t explore_shift[SQ_COST_CLASSES], explored_last[SQ_COST_CLASSES];
   /* calls the model judged (compressed, or declined), and of those the
    * ones that ran plain, per size class: for the plain probes */
   uint64_t judged[SQ_COST_CLASSES];
@@ -106,9 +109,13 @@ int squall__cost_pays(double t_comp, double t_plain);
 
 /* Every EXPLORE-th call that the model declines (per size class) is
  * compressed anyway, so that the codec's figures stay current: 1 when
- * this call is one. Depends only on past decisions, the same on every
- * rank. */
+ * this call is one. Each exploration after which the model declines again
+ * doubles the period, up to EXPLORE << EXPLORE_SHIFTS (a clear verdict
+ * costs less and less: at 64 KiB on shared memory one compressed call in
+ * 32 added 3% to the class's average); any other verdict starts it over.
+ * Depends only on past decisions, the same on every rank. */
 #define SQ_COST_EXPLORE 32
+#define SQ_COST_EXPLORE_SHIFTS 4
 int squall__cost_explore(const squall_cost *m, uint64_t bytes_in);
 
 /* The seconds of a whole call of bytes_in with codec kind `kind`, from
@@ -166,7 +173,8 @@ void squall__cost_declined(squall_cost *m, uint64_t bytes_in);
  * declined a size class in SQ_COST_SETTLE headers in a row, its calls pass
  * through without a header, except every SQ_COST_RECHECK-th declined call
  * (which sees a configuration change: squallSetConfig on every rank) and
- * the exploring call, whose header starts the count again. A header costs
+ * the exploring call (always one of those), whose header starts the count
+ * again. A header costs
  * a small all-reduce, which on cores shared by several ranks waits for the
  * scheduler (about 0.6 ms a call on 4 ranks over 2 cores); what it
  * protects, the agreement on the configuration and on every rank's
@@ -174,10 +182,11 @@ void squall__cost_declined(squall_cost *m, uint64_t bytes_in);
  * bytes_in may skip the header; from past headers only, the same on every
  * rank. */
 #define SQ_COST_SETTLE 2
-#define SQ_COST_RECHECK 8 /* divides SQ_COST_EXPLORE */
+#define SQ_COST_RECHECK 16 /* divides SQ_COST_EXPLORE */
 int squall__cost_settled(const squall_cost *m, uint64_t bytes_in);
 /* After a header: whether the call was declined by the model's own verdict
- * (every other outcome, a probe included, starts the count again). */
-void squall__cost_header_verdict(squall_cost *m, uint64_t bytes_in, int model_declined);
+ * (every other outcome, a probe included, starts the count again), and
+ * whether it was an exploring call that ran compressed. */
+void squall__cost_header_verdict(squall_cost *m, uint64_t bytes_in, int model_declined, int explored);
 
 #endif

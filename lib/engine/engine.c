@@ -968,7 +968,7 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   in.count = e->residuals;
   d->route = decide(&in, &d->reason);
   int declined = d->route == SQ_ROUTE_PASS && d->reason == squallPassNotPaying;
-  if (headed) squall__cost_header_verdict(&e->cost, bytes_in, declined && !model_pays);
+  if (headed) squall__cost_header_verdict(&e->cost, bytes_in, declined && !model_pays, explored && d->route != SQ_ROUTE_PASS);
   if (declined || (explored && d->route != SQ_ROUTE_PASS))
     squall__cost_declined(&e->cost, bytes_in); /* counts toward the next exploration */
   if (model_runs(e, &cfg, c) && (declined || (d->route != SQ_ROUTE_PASS && d->route != SQ_ROUTE_TWOLEVEL)))
