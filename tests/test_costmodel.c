@@ -97,6 +97,14 @@ START_TEST(test_no_figures_no_prediction) {
   squall__cost_note_codec(&m, -1, 10, 1.0);
   ck_assert_int_eq(m.link_samples, 0);
   ck_assert(m.spe[3] == 0);
+  /* exchanges that took no time: the link looks free, plain cheap, and
+   * that is a prediction (not none, which would make every rank compress) */
+  memset(&m, 0, sizeof m);
+  squall__cost_note_codec(&m, 3, c.n, 1e-3);
+  c.kind = 3;
+  for (int i = 0; i < 4; i++) squall__cost_note_link(&m, 1, 4000, 0.0);
+  ck_assert_int_eq(squall__cost_predict(&m, &c, 0, &plain, &comp), 1);
+  ck_assert(plain < SQ_COST_PROBE_CHEAP && comp >= 1e-3);
 }
 END_TEST
 

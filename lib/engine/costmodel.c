@@ -75,7 +75,13 @@ static int link_fit(const squall_cost *m, double link_gbps, double *alpha, doubl
     *alpha = 0;
     *beta = m->sbb > 0 ? m->sbt / m->sbb : 0;
   }
-  return *beta > 0;
+  /* Exchanges that took no time (a rank that spends its whole call in the
+   * codec: the last rank of 64 KiB top-k calls on shared memory) make the
+   * link look free. Say so rather than nothing: a rank without figures
+   * makes every rank compress for good, while a cheap plain sends the class
+   * to the plain probes and then to whole-call times. */
+  if (*beta < 0) *beta = 0;
+  return 1;
 }
 
 int squall__cost_predict(const squall_cost *m, const squall_cost_call *c, double link_gbps, double *t_plain,
