@@ -303,9 +303,10 @@ START_TEST(test_plain_probes) {
   }
   ck_assert_int_eq(probes, 3);
   ck_assert_int_eq(squall__cost_probe_plain(&m, b * 4, 1.0, 1.5), 0); /* another class: not judged yet */
-  for (int i = 10; i < 2 * SQ_COST_EXPLORE; i++) { /* then one in every EXPLORE judged calls */
-    int p = squall__cost_probe_plain(&m, b, 1.0, 1.5);
+  for (int i = 10; i < 2 * SQ_COST_EXPLORE; i++) { /* then one in every EXPLORE judged calls, where close */
+    int p = squall__cost_probe_plain(&m, b, 1.0, 1.2);
     ck_assert_int_eq(p, i % SQ_COST_EXPLORE == SQ_COST_EXPLORE - 1);
+    ck_assert_int_eq(squall__cost_probe_plain(&m, b, 1.0, 1.5), 0); /* not close enough to probe again */
     squall__cost_judged(&m, b, p);
   }
   memset(&m, 0, sizeof m);

@@ -373,8 +373,8 @@ static void counts_identical(uint64_t v, const char *what) {
  * for bit the plain all-reduce, on every rank alike, except every 32nd
  * declined call, compressed to refresh the figures. Two declines through
  * the header settle the class: its calls then skip the header, except
- * every 8th declined call and the exploring one (and the two after it). A
- * 1 Mbit/s link given then (on every rank): within 8 calls every call is
+ * every 16th declined call and the exploring one (and the two after it). A
+ * 1 Mbit/s link given then (on every rank): within 16 calls every call is
  * compressed. */
 START_TEST(test_cost_model) {
   size_t n = 200003;
@@ -452,8 +452,8 @@ END_TEST
 
 /* A rank that changes its configuration alone while a class is settled
  * (its calls skip the header): the skipped calls stay the plain
- * all-reduce on every rank, the class's exploring call meets the other
- * ranks' header and sees the disagreement, and from then on every call has
+ * all-reduce on every rank, the class's next header (every 16th declined
+ * call) meets the other ranks' header and sees the disagreement, and from then on every call has
  * a header and passes through until the configurations agree again; then
  * the class settles again. Nothing hangs, nothing is summed wrong. */
 START_TEST(test_settled_config_change) {

@@ -140,9 +140,11 @@ void squall__cost_header_verdict(squall_cost *m, uint64_t bytes_in, int model_de
 #define PROBE_RUNS 3 /* two samples: its first is not taken */
 int squall__cost_probe_plain(const squall_cost *m, uint64_t bytes_in, double t_comp, double t_plain) {
   int cls = size_class(bytes_in);
-  int unsure = t_comp * SQ_COST_PROBE_MARGIN > t_plain || t_plain < SQ_COST_PROBE_CHEAP || m->plain_calls == 0;
-  if (!unsure || m->judged[cls] < 2) return 0;
-  return m->plain_runs[cls] < PROBE_RUNS || m->judged[cls] % SQ_COST_EXPLORE == SQ_COST_EXPLORE - 1;
+  int cheap = t_plain < SQ_COST_PROBE_CHEAP;
+  if (m->judged[cls] < 2) return 0;
+  if (m->plain_runs[cls] < PROBE_RUNS)
+    return t_comp * SQ_COST_PROBE_MARGIN > t_plain || cheap || m->plain_calls == 0;
+  return m->judged[cls] % SQ_COST_EXPLORE == SQ_COST_EXPLORE - 1 && (t_comp * SQ_COST_REPROBE_MARGIN > t_plain || cheap);
 }
 
 void squall__cost_judged(squall_cost *m, uint64_t bytes_in, int plain) {

@@ -151,9 +151,10 @@ void squall__cost_variant_count(squall_cost *m, int codec, unsigned allowed, int
  * plain has run three times that way (its first whole call is not taken), so
  * that whole calls of both decide from then on: a model that never sees
  * plain run cannot learn that it guessed plain too slow. After that, every
- * EXPLORE-th judged call of the class is a probe again, as long as the
- * verdict stays that close, so that plain's figure stays as current as the
- * codec's (a job's first calls are slow: probes among them timed plain at
+ * EXPLORE-th judged call of the class is a probe again while plain stays
+ * cheap or the verdict within REPROBE_MARGIN (fp16 on a slow link stays
+ * near 2x for good: probing it would cost 3% of a long job), so that
+ * plain's figure stays as current as the codec's (a job's first calls are slow: probes among them timed plain at
  * 1 MiB on shared memory 3 times slower than it ran later, and the class
  * compressed at 0.8x plain for good). (A link fitted
  * from compressed calls of one shape alone puts their latency into the
@@ -162,6 +163,7 @@ void squall__cost_variant_count(squall_cost *m, int codec, unsigned allowed, int
  * same on every rank. */
 #define SQ_COST_PROBE_MARGIN 2.0
 #define SQ_COST_PROBE_CHEAP 0.02
+#define SQ_COST_REPROBE_MARGIN 1.25
 int squall__cost_probe_plain(const squall_cost *m, uint64_t bytes_in, double t_comp, double t_plain);
 /* A call the model judged: plain (declined or a probe) or compressed. */
 void squall__cost_judged(squall_cost *m, uint64_t bytes_in, int plain);
