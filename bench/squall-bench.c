@@ -317,6 +317,7 @@ int main(int argc, char **argv) {
      * buffers touched for the first time): warm it up with plain calls, so
      * that the first codec in -C does not bear that alone (its cost model
      * would time plain while it is still cold). */
+    fill(&c, send, stage, count, 0); /* data, not whatever the allocation held */
     for (int it = 0; it < opt.warmup; it++) allreduce(&c, 1, send, recv, count);
     for (int k = 0; k < opt.ncodecs; k++) run_one(&c, opt.codecs[k], send, recv, stage, count, &rows[nrows++]);
     /* Speedups need none's time at this size, whatever its place in -C. */

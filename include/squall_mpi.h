@@ -26,7 +26,10 @@ SQUALL_API int squallMpiAllreduce(const void *sendbuf, void *recvbuf, int count,
 SQUALL_API int squallMpiResetResiduals(MPI_Comm comm);
 
 /* Frees all squall state kept for comm (residuals, scratch, agreement).
- * Call before MPI_Comm_free(); the MPI interposer does it for you. */
+ * Call before MPI_Comm_free(); the MPI interposer does it for you.
+ * Collective, like MPI_Comm_free: on every rank of comm at the same point
+ * of the call sequence (a rank with new state exchanges call headers that
+ * the others may skip). */
 SQUALL_API int squallMpiCommFree(MPI_Comm comm);
 
 /* Copies the error-feedback residual of the tensor identified by

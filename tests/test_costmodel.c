@@ -175,8 +175,8 @@ START_TEST(test_settled_rhythm) {
     squall__cost_declined(&m, b);
   }
   /* calls 2 and 3 settle it; the check at 15; the exploring call 31 and the
-   * 2 after it; the check at 47; the exploring call 63 (the period doubled
-   * to 64) */
+   * 2 after it; the check at 47; the exploring call 63 (period 64 now: the
+   * next count that is a multiple of it, less one) */
   ck_assert_int_eq(headers, 2 + 1 + 3 + 1 + 1);
   ck_assert_int_eq(explored, 2);
   for (int i = 64; i < 4096; i++) {

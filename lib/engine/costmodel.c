@@ -54,8 +54,8 @@ void squall__cost_note_codec(squall_cost *m, int kind, size_t n, double seconds)
   m->spe[kind] = m->spe[kind] > 0 ? 0.7 * m->spe[kind] + 0.3 * x : x;
 }
 
-/* alpha (seconds per collective) and beta (seconds per MB); 0 when the
- * samples cannot tell. */
+/* alpha (seconds per collective) and beta (seconds per MB); 0 with fewer
+ * than two samples (and no given speed). */
 static int link_fit(const squall_cost *m, double link_gbps, double *alpha, double *beta) {
   if (link_gbps > 0) { /* given: only the latency is fitted */
     *beta = 8.0 * MB / (link_gbps * 1e9);
@@ -80,7 +80,10 @@ static int link_fit(const squall_cost *m, double link_gbps, double *alpha, doubl
    * link look free. Say so rather than nothing: a rank without figures
    * makes every rank compress for good, while a cheap plain sends the class
    * to the plain probes and then to whole-call times. */
-  if (*beta < 0) *beta = 0;
+  if (*beta < 0) { /* and the latency alone explains the times */
+    *beta = 0;
+    *alpha = m->scc > 0 ? fmax(0.0, m->sct / m->scc) : 0.0;
+  }
   return 1;
 }
 

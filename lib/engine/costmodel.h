@@ -110,7 +110,10 @@ int squall__cost_pays(double t_comp, double t_plain);
 /* Every EXPLORE-th call that the model declines (per size class) is
  * compressed anyway, so that the codec's figures stay current: 1 when
  * this call is one. Each exploration after which the model declines again
- * doubles the period, up to EXPLORE << EXPLORE_SHIFTS (a clear verdict
+ * doubles the period from the next exploration on, up to EXPLORE <<
+ * EXPLORE_SHIFTS (explorations then come 32, 32, 64, ... 512 declined
+ * calls apart, each at a count that is a multiple of its period, less one;
+ * a clear verdict
  * costs less and less: at 64 KiB on shared memory one compressed call in
  * 32 added 3% to the class's average); any other verdict starts it over.
  * Depends only on past decisions, the same on every rank. */
@@ -146,8 +149,9 @@ void squall__cost_variant_count(squall_cost *m, int codec, unsigned allowed, int
  * (seconds) are within a factor PROBE_MARGIN of each other, or plain is
  * predicted under PROBE_CHEAP seconds (three probes cost little, and
  * latency, which the model knows least, dominates there), or whatever
- * they are while no plain call has run at all, a size class the model never
- * declined passes its calls through from the third judged one until
+ * they are while no plain call has run at all, a size class where plain
+ * has not run three times (declined calls count) passes its calls through
+ * from the third judged one until
  * plain has run three times that way (its first whole call is not taken), so
  * that whole calls of both decide from then on: a model that never sees
  * plain run cannot learn that it guessed plain too slow. After that, every

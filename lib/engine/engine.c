@@ -952,8 +952,8 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
     explored = v.explored;
     SQ_FORWARD_IF_ERROR(header(e, c, &cfg, gen, prep == squallSuccess, &in.agreed, &in.all_ok, &v));
     in.pays = model_pays = v.forced || squall__cost_pays((double)v.comp_ns, (double)v.plain_ns);
-    /* the model never declined at this size and is not sure: measure plain (not where
-     * the link is given: whole calls do not overrule the model then) */
+    /* the model would compress but cannot be sure (squall__cost_probe_plain): measure
+     * plain (not where the link is given: whole calls do not overrule the model then) */
     if (in.pays && !v.forced && !(cfg.linkGbps > 0) &&
         squall__cost_probe_plain(&e->cost, bytes_in, (double)v.comp_ns * 1e-9, (double)v.plain_ns * 1e-9))
       in.pays = 0;
