@@ -66,7 +66,7 @@ static void fill(bench_ctx *c, void *send, float *stage, size_t count, int iter)
 }
 
 /* One all-reduce: through squall, or plain (the collective library's own,
- * never through squall: "none" and the paired calls). */
+ * never through squall: "none" and the warm-up at each size). */
 static void allreduce(bench_ctx *c, int plain, const void *send, void *recv, size_t count) {
   char why[512];
   int (*fn)(const void *, void *, size_t, bench_dtype, bench_op, MPI_Comm, char *, size_t) =

@@ -111,12 +111,12 @@ int squall__cost_pays(double t_comp, double t_plain);
  * compressed anyway, so that the codec's figures stay current: 1 when
  * this call is one. Each exploration after which the model declines again
  * doubles the period from the next exploration on, up to EXPLORE <<
- * EXPLORE_SHIFTS (explorations then come 32, 32, 64, ... 512 declined
- * calls apart, each at a count that is a multiple of its period, less one;
- * a clear verdict
- * costs less and less: at 64 KiB on shared memory one compressed call in
- * 32 added 3% to the class's average); any other verdict starts it over.
- * Depends only on past decisions, the same on every rank. */
+ * EXPLORE_SHIFTS: explorations come 32, 32, 64, ... 512 declined calls
+ * apart, each at a count that is a multiple of its period, less one. A
+ * clear verdict so costs less and less (at 64 KiB on shared memory one
+ * compressed call in 32 added 3% to the class's average); any other
+ * verdict starts it over. Depends only on past decisions, the same on
+ * every rank. */
 #define SQ_COST_EXPLORE 32
 #define SQ_COST_EXPLORE_SHIFTS 4
 int squall__cost_explore(const squall_cost *m, uint64_t bytes_in);
@@ -145,26 +145,26 @@ void squall__cost_variant_agree(squall_cost *m, int codec, int variant, uint64_t
  * routes (two levels became possible, or SQUALL_HIERARCHY changed). */
 void squall__cost_variant_count(squall_cost *m, int codec, unsigned allowed, int variant, uint64_t bytes_in);
 
-/* Plain probes: where the model would compress but its two predictions
- * (seconds) are within a factor PROBE_MARGIN of each other, or plain is
- * predicted under PROBE_CHEAP seconds (three probes cost little, and
- * latency, which the model knows least, dominates there), or whatever
- * they are while no plain call has run at all, a size class where plain
- * has not run three times (declined calls count) passes its calls through
- * from the third judged one until
- * plain has run three times that way (its first whole call is not taken), so
- * that whole calls of both decide from then on: a model that never sees
- * plain run cannot learn that it guessed plain too slow. After that, every
- * EXPLORE-th judged call of the class is a probe again while plain stays
- * cheap or the verdict within REPROBE_MARGIN (fp16 on a slow link stays
- * near 2x for good: probing it would cost 3% of a long job), so that
- * plain's figure stays as current as the codec's (a job's first calls are slow: probes among them timed plain at
- * 1 MiB on shared memory 3 times slower than it ran later, and the class
- * compressed at 0.8x plain for good). (A link fitted
- * from compressed calls of one shape alone puts their latency into the
- * bandwidth: 64 KiB top-k calls on shared memory predicted plain 40 times
- * slower than it was.) 1 for a probe; from counts and header times, the
- * same on every rank. */
+/* Plain probes: a model that never sees plain run cannot learn that it
+ * guessed plain too slow. Where the model would compress, a size class
+ * where plain has not run three times (declined calls count) passes its
+ * calls through from the third judged one until it has (the first plain
+ * call is not taken), so that whole calls of both decide from then on,
+ * when:
+ *   - the two predictions (seconds) are within PROBE_MARGIN of each other;
+ *   - or plain is predicted under PROBE_CHEAP seconds: three probes cost
+ *     little, and latency, which the model knows least, dominates there;
+ *   - or no plain call has run at all: a link fitted from compressed calls
+ *     of one shape alone puts their latency into the bandwidth (64 KiB
+ *     top-k on shared memory predicted plain 40 times slower than it was).
+ * After that, every EXPLORE-th judged call of the class is a probe again
+ * while plain stays cheap or the verdict within REPROBE_MARGIN, so that
+ * plain's figure stays as current as the codec's: a job's first calls are
+ * slow, and probes among them timed plain at 1 MiB on shared memory 3
+ * times slower than it ran later, so that the class compressed at 0.8x
+ * plain for good. (Not within PROBE_MARGIN: fp16 on a slow link stays near
+ * 2x for good, and probing it would cost 3% of a long job.) 1 for a probe;
+ * from counts and header times, the same on every rank. */
 #define SQ_COST_PROBE_MARGIN 2.0
 #define SQ_COST_PROBE_CHEAP 0.02
 #define SQ_COST_REPROBE_MARGIN 1.25
@@ -180,13 +180,12 @@ void squall__cost_declined(squall_cost *m, uint64_t bytes_in);
  * through without a header, except every SQ_COST_RECHECK-th declined call
  * (which sees a configuration change: squallSetConfig on every rank) and
  * the exploring call (always one of those), whose header starts the count
- * again. A header costs
- * a small all-reduce, which on cores shared by several ranks waits for the
- * scheduler (about 0.6 ms a call on 4 ranks over 2 cores); what it
- * protects, the agreement on the configuration and on every rank's
- * allocations, a plain pass-through does not need. 1 when the call of
- * bytes_in may skip the header; from past headers only, the same on every
- * rank. */
+ * again. A header costs a small all-reduce, which on cores shared by
+ * several ranks waits for the scheduler (about 0.6 ms a call on 4 ranks
+ * over 2 cores); what it protects, the agreement on the configuration and
+ * on every rank's allocations, a plain pass-through does not need. 1 when
+ * the call of bytes_in may skip the header; from past headers only, the
+ * same on every rank. */
 #define SQ_COST_SETTLE 2
 #define SQ_COST_RECHECK 16 /* divides SQ_COST_EXPLORE */
 int squall__cost_settled(const squall_cost *m, uint64_t bytes_in);

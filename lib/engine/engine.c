@@ -968,8 +968,9 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   in.count = e->residuals;
   d->route = decide(&in, &d->reason);
   int declined = d->route == SQ_ROUTE_PASS && d->reason == squallPassNotPaying;
-  if (headed) squall__cost_header_verdict(&e->cost, bytes_in, declined && !model_pays, explored && d->route != SQ_ROUTE_PASS);
-  if (declined || (explored && d->route != SQ_ROUTE_PASS))
+  int explored_ran = explored && d->route != SQ_ROUTE_PASS; /* an exploring call every rank compresses */
+  if (headed) squall__cost_header_verdict(&e->cost, bytes_in, declined && !model_pays, explored_ran);
+  if (declined || explored_ran)
     squall__cost_declined(&e->cost, bytes_in); /* counts toward the next exploration */
   if (model_runs(e, &cfg, c) && (declined || (d->route != SQ_ROUTE_PASS && d->route != SQ_ROUTE_TWOLEVEL)))
     squall__cost_judged(&e->cost, bytes_in, declined); /* for the plain probes */
