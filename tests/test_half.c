@@ -779,11 +779,14 @@ END_TEST
  * after a rescale where the guess missed; the scalar loops give the same.
  * Data spans many binades, with NaN, Inf, huge values that overflow at a
  * large guess, and no residual below 2^-126 (that flush is the one case
- * where a rescale may differ: squall__half_rescale). */
+ * where a rescale may differ: squall__half_rescale). Streamed (cold)
+ * codes are the same bits, at any address: one 16-byte aligned after a
+ * scalar head, and an odd one (not streamed). */
 START_TEST(test_encode_guess) {
   enum { N = 4099 };
   static float g[N], r0[N], rr[N], r1[N], r2[N];
   static uint16_t hr[N], h1[N], h2[N];
+  static _Alignas(16) unsigned char hc[2 * N + 16];
   tu_rng r = {4242};
   int clamped_overflow = 0;
   for (int kind = 0; kind < 2; kind++)
@@ -804,16 +807,18 @@ START_TEST(test_encode_guess) {
       squall__half_encode((sq_half_kind)kind, g, rr, hr, N, scale);
       const float guesses[] = {scale, scale * 2, scale * 0x1p20f, scale / 4, 0x1p100f, 3.0f};
       for (size_t gi = 0; gi < sizeof guesses / sizeof guesses[0]; gi++)
-        for (int simd = 1; simd >= 0; simd--) {
+        for (int mode = 3; mode >= 0; mode--) { /* 3, 2: cold, codes at byte 6, at byte 1; 1: simd; 0: scalar */
           float guess = guesses[gi];
+          int simd = mode > 0, cold = mode > 1;
           float *res = simd ? r1 : r2;
-          uint16_t *h = simd ? h1 : h2;
+          uint16_t *h = simd ? h1 : h2, *hw = cold ? (uint16_t *)(hc + (mode == 3 ? 6 : 1)) : h;
           memcpy(res, r0, sizeof r1);
           squall__cpu_x86_disable(simd ? 0 : SQ_CPU_AVX | SQ_CPU_AVX2 | SQ_CPU_F16C);
-          float mg = squall__half_encode_guess((sq_half_kind)kind, g, res, h, N, guess);
+          float mg = squall__half_encode_guess((sq_half_kind)kind, g, res, hw, N, guess, cold);
           int missed = squall__half_guess_missed((sq_half_kind)kind, guess, mg, scale);
-          if (missed) squall__half_rescale((sq_half_kind)kind, res, h, N, guess, scale);
+          if (missed) squall__half_rescale((sq_half_kind)kind, res, hw, N, guess, scale);
           squall__cpu_x86_disable(0);
+          if (cold) memcpy(h, hw, sizeof h1);
           ck_assert_msg(tu_bits(mg) == tu_bits(m), "kind %d guess %a: max %a, squall__absmax %a", kind,
                         (double)guess, (double)mg, (double)m);
           int overflow = 0; /* some finite a whose code at the guess decodes to Inf, per the definition */
@@ -825,11 +830,11 @@ START_TEST(test_encode_guess) {
           clamped_overflow += overflow && guess == scale;
           ck_assert_msg(missed == (guess != scale || overflow), "kind %d guess %a scale %a: missed %d, overflow %d",
                         kind, (double)guess, (double)scale, missed, overflow);
-          ck_assert_msg(memcmp(h, hr, sizeof hr) == 0, "kind %d guess %a simd %d: codes differ", kind,
-                        (double)guess, simd);
+          ck_assert_msg(memcmp(h, hr, sizeof hr) == 0, "kind %d guess %a mode %d: codes differ", kind,
+                        (double)guess, mode);
           for (size_t i = 0; i < N; i++)
-            ck_assert_msg(tu_bits(res[i]) == tu_bits(rr[i]), "kind %d guess %a simd %d elt %zu: res %a, want %a",
-                          kind, (double)guess, simd, i, (double)res[i], (double)rr[i]);
+            ck_assert_msg(tu_bits(res[i]) == tu_bits(rr[i]), "kind %d guess %a mode %d elt %zu: res %a, want %a",
+                          kind, (double)guess, mode, i, (double)res[i], (double)rr[i]);
         }
     }
   ck_assert_msg(clamped_overflow > 0, "the data never overflowed at the agreed (clamped) scale");
@@ -852,7 +857,7 @@ START_TEST(test_rescale_conserves) {
     for (size_t i = 0; i < N; i++) a[i] = g[i] + res[i];
     float guess = 0x1p100f, scale = sq_pow2_scale(squall__absmax(g, res, N), SQ_F16_MAX);
     if (kind == SQ_HALF_BF16 && scale > 1.0f) scale = 1.0f;
-    float m = squall__half_encode_guess((sq_half_kind)kind, g, res, h, N, kind ? 0x1p127f : guess);
+    float m = squall__half_encode_guess((sq_half_kind)kind, g, res, h, N, kind ? 0x1p127f : guess, 0);
     ck_assert(squall__half_guess_missed((sq_half_kind)kind, kind ? 0x1p127f : guess, m, scale));
     squall__half_rescale((sq_half_kind)kind, res, h, N, kind ? 0x1p127f : guess, scale);
     squall__half_decode((sq_half_kind)kind, h, out, N, scale, 0);

@@ -42,9 +42,21 @@ void squall__half_encode(sq_half_kind kind, const float *g, float *res, uint16_t
  * as squall__half_encode at `guess`, except that an element whose finite a
  * overflows the format at that scale keeps a as its residual. Returns
  * squall__absmax(g, res, n) of the residual before the call. res must not
- * be NULL: squall__half_rescale re-forms a from it when the guess missed. */
+ * be NULL: squall__half_rescale re-forms a from it when the guess missed.
+ * cold != 0: the caller reads the codes only after they have left the
+ * cache, so they are written with non-temporal stores, which skip the read
+ * for ownership of each line (the same bits; see SQ_CODES_COLD_BYTES). */
 float squall__half_encode_guess(sq_half_kind kind, const float *g, float *res, uint16_t *out, size_t n,
-                                float guess);
+                                float guess, int cold);
+
+/* Codes of at least this many bytes, all written before any is read (the
+ * engine encodes a whole tensor at the guessed scale before it sends a
+ * chunk), are out of a core's share of the cache by then: 16-bit codes of
+ * 2M elements, written among 8 bytes of residual and gradient traffic per
+ * element. Streaming them cut the encoder's time by 15-20% on 16M
+ * elements (EPYC KVM, squall-codec-bench), where its traffic is
+ * gradient, residual twice and codes twice with the read for ownership. */
+#define SQ_CODES_COLD_BYTES ((size_t)4 << 20)
 
 /* 1 when codes encoded at `guess`, whose values had the largest finite |a|
  * of `absmax`, are not what squall__half_encode would have made at

@@ -235,24 +235,48 @@ __attribute__((target("f16c,avx2"))) static inline __m256 half_load8(sq_half_kin
   return _mm256_mul_ps(x, inv);
 }
 
+/* bfloat16 rounding of 8 finite floats (bf16_round8 without its NaN
+ * lanes): the codes in the low 16 bits. */
+__attribute__((target("avx2"))) static inline __m256i bf16_round8_finite(__m256 x) {
+  __m256i xi = _mm256_castps_si256(x);
+  __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(xi, 16), _mm256_set1_epi32(1));
+  return _mm256_srli_epi32(_mm256_add_epi32(xi, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), 16);
+}
+
+/* The 8 codes at out: a non-temporal store where the caller said the codes
+ * go cold (out is then 16-byte aligned). */
+__attribute__((target("avx2"))) static inline void store_codes8(uint16_t *out, __m128i h, int cold) {
+  if (cold)
+    _mm_stream_si128((__m128i *)out, h);
+  else
+    _mm_storeu_si128((__m128i *)out, h);
+}
+
 /* One 8-lane step of squall__half_encode_guess: codes, and the residual
  * a - d as store_residual8 but a itself where a is finite and d is not
  * (the guess was too large a scale for a). Returns |a| where a is finite,
  * else 0: the lanes' share of the maximum. */
 __attribute__((target("f16c,avx2"))) static inline __m256 encode_guess8(sq_half_kind kind, const float *g, float *res,
                                                                           uint16_t *out, __m256 s, __m256 inv,
-                                                                          __m256 safe) {
+                                                                          __m256 safe, int cold) {
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const __m256 inf = _mm256_set1_ps(__builtin_inff());
   __m256 a = _mm256_add_ps(_mm256_loadu_ps(g), _mm256_loadu_ps(res)), d;
-  _mm_storeu_si128((__m128i *)out, half_round8(kind, a, s, inv, &d));
   __m256 abs_a = _mm256_and_ps(a, absmask);
   /* the common case: every lane finite and far from overflow, so d is
-   * finite too and the residual is plainly a - d */
+   * finite too, the residual is plainly a - d, and bf16 needs no NaN lanes */
   if (_mm256_movemask_ps(_mm256_cmp_ps(abs_a, safe, _CMP_LT_OQ)) == 0xff) {
+    if (kind == SQ_HALF_FP16) {
+      store_codes8(out, half_round8(kind, a, s, inv, &d), cold);
+    } else {
+      __m256i h = bf16_round8_finite(_mm256_mul_ps(a, s));
+      d = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(h, 16)), inv);
+      store_codes8(out, pack8(h), cold);
+    }
     _mm256_storeu_ps(res, _mm256_sub_ps(a, d));
     return abs_a;
   }
+  store_codes8(out, half_round8(kind, a, s, inv, &d), cold);
   __m256 finite_a = _mm256_cmp_ps(abs_a, inf, _CMP_LT_OQ);
   __m256 finite_d = _mm256_cmp_ps(_mm256_and_ps(d, absmask), inf, _CMP_LT_OQ);
   _mm256_storeu_ps(res, _mm256_and_ps(_mm256_blendv_ps(a, _mm256_sub_ps(a, d), finite_d), finite_a));
@@ -263,7 +287,8 @@ __attribute__((target("f16c,avx2"))) static inline __m256 encode_guess8(sq_half_
  * encoder's own loads (two chains of max). Inlined into one loop per
  * format, so that the format is not tested per step. */
 __attribute__((target("f16c,avx2"), always_inline)) static inline size_t
-encode_guess_loop(sq_half_kind kind, const float *g, float *res, uint16_t *out, size_t n, float scale, float *absmax) {
+encode_guess_loop(sq_half_kind kind, const float *g, float *res, uint16_t *out, size_t n, float scale, float *absmax,
+                  int cold) {
   const __m256 s = _mm256_set1_ps(scale), inv = _mm256_set1_ps(1.0f / scale);
   /* |a| below this cannot overflow at this scale, nor its decode: a * scale
    * < 2^15 for fp16 (largest 65504), a < 2^126 for bf16 (float's range) */
@@ -272,19 +297,24 @@ encode_guess_loop(sq_half_kind kind, const float *g, float *res, uint16_t *out, 
   __m256 m0 = _mm256_setzero_ps(), m1 = m0;
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    m0 = _mm256_max_ps(m0, encode_guess8(kind, g + i, res + i, out + i, s, inv, safe));
-    m1 = _mm256_max_ps(m1, encode_guess8(kind, g + i + 8, res + i + 8, out + i + 8, s, inv, safe));
+    m0 = _mm256_max_ps(m0, encode_guess8(kind, g + i, res + i, out + i, s, inv, safe, cold));
+    m1 = _mm256_max_ps(m1, encode_guess8(kind, g + i + 8, res + i + 8, out + i + 8, s, inv, safe, cold));
   }
-  for (; i + 8 <= n; i += 8) m0 = _mm256_max_ps(m0, encode_guess8(kind, g + i, res + i, out + i, s, inv, safe));
+  for (; i + 8 <= n; i += 8) m0 = _mm256_max_ps(m0, encode_guess8(kind, g + i, res + i, out + i, s, inv, safe, cold));
+  if (cold) _mm_sfence(); /* the streamed codes are visible before they are sent */
   *absmax = hmax8(_mm256_max_ps(m0, m1));
   return i;
 }
 
 __attribute__((target("f16c,avx2"))) static size_t encode_guess_simd(sq_half_kind kind, const float *g, float *res,
                                                                        uint16_t *out, size_t n, float scale,
-                                                                       float *absmax) {
-  return kind == SQ_HALF_FP16 ? encode_guess_loop(SQ_HALF_FP16, g, res, out, n, scale, absmax)
-                              : encode_guess_loop(SQ_HALF_BF16, g, res, out, n, scale, absmax);
+                                                                       float *absmax, int cold) {
+  /* one loop per format and store kind: neither is tested per step */
+  if (cold)
+    return kind == SQ_HALF_FP16 ? encode_guess_loop(SQ_HALF_FP16, g, res, out, n, scale, absmax, 1)
+                                : encode_guess_loop(SQ_HALF_BF16, g, res, out, n, scale, absmax, 1);
+  return kind == SQ_HALF_FP16 ? encode_guess_loop(SQ_HALF_FP16, g, res, out, n, scale, absmax, 0)
+                              : encode_guess_loop(SQ_HALF_BF16, g, res, out, n, scale, absmax, 0);
 }
 
 /* squall__half_rescale, 8 lanes at a time. */
@@ -403,13 +433,29 @@ static inline uint16_t encode_guess_one(sq_half_kind kind, float g, float *res, 
 }
 
 float squall__half_encode_guess(sq_half_kind kind, const float *g, float *res, uint16_t *out, size_t n,
-                                float guess) {
+                                float guess, int cold) {
   float m = 0.0f;
   size_t i = 0;
 #ifdef SQ_HAVE_F16C_PATH
   unsigned csr = ftz_begin();
   int simd = exact_reciprocal(guess) && (kind == SQ_HALF_FP16 ? have_f16c() && have_avx2() : have_avx2());
-  if (simd) i = encode_guess_simd(kind, g, res, out, n, guess, &m);
+  if (simd) {
+    /* streamed codes need 16-byte alignment: the few elements before it
+     * go through the scalar step (codes at an odd address are not streamed) */
+    uintptr_t at = (uintptr_t)out;
+    size_t head = cold && at % 2 == 0 ? (16 - at % 16) % 16 / 2 : 0;
+    if (head > n) head = n;
+    for (; i < head; i++) {
+      float r = ldf(res, i);
+      st16(out, i, encode_guess_one(kind, ldf(g, i), &r, guess, &m));
+      stf(res, i, r);
+    }
+    float ms = 0.0f;
+    i += encode_guess_simd(kind, g + i, res + i, out + i, n - i, guess, &ms, cold && at % 2 == 0);
+    if (ms > m) m = ms;
+  }
+#else
+  (void)cold;
 #endif
   for (; i < n; i++) {
     float r = ldf(res, i);

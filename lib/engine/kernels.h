@@ -89,9 +89,10 @@ typedef struct squall_kernels {
                                 size_t block_elems, float *out, size_t n, const float *scale);
   /* ---- optional (NULL: absmax, then half_encode at the agreed scale).
    * squall__half_encode_guess, with *absmax = max(*absmax, the maximum);
-   * res is never NULL. */
+   * res is never NULL; cold: the codes go cold before they are read (a
+   * hint: the bits are the same). */
   squallResult_t (*half_encode_guess)(void *stream, sq_half_kind kind, const float *g, float *res,
-                                      uint16_t *out, size_t n, float guess, float *absmax);
+                                      uint16_t *out, size_t n, float guess, float *absmax, int cold);
   /* Where squall__half_guess_missed(kind, guess, *absmax, *scale) (absmax:
    * the maximum half_encode_guess found): squall__half_rescale. */
   squallResult_t (*half_rescale)(void *stream, sq_half_kind kind, float *res, uint16_t *codes, size_t n,

@@ -92,8 +92,8 @@ static squallResult_t host_half_decode(void *stream, sq_half_kind kind, const ui
 }
 
 static squallResult_t host_half_encode_guess(void *stream, sq_half_kind kind, const float *g, float *res,
-                                             uint16_t *out, size_t n, float guess, float *absmax) {
-  float m = squall__half_encode_guess(kind, g, res, out, n, guess);
+                                             uint16_t *out, size_t n, float guess, float *absmax, int cold) {
+  float m = squall__half_encode_guess(kind, g, res, out, n, guess, cold);
   if (m > *absmax) *absmax = m;
   return squallSuccess;
 }

@@ -105,6 +105,7 @@ typedef struct {
   tp_plan pl;
   char *scratch;
   char *coded;  /* the whole call's codes, encoded at the guess; NULL: encoded chunk by chunk */
+  int coded_cold; /* so many codes that they leave the cache before they are sent */
   float guess;
   float *absmax_mine; /* kernel memory: this rank's maximum */
   squall_request a2a[3], gat[3]; /* in flight, per buffer set */
@@ -174,7 +175,7 @@ static squallResult_t encode_guessed(tp_call *t, size_t j, int rescale) {
                                              t->absmax_mine, t->scale));
     else
       SQ_FORWARD_IF_ERROR(t->k->half_encode_guess(t->stream, t->cd->hkind, t->g + lo, t->res + lo, codes, cnt,
-                                                  t->guess, t->absmax_mine));
+                                                  t->guess, t->absmax_mine, t->coded_cold));
     t->codec_s += squall__now() - t0;
     if (rescale) SQ_FORWARD_IF_ERROR(poke(t));
   }
@@ -280,6 +281,7 @@ squallResult_t squall__twophase_allreduce(const squall_transport *tr, const squa
     t.guess = last_scale ? *last_scale : 0.0f;
     if (cd->guess && res && t.guess > 0.0f && k->half_encode_guess && k->half_rescale) {
       t.coded = (char *)scratch + t.pl.slots * slot_bytes(&t.pl, p);
+      t.coded_cold = n * sizeof(uint16_t) >= SQ_CODES_COLD_BYTES;
       t.absmax_mine = &scalars[3];
       SQ_FORWARD_IF_ERROR(k->zero(stream, t.absmax_mine, sizeof(float)));
       for (size_t j = 0; j < t.pl.chunks; j++) SQ_FORWARD_IF_ERROR(encode_guessed(&t, j, 0));
