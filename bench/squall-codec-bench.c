@@ -34,7 +34,8 @@
  * encoded tensor's shards (each rank's contribution), so n elements are
  * decoded into n / ranks sums; the owner's re-encode of its shard is the
  * encode column's work again and is not counted twice.
- * Each figure is the median over the repetitions.
+ * Each figure is the median over the repetitions; "x floor" is the median
+ * of each repetition's total over that repetition's floor.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime under -std=c11 */
 #include <stdio.h>
@@ -293,7 +294,8 @@ int main(int argc, char **argv) {
   printf("# ns/element of thread CPU time; floor = one vectorised pass r[i] += g[i];\n"
          "# fp16, bf16 = encode at the tensor's previous scale, absmax in the same pass (the steady state) + decode; int8, int4, fp8 = encode + decode (absmax = 0);\n"
          "# topk = encode (selection and residual update in one pass) + tiled decode (absmax = 0);\n# reduce = the two-phase owner's rank-ordered\n"
-         "# sum of %d shards per element decoded (not in total)\n",
+         "# sum of %d shards per element decoded (not in total);\n"
+         "# x floor = median over the repetitions of total / the floor timed just before\n",
          BENCH_REDUCE_RANKS);
   printf("#%-10s %-8s %8s %8s %8s %8s %8s %8s %9s\n", "data", "codec", "absmax", "encode", "decode",
          "total", "reduce", "floor", "x floor");
@@ -317,15 +319,21 @@ int main(int argc, char **argv) {
         td[r] = parts[2];
         tr[r] = parts[3];
       }
-      double tot[64];
+      /* x floor: the median of each repetition's total over the floor timed
+       * just before it, so that a change of the machine's load between
+       * repetitions (other tenants' memory traffic) cancels out */
+      double tot[64], ratio[64];
       int rr = reps < 64 ? reps : 64;
-      for (int r = 0; r < rr; r++) tot[r] = ta[r] + te[r] + td[r];
-      double mt = median(tot, rr);
+      for (int r = 0; r < rr; r++) {
+        tot[r] = ta[r] + te[r] + td[r];
+        ratio[r] = tot[r] / tf[r];
+      }
+      double mx = median(ratio, rr), mt = median(tot, rr);
       fl[0] = median(tf, reps);
       double ns = 1e9 / (double)n;
       printf(" %-10s %-8s %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %9.2f\n", bench_dist_name((bench_dist)d),
              codec_names[c], median(ta, reps) * ns, median(te, reps) * ns, median(td, reps) * ns,
-             mt * ns, median(tr, reps) * ns, fl[0] * ns, mt / fl[0]);
+             mt * ns, median(tr, reps) * ns, fl[0] * ns, mx);
       fflush(stdout);
     }
   }

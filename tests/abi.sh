@@ -2,7 +2,8 @@
 # The ABI of libsquall.so is exactly the SQUALL_API functions of the public
 # headers: none missing, none extra (an internal squall__ name, or a
 # function that left the headers, such as the old configuration printers),
-# and the soname is the one configure.ac's SQUALL_SO_VERSION gives.
+# the soname is the one configure.ac's SQUALL_SO_VERSION gives, and the
+# public structs' layout is the one tests/abi-layout.txt records for it.
 set -u
 s=$SQUALL_SRCDIR
 b=$SQUALL_BUILDDIR
@@ -42,5 +43,30 @@ if test "$got" != "$want"; then
   echo "FAIL: soname '$got', configure.ac says $want"
   fails=1
 fi
-echo "abi: $(wc -l < "$tmp/declared") functions declared, $(wc -l < "$tmp/exported") exported, soname $got"
+# The structs the library writes into (squallConfigDefault, squallStatsGet,
+# squallConfigOption): a member added, moved or resized breaks binaries
+# built against the recorded layout, which is tied to one soname. (The
+# record is for LP64, where size_t, pointers and double are 8 bytes.)
+record=$s/tests/abi-layout.txt
+if test "$(getconf LONG_BIT 2>/dev/null)" != 64; then
+  echo "abi: not LP64, the layout record is not checked"
+elif ! "$b/tests/abi_layout" > "$tmp/layout"; then
+  echo "FAIL: tests/abi_layout did not run"
+  fails=1
+else
+  rec_so=$(sed -n 's/^soname //p' "$record")
+  if test "$rec_so" != "$want"; then
+    echo "FAIL: tests/abi-layout.txt records the layout of $rec_so, configure.ac gives $want"
+    fails=1
+  fi
+  if ! grep -v '^soname ' "$record" | diff - "$tmp/layout" > "$tmp/layout.diff"; then
+    echo "FAIL: the public structs' layout differs from tests/abi-layout.txt (< record, > now):"
+    grep '^[<>]' "$tmp/layout.diff"
+    echo "  a binary built against $want's header would have memory past its structs written:"
+    echo "  give the library a new soname (SQUALL_SO_VERSION in configure.ac) and record the layout"
+    echo "  (soname line, then the output of tests/abi_layout) in tests/abi-layout.txt"
+    fails=1
+  fi
+fi
+echo "abi: $(wc -l < "$tmp/declared") functions declared, $(wc -l < "$tmp/exported") exported, soname $got, struct layout checked"
 test $fails = 0
