@@ -560,6 +560,67 @@ START_TEST(test_simd_matches_scalar) {
 }
 END_TEST
 
+/* Buckets of tiny values, whose scale exponent is 100 to 127 (the vector
+ * loops form their products on the bits): the largest value of each at
+ * 2^-90 .. 2^-149, with subnormals, zeros of both signs and normal values
+ * among them, and residuals as small; encode (with a residual, over
+ * several steps, and without), decode and the reduce of 4 ranks, with AVX2
+ * on and off: the same bits. */
+START_TEST(test_simd_tiny_buckets) {
+  enum { B = 64, NB = 60, N = B * NB, P = 4 };
+  static float g[N], res0[N], res1[N], out0[N], out1[N];
+  static uint8_t c0[2 * N + 256], c1[2 * N + 256], blocks[P * (2 * N + 256)];
+  tu_rng r = {71};
+  int tiny_scales = 0;
+  for (int ki = 0; ki < 3; ki++) {
+    sq_quant_kind k = kinds[ki];
+    size_t nb = squall__quant_bytes(k, B, N);
+    for (int q = 0; q < P; q++) {
+      for (size_t i = 0; i < N; i++) {
+        int top = -90 - (int)(i / B); /* bucket b's values reach 2^(-90 - b) */
+        uint32_t u = tu_u32(&r) % 8;
+        float x = u == 0 ? 0.0f : u == 1 ? -0.0f
+                : u < 4 ? tu_float(tu_u32(&r) & 0x807fffffu) /* subnormal */
+                        : tu_float_exp(&r, top < -126 ? -126 : top - 20, top < -126 ? -126 : top);
+        if (top < -126 && u >= 4) x = tu_float(tu_u32(&r) & (0x807fffffu >> (-126 - top > 22 ? 22 : -126 - top)));
+        g[i] = (tu_next(&r) & 1) ? -x : x;
+        res0[i] = (tu_next(&r) & 1) ? tu_float(tu_u32(&r) & 0x800fffffu) : 0.0f;
+      }
+      memcpy(res1, res0, sizeof res0);
+      for (int step = 0; step < 3; step++) { /* residuals carried, as in training */
+        squall__cpu_x86_disable(SQ_CPU_AVX2);
+        squall__quant_encode(k, B, g, res0, c0, N);
+        squall__cpu_x86_disable(0);
+        squall__quant_encode(k, B, g, res1, c1, N);
+        TU_CHECK(memcmp(c0, c1, nb) == 0, "%s rank %d step %d: encoded bytes differ", kname[ki], q, step);
+        TU_CHECK(memcmp(res0, res1, sizeof res0) == 0, "%s rank %d step %d: residuals differ", kname[ki], q, step);
+      }
+      for (size_t o = 0; o < nb; o += sq_quant_bucket_bytes(k, B)) tiny_scales += (int8_t)c1[o] >= 100;
+      squall__cpu_x86_disable(SQ_CPU_AVX2);
+      squall__quant_encode(k, B, g, NULL, c0, N);
+      squall__cpu_x86_disable(0);
+      squall__quant_encode(k, B, g, NULL, c1, N);
+      TU_CHECK(memcmp(c0, c1, nb) == 0, "%s rank %d: encoded bytes differ without a residual", kname[ki], q);
+      for (int acc = 0; acc < 2; acc++) {
+        for (size_t i = 0; i < N; i++) out0[i] = out1[i] = acc ? g[i] : -1.0f;
+        squall__cpu_x86_disable(SQ_CPU_AVX2);
+        squall__quant_decode(k, B, c1, out0, N, acc);
+        squall__cpu_x86_disable(0);
+        squall__quant_decode(k, B, c1, out1, N, acc);
+        TU_CHECK(memcmp(out0, out1, sizeof out0) == 0, "%s rank %d acc %d: decodes differ", kname[ki], q, acc);
+      }
+      memcpy(blocks + (size_t)q * nb, c1, nb);
+    }
+    squall__cpu_x86_disable(SQ_CPU_AVX2);
+    squall__quant_reduce(k, B, blocks, P, nb, out0, N);
+    squall__cpu_x86_disable(0);
+    squall__quant_reduce(k, B, blocks, P, nb, out1, N);
+    TU_CHECK(memcmp(out0, out1, sizeof out0) == 0, "%s: reduces differ", kname[ki]);
+  }
+  ck_assert_msg(tiny_scales > 3 * P * NB / 2, "only %d buckets had a scale exponent of 100 or more", tiny_scales);
+}
+END_TEST
+
 /* Decodes of random bytes (every header, flag and code, the markers
  * among them) with AVX2 on and off. */
 START_TEST(test_simd_decode_random_bytes) {
@@ -744,6 +805,7 @@ static Suite *quant_suite(void) {
   tc = tcase_create("simd");
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_simd_matches_scalar);
+  tcase_add_test(tc, test_simd_tiny_buckets);
   tcase_add_test(tc, test_simd_decode_random_bytes);
   tcase_add_test(tc, test_simd_decode_streaming);
   tcase_add_test(tc, test_simd_reduce_matches_scalar);

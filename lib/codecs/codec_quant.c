@@ -238,7 +238,7 @@ void squall__quant_decode(sq_quant_kind k, size_t bucket, const uint8_t *in, flo
  * adding onto the last group's sums. */
 static void reduce_bucket_avx2(sq_quant_kind k, const float *tab, const uint8_t *first, int nblocks,
                                size_t block_bytes, float *out, size_t m) {
-  enum { GROUP = 32 };
+  enum { GROUP = SQ_QX_REDUCE_MAX_BLOCKS };
   size_t i0 = 0;
   for (int r0 = 0; r0 < nblocks; r0 += GROUP) {
     int nr = nblocks - r0 < GROUP ? nblocks - r0 : GROUP;

@@ -26,6 +26,71 @@ static SQ_AVX2 SQ_INLINE __m256 load_a(const float *g, const float *res, size_t 
   return res ? _mm256_add_ps(a, _mm256_loadu_ps(res + i)) : a;
 }
 
+/* ---------------------------------------------------------- tiny buckets
+ * A bucket whose values all lie below about 2^-90 has a scale exponent s of
+ * SQ_QUANT_TINY_S or more (127 at most): its decode multiplier 2^-s is tiny
+ * (at s = 127 itself subnormal), and so are many products code * 2^-s and,
+ * once the residuals are that small, many inputs a. Some cores multiply
+ * such operands at a fraction of the normal rate (the 2-core EPYC KVM
+ * machines: fp8 on data around 1e-38 encoded 3x and decoded 3.6x slower
+ * than on uniform data, the all-reduce ran 2x slower). Every product these
+ * loops form with a power of two is exact (on float's grid: codec_math.h),
+ * so in such buckets they are formed on the exponent and significand
+ * fields instead of by a multiply: the same bits. Additions still meet
+ * subnormals (the residual a - d is as small as the data); the cores
+ * measured add them at full rate. */
+#define SQ_QUANT_TINY_S 100
+
+/* s of a decode multiplier inv = 2^-s (2^-127, the subnormal 0x00400000,
+ * has exponent field 0, which gives 127 as well). */
+static inline int exp_of_inv(float inv) { return 127 - (int)((sq_float_bits(inv) >> 23) & 0xffu); }
+
+/* v * 2^-s, s >= SQ_QUANT_TINY_S, v zero or a normal float whose product
+ * is on float's grid (a code's value); kept as it is where not finite when
+ * nonfinite != 0 (fp8's marker lanes). A normal product takes s off the
+ * exponent field; a subnormal one's bits are the integer |v| * 2^(149 - s)
+ * (its multiple of 2^-149, exact: below 2^23, on the grid), with v's sign.
+ * sub_scale_inv = 2^(149 - s), a normal power of two: no operand of the
+ * multiply is subnormal. */
+static SQ_AVX2 SQ_INLINE __m256 scale_down(__m256 v, __m256i s23, __m256 sub_scale_inv, int nonfinite) {
+  const __m256 signmask = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u));
+  __m256 av = _mm256_andnot_ps(signmask, v);
+  __m256 y = _mm256_mul_ps(av, sub_scale_inv);
+  __m256 sub = _mm256_or_ps(_mm256_castsi256_ps(_mm256_cvttps_epi32(y)), _mm256_and_ps(v, signmask));
+  __m256 normal = _mm256_castsi256_ps(_mm256_sub_epi32(_mm256_castps_si256(v), s23));
+  __m256 r = _mm256_blendv_ps(normal, sub, _mm256_cmp_ps(y, _mm256_set1_ps(0x1p23f), _CMP_LT_OQ));
+  if (nonfinite) r = _mm256_blendv_ps(r, v, _mm256_cmp_ps(av, _mm256_set1_ps(__builtin_inff()), _CMP_NLT_UQ));
+  return r;
+}
+
+/* a * 2^s, s >= SQ_QUANT_TINY_S, for the finite a of a bucket (whose
+ * products are at most the format's limit): a normal a by adding s to its
+ * exponent field, a subnormal one (or zero) as its significand times
+ * sub_scale = 2^(s - 149), a normal power of two. Non-finite lanes give
+ * some value: their codes are the marker. */
+static SQ_AVX2 SQ_INLINE __m256 scale_up(__m256 a, __m256i s, __m256 sub_scale) {
+  __m256i b = _mm256_castps_si256(a);
+  __m256i normal = _mm256_add_epi32(b, _mm256_slli_epi32(s, 23));
+  __m256 sub = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_and_si256(b, _mm256_set1_epi32(0x7fffff))), sub_scale);
+  sub = _mm256_or_ps(sub, _mm256_and_ps(a, _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u))));
+  __m256i is_sub = _mm256_cmpeq_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x7f800000)), _mm256_setzero_si256());
+  return _mm256_blendv_ps(_mm256_castsi256_ps(normal), sub, _mm256_castsi256_ps(is_sub));
+}
+
+/* The scale of one bucket as the loops use it: p = 2^s and inv = 2^-s, or
+ * in a tiny bucket s << 23, 2^(s - 149) and 2^(149 - s). */
+typedef struct {
+  __m256 p, inv, sub_scale, sub_scale_inv;
+  __m256i s, s23;
+} qscale;
+
+static SQ_AVX2 SQ_INLINE qscale qscale_of(float p, float inv) {
+  int s = exp_of_inv(inv), tiny = s >= SQ_QUANT_TINY_S;
+  qscale q = {_mm256_set1_ps(p), _mm256_set1_ps(inv), _mm256_set1_ps(tiny ? sq_pow2(s - 149) : 0.0f),
+              _mm256_set1_ps(tiny ? sq_pow2(149 - s) : 0.0f), _mm256_set1_epi32(s), _mm256_set1_epi32(s << 23)};
+  return q;
+}
+
 /* --------------------------------------------------------------- absmax */
 
 /* The non-finite flags of a bucket (sq_quant_nf_flag over its a), for the
@@ -103,18 +168,26 @@ static SQ_AVX2 SQ_INLINE __m256i pack_bytes(__m256i v0, __m256i v1, __m256i v2, 
   return _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
 }
 
+/* a * p and v * inv, in a tiny bucket from the fields (same bits). */
+static SQ_AVX2 SQ_INLINE __m256 times_p(__m256 a, const qscale *sc, int tiny) {
+  return tiny ? scale_up(a, sc->s, sc->sub_scale) : _mm256_mul_ps(a, sc->p);
+}
+static SQ_AVX2 SQ_INLINE __m256 times_inv(__m256 v, const qscale *sc, int tiny, int nonfinite) {
+  return tiny ? scale_down(v, sc->s23, sc->sub_scale_inv, nonfinite) : _mm256_mul_ps(v, sc->inv);
+}
+
 /* encode_int_fast per lane: q = rne(a * p), *d = q * inv (the decode). */
-static SQ_AVX2 SQ_INLINE __m256i quant_int8(__m256 a, __m256 p, __m256 inv, __m256 *d) {
+static SQ_AVX2 SQ_INLINE __m256i quant_int8(__m256 a, const qscale *sc, int tiny, __m256 *d) {
   const __m256 magic = _mm256_set1_ps(12582912.0f);
-  __m256 q = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(a, p), magic), magic);
-  *d = _mm256_mul_ps(q, inv);
+  __m256 q = _mm256_sub_ps(_mm256_add_ps(times_p(a, sc, tiny), magic), magic);
+  *d = times_inv(q, sc, tiny, 0);
   return _mm256_cvttps_epi32(q); /* an integer of at most 127 in magnitude (finite a): exact */
 }
 
 /* encode_fp8_fast per lane: the e4m3 code of a * p, *d its decode. */
-static SQ_AVX2 SQ_INLINE __m256i quant_fp8(__m256 a, __m256 p, __m256 inv, __m256 *d) {
+static SQ_AVX2 SQ_INLINE __m256i quant_fp8(__m256 a, const qscale *sc, int tiny, __m256 *d) {
   const __m256 magic = _mm256_set1_ps(12582912.0f);
-  __m256i b = _mm256_castps_si256(_mm256_mul_ps(a, p));
+  __m256i b = _mm256_castps_si256(times_p(a, sc, tiny));
   __m256i sign = _mm256_and_si256(b, _mm256_set1_epi32((int)0x80000000u));
   __m256i ax = _mm256_and_si256(b, _mm256_set1_epi32(0x7fffffff));
   __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(ax, 20), _mm256_set1_epi32(1));
@@ -127,7 +200,7 @@ static SQ_AVX2 SQ_INLINE __m256i quant_fp8(__m256 a, __m256 p, __m256 inv, __m25
   __m256 mag = _mm256_blendv_ps(_mm256_mul_ps(sub, _mm256_set1_ps(0.001953125f)),
                                 _mm256_castsi256_ps(_mm256_and_si256(rnd, _mm256_set1_epi32((int)0xfff00000u))),
                                 _mm256_castsi256_ps(normal));
-  *d = _mm256_mul_ps(_mm256_or_ps(mag, _mm256_castsi256_ps(sign)), inv);
+  *d = times_inv(_mm256_or_ps(mag, _mm256_castsi256_ps(sign)), sc, tiny, 0);
   return _mm256_or_si256(code, _mm256_srli_epi32(sign, 24));
 }
 
@@ -143,8 +216,8 @@ static SQ_AVX2 SQ_INLINE void prefetch2(const float *p, size_t i) {
 }
 
 static SQ_AVX2 SQ_INLINE size_t encode_loop(sq_quant_kind k, const float *g, float *res, uint8_t *c, size_t m,
-                                            float ps, float invs, int flagged) {
-  const __m256 p = _mm256_set1_ps(ps), inv = _mm256_set1_ps(invs);
+                                            float ps, float invs, int flagged, int tiny) {
+  const qscale sc = qscale_of(ps, invs);
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const __m256 inf = _mm256_set1_ps(__builtin_inff());
   const __m256i marker = _mm256_set1_epi32(k == SQ_QUANT_INT8 ? -128 : k == SQ_QUANT_INT4 ? -8 : 0x7f);
@@ -159,7 +232,7 @@ static SQ_AVX2 SQ_INLINE size_t encode_loop(sq_quant_kind k, const float *g, flo
     for (int j = 0; j < 4; j++) {
       size_t o = i + 8 * (size_t)j;
       __m256 a = load_a(g, res, o), d;
-      v[j] = k == SQ_QUANT_FP8 ? quant_fp8(a, p, inv, &d) : quant_int8(a, p, inv, &d);
+      v[j] = k == SQ_QUANT_FP8 ? quant_fp8(a, &sc, tiny, &d) : quant_int8(a, &sc, tiny, &d);
       __m256 r = _mm256_sub_ps(a, d);
       if (flagged) {
         __m256 fin = _mm256_cmp_ps(_mm256_and_ps(a, absmask), inf, _CMP_LT_OQ);
@@ -184,14 +257,22 @@ static SQ_AVX2 SQ_INLINE size_t encode_loop(sq_quant_kind k, const float *g, flo
   return i;
 }
 
+#define SQ_ENCODE_RES(K, F, T) \
+  return res ? encode_loop(K, g, res, c, m, p, inv, F, T) : encode_loop(K, g, NULL, c, m, p, inv, F, T)
 #define SQ_ENCODE_CASE(K)                                                                  \
   case K:                                                                                  \
-    if (flagged) return res ? encode_loop(K, g, res, c, m, p, inv, 1) : encode_loop(K, g, NULL, c, m, p, inv, 1); \
-    return res ? encode_loop(K, g, res, c, m, p, inv, 0) : encode_loop(K, g, NULL, c, m, p, inv, 0)
+    if (tiny) {                                                                            \
+      if (flagged) SQ_ENCODE_RES(K, 1, 1);                                                 \
+      SQ_ENCODE_RES(K, 0, 1);                                                              \
+    }                                                                                      \
+    if (flagged) SQ_ENCODE_RES(K, 1, 0);                                                   \
+    SQ_ENCODE_RES(K, 0, 0)
 
 SQ_AVX2 size_t squall__qx_encode(sq_quant_kind k, const float *g, float *res, uint8_t *c, size_t m, float p,
                                  float inv, int flagged) {
-  /* constant kind, residual and flag per instance: no per-element tests */
+  /* constant kind, residual, flag and scale path per instance: no
+   * per-element tests */
+  int tiny = exp_of_inv(inv) >= SQ_QUANT_TINY_S;
   switch (k) {
     SQ_ENCODE_CASE(SQ_QUANT_INT8);
     SQ_ENCODE_CASE(SQ_QUANT_INT4);
@@ -200,6 +281,7 @@ SQ_AVX2 size_t squall__qx_encode(sq_quant_kind k, const float *g, float *res, ui
   }
 }
 #undef SQ_ENCODE_CASE
+#undef SQ_ENCODE_RES
 
 /* --------------------------------------------------------------- decode */
 
@@ -212,7 +294,8 @@ SQ_AVX2 size_t squall__qx_encode(sq_quant_kind k, const float *g, float *res, ui
  * 0x7fc00000). That value times inv is itself (inv = 2^-s > 0), which is
  * what the scalar paths give the marker, so it can be chosen before the
  * multiply. */
-static SQ_AVX2 SQ_INLINE void e4m3_decode16(__m128i bytes, __m256 inv, __m256 mv, __m256 *v0, __m256 *v1) {
+static SQ_AVX2 SQ_INLINE void e4m3_decode16(__m128i bytes, const qscale *sc, int tiny, __m256 mv, __m256 *v0,
+                                             __m256 *v1) {
   /* qwords reordered 0 2 1 3: the unpacks below then give elements 0..7
    * and 8..15 (they interleave within 128-bit halves) */
   __m256i w = _mm256_permute4x64_epi64(_mm256_cvtepu8_epi16(bytes), 0xd8);
@@ -230,8 +313,8 @@ static SQ_AVX2 SQ_INLINE void e4m3_decode16(__m128i bytes, __m256 inv, __m256 mv
   __m256i mv16 = _mm256_or_si256(mvi, _mm256_srli_epi32(mvi, 16)); /* its top half in both 16-bit lanes */
   top = _mm256_blendv_epi8(top, mv16, _mm256_cmpeq_epi16(mag7, _mm256_set1_epi16(0x7f)));
   __m256i zero = _mm256_setzero_si256();
-  *v0 = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, top)), inv);
-  *v1 = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, top)), inv);
+  *v0 = times_inv(_mm256_castsi256_ps(_mm256_unpacklo_epi16(zero, top)), sc, tiny, 1);
+  *v1 = times_inv(_mm256_castsi256_ps(_mm256_unpackhi_epi16(zero, top)), sc, tiny, 1);
 }
 
 /* The decodes of 16 codes from element i on, as two vectors: the code's
@@ -239,8 +322,8 @@ static SQ_AVX2 SQ_INLINE void e4m3_decode16(__m128i bytes, __m256 inv, __m256 mv
  * marker's value for the bucket's flags where the code is the marker. With
  * no flags that value is the NaN 0x7fc00000, which is also what the
  * table's NaN times inv gives: one rule for both scalar paths. */
-static SQ_AVX2 SQ_INLINE void decode16(sq_quant_kind k, const uint8_t *c, size_t i, __m256 inv, __m256 mv,
-                                       __m256 *v0, __m256 *v1) {
+static SQ_AVX2 SQ_INLINE void decode16(sq_quant_kind k, const uint8_t *c, size_t i, const qscale *sc, int tiny,
+                                       __m256 mv, __m256 *v0, __m256 *v1) {
   __m256i x0, x1, mk0, mk1;
   if (k == SQ_QUANT_INT4) {
     __m128i b = _mm_loadl_epi64((const __m128i *)(c + i / 2));
@@ -253,7 +336,7 @@ static SQ_AVX2 SQ_INLINE void decode16(sq_quant_kind k, const uint8_t *c, size_t
   } else {
     __m128i b = _mm_loadu_si128((const __m128i *)(c + i));
     if (k == SQ_QUANT_FP8) {
-      e4m3_decode16(b, inv, mv, v0, v1);
+      e4m3_decode16(b, sc, tiny, mv, v0, v1);
       return;
     }
     x0 = _mm256_cvtepi8_epi32(b);
@@ -262,8 +345,8 @@ static SQ_AVX2 SQ_INLINE void decode16(sq_quant_kind k, const uint8_t *c, size_t
   const __m256i marker = _mm256_set1_epi32(k == SQ_QUANT_INT8 ? -128 : -8);
   mk0 = _mm256_cmpeq_epi32(x0, marker);
   mk1 = _mm256_cmpeq_epi32(x1, marker);
-  *v0 = _mm256_blendv_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(x0), inv), mv, _mm256_castsi256_ps(mk0));
-  *v1 = _mm256_blendv_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(x1), inv), mv, _mm256_castsi256_ps(mk1));
+  *v0 = _mm256_blendv_ps(times_inv(_mm256_cvtepi32_ps(x0), sc, tiny, 0), mv, _mm256_castsi256_ps(mk0));
+  *v1 = _mm256_blendv_ps(times_inv(_mm256_cvtepi32_ps(x1), sc, tiny, 0), mv, _mm256_castsi256_ps(mk1));
 }
 
 static SQ_AVX2 SQ_INLINE void store8(float *p, __m256 v, int stream) {
@@ -272,12 +355,13 @@ static SQ_AVX2 SQ_INLINE void store8(float *p, __m256 v, int stream) {
 }
 
 static SQ_AVX2 SQ_INLINE size_t decode_loop(sq_quant_kind k, const uint8_t *c, float invs, float marker,
-                                            float *out, size_t m, int accumulate, int stream) {
-  const __m256 inv = _mm256_set1_ps(invs), mv = _mm256_set1_ps(marker);
+                                            float *out, size_t m, int accumulate, int stream, int tiny) {
+  const qscale sc = qscale_of(1.0f, invs);
+  const __m256 mv = _mm256_set1_ps(marker);
   size_t i = 0;
   for (; i + 16 <= m; i += 16) {
     __m256 d0, d1;
-    decode16(k, c, i, inv, mv, &d0, &d1);
+    decode16(k, c, i, &sc, tiny, mv, &d0, &d1);
     if (accumulate) {
       d0 = _mm256_add_ps(_mm256_loadu_ps(out + i), d0);
       d1 = _mm256_add_ps(_mm256_loadu_ps(out + i + 8), d1);
@@ -288,14 +372,17 @@ static SQ_AVX2 SQ_INLINE size_t decode_loop(sq_quant_kind k, const uint8_t *c, f
   return i;
 }
 
+#define SQ_DECODE_TINY(K, A, S)                                                               \
+  return tiny ? decode_loop(K, c, inv, marker, out, m, A, S, 1) : decode_loop(K, c, inv, marker, out, m, A, S, 0)
 #define SQ_DECODE_CASE(K)                                                                     \
   case K:                                                                                     \
-    return accumulate ? decode_loop(K, c, inv, marker, out, m, 1, 0)                          \
-           : stream   ? decode_loop(K, c, inv, marker, out, m, 0, 1)                          \
-                      : decode_loop(K, c, inv, marker, out, m, 0, 0)
+    if (accumulate) SQ_DECODE_TINY(K, 1, 0);                                                  \
+    if (stream) SQ_DECODE_TINY(K, 0, 1);                                                      \
+    SQ_DECODE_TINY(K, 0, 0)
 
 SQ_AVX2 size_t squall__qx_decode(sq_quant_kind k, const uint8_t *c, float inv, float marker, float *out, size_t m,
                                  int accumulate, int stream) {
+  int tiny = exp_of_inv(inv) >= SQ_QUANT_TINY_S;
   switch (k) {
     SQ_DECODE_CASE(SQ_QUANT_INT8);
     SQ_DECODE_CASE(SQ_QUANT_INT4);
@@ -304,6 +391,7 @@ SQ_AVX2 size_t squall__qx_decode(sq_quant_kind k, const uint8_t *c, float inv, f
   }
 }
 #undef SQ_DECODE_CASE
+#undef SQ_DECODE_TINY
 
 /* --------------------------------------------------------------- reduce */
 
@@ -314,8 +402,26 @@ SQ_AVX2 size_t squall__qx_decode(sq_quant_kind k, const uint8_t *c, float inv, f
  * operands of an addition freely). Two NaNs meet only where a rank's
  * marker meets the NaN of +Inf + -Inf; either way the element is NaN, and
  * re-encoding it sends the same bytes (the NaN flag and the marker). */
+/* One rank's decode of 16 elements, by the tiny bucket's path where its
+ * scale needs it (the same for all of a bucket: a predictable branch). */
+static SQ_AVX2 SQ_INLINE void decode16_any(sq_quant_kind k, const uint8_t *c, size_t i, const qscale *sc, int tiny,
+                                           __m256 mv, __m256 *v0, __m256 *v1) {
+  if (tiny)
+    decode16(k, c, i, sc, 1, mv, v0, v1);
+  else
+    decode16(k, c, i, sc, 0, mv, v0, v1);
+}
+
 static SQ_AVX2 SQ_INLINE size_t reduce_loop(sq_quant_kind k, const uint8_t *const *codes, const float *inv,
                                             const float *marker, int nblocks, float *out, size_t m, int accumulate) {
+  qscale sc[SQ_QX_REDUCE_MAX_BLOCKS];
+  __m256 mv[SQ_QX_REDUCE_MAX_BLOCKS];
+  int tiny[SQ_QX_REDUCE_MAX_BLOCKS];
+  for (int r = 0; r < nblocks; r++) {
+    sc[r] = qscale_of(1.0f, inv[r]);
+    mv[r] = _mm256_set1_ps(marker[r]);
+    tiny[r] = exp_of_inv(inv[r]) >= SQ_QUANT_TINY_S;
+  }
   size_t i = 0;
   for (; i + 16 <= m; i += 16) {
     __m256 a0, a1;
@@ -324,12 +430,12 @@ static SQ_AVX2 SQ_INLINE size_t reduce_loop(sq_quant_kind k, const uint8_t *cons
       a0 = _mm256_loadu_ps(out + i);
       a1 = _mm256_loadu_ps(out + i + 8);
     } else {
-      decode16(k, codes[0], i, _mm256_broadcast_ss(inv), _mm256_broadcast_ss(marker), &a0, &a1);
+      decode16_any(k, codes[0], i, &sc[0], tiny[0], mv[0], &a0, &a1);
       r = 1;
     }
     for (; r < nblocks; r++) {
       __m256 d0, d1;
-      decode16(k, codes[r], i, _mm256_broadcast_ss(inv + r), _mm256_broadcast_ss(marker + r), &d0, &d1);
+      decode16_any(k, codes[r], i, &sc[r], tiny[r], mv[r], &d0, &d1);
       a0 = _mm256_add_ps(a0, d0);
       a1 = _mm256_add_ps(a1, d1);
     }

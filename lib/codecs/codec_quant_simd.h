@@ -4,7 +4,8 @@
  * leading part of one bucket that whole vectors cover and returns how many
  * elements it did; codec_quant.c finishes the rest with its scalar code,
  * which defines the bits (the vector code computes the same IEEE operations
- * in the same order, lane by lane). Encoding comes here for buckets whose
+ * in the same order, lane by lane, or in a bucket of tiny values the same
+ * products of powers of two formed on the bits). Encoding comes here for buckets whose
  * scale exponent is above -100 (no decode can overflow there); decoding and
  * reducing for every bucket. Callers check squall__cpu_x86(SQ_CPU_AVX2)
  * first.
@@ -38,7 +39,8 @@ size_t squall__qx_decode(sq_quant_kind k, const uint8_t *c, float inv, float mar
 
 /* out[0..i) = sum over r in order of the decodes of codes[r] under inv[r]
  * and marker[r] (accumulate: out[j] + that sum, added in the same order),
- * nblocks >= 1; returns i, a multiple of 16. */
+ * 1 <= nblocks <= SQ_QX_REDUCE_MAX_BLOCKS; returns i, a multiple of 16. */
+#define SQ_QX_REDUCE_MAX_BLOCKS 32
 size_t squall__qx_reduce(sq_quant_kind k, const uint8_t *const *codes, const float *inv, const float *marker,
                          int nblocks, float *out, size_t m, int accumulate);
 
