@@ -125,7 +125,7 @@ for set in $sets; do
       note "--data $d, 4 ranks, one shared 10 Gbit/s link, 64 MiB"
       for i in $(seq "$runs"); do
         "$top/tools/ethernet.sh" --rate 10gbit -- mpirun -n 4 ./squall-bench -b 64M -e 64M -n 3 -w "$warm" \
-          -C none,fp16,int8,topk:0.01 --data "$d" -J "$out/data-$d-$i.json" >"$out/data-$d-$i.txt" 2>&1
+          -C none,fp16,bf16,int8,int4,fp8,topk:0.01 --data "$d" -J "$out/data-$d-$i.json" >"$out/data-$d-$i.txt" 2>&1
       done
       median "$out"/data-"$d"-*.json --markdown
     done ;;

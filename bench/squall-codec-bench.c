@@ -276,7 +276,7 @@ int main(int argc, char **argv) {
   b.codes = malloc(code_bytes);
   b.slot = malloc(squall__topk_slot_bytes(b.k, squallValueFp32) + squall__topk_slot_bytes(b.k, squallValueFp16));
   b.ws = malloc(squall__topk_workspace_bytes(n));
-  double *t = malloc(sizeof(double) * 5 * (size_t)reps);
+  double *t = malloc(sizeof(double) * 7 * (size_t)reps);
   if (!b.g || !b.res || !b.out || !b.codes || !b.slot || !b.ws || !t) {
     fprintf(stderr, "squall-codec-bench: out of memory for %zu elements\n", n);
     return 3;
@@ -322,13 +322,12 @@ int main(int argc, char **argv) {
       /* x floor: the median of each repetition's total over the floor timed
        * just before it, so that a change of the machine's load between
        * repetitions (other tenants' memory traffic) cancels out */
-      double tot[64], ratio[64];
-      int rr = reps < 64 ? reps : 64;
-      for (int r = 0; r < rr; r++) {
+      double *tot = t + 5 * reps, *ratio = t + 6 * reps;
+      for (int r = 0; r < reps; r++) {
         tot[r] = ta[r] + te[r] + td[r];
         ratio[r] = tot[r] / tf[r];
       }
-      double mx = median(ratio, rr), mt = median(tot, rr);
+      double mx = median(ratio, reps), mt = median(tot, reps);
       fl[0] = median(tf, reps);
       double ns = 1e9 / (double)n;
       printf(" %-10s %-8s %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %9.2f\n", bench_dist_name((bench_dist)d),

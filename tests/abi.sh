@@ -60,9 +60,9 @@ else
     fails=1
   fi
   if ! grep -v '^soname ' "$record" | diff - "$tmp/layout" > "$tmp/layout.diff"; then
-    echo "FAIL: the public structs' layout differs from tests/abi-layout.txt (< record, > now):"
+    echo "FAIL: the public structs' layout or enumerators differ from tests/abi-layout.txt (< record, > now):"
     grep '^[<>]' "$tmp/layout.diff"
-    echo "  a binary built against $want's header would have memory past its structs written:"
+    echo "  a binary built against $want's header would misread them (or have memory past its structs written):"
     echo "  give the library a new soname (SQUALL_SO_VERSION in configure.ac) and record the layout"
     echo "  (soname line, then the output of tests/abi_layout) in tests/abi-layout.txt"
     fails=1

@@ -4,8 +4,9 @@
  * bakes in. tests/abi.sh compares it with tests/abi-layout.txt: a member
  * added, moved or resized changes what squallConfigDefault and
  * squallStatsGet write into the caller's struct, so an old binary would
- * have memory past its struct overwritten. Such a change needs a new soname
- * (SQUALL_SO_VERSION in configure.ac) and a new record.
+ * have memory past its struct overwritten. The enumerators' values too.
+ * Such a change needs a new soname (SQUALL_SO_VERSION in configure.ac) and
+ * a new record.
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -13,8 +14,34 @@
 #include "squall.h"
 
 #define MEMBER(type, m) printf("%s.%s %zu %zu\n", #type, #m, offsetof(type, m), sizeof(((type *)0)->m))
+/* Enumerators are ABI too: they index passthrough[] and flat[], and the
+ * codec values are what squallConfig_t holds. */
+#define ENUMERATOR(name) printf("%s %d\n", #name, (int)(name))
+#define REASON(name, key, doc) ENUMERATOR(name); /* the result, reason tables' rows */
 
 int main(void) {
+  SQUALL_RESULT_TABLE(REASON)
+  ENUMERATOR(squallNumResults);
+  ENUMERATOR(squallCodecNone);
+  ENUMERATOR(squallCodecFp16);
+  ENUMERATOR(squallCodecBf16);
+  ENUMERATOR(squallCodecTopk);
+  ENUMERATOR(squallCodecInt8);
+  ENUMERATOR(squallCodecInt4);
+  ENUMERATOR(squallCodecFp8);
+  ENUMERATOR(squallHalfAccumFp32);
+  ENUMERATOR(squallHalfAccumHalf);
+  ENUMERATOR(squallValueFp32);
+  ENUMERATOR(squallValueFp16);
+  ENUMERATOR(squallHierarchyAuto);
+  ENUMERATOR(squallHierarchyFlat);
+  ENUMERATOR(squallLogWarn);
+  ENUMERATOR(squallLogInfo);
+  ENUMERATOR(squallLogTrace);
+  SQUALL_PASS_REASON_TABLE(REASON)
+  ENUMERATOR(squallPassNumReasons);
+  SQUALL_FLAT_REASON_TABLE(REASON)
+  ENUMERATOR(squallFlatNumReasons);
   printf("squallConfig_t %zu\n", sizeof(squallConfig_t));
   MEMBER(squallConfig_t, codec);
   MEMBER(squallConfig_t, topkRatio);

@@ -838,6 +838,21 @@ START_TEST(test_encode_guess) {
         }
     }
   ck_assert_msg(clamped_overflow > 0, "the data never overflowed at the agreed (clamped) scale");
+  /* Cold codes of short lengths (within the scalar head, just past it, a
+   * step or two of SIMD) at every 2-byte offset from a 16-byte boundary:
+   * the bits of the plain encoder's. */
+  for (int kind = 0; kind < 2; kind++)
+    for (size_t n = 1; n <= 40; n += 3)
+      for (size_t at = 0; at < 16; at += 2) {
+        uint16_t *hw = (uint16_t *)(hc + at);
+        memcpy(r1, r0, sizeof r1);
+        memcpy(r2, r0, sizeof r2);
+        float m1 = squall__half_encode_guess((sq_half_kind)kind, g, r1, h1, n, 1.0f, 0);
+        float m2 = squall__half_encode_guess((sq_half_kind)kind, g, r2, hw, n, 1.0f, 1);
+        ck_assert_msg(tu_bits(m1) == tu_bits(m2), "kind %d n %zu at %zu: max differs", kind, n, at);
+        ck_assert_msg(memcmp(h1, hw, n * 2) == 0, "kind %d n %zu at %zu: cold codes differ", kind, n, at);
+        ck_assert_msg(memcmp(r1, r2, n * 4) == 0, "kind %d n %zu at %zu: residuals differ", kind, n, at);
+      }
 }
 END_TEST
 

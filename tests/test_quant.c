@@ -10,6 +10,9 @@
  */
 #include <float.h>
 #include <math.h>
+#if defined(__x86_64__)
+#include <immintrin.h> /* _mm_getcsr: the MXCSR test */
+#endif
 
 #include "check_util.h"
 #include "codecs/codec.h"
@@ -563,10 +566,13 @@ END_TEST
 /* Buckets of tiny values, whose scale exponent is 100 to 127 (the vector
  * loops form their products on the bits): the largest value of each at
  * 2^-90 .. 2^-149, with subnormals, zeros of both signs and normal values
- * among them, and residuals as small; encode (with a residual, over
- * several steps, and without), decode and the reduce of 4 ranks, with AVX2
- * on and off: the same bits. */
-START_TEST(test_simd_tiny_buckets) {
+ * among them, some with one non-finite value, and residuals as small;
+ * encode (with a residual, over several steps, and without), decode and the
+ * reduce of 4 ranks, with AVX2 on and off: the same bits. Then again with
+ * the MXCSR's flush-to-zero and denormals-are-zero set, as -ffast-math or
+ * torch.set_flush_denormal leave them: the codec runs with IEEE subnormals
+ * whatever the caller set, and restores the caller's MXCSR. */
+static void tiny_buckets(void) {
   enum { B = 64, NB = 60, N = B * NB, P = 4 };
   static float g[N], res0[N], res1[N], out0[N], out1[N];
   static uint8_t c0[2 * N + 256], c1[2 * N + 256], blocks[P * (2 * N + 256)];
@@ -579,11 +585,15 @@ START_TEST(test_simd_tiny_buckets) {
       for (size_t i = 0; i < N; i++) {
         int top = -90 - (int)(i / B); /* bucket b's values reach 2^(-90 - b) */
         uint32_t u = tu_u32(&r) % 8;
-        float x = u == 0 ? 0.0f : u == 1 ? -0.0f
-                : u < 4 ? tu_float(tu_u32(&r) & 0x807fffffu) /* subnormal */
-                        : tu_float_exp(&r, top < -126 ? -126 : top - 20, top < -126 ? -126 : top);
-        if (top < -126 && u >= 4) x = tu_float(tu_u32(&r) & (0x807fffffu >> (-126 - top > 22 ? 22 : -126 - top)));
+        float x;
+        if (u < 2)
+          x = 0.0f; /* signed below */
+        else if (top >= -126 && u >= 4)
+          x = tu_float_exp(&r, top - 20 < -126 ? -126 : top - 20, top);
+        else /* subnormal: below 2^top where that is below 2^-126 */
+          x = tu_float(tu_u32(&r) & (0x7fffffu >> (top >= -126 ? 0 : -126 - top > 22 ? 22 : -126 - top)));
         g[i] = (tu_next(&r) & 1) ? -x : x;
+        if ((i / B) % 7 == 3 && i % B == 5) g[i] = q & 1 ? NAN : (q & 2 ? -INFINITY : INFINITY); /* flagged */
         res0[i] = (tu_next(&r) & 1) ? tu_float(tu_u32(&r) & 0x800fffffu) : 0.0f;
       }
       memcpy(res1, res0, sizeof res0);
@@ -618,6 +628,26 @@ START_TEST(test_simd_tiny_buckets) {
     TU_CHECK(memcmp(out0, out1, sizeof out0) == 0, "%s: reduces differ", kname[ki]);
   }
   ck_assert_msg(tiny_scales > 3 * P * NB / 2, "only %d buckets had a scale exponent of 100 or more", tiny_scales);
+}
+
+START_TEST(test_simd_tiny_buckets) {
+  tiny_buckets();
+#if defined(__x86_64__)
+  unsigned old = _mm_getcsr();
+  _mm_setcsr(old | 0x8040u); /* FTZ, DAZ */
+  tiny_buckets();
+  static float g[1000], res[1000], out[1000];
+  static uint8_t c[1200];
+  for (int i = 0; i < 1000; i++) g[i] = 0x1p-130f * (float)(i % 17);
+  squall__quant_encode(SQ_QUANT_INT8, 100, g, res, c, 1000);
+  squall__quant_decode(SQ_QUANT_INT8, 100, c, out, 1000, 0);
+  squall__quant_reduce(SQ_QUANT_INT8, 100, c, 1, squall__quant_bytes(SQ_QUANT_INT8, 100, 1000), out, 1000);
+  unsigned now = _mm_getcsr();
+  _mm_setcsr(old);
+  ck_assert_msg(now == (old | 0x8040u), "MXCSR %#x after the codec, %#x before", now, old | 0x8040u);
+  for (int i = 0; i < 1000; i++) /* exact: out + res == g, subnormals and all */
+    ck_assert_msg(out[i] + res[i] == g[i], "elt %d: %a + %a != %a", i, (double)out[i], (double)res[i], (double)g[i]);
+#endif
 }
 END_TEST
 

@@ -17,6 +17,26 @@
 #include "codecs/codec.h"
 #include "codecs/codec_quant_simd.h"
 
+#ifdef SQ_QUANT_HAVE_AVX2
+#include <immintrin.h>
+/* IEEE subnormals for the duration of a call (the MXCSR restored on
+ * return): the definition, like the CUDA twin, flushes nothing, and an
+ * application's denormals-are-zero or flush-to-zero (-ffast-math,
+ * torch.set_flush_denormal) would flush in the multiplies of the scalar
+ * code while the vector loops' tiny buckets, which form those products on
+ * the bits, would not: within a bucket, or between ranks with and without
+ * AVX2, the bits would differ. */
+static unsigned ieee_begin(void) {
+  unsigned old = _mm_getcsr();
+  _mm_setcsr(old & ~0x8040u); /* FTZ (bit 15), DAZ (bit 6) */
+  return old;
+}
+static void ieee_end(unsigned old) { _mm_setcsr(old); }
+#else
+static unsigned ieee_begin(void) { return 0; }
+static void ieee_end(unsigned old) { (void)old; }
+#endif
+
 /* Whether the AVX2 loops may run (once per call: tests switch it off). */
 static int use_avx2(void) {
 #ifdef SQ_QUANT_HAVE_AVX2
@@ -149,11 +169,13 @@ void squall__quant_encode(sq_quant_kind k, size_t bucket, const float *g, float 
                           size_t n) {
   size_t stride = sq_quant_bucket_bytes(k, bucket);
   int simd = use_avx2();
+  unsigned csr = ieee_begin();
   for (size_t b0 = 0; b0 < n; b0 += bucket, out += stride) {
     size_t m = n - b0 < bucket ? n - b0 : bucket;
     if (m < bucket) memset(out, 0, stride); /* the padding of the last bucket is defined */
     encode_bucket(k, g + b0, res ? res + b0 : NULL, out, m, simd);
   }
+  ieee_end(csr);
 }
 
 /* Values of every code at scale 1, the marker as NaN: a bucket without
@@ -224,12 +246,14 @@ void squall__quant_decode(sq_quant_kind k, size_t bucket, const uint8_t *in, flo
   code_table(k, tab);
   int simd = use_avx2();
   int nt = simd && !accumulate && n >= SQ_QUANT_NT_MIN_ELEMS;
+  unsigned csr = ieee_begin();
   for (size_t b0 = 0; b0 < n; b0 += bucket, in += stride)
     decode_bucket(k, tab, in, out + b0, n - b0 < bucket ? n - b0 : bucket, accumulate, simd,
                   nt && (uintptr_t)(out + b0) % 32 == 0);
 #ifdef SQ_QUANT_HAVE_AVX2
   if (nt) __builtin_ia32_sfence(); /* the streamed stores are ordered before what follows */
 #endif
+  ieee_end(csr);
 }
 
 #ifdef SQ_QUANT_HAVE_AVX2
@@ -266,6 +290,7 @@ void squall__quant_reduce(sq_quant_kind k, size_t bucket, const uint8_t *blocks,
   int simd = use_avx2() && nblocks > 0;
 #endif
   /* Bucket by bucket, all ranks in order: the partial sums stay in cache. */
+  unsigned csr = ieee_begin();
   for (size_t b0 = 0, j = 0; b0 < n; b0 += bucket, j++) {
     size_t m = n - b0 < bucket ? n - b0 : bucket;
     const uint8_t *first = blocks + j * stride;
@@ -277,6 +302,7 @@ void squall__quant_reduce(sq_quant_kind k, size_t bucket, const uint8_t *blocks,
 #endif
     for (int r = 0; r < nblocks; r++) decode_range(k, tab, first + (size_t)r * block_bytes, out + b0, 0, m, r > 0);
   }
+  ieee_end(csr);
 }
 
 #ifdef SQ_QUANT_HAVE_AVX2

@@ -9,8 +9,10 @@
  *    that the addition turns into +0, and the residual a - 0 would differ
  *    for a = -0);
  *  - no FMA (target avx2 only): a * p and q * inv are separate products;
- *  - the MXCSR is left alone: the scalar code runs under the same rounding
- *    and flush settings as these loops.
+ *  - in a bucket of tiny values the products by powers of two are formed
+ *    on the bits (scale_up, scale_down): the exact results, which the
+ *    multiplies give too, since codec_quant.c runs every call with the
+ *    MXCSR's flush-to-zero and denormals-are-zero bits clear.
  * Only codec_quant.c calls these, after checking squall__cpu_x86(AVX2).
  */
 #include "codecs/codec_quant_simd.h"
@@ -56,7 +58,11 @@ static SQ_AVX2 SQ_INLINE __m256 scale_down(__m256 v, __m256i s23, __m256 sub_sca
   const __m256 signmask = _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u));
   __m256 av = _mm256_andnot_ps(signmask, v);
   __m256 y = _mm256_mul_ps(av, sub_scale_inv);
-  __m256 sub = _mm256_or_ps(_mm256_castsi256_ps(_mm256_cvttps_epi32(y)), _mm256_and_ps(v, signmask));
+  /* the lanes whose product is normal (or not finite) convert 2^23 instead
+   * of an out-of-range y: no invalid-operation flag (min picks 2^23 for a
+   * NaN y); the blend below drops them */
+  __m256i yi = _mm256_cvttps_epi32(_mm256_min_ps(y, _mm256_set1_ps(0x1p23f)));
+  __m256 sub = _mm256_or_ps(_mm256_castsi256_ps(yi), _mm256_and_ps(v, signmask));
   __m256 normal = _mm256_castsi256_ps(_mm256_sub_epi32(_mm256_castps_si256(v), s23));
   __m256 r = _mm256_blendv_ps(normal, sub, _mm256_cmp_ps(y, _mm256_set1_ps(0x1p23f), _CMP_LT_OQ));
   if (nonfinite) r = _mm256_blendv_ps(r, v, _mm256_cmp_ps(av, _mm256_set1_ps(__builtin_inff()), _CMP_NLT_UQ));
@@ -85,9 +91,10 @@ typedef struct {
 } qscale;
 
 static SQ_AVX2 SQ_INLINE qscale qscale_of(float p, float inv) {
-  int s = exp_of_inv(inv), tiny = s >= SQ_QUANT_TINY_S;
+  int s = exp_of_inv(inv), tiny = s >= SQ_QUANT_TINY_S; /* s < 0 in large buckets: no shift of it */
   qscale q = {_mm256_set1_ps(p), _mm256_set1_ps(inv), _mm256_set1_ps(tiny ? sq_pow2(s - 149) : 0.0f),
-              _mm256_set1_ps(tiny ? sq_pow2(149 - s) : 0.0f), _mm256_set1_epi32(s), _mm256_set1_epi32(s << 23)};
+              _mm256_set1_ps(tiny ? sq_pow2(149 - s) : 0.0f), _mm256_set1_epi32(s),
+              _mm256_set1_epi32(tiny ? s << 23 : 0)};
   return q;
 }
 
@@ -395,13 +402,6 @@ SQ_AVX2 size_t squall__qx_decode(sq_quant_kind k, const uint8_t *c, float inv, f
 
 /* --------------------------------------------------------------- reduce */
 
-/* The sum stays in registers across the blocks: acc = d_0, acc = acc + d_r
- * (or acc = out, acc = acc + d_r), the scalar order, stored once. One
- * thing C leaves open, here as in the scalar loop: which NaN a sum of two
- * NaNs returns (x86 keeps the first operand's, and compilers commute the
- * operands of an addition freely). Two NaNs meet only where a rank's
- * marker meets the NaN of +Inf + -Inf; either way the element is NaN, and
- * re-encoding it sends the same bytes (the NaN flag and the marker). */
 /* One rank's decode of 16 elements, by the tiny bucket's path where its
  * scale needs it (the same for all of a bucket: a predictable branch). */
 static SQ_AVX2 SQ_INLINE void decode16_any(sq_quant_kind k, const uint8_t *c, size_t i, const qscale *sc, int tiny,
@@ -412,6 +412,13 @@ static SQ_AVX2 SQ_INLINE void decode16_any(sq_quant_kind k, const uint8_t *c, si
     decode16(k, c, i, sc, 0, mv, v0, v1);
 }
 
+/* The sum stays in registers across the blocks: acc = d_0, acc = acc + d_r
+ * (or acc = out, acc = acc + d_r), the scalar order, stored once. One
+ * thing C leaves open, here as in the scalar loop: which NaN a sum of two
+ * NaNs returns (x86 keeps the first operand's, and compilers commute the
+ * operands of an addition freely). Two NaNs meet only where a rank's
+ * marker meets the NaN of +Inf + -Inf; either way the element is NaN, and
+ * re-encoding it sends the same bytes (the NaN flag and the marker). */
 static SQ_AVX2 SQ_INLINE size_t reduce_loop(sq_quant_kind k, const uint8_t *const *codes, const float *inv,
                                             const float *marker, int nblocks, float *out, size_t m, int accumulate) {
   qscale sc[SQ_QX_REDUCE_MAX_BLOCKS];
