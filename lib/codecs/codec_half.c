@@ -116,16 +116,23 @@ __attribute__((target("avx"))) static inline void store_residual8(float *res, __
   _mm256_storeu_ps(res, _mm256_and_ps(_mm256_sub_ps(a, d), finite));
 }
 
-/* bfloat16 rounding of 8 floats, as sq_f32_to_bf16: round to nearest even
- * by integer add, NaN quieted. Returns the codes in the low 16 bits. */
+/* bfloat16 rounding of 8 floats that are not NaN, as sq_f32_to_bf16:
+ * round to nearest even by integer add. Returns the codes in the low 16
+ * bits. */
+__attribute__((target("avx2"))) static inline __m256i bf16_round8_finite(__m256 x) {
+  __m256i xi = _mm256_castps_si256(x);
+  __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(xi, 16), _mm256_set1_epi32(1));
+  return _mm256_srli_epi32(_mm256_add_epi32(xi, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), 16);
+}
+
+/* bf16_round8_finite for any floats: NaN lanes quieted, as
+ * sq_f32_to_bf16 does. */
 __attribute__((target("avx2"))) static inline __m256i bf16_round8(__m256 x) {
   __m256i xi = _mm256_castps_si256(x);
   __m256i isnan = _mm256_cmpgt_epi32(_mm256_and_si256(xi, _mm256_set1_epi32(0x7fffffff)),
                                      _mm256_set1_epi32(0x7f800000));
-  __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(xi, 16), _mm256_set1_epi32(1));
-  __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(xi, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), 16);
   __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(xi, 16), _mm256_set1_epi32(0x40));
-  return _mm256_blendv_epi8(rounded, quiet, isnan);
+  return _mm256_blendv_epi8(bf16_round8_finite(x), quiet, isnan);
 }
 
 __attribute__((target("avx2"))) static inline __m128i pack8(__m256i v) {
@@ -215,15 +222,16 @@ __attribute__((target("f16c,avx"))) static size_t decode_f16c(const uint16_t *in
   return i;
 }
 
-/* Codes of a * s in kind's format, 8 lanes; *d receives their decode. */
+/* Codes of a * s in kind's format, 8 lanes; *d receives their decode.
+ * finite: no lane of a * s is NaN (bf16 then skips its NaN lanes). */
 __attribute__((target("f16c,avx2"))) static inline __m128i half_round8(sq_half_kind kind, __m256 a, __m256 s,
-                                                                        __m256 inv, __m256 *d) {
+                                                                        __m256 inv, __m256 *d, int finite) {
   if (kind == SQ_HALF_FP16) {
     __m128i h = _mm256_cvtps_ph(_mm256_mul_ps(a, s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     *d = _mm256_mul_ps(_mm256_cvtph_ps(h), inv);
     return h;
   }
-  __m256i h = bf16_round8(_mm256_mul_ps(a, s));
+  __m256i h = finite ? bf16_round8_finite(_mm256_mul_ps(a, s)) : bf16_round8(_mm256_mul_ps(a, s));
   *d = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(h, 16)), inv);
   return pack8(h);
 }
@@ -233,14 +241,6 @@ __attribute__((target("f16c,avx2"))) static inline __m256 half_load8(sq_half_kin
                                                                        __m256 inv) {
   __m256 x = kind == SQ_HALF_FP16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)) : bf16_load8(p);
   return _mm256_mul_ps(x, inv);
-}
-
-/* bfloat16 rounding of 8 finite floats (bf16_round8 without its NaN
- * lanes): the codes in the low 16 bits. */
-__attribute__((target("avx2"))) static inline __m256i bf16_round8_finite(__m256 x) {
-  __m256i xi = _mm256_castps_si256(x);
-  __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(xi, 16), _mm256_set1_epi32(1));
-  return _mm256_srli_epi32(_mm256_add_epi32(xi, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), 16);
 }
 
 /* The 8 codes at out: a non-temporal store where the caller said the codes
@@ -266,17 +266,11 @@ __attribute__((target("f16c,avx2"))) static inline __m256 encode_guess8(sq_half_
   /* the common case: every lane finite and far from overflow, so d is
    * finite too, the residual is plainly a - d, and bf16 needs no NaN lanes */
   if (_mm256_movemask_ps(_mm256_cmp_ps(abs_a, safe, _CMP_LT_OQ)) == 0xff) {
-    if (kind == SQ_HALF_FP16) {
-      store_codes8(out, half_round8(kind, a, s, inv, &d), cold);
-    } else {
-      __m256i h = bf16_round8_finite(_mm256_mul_ps(a, s));
-      d = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(h, 16)), inv);
-      store_codes8(out, pack8(h), cold);
-    }
+    store_codes8(out, half_round8(kind, a, s, inv, &d, 1), cold);
     _mm256_storeu_ps(res, _mm256_sub_ps(a, d));
     return abs_a;
   }
-  store_codes8(out, half_round8(kind, a, s, inv, &d), cold);
+  store_codes8(out, half_round8(kind, a, s, inv, &d, 0), cold);
   __m256 finite_a = _mm256_cmp_ps(abs_a, inf, _CMP_LT_OQ);
   __m256 finite_d = _mm256_cmp_ps(_mm256_and_ps(d, absmask), inf, _CMP_LT_OQ);
   _mm256_storeu_ps(res, _mm256_and_ps(_mm256_blendv_ps(a, _mm256_sub_ps(a, d), finite_d), finite_a));
@@ -330,7 +324,7 @@ __attribute__((target("f16c,avx2"))) static size_t rescale_simd(sq_half_kind kin
     __m256 finite_d = _mm256_cmp_ps(_mm256_and_ps(d, absmask), inf, _CMP_LT_OQ);
     __m256 kept = _mm256_cmp_ps(_mm256_and_ps(r, absmask), zero, _CMP_NEQ_OQ); /* overflowed: a kept */
     __m256 a = _mm256_blendv_ps(_mm256_blendv_ps(d, r, kept), _mm256_add_ps(r, d), finite_d);
-    _mm_storeu_si128((__m128i *)(codes + i), half_round8(kind, a, s, inv, &d2));
+    _mm_storeu_si128((__m128i *)(codes + i), half_round8(kind, a, s, inv, &d2, 0));
     store_residual8(res + i, a, d2);
   }
   return i;

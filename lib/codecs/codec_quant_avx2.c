@@ -47,6 +47,9 @@ static SQ_AVX2 SQ_INLINE __m256 load_a(const float *g, const float *res, size_t 
  * has exponent field 0, which gives 127 as well). */
 static inline int exp_of_inv(float inv) { return 127 - (int)((sq_float_bits(inv) >> 23) & 0xffu); }
 
+/* Whether the bucket of decode multiplier inv is a tiny one. */
+static inline int tiny_bucket(float inv) { return exp_of_inv(inv) >= SQ_QUANT_TINY_S; }
+
 /* v * 2^-s, s >= SQ_QUANT_TINY_S, v zero or a normal float whose product
  * is on float's grid (a code's value); kept as it is where not finite when
  * nonfinite != 0 (fp8's marker lanes). A normal product takes s off the
@@ -74,9 +77,9 @@ static SQ_AVX2 SQ_INLINE __m256 scale_down(__m256 v, __m256i s23, __m256 sub_sca
  * exponent field, a subnormal one (or zero) as its significand times
  * sub_scale = 2^(s - 149), a normal power of two. Non-finite lanes give
  * some value: their codes are the marker. */
-static SQ_AVX2 SQ_INLINE __m256 scale_up(__m256 a, __m256i s, __m256 sub_scale) {
+static SQ_AVX2 SQ_INLINE __m256 scale_up(__m256 a, __m256i s23, __m256 sub_scale) {
   __m256i b = _mm256_castps_si256(a);
-  __m256i normal = _mm256_add_epi32(b, _mm256_slli_epi32(s, 23));
+  __m256i normal = _mm256_add_epi32(b, s23);
   __m256 sub = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_and_si256(b, _mm256_set1_epi32(0x7fffff))), sub_scale);
   sub = _mm256_or_ps(sub, _mm256_and_ps(a, _mm256_castsi256_ps(_mm256_set1_epi32((int)0x80000000u))));
   __m256i is_sub = _mm256_cmpeq_epi32(_mm256_and_si256(b, _mm256_set1_epi32(0x7f800000)), _mm256_setzero_si256());
@@ -87,14 +90,14 @@ static SQ_AVX2 SQ_INLINE __m256 scale_up(__m256 a, __m256i s, __m256 sub_scale) 
  * in a tiny bucket s << 23, 2^(s - 149) and 2^(149 - s). */
 typedef struct {
   __m256 p, inv, sub_scale, sub_scale_inv;
-  __m256i s, s23;
+  __m256i s23;
+  int tiny;
 } qscale;
 
 static SQ_AVX2 SQ_INLINE qscale qscale_of(float p, float inv) {
-  int s = exp_of_inv(inv), tiny = s >= SQ_QUANT_TINY_S; /* s < 0 in large buckets: no shift of it */
+  int s = exp_of_inv(inv), tiny = tiny_bucket(inv); /* s < 0 in large buckets: no shift of it */
   qscale q = {_mm256_set1_ps(p), _mm256_set1_ps(inv), _mm256_set1_ps(tiny ? sq_pow2(s - 149) : 0.0f),
-              _mm256_set1_ps(tiny ? sq_pow2(149 - s) : 0.0f), _mm256_set1_epi32(s),
-              _mm256_set1_epi32(tiny ? s << 23 : 0)};
+              _mm256_set1_ps(tiny ? sq_pow2(149 - s) : 0.0f), _mm256_set1_epi32(tiny ? s << 23 : 0), tiny};
   return q;
 }
 
@@ -177,7 +180,7 @@ static SQ_AVX2 SQ_INLINE __m256i pack_bytes(__m256i v0, __m256i v1, __m256i v2, 
 
 /* a * p and v * inv, in a tiny bucket from the fields (same bits). */
 static SQ_AVX2 SQ_INLINE __m256 times_p(__m256 a, const qscale *sc, int tiny) {
-  return tiny ? scale_up(a, sc->s, sc->sub_scale) : _mm256_mul_ps(a, sc->p);
+  return tiny ? scale_up(a, sc->s23, sc->sub_scale) : _mm256_mul_ps(a, sc->p);
 }
 static SQ_AVX2 SQ_INLINE __m256 times_inv(__m256 v, const qscale *sc, int tiny, int nonfinite) {
   return tiny ? scale_down(v, sc->s23, sc->sub_scale_inv, nonfinite) : _mm256_mul_ps(v, sc->inv);
@@ -279,7 +282,7 @@ SQ_AVX2 size_t squall__qx_encode(sq_quant_kind k, const float *g, float *res, ui
                                  float inv, int flagged) {
   /* constant kind, residual, flag and scale path per instance: no
    * per-element tests */
-  int tiny = exp_of_inv(inv) >= SQ_QUANT_TINY_S;
+  int tiny = tiny_bucket(inv);
   switch (k) {
     SQ_ENCODE_CASE(SQ_QUANT_INT8);
     SQ_ENCODE_CASE(SQ_QUANT_INT4);
@@ -389,7 +392,7 @@ static SQ_AVX2 SQ_INLINE size_t decode_loop(sq_quant_kind k, const uint8_t *c, f
 
 SQ_AVX2 size_t squall__qx_decode(sq_quant_kind k, const uint8_t *c, float inv, float marker, float *out, size_t m,
                                  int accumulate, int stream) {
-  int tiny = exp_of_inv(inv) >= SQ_QUANT_TINY_S;
+  int tiny = tiny_bucket(inv);
   switch (k) {
     SQ_DECODE_CASE(SQ_QUANT_INT8);
     SQ_DECODE_CASE(SQ_QUANT_INT4);
@@ -404,9 +407,9 @@ SQ_AVX2 size_t squall__qx_decode(sq_quant_kind k, const uint8_t *c, float inv, f
 
 /* One rank's decode of 16 elements, by the tiny bucket's path where its
  * scale needs it (the same for all of a bucket: a predictable branch). */
-static SQ_AVX2 SQ_INLINE void decode16_any(sq_quant_kind k, const uint8_t *c, size_t i, const qscale *sc, int tiny,
+static SQ_AVX2 SQ_INLINE void decode16_any(sq_quant_kind k, const uint8_t *c, size_t i, const qscale *sc,
                                            __m256 mv, __m256 *v0, __m256 *v1) {
-  if (tiny)
+  if (sc->tiny)
     decode16(k, c, i, sc, 1, mv, v0, v1);
   else
     decode16(k, c, i, sc, 0, mv, v0, v1);
@@ -423,11 +426,9 @@ static SQ_AVX2 SQ_INLINE size_t reduce_loop(sq_quant_kind k, const uint8_t *cons
                                             const float *marker, int nblocks, float *out, size_t m, int accumulate) {
   qscale sc[SQ_QX_REDUCE_MAX_BLOCKS];
   __m256 mv[SQ_QX_REDUCE_MAX_BLOCKS];
-  int tiny[SQ_QX_REDUCE_MAX_BLOCKS];
   for (int r = 0; r < nblocks; r++) {
     sc[r] = qscale_of(1.0f, inv[r]);
     mv[r] = _mm256_set1_ps(marker[r]);
-    tiny[r] = exp_of_inv(inv[r]) >= SQ_QUANT_TINY_S;
   }
   size_t i = 0;
   for (; i + 16 <= m; i += 16) {
@@ -437,12 +438,12 @@ static SQ_AVX2 SQ_INLINE size_t reduce_loop(sq_quant_kind k, const uint8_t *cons
       a0 = _mm256_loadu_ps(out + i);
       a1 = _mm256_loadu_ps(out + i + 8);
     } else {
-      decode16_any(k, codes[0], i, &sc[0], tiny[0], mv[0], &a0, &a1);
+      decode16_any(k, codes[0], i, &sc[0], mv[0], &a0, &a1);
       r = 1;
     }
     for (; r < nblocks; r++) {
       __m256 d0, d1;
-      decode16_any(k, codes[r], i, &sc[r], tiny[r], mv[r], &d0, &d1);
+      decode16_any(k, codes[r], i, &sc[r], mv[r], &d0, &d1);
       a0 = _mm256_add_ps(a0, d0);
       a1 = _mm256_add_ps(a1, d1);
     }
