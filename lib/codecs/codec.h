@@ -179,6 +179,13 @@ void squall__quant_reduce(sq_quant_kind k, size_t bucket, const uint8_t *blocks,
 void squall__half_reduce(sq_half_kind kind, const uint16_t *blocks, int nblocks, size_t block_elems,
                          float *out, size_t n, float scale);
 
+/* ---------------------------------------- the owner's step (codec_reduce_encode.c)
+ * squall__half_reduce into a buffer, then squall__half_encode of it with
+ * res at the same scale into codes: the same bits, in one pass, the sums
+ * never written out. res may be NULL (no error feedback). */
+void squall__half_reduce_encode(sq_half_kind kind, const uint16_t *blocks, int nblocks, size_t block_elems,
+                                float *res, uint16_t *codes, size_t n, float scale);
+
 #ifdef __cplusplus
 }
 #endif

@@ -97,6 +97,13 @@ typedef struct squall_kernels {
    * the maximum half_encode_guess found): squall__half_rescale. */
   squallResult_t (*half_rescale)(void *stream, sq_half_kind kind, float *res, uint16_t *codes, size_t n,
                                  float guess, const float *absmax, const float *scale);
+  /* The owner's reduce and re-encode in one pass: half_reduce into out,
+   * then half_encode of out with res into codes, except that out is left
+   * unspecified (the host set never writes the sums out:
+   * squall__half_reduce_encode). NULL: the two kernels. */
+  squallResult_t (*half_reduce_encode)(void *stream, sq_half_kind kind, const uint16_t *blocks, int nblocks,
+                                       size_t block_elems, float *out, float *res, uint16_t *codes, size_t n,
+                                       const float *scale);
 } squall_kernels;
 
 /* The host entries of the quantised codecs (engine/kernels_host_quant.c). */
@@ -110,6 +117,9 @@ squallResult_t squall__host_quant_reduce(void *stream, sq_quant_kind k, size_t b
 squallResult_t squall__host_half_reduce(void *stream, sq_half_kind kind, const uint16_t *blocks,
                                         int nblocks, size_t block_elems, float *out, size_t n,
                                         const float *scale);
+squallResult_t squall__host_half_reduce_encode(void *stream, sq_half_kind kind, const uint16_t *blocks,
+                                               int nblocks, size_t block_elems, float *out, float *res,
+                                               uint16_t *codes, size_t n, const float *scale);
 
 /* The host kernel set (lib/engine/kernels_host.c). */
 extern const squall_kernels squall__kernels_host;

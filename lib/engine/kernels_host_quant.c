@@ -32,3 +32,11 @@ squallResult_t squall__host_half_reduce(void *stream, sq_half_kind kind, const u
   squall__half_reduce(kind, blocks, nblocks, block_elems, out, n, *scale);
   return squallSuccess;
 }
+
+squallResult_t squall__host_half_reduce_encode(void *stream, sq_half_kind kind, const uint16_t *blocks,
+                                               int nblocks, size_t block_elems, float *out, float *res,
+                                               uint16_t *codes, size_t n, const float *scale) {
+  (void)out; /* the sums stay in the codec's tile */
+  squall__half_reduce_encode(kind, blocks, nblocks, block_elems, res, codes, n, *scale);
+  return squallSuccess;
+}

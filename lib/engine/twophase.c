@@ -202,6 +202,26 @@ static squallResult_t stage_encode(tp_call *t, size_t j) {
   return squallSuccess;
 }
 
+/* The sum of the p blocks of my shard's chunk (cbb bytes apart), re-encoded
+ * with my residual into codes; out (the shard's place in the result, which
+ * the gathered codes overwrite later) may receive the sums. The 16-bit
+ * codecs do it in one pass where the kernel set can; the quantised
+ * encoder is compute-bound, and fusing it measured no faster. */
+static squallResult_t reduce_encode(tp_call *t, const void *blocks, size_t cbb, float *out, float *res,
+                                    void *codes, size_t m) {
+  const squall_kernels *k = t->k;
+  const squall_twophase_codec *cd = t->cd;
+  if (m == 0) return squallSuccess;
+  if (!cd->quant && k->half_reduce_encode)
+    return k->half_reduce_encode(t->stream, cd->hkind, blocks, t->p, cbb / sizeof(uint16_t), out, res, codes, m,
+                                 t->scale);
+  if (cd->quant)
+    SQ_FORWARD_IF_ERROR(k->quant_reduce(t->stream, cd->qkind, cd->bucket, blocks, t->p, cbb, out, m));
+  else
+    SQ_FORWARD_IF_ERROR(k->half_reduce(t->stream, cd->hkind, blocks, t->p, cbb / sizeof(uint16_t), out, m, t->scale));
+  return encode(t, out, res, codes, m);
+}
+
 /* 2. sum my part of chunk j in fp32, rank order; 3. re-encode it with my
  * residual (its error stays on the owner) and all-gather it. */
 static squallResult_t stage_reduce(tp_call *t, size_t j) {
@@ -212,14 +232,8 @@ static squallResult_t stage_reduce(tp_call *t, size_t j) {
   }
   range_of(t, j, t->me, &lo, &cnt);
   double t0 = squall__now();
-  const void *recv = buf_recv(t, s);
-  if (cnt && t->cd->quant)
-    SQ_FORWARD_IF_ERROR(t->k->quant_reduce(t->stream, t->cd->qkind, t->cd->bucket, recv, t->p, cbb,
-                                           t->out + lo, cnt));
-  else if (cnt)
-    SQ_FORWARD_IF_ERROR(t->k->half_reduce(t->stream, t->cd->hkind, recv, t->p, cbb / sizeof(uint16_t),
-                                          t->out + lo, cnt, t->scale));
-  SQ_FORWARD_IF_ERROR(encode(t, t->out + lo, t->res ? t->res + lo : NULL, buf_mine(t, s), cnt));
+  SQ_FORWARD_IF_ERROR(reduce_encode(t, buf_recv(t, s), cbb, t->out + lo, t->res ? t->res + lo : NULL,
+                                    buf_mine(t, s), cnt));
   t->codec_s += squall__now() - t0;
   t->wire += (uint64_t)(t->p - 1) * cbb;
   /* the gathered codes go into send, free again once the exchange is done */
