@@ -36,6 +36,11 @@
  * encode column's work again and is not counted twice.
  * Each figure is the median over the repetitions; "x floor" is the median
  * of each repetition's total over that repetition's floor.
+ * "x bound" (fp16, bf16): the same over the 16-bit codecs' traffic bound,
+ * two passes that move their bytes and compute nothing (bit operations
+ * only): read g and e, write e, stream 2 bytes of codes; read the codes,
+ * write the output. What the codec takes beyond it is its arithmetic; the
+ * bound itself over the floor is what the traffic costs on this host.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime under -std=c11 */
 #include <stdio.h>
@@ -94,9 +99,48 @@ __attribute__((noinline)) static void floor_pass(const float *g, float *r, size_
   for (; i < n; i++) r[i] += g[i];
 }
 
+/* The 16-bit codecs' traffic bound (see the top), on scratch buffers of
+ * the same sizes: r stands for the residual, out for the decoder's output.
+ * No arithmetic (xor), so no input slows it. codes: 16-byte aligned. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("avx"), noinline)) static void bound_encode_avx(const float *g, float *r, uint16_t *codes,
+                                                                      size_t n) {
+  for (size_t i = 0; i + 16 <= n; i += 16) {
+    __m256 a = _mm256_xor_ps(_mm256_loadu_ps(r + i), _mm256_loadu_ps(g + i));
+    __m256 b = _mm256_xor_ps(_mm256_loadu_ps(r + i + 8), _mm256_loadu_ps(g + i + 8));
+    _mm256_storeu_ps(r + i, a);
+    _mm256_storeu_ps(r + i + 8, b);
+    _mm_stream_ps((float *)(codes + i), _mm256_castps256_ps128(a)); /* as the guessing encoder's cold codes */
+    _mm_stream_ps((float *)(codes + i + 8), _mm256_castps256_ps128(b));
+  }
+  _mm_sfence();
+}
+__attribute__((target("avx"), noinline)) static void bound_decode_avx(const uint16_t *codes, float *out, size_t n) {
+  for (size_t i = 0; i + 16 <= n; i += 16) {
+    __m256 x = _mm256_loadu_ps((const float *)(codes + i));
+    _mm256_storeu_ps(out + i, x);
+    _mm256_storeu_ps(out + i + 8, x);
+  }
+}
+#endif
+
+/* Seconds of the bound for n elements, or 0 where it is not measured. */
+static double bound_pass(const float *g, float *r, uint16_t *codes, float *out, size_t n) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+  if (!squall__cpu_x86(SQ_CPU_AVX) || (uintptr_t)codes % 16) return 0;
+  double t0 = now();
+  bound_encode_avx(g, r, codes, n);
+  bound_decode_avx(codes, out, n);
+  return now() - t0;
+#else
+  (void)g, (void)r, (void)codes, (void)out, (void)n;
+  return 0;
+#endif
+}
+
 typedef struct {
   size_t n, k, bucket;
-  float *g, *res, *out;
+  float *g, *res, *out, *scratch; /* scratch: the bound's stand-in for the residual */
   uint16_t *codes; /* also the quantised codecs' bytes */
   void *slot, *ws;
 } bufs;
@@ -270,19 +314,21 @@ int main(int argc, char **argv) {
   b.g = malloc(n * sizeof(float));
   b.res = malloc(n * sizeof(float));
   b.out = malloc(n * sizeof(float));
+  b.scratch = malloc(n * sizeof(float));
   /* 16-bit codes, or the quantised codecs' bytes (at most n + 2 per bucket + a bucket) */
   size_t code_bytes = n * sizeof(uint16_t);
   if (squall__quant_bytes(SQ_QUANT_INT8, bucket, n) > code_bytes) code_bytes = squall__quant_bytes(SQ_QUANT_INT8, bucket, n);
   b.codes = malloc(code_bytes);
   b.slot = malloc(squall__topk_slot_bytes(b.k, squallValueFp32) + squall__topk_slot_bytes(b.k, squallValueFp16));
   b.ws = malloc(squall__topk_workspace_bytes(n));
-  double *t = malloc(sizeof(double) * 7 * (size_t)reps);
-  if (!b.g || !b.res || !b.out || !b.codes || !b.slot || !b.ws || !t) {
+  double *t = malloc(sizeof(double) * 9 * (size_t)reps);
+  if (!b.g || !b.res || !b.out || !b.scratch || !b.codes || !b.slot || !b.ws || !t) {
     fprintf(stderr, "squall-codec-bench: out of memory for %zu elements\n", n);
     return 3;
   }
   /* Touch everything once: page faults are not the codecs' cost. */
   memset(b.out, 0, n * sizeof(float));
+  memset(b.scratch, 0, n * sizeof(float));
   memset(b.codes, 0, code_bytes);
   memset(b.ws, 0, squall__topk_workspace_bytes(n));
 
@@ -295,10 +341,12 @@ int main(int argc, char **argv) {
          "# fp16, bf16 = encode at the tensor's previous scale, absmax in the same pass (the steady state) + decode; int8, int4, fp8 = encode + decode (absmax = 0);\n"
          "# topk = encode (selection and residual update in one pass) + tiled decode (absmax = 0);\n# reduce = the two-phase owner's rank-ordered\n"
          "# sum of %d shards per element decoded (not in total);\n"
-         "# x floor = median over the repetitions of total / the floor timed just before\n",
+         "# x floor = median over the repetitions of total / the floor timed just before;\n"
+         "# bound (fp16, bf16) = their bytes moved without arithmetic: read g and e, write e, stream\n"
+         "# 2 bytes of codes; read the codes, write the output; x bound = median of total / bound\n",
          BENCH_REDUCE_RANKS);
-  printf("#%-10s %-8s %8s %8s %8s %8s %8s %8s %9s\n", "data", "codec", "absmax", "encode", "decode",
-         "total", "reduce", "floor", "x floor");
+  printf("#%-10s %-8s %8s %8s %8s %8s %8s %8s %9s %8s %8s\n", "data", "codec", "absmax", "encode", "decode",
+         "total", "reduce", "floor", "x floor", "bound", "x bound");
   int first = all ? 0 : (int)dist, last = all ? BENCH_NUM_DISTS - 1 : (int)dist;
   for (int d = first; d <= last; d++) {
     bench_fill((bench_dist)d, 1, 0, 0, 0, n, b.g);
@@ -307,6 +355,8 @@ int main(int argc, char **argv) {
       double parts[4], fl[1];
       run_codec(c, &b, parts); /* warm-up */
       double *ta = t, *te = t + reps, *td = t + 2 * reps, *tf = t + 3 * reps, *tr = t + 4 * reps;
+      double *tb = t + 7 * reps, *rb = t + 8 * reps;
+      int half = c == C_FP16 || c == C_BF16;
       for (int r = 0; r < reps; r++) {
         /* The floor on a scratch copy of the same size, interleaved with
          * the codec so that both see the same machine load. */
@@ -318,6 +368,7 @@ int main(int argc, char **argv) {
         te[r] = parts[1];
         td[r] = parts[2];
         tr[r] = parts[3];
+        tb[r] = half ? bound_pass(b.g, b.scratch, b.codes, b.out, n) : 0;
       }
       /* x floor: the median of each repetition's total over the floor timed
        * just before it, so that a change of the machine's load between
@@ -326,19 +377,24 @@ int main(int argc, char **argv) {
       for (int r = 0; r < reps; r++) {
         tot[r] = ta[r] + te[r] + td[r];
         ratio[r] = tot[r] / tf[r];
+        rb[r] = tb[r] > 0 ? tot[r] / tb[r] : 0;
       }
       double mx = median(ratio, reps), mt = median(tot, reps);
       fl[0] = median(tf, reps);
       double ns = 1e9 / (double)n;
-      printf(" %-10s %-8s %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %9.2f\n", bench_dist_name((bench_dist)d),
+      printf(" %-10s %-8s %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %9.2f", bench_dist_name((bench_dist)d),
              codec_names[c], median(ta, reps) * ns, median(te, reps) * ns, median(td, reps) * ns,
              mt * ns, median(tr, reps) * ns, fl[0] * ns, mx);
+      double mb = median(tb, reps);
+      if (mb > 0) printf(" %8.3f %8.2f\n", mb * ns, median(rb, reps));
+      else printf(" %8s %8s\n", "-", "-");
       fflush(stdout);
     }
   }
   free(b.g);
   free(b.res);
   free(b.out);
+  free(b.scratch);
   free(b.codes);
   free(b.slot);
   free(b.ws);

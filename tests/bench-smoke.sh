@@ -158,6 +158,13 @@ if test -x "$codecbench"; then
   "$codecbench" -n 100000 -r 1 --data all >"$tmp/cb.txt" 2>&1 || { bad "squall-codec-bench failed"; cat "$tmp/cb.txt" >&2; }
   rows=$(grep -c '^ [a-z]' "$tmp/cb.txt")
   test "$rows" -eq 49 || { bad "squall-codec-bench: $rows rows, expected 7 distributions x 7 codecs"; cat "$tmp/cb.txt" >&2; }
+  short=$(grep '^ [a-z]' "$tmp/cb.txt" | awk 'NF != 11' | wc -l)
+  test "$short" -eq 0 || bad "squall-codec-bench: $short rows without the 11 columns (up to x bound)"
+  # the 16-bit rows carry their traffic bound where the CPU has AVX
+  if grep -qw avx /proc/cpuinfo 2>/dev/null; then
+    nb=$(grep -E '^ [a-z]+ +(fp16|bf16) ' "$tmp/cb.txt" | awk '$11 !~ /^[0-9.]+$/' | wc -l)
+    test "$nb" -eq 0 || bad "squall-codec-bench: $nb fp16/bf16 rows without a traffic bound"
+  fi
   "$codecbench" --data bogus >"$tmp/cbe.txt" 2>&1
   rc=$?
   test $rc -eq 2 && grep -q "data 'bogus' is invalid" "$tmp/cbe.txt" || bad "squall-codec-bench --data bogus: exit $rc"
