@@ -99,21 +99,29 @@ __attribute__((noinline)) static void floor_pass(const float *g, float *r, size_
   for (; i < n; i++) r[i] += g[i];
 }
 
-/* The 16-bit codecs' traffic bound (see the top), on scratch buffers of
- * the same sizes: r stands for the residual, out for the decoder's output.
- * No arithmetic (xor), so no input slows it. codes: 16-byte aligned. */
+/* The 16-bit codecs' traffic bound (see the top), on a scratch buffer of
+ * n floats that stands for both the residual and the decoder's output (a
+ * separate pass over each: the same traffic as two buffers), so that the
+ * codec's own buffers keep their values. The codes are streamed where the
+ * guessing encoder streams them (SQ_CODES_COLD_BYTES). No arithmetic
+ * (xor), so no input slows it. codes: 16-byte aligned. */
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 __attribute__((target("avx"), noinline)) static void bound_encode_avx(const float *g, float *r, uint16_t *codes,
-                                                                      size_t n) {
+                                                                      size_t n, int cold) {
   for (size_t i = 0; i + 16 <= n; i += 16) {
     __m256 a = _mm256_xor_ps(_mm256_loadu_ps(r + i), _mm256_loadu_ps(g + i));
     __m256 b = _mm256_xor_ps(_mm256_loadu_ps(r + i + 8), _mm256_loadu_ps(g + i + 8));
     _mm256_storeu_ps(r + i, a);
     _mm256_storeu_ps(r + i + 8, b);
-    _mm_stream_ps((float *)(codes + i), _mm256_castps256_ps128(a)); /* as the guessing encoder's cold codes */
-    _mm_stream_ps((float *)(codes + i + 8), _mm256_castps256_ps128(b));
+    if (cold) {
+      _mm_stream_ps((float *)(codes + i), _mm256_castps256_ps128(a));
+      _mm_stream_ps((float *)(codes + i + 8), _mm256_castps256_ps128(b));
+    } else {
+      _mm_store_ps((float *)(codes + i), _mm256_castps256_ps128(a));
+      _mm_store_ps((float *)(codes + i + 8), _mm256_castps256_ps128(b));
+    }
   }
-  _mm_sfence();
+  if (cold) _mm_sfence();
 }
 __attribute__((target("avx"), noinline)) static void bound_decode_avx(const uint16_t *codes, float *out, size_t n) {
   for (size_t i = 0; i + 16 <= n; i += 16) {
@@ -124,23 +132,24 @@ __attribute__((target("avx"), noinline)) static void bound_decode_avx(const uint
 }
 #endif
 
-/* Seconds of the bound for n elements, or 0 where it is not measured. */
-static double bound_pass(const float *g, float *r, uint16_t *codes, float *out, size_t n) {
+/* Seconds of the bound for n elements, or 0 where it is not measured (no
+ * AVX; fewer than 4096 elements, where timing so little means nothing). */
+static double bound_pass(const float *g, float *scratch, uint16_t *codes, size_t n) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  if (!squall__cpu_x86(SQ_CPU_AVX) || (uintptr_t)codes % 16) return 0;
+  if (!squall__cpu_x86(SQ_CPU_AVX) || (uintptr_t)codes % 16 || n < 4096) return 0;
   double t0 = now();
-  bound_encode_avx(g, r, codes, n);
-  bound_decode_avx(codes, out, n);
+  bound_encode_avx(g, scratch, codes, n, n * sizeof(uint16_t) >= SQ_CODES_COLD_BYTES);
+  bound_decode_avx(codes, scratch, n);
   return now() - t0;
 #else
-  (void)g, (void)r, (void)codes, (void)out, (void)n;
+  (void)g, (void)scratch, (void)codes, (void)n;
   return 0;
 #endif
 }
 
 typedef struct {
   size_t n, k, bucket;
-  float *g, *res, *out, *scratch; /* scratch: the bound's stand-in for the residual */
+  float *g, *res, *out, *scratch; /* scratch: the traffic bound's buffer */
   uint16_t *codes; /* also the quantised codecs' bytes */
   void *slot, *ws;
 } bufs;
@@ -368,7 +377,7 @@ int main(int argc, char **argv) {
         te[r] = parts[1];
         td[r] = parts[2];
         tr[r] = parts[3];
-        tb[r] = half ? bound_pass(b.g, b.scratch, b.codes, b.out, n) : 0;
+        tb[r] = half ? bound_pass(b.g, b.scratch, b.codes, n) : 0;
       }
       /* x floor: the median of each repetition's total over the floor timed
        * just before it, so that a change of the machine's load between
@@ -377,16 +386,18 @@ int main(int argc, char **argv) {
       for (int r = 0; r < reps; r++) {
         tot[r] = ta[r] + te[r] + td[r];
         ratio[r] = tot[r] / tf[r];
-        rb[r] = tb[r] > 0 ? tot[r] / tb[r] : 0;
       }
+      int nb = 0; /* the repetitions with a bound (all or none) */
+      for (int r = 0; r < reps; r++)
+        if (tb[r] > 0) rb[nb++] = tot[r] / tb[r];
       double mx = median(ratio, reps), mt = median(tot, reps);
       fl[0] = median(tf, reps);
       double ns = 1e9 / (double)n;
       printf(" %-10s %-8s %8.3f %8.3f %8.3f %8.3f %8.3f %8.3f %9.2f", bench_dist_name((bench_dist)d),
              codec_names[c], median(ta, reps) * ns, median(te, reps) * ns, median(td, reps) * ns,
              mt * ns, median(tr, reps) * ns, fl[0] * ns, mx);
-      double mb = median(tb, reps);
-      if (mb > 0) printf(" %8.3f %8.2f\n", mb * ns, median(rb, reps));
+      double mb = nb ? median(tb, reps) : 0;
+      if (nb) printf(" %8.3f %8.2f\n", mb * ns, median(rb, nb));
       else printf(" %8s %8s\n", "-", "-");
       fflush(stdout);
     }

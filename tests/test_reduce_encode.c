@@ -4,7 +4,7 @@
  * two passes it replaces: the rank-ordered reduce into a buffer, then the
  * encode of that buffer with the residual. Codes and residuals are
  * compared bit for bit, with and without a residual, with the vector loops
- * on and off, for lengths around the in-cache tile (4096 elements), scales
+ * on and off, for lengths around the in-cache tile (SQ_REDUCE_TILE), scales
  * that take the vector and the scalar paths, and inputs whose sums meet
  * infinities and NaN.
  */
@@ -37,7 +37,8 @@ static uint32_t disabled_sets[] = {0, SQ_CPU_AVX | SQ_CPU_AVX2 | SQ_CPU_F16C};
 
 START_TEST(test_half_matches_two_passes) {
   static const int ranks[] = {1, 2, 5};
-  static const size_t lens[] = {1, 17, 4095, 4096, 4097, 12345};
+  static const size_t lens[] = {1, 17, SQ_REDUCE_TILE - 1, SQ_REDUCE_TILE, SQ_REDUCE_TILE + 1,
+                                3 * SQ_REDUCE_TILE + 31, 12345};
   static const float scales[] = {1.0f, 0x1p-20f, 0x1p10f, 3.0f}; /* 3: not a power of two, the scalar path */
   static uint16_t blocks[PMAX * (NMAX + 3)], c1[NMAX], c2[NMAX];
   static float sum[NMAX], res0[NMAX], res1[NMAX], res2[NMAX];
@@ -63,6 +64,8 @@ START_TEST(test_half_matches_two_passes) {
               for (size_t i = 0; i < n; i++) res0[i] = gen_residual(&r);
               memcpy(res1, res0, n * 4);
               memcpy(res2, res0, n * 4);
+              memset(c1, 0xa5, n * 2); /* poison: an element left unwritten shows */
+              memset(c2, 0x5a, n * 2);
               squall__cpu_x86_disable((int)disabled_sets[di]);
               squall__half_reduce((sq_half_kind)kind, blocks, p, be, sum, n, s);
               squall__half_encode((sq_half_kind)kind, sum, with_res ? res1 : NULL, c1, n, s);

@@ -17,6 +17,8 @@
 #include "squall_mpi.h"
 #include "codecs/codec.h"
 #include "engine/costmodel.h" /* SQ_COST_RECHECK */
+#include "engine/twophase.h"
+#include "transports/transport_mpi.h"
 
 static int rank, nranks;
 
@@ -562,6 +564,66 @@ START_TEST(test_disagreement_passes_through) {
 }
 END_TEST
 
+/* The two-phase call itself, on the MPI transport, with kernel set k. */
+static void twophase_direct(const squall_transport *tr, const squall_kernels *k, const squall_twophase_codec *cd,
+                            const float *g, float *res, float *out, size_t n, float *last_scale) {
+  float scalars[4] = {0};
+  void *ws = malloc(k->absmax_workspace_bytes(n) + 1);
+  void *scratch = malloc(squall__twophase_scratch_bytes(cd, n, tr->nranks) + 1);
+  double codec_s = 0;
+  uint64_t wire = 0;
+  ck_assert_int_eq(squall__twophase_allreduce(tr, k, cd, NULL, g, res, out, n, scalars, ws, scratch, last_scale,
+                                              &codec_s, &wire),
+                   squallSuccess);
+  free(ws);
+  free(scratch);
+}
+
+/* The host kernels sum and re-encode an owner's 16-bit shard in one pass
+ * (half_reduce_encode); the device set leaves that entry NULL and runs the
+ * two kernels. Both routes of twophase.c give the same bits: results,
+ * residuals and the next call's scale, over calls whose scale jumps (the
+ * guess misses), pipelined or not, in place or not, with and without
+ * error feedback. */
+START_TEST(test_owner_routes_identical) {
+  squall_mpi_ctx ctx = {0};
+  squall_transport tr;
+  ck_assert_int_eq(squall__transport_mpi_init(&tr, &ctx, MPI_COMM_WORLD), squallSuccess);
+  squall_kernels two_pass = squall__kernels_host;
+  two_pass.half_reduce_encode = NULL;
+  const size_t lens[] = {1, 1000, 20011};
+  const size_t chunk_bytes[] = {0, 2048};
+  const int exps[] = {0, 3, -2, 20, 20};
+  for (int kind = 0; kind < 2; kind++)
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
+      for (size_t ci = 0; ci < 2; ci++)
+        for (int variant = 0; variant < 3; variant++) { /* 0: out of place, 1: in place, 2: no residual */
+          size_t n = lens[li];
+          squall_twophase_codec cd = {.hkind = (sq_half_kind)kind, .chunk_bytes = chunk_bytes[ci], .guess = 1};
+          float *g1 = malloc(n * 4), *g2 = malloc(n * 4), *o1 = malloc(n * 4), *o2 = malloc(n * 4);
+          float *r1 = calloc(n, 4), *r2 = calloc(n, 4), last1 = 0, last2 = 0;
+          for (int t = 0; t < (int)(sizeof exps / sizeof exps[0]); t++) {
+            for (size_t i = 0; i < n; i++) g1[i] = g2[i] = ldexpf(gen_uniform(700 + (uint64_t)t, rank, i), exps[t]);
+            float *out1 = variant == 1 ? g1 : o1, *out2 = variant == 1 ? g2 : o2;
+            twophase_direct(&tr, &squall__kernels_host, &cd, g1, variant == 2 ? NULL : r1, out1, n, &last1);
+            twophase_direct(&tr, &two_pass, &cd, g2, variant == 2 ? NULL : r2, out2, n, &last2);
+            for (size_t i = 0; i < n; i++) {
+              ck_assert_msg(bits_of(out1[i]) == bits_of(out2[i]),
+                            "kind %d n %zu chunk %zu variant %d step %d elem %zu: %a, two passes %a", kind, n,
+                            chunk_bytes[ci], variant, t, i, (double)out1[i], (double)out2[i]);
+              ck_assert_msg(bits_of(r1[i]) == bits_of(r2[i]),
+                            "kind %d n %zu chunk %zu variant %d step %d elem %zu: residual %a, two passes %a", kind,
+                            n, chunk_bytes[ci], variant, t, i, (double)r1[i], (double)r2[i]);
+            }
+            ck_assert_msg(bits_of(last1) == bits_of(last2), "kind %d n %zu step %d: scale %a, two passes %a", kind,
+                          n, t, (double)last1, (double)last2);
+          }
+          free(g1); free(g2); free(o1); free(o2); free(r1); free(r2);
+        }
+  squall__transport_mpi_fini(&ctx);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("twophase");
   TCase *tc = tcase_create("engine");
@@ -577,6 +639,7 @@ static Suite *suite(void) {
   tc = tcase_create("pipelining");
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, test_pipelined_identical);
+  tcase_add_test(tc, test_owner_routes_identical);
   suite_add_tcase(s, tc);
   tc = tcase_create("cost_model");
   tcase_set_timeout(tc, 600);

@@ -182,7 +182,11 @@ void squall__half_reduce(sq_half_kind kind, const uint16_t *blocks, int nblocks,
 /* ---------------------------------------- the owner's step (codec_reduce_encode.c)
  * squall__half_reduce into a buffer, then squall__half_encode of it with
  * res at the same scale into codes: the same bits, in one pass, the sums
- * never written out. res may be NULL (no error feedback). */
+ * never written out. res may be NULL (no error feedback). It works in
+ * tiles of SQ_REDUCE_TILE elements on the stack (4 KiB: with the p blocks,
+ * the residual and the codes passing by, they stay in L1; 4096 measured
+ * 40% slower for the step, 1024 against 4096 on 16M elements, EPYC KVM). */
+#define SQ_REDUCE_TILE 1024
 void squall__half_reduce_encode(sq_half_kind kind, const uint16_t *blocks, int nblocks, size_t block_elems,
                                 float *res, uint16_t *codes, size_t n, float scale);
 

@@ -8,8 +8,7 @@
  * then squall__half_encode from it), the sums go out to memory and come
  * back, and the output lines are read for ownership and written back, only
  * to be overwritten when the gathered codes are decoded. Here they never
- * leave the core: 20-25% less time for the step on 16M elements over 2
- * ranks (EPYC KVM). The function is the two-pass composition applied to
+ * leave the core. The function is the two-pass composition applied to
  * tiles: every element's arithmetic is the same, so the bits are too. (The
  * quantised codecs' encoder is compute-bound; fusing it measured no
  * faster, so they keep the two passes.)
@@ -18,9 +17,9 @@
 
 #include "codecs/codec.h"
 
-/* Elements per tile: 16 KiB of sums, well inside any L1 with the codes
- * and residual passing by. */
-#define SQ_REDUCE_TILE 4096
+/* Whole vectors per tile: every tile but the last is split between the
+ * vector loops and the scalar tail as a whole-array call would split it. */
+_Static_assert(SQ_REDUCE_TILE % 32 == 0, "a tile must be whole vectors");
 
 void squall__half_reduce_encode(sq_half_kind kind, const uint16_t *blocks, int nblocks, size_t block_elems,
                                 float *res, uint16_t *codes, size_t n, float scale) {
