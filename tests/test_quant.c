@@ -577,7 +577,7 @@ static void tiny_buckets(void) {
   static float g[N], res0[N], res1[N], out0[N], out1[N];
   static uint8_t c0[2 * N + 256], c1[2 * N + 256], blocks[P * (2 * N + 256)];
   tu_rng r = {71};
-  int tiny_scales = 0;
+  int tiny_scales = 0, same_tiny = 0;
   for (int ki = 0; ki < 3; ki++) {
     sq_quant_kind k = kinds[ki];
     size_t nb = squall__quant_bytes(k, B, N);
@@ -593,7 +593,8 @@ static void tiny_buckets(void) {
         else /* subnormal: below 2^top where that is below 2^-126 */
           x = tu_float(tu_u32(&r) & (0x7fffffu >> (top >= -126 ? 0 : -126 - top > 22 ? 22 : -126 - top)));
         g[i] = (tu_next(&r) & 1) ? -x : x;
-        if ((i / B) % 7 == 3 && i % B == 5) g[i] = q & 1 ? NAN : (q & 2 ? -INFINITY : INFINITY); /* flagged */
+        if ((i / B) % 7 == 3 && (i % B == 5 || i % B == 13)) /* flagged, in either half of 16 lanes */
+          g[i] = q & 1 ? NAN : (q & 2 ? -INFINITY : INFINITY);
         res0[i] = (tu_next(&r) & 1) ? tu_float(tu_u32(&r) & 0x800fffffu) : 0.0f;
       }
       memcpy(res1, res0, sizeof res0);
@@ -621,6 +622,13 @@ static void tiny_buckets(void) {
       }
       memcpy(blocks + (size_t)q * nb, c1, nb);
     }
+    /* buckets whose tiny scale all ranks share (the reduce's same-scale
+     * loop: every rank clamps at 127 from 2^-120 or so down) */
+    for (size_t o = 0; o < nb; o += sq_quant_bucket_bytes(k, B)) {
+      int same = (int8_t)blocks[o] >= 100;
+      for (int q = 1; q < P; q++) same &= blocks[(size_t)q * nb + o] == blocks[o];
+      same_tiny += same;
+    }
     squall__cpu_x86_disable(SQ_CPU_AVX2);
     squall__quant_reduce(k, B, blocks, P, nb, out0, N);
     squall__cpu_x86_disable(0);
@@ -628,6 +636,7 @@ static void tiny_buckets(void) {
     TU_CHECK(memcmp(out0, out1, sizeof out0) == 0, "%s: reduces differ", kname[ki]);
   }
   ck_assert_msg(tiny_scales > 3 * P * NB / 2, "only %d buckets had a scale exponent of 100 or more", tiny_scales);
+  ck_assert_msg(same_tiny > 3 * NB / 3, "only %d buckets had one tiny scale on every rank", same_tiny);
 }
 
 START_TEST(test_simd_tiny_buckets) {

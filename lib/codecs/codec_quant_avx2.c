@@ -453,8 +453,49 @@ static SQ_AVX2 SQ_INLINE size_t reduce_loop(sq_quant_kind k, const uint8_t *cons
   return i;
 }
 
+/* A tiny bucket that every rank scaled alike (tiny data does: its scale
+ * exponent clamps at 127 on every rank): the codes' values are summed at
+ * scale 1 and the sum takes the bit-level product by 2^-s once, where
+ * reduce_loop would take it for every rank. The same bits: every code
+ * value is a multiple of 2^-9 below 2^9 (int codes: integers below 2^7),
+ * so a sum of at most SQ_QX_REDUCE_MAX_BLOCKS of them is below 2^23 units
+ * of 2^-9 and exact at scale 1; times 2^-s (s <= 127) every partial sum is
+ * still a multiple of 2^-149 below 2^23 of its units or a normal float
+ * with 24 bits, exact too. Exact partial sums in both domains are the
+ * same sums, scaled. Marker lanes carry their non-finite value through
+ * both (the same operands in the same order), which scale_down keeps. */
+static SQ_AVX2 SQ_INLINE size_t reduce_same_tiny_loop(sq_quant_kind k, const uint8_t *const *codes, float inv,
+                                                      const float *marker, int nblocks, float *out, size_t m) {
+  const qscale unit = qscale_of(1.0f, 1.0f), sc = qscale_of(1.0f, inv);
+  __m256 mv[SQ_QX_REDUCE_MAX_BLOCKS];
+  for (int r = 0; r < nblocks; r++) mv[r] = _mm256_set1_ps(marker[r]);
+  size_t i = 0;
+  for (; i + 16 <= m; i += 16) {
+    __m256 a0, a1;
+    decode16(k, codes[0], i, &unit, 0, mv[0], &a0, &a1);
+    for (int r = 1; r < nblocks; r++) {
+      __m256 d0, d1;
+      decode16(k, codes[r], i, &unit, 0, mv[r], &d0, &d1);
+      a0 = _mm256_add_ps(a0, d0);
+      a1 = _mm256_add_ps(a1, d1);
+    }
+    _mm256_storeu_ps(out + i, scale_down(a0, sc.s23, sc.sub_scale_inv, 1));
+    _mm256_storeu_ps(out + i + 8, scale_down(a1, sc.s23, sc.sub_scale_inv, 1));
+  }
+  return i;
+}
+
+/* Whether reduce_same_tiny_loop applies: one tiny scale for all ranks. */
+static int same_tiny_scale(const float *inv, int nblocks) {
+  for (int r = 1; r < nblocks; r++)
+    if (sq_float_bits(inv[r]) != sq_float_bits(inv[0])) return 0;
+  return nblocks > 0 && tiny_bucket(inv[0]);
+}
+
 #define SQ_REDUCE_CASE(K)                                                                 \
   case K:                                                                                 \
+    if (!accumulate && same_tiny_scale(inv, nblocks))                                     \
+      return reduce_same_tiny_loop(K, codes, inv[0], marker, nblocks, out, m);            \
     return accumulate ? reduce_loop(K, codes, inv, marker, nblocks, out, m, 1)            \
                       : reduce_loop(K, codes, inv, marker, nblocks, out, m, 0)
 
