@@ -595,6 +595,8 @@ static void tiny_buckets(void) {
         g[i] = (tu_next(&r) & 1) ? -x : x;
         if ((i / B) % 7 == 3 && (i % B == 5 || i % B == 13)) /* flagged, in either half of 16 lanes */
           g[i] = q & 1 ? NAN : (q & 2 ? -INFINITY : INFINITY);
+        if ((i / B) % 7 == 5 && i % B == 21) /* +Inf, -Inf, ...: the sum is the default NaN */
+          g[i] = q & 1 ? -INFINITY : INFINITY;
         res0[i] = (tu_next(&r) & 1) ? tu_float(tu_u32(&r) & 0x800fffffu) : 0.0f;
       }
       memcpy(res1, res0, sizeof res0);
@@ -624,11 +626,16 @@ static void tiny_buckets(void) {
     }
     /* buckets whose tiny scale all ranks share (the reduce's same-scale
      * loop: every rank clamps at 127 from 2^-120 or so down) */
+    int same_127 = 0, same_below = 0; /* s = 127 (2^-s subnormal) and 100 <= s < 127 */
     for (size_t o = 0; o < nb; o += sq_quant_bucket_bytes(k, B)) {
       int same = (int8_t)blocks[o] >= 100;
       for (int q = 1; q < P; q++) same &= blocks[(size_t)q * nb + o] == blocks[o];
-      same_tiny += same;
+      same_127 += same && (int8_t)blocks[o] == 127;
+      same_below += same && (int8_t)blocks[o] < 127;
     }
+    ck_assert_msg(same_127 > 0 && same_below > 0, "%s: buckets of one tiny scale on every rank: %d at 127, %d below",
+                  kname[ki], same_127, same_below);
+    same_tiny += same_127 + same_below;
     squall__cpu_x86_disable(SQ_CPU_AVX2);
     squall__quant_reduce(k, B, blocks, P, nb, out0, N);
     squall__cpu_x86_disable(0);
