@@ -289,7 +289,8 @@ END_TEST
 
 /* Plain probes: only where the model would compress by less than the
  * margin, from the third judged call of a class, until plain ran three
- * times (two timed). And compressing pays only by a clear margin. */
+ * times (two timed), or twice where the first timed one left the verdict
+ * clear. And compressing pays only by a clear margin. */
 START_TEST(test_plain_probes) {
   squall_cost m;
   memset(&m, 0, sizeof m);
@@ -309,6 +310,15 @@ START_TEST(test_plain_probes) {
     ck_assert_int_eq(squall__cost_probe_plain(&m, b, 1.0, 1.5), 0); /* not close enough to probe again */
     squall__cost_judged(&m, b, p);
   }
+  memset(&m, 0, sizeof m); /* 1.9x (fp16 on a slow link): the first timed plain call settles it */
+  probes = 0;
+  for (int i = 0; i < 10; i++) {
+    int p = squall__cost_probe_plain(&m, b, 1.0, 1.9);
+    ck_assert_int_eq(p, i >= 2 && i <= 3);
+    probes += p;
+    squall__cost_judged(&m, b, p);
+  }
+  ck_assert_int_eq(probes, 2);
   memset(&m, 0, sizeof m);
   squall__cost_note_call(&m, -1, b * 4, 0.01); /* a plain call ran, at another size */
   for (int i = 0; i < 10; i++) { /* 20x faster: no doubt, no probe */

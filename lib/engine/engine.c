@@ -955,8 +955,10 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
     /* the model would compress but cannot be sure (squall__cost_probe_plain): measure
      * plain (not where the link is given: whole calls do not overrule the model then) */
     if (in.pays && !v.forced && !(cfg.linkGbps > 0) &&
-        squall__cost_probe_plain(&e->cost, bytes_in, (double)v.comp_ns * 1e-9, (double)v.plain_ns * 1e-9))
+        squall__cost_probe_plain(&e->cost, bytes_in, (double)v.comp_ns * 1e-9, (double)v.plain_ns * 1e-9)) {
+      SQ_TRACE("rank %d: %zu elements: a plain probe", e->tr.rank, c->count);
       in.pays = 0;
+    }
     if (grow && in.agreed && in.all_ok) e->scratch_planned = st->L.total; /* every rank has it */
   } else {
     /* No header on this device call: the local failure cannot be shared
