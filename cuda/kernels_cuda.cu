@@ -169,7 +169,8 @@ static squallResult_t dev_topk_finish(void *stream, const float *g, float *res, 
 extern "C" {
 
 const squall_kernels squall__kernels_cuda = {
-    "cuda",                          dev_alloc,       dev_free,          dev_zero,
+    "cuda",           (size_t)INT_MAX, /* topk.cu's int counts */
+    dev_alloc,       dev_free,          dev_zero,
     dev_to_host,      dev_flush,     dev_widen,       dev_narrow,        dev_absmax_ws,
     dev_absmax,       dev_pow2_scale, dev_half_encode, dev_half_decode,  dev_topk_ws,
     dev_topk_encode,  dev_topk_select, dev_topk_finish,

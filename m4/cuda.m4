@@ -47,7 +47,10 @@ _SQEOF
       CUDA_SUMMARY="($cuda_why)"
     ])
   ], [CUDA_SUMMARY="(--without-cuda)"])
-  NVCCFLAGS="-O3 -std=c++17 $NVCC_GENCODE"
+  # -fmad=false: a * b + c stays two roundings, as in the host twins (nvcc
+  # would contract it into one fma; the codecs' products are exact, but an
+  # overflowing one, from a corrupt scale, would then differ from the host's)
+  NVCCFLAGS="-O3 -std=c++17 -fmad=false $NVCC_GENCODE"
   AC_SUBST([NVCC])
   AC_SUBST([NVCCFLAGS])
   AC_SUBST([CUDA_CFLAGS])

@@ -366,6 +366,41 @@ START_TEST(test_engine_average_and_halves) {
 }
 END_TEST
 
+/* A kernel set whose top-k takes fewer elements than the call (the CUDA
+ * set's int counts) sends the call to top-k's dense route on every rank,
+ * decided before anything collective: the exact sum (dyadic data), where
+ * the host set's limit takes top-k. */
+START_TEST(test_topk_limit_of_kernel_set_goes_dense) {
+  size_t n = 4096;
+  float *g = malloc(n * 4), *out = malloc(n * 4);
+  fill(g, n, 63, rank, gen_dyadic);
+  use_config("SQUALL_COMPRESS=topk:0.01 SQUALL_COST_MODEL=off");
+  for (int limited = 0; limited < 2; limited++) {
+    squall_mpi_ctx ctx;
+    squall_transport tr;
+    ck_assert_int_eq(squall__transport_mpi_init(&tr, &ctx, MPI_COMM_WORLD), squallSuccess);
+    squall_kernels k = squall__kernels_host;
+    if (limited) k.topk_max_elems = n - 1;
+    squall_engine *e = squall__engine_create(&tr, &k);
+    ck_assert_ptr_nonnull(e);
+    squall_call c = {.send = g, .recv = out, .count = n, .dtype = SQ_DT_F32, .elsize = 4, .op = SQ_OP_SUM, .premul = 1.0f};
+    squall_decision d;
+    ck_assert_int_eq(squall__engine_allreduce(e, &c, &d), squallSuccess);
+    ck_assert_int_eq(d.route, limited ? SQ_ROUTE_DENSE : SQ_ROUTE_TOPK);
+    if (limited)
+      for (size_t i = 0; i < n; i++) {
+        float exact = 0;
+        for (int r = 0; r < nranks; r++) exact += gen_dyadic(63, r, i);
+        ck_assert_msg(out[i] == exact, "dense route element %zu: %g vs %g", i, out[i], exact);
+      }
+    squall__engine_free(e);
+    squall__transport_mpi_fini(&ctx);
+  }
+  free(g);
+  free(out);
+}
+END_TEST
+
 START_TEST(test_config_mismatch_passes_through) {
   if (nranks < 2) return; /* one rank cannot disagree with itself */
   /* Ranks disagree: every rank must pass through (no hang, no mixed codecs). */
@@ -692,6 +727,7 @@ static Suite *engine_suite(void) {
   tc = tcase(s, "edge");
   tcase_add_test(tc, test_small_and_odd_counts);
   tcase_add_test(tc, test_engine_average_and_halves);
+  tcase_add_test(tc, test_topk_limit_of_kernel_set_goes_dense);
   tc = tcase(s, "agreement");
   tcase_add_test(tc, test_config_mismatch_passes_through);
   tcase_add_test(tc, test_min_ranks_differ_passes_through);

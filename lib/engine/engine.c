@@ -179,6 +179,7 @@ typedef struct {
   int all_ok;                /* every rank prepared what the call needs */
   squall_residuals *count;   /* counts the call for warm-up; NULL: do not count */
   int alltoall;              /* the transport has an all-to-all (same library on every rank) */
+  size_t topk_max;           /* the kernel set's top-k limit (the same set on every rank) */
   int two_level;             /* squall__hier_known(): the same on every rank */
   int pays;                  /* the cost model: the largest compressed prediction over the ranks
                                 is below the largest plain one (or it explores); 1 where the
@@ -201,13 +202,13 @@ static int call_pass_reason(const squall_call *c, squallPassReason_t *why) {
 
 /* Top-k, or its dense fallback where the all-gather would send more than
  * the ring all-reduce of the data in its own precision. */
-static squall_route topk_route(const squall_call *c, const squallConfig_t *cfg, int p) {
+static squall_route topk_route(const squall_call *c, const squallConfig_t *cfg, int p, size_t topk_max) {
   size_t k = squall__topk_k(c->count, cfg->topkRatio);
   uint64_t sb = squall__topk_slot_bytes(k, cfg->topkValues);
   uint64_t bytes_in = (uint64_t)c->count * c->elsize;
   int pays = (uint64_t)(p - 1) * sb < squall__ring_allreduce_wire(bytes_in, p) ||
              p == 1; /* one rank (SQUALL_MIN_RANKS=1): run the codec to prove it */
-  if (pays && c->count <= UINT32_MAX) return SQ_ROUTE_TOPK; /* indices are u32 */
+  if (pays && c->count <= topk_max) return SQ_ROUTE_TOPK; /* the slots' indices are u32, the kernels' may be less */
   return c->dtype == SQ_DT_F32 ? SQ_ROUTE_DENSE : SQ_ROUTE_HALF;
 }
 
@@ -235,7 +236,7 @@ static squall_route decide(const decide_in *in, squallPassReason_t *why) {
   if (in->two_level == 1) return SQ_ROUTE_TWOLEVEL;
   if (!in->pays) { *why = squallPassNotPaying; return SQ_ROUTE_PASS; }
 route:
-  if (cfg->codec == squallCodecTopk) return topk_route(c, cfg, in->nranks);
+  if (cfg->codec == squallCodecTopk) return topk_route(c, cfg, in->nranks, in->topk_max);
   squall_twophase_codec tp;
   if (squall__twophase_select(cfg, c->dtype, &tp)) {
     if (in->alltoall) return SQ_ROUTE_TWOPHASE;
@@ -862,7 +863,7 @@ int squall__engine_ready(squall_engine *e, const squall_call *c) {
   squallConfig_t cfg;
   uint64_t gen;
   squall__config_get(&cfg, &gen);
-  decide_in in = {.call = c, .cfg = &cfg, .nranks = e->tr.nranks, .agreed = 1, .all_ok = 1,
+  decide_in in = {.call = c, .cfg = &cfg, .nranks = e->tr.nranks, .topk_max = e->k.topk_max_elems, .agreed = 1, .all_ok = 1,
                   .alltoall = e->tr.alltoall != NULL, .pays = 1};
   squallPassReason_t why;
   squall_route guess = decide(&in, &why);
@@ -901,7 +902,7 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   }
 
   /* What this rank's own configuration would do, to prepare for it. */
-  decide_in in = {.call = c, .cfg = &cfg, .nranks = e->tr.nranks, .agreed = 1, .all_ok = 1,
+  decide_in in = {.call = c, .cfg = &cfg, .nranks = e->tr.nranks, .topk_max = e->k.topk_max_elems, .agreed = 1, .all_ok = 1,
                   .alltoall = e->tr.alltoall != NULL, .pays = 1,
                   .two_level = c->shard ? 0 : squall__hier_known(e->hier, &cfg)};
   st->flat_reason = squallFlatConfigured;
@@ -1072,7 +1073,7 @@ squallResult_t squall__engine_prepare_shard(squall_engine *e, const squall_call 
   uint64_t gen;
   squall__config_get(&cfg, &gen);
   cfg = run_config(&cfg, c); /* as allreduce() runs it */
-  decide_in in = {.call = c, .cfg = &cfg, .nranks = e->tr.nranks, .agreed = 1, .all_ok = 1,
+  decide_in in = {.call = c, .cfg = &cfg, .nranks = e->tr.nranks, .topk_max = e->k.topk_max_elems, .agreed = 1, .all_ok = 1,
                   .alltoall = e->tr.alltoall != NULL};
   squallPassReason_t why;
   squall_route route = decide(&in, &why);

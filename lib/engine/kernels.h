@@ -31,6 +31,10 @@ SQ_HD sq_half_kind squall__dtype_half_kind(int t) { return t == SQ_DT_BF16 ? SQ_
 
 typedef struct squall_kernels {
   const char *name; /* "host" or "cuda" */
+  /* The most elements top-k's kernels take (their indices' width): a
+   * larger call takes top-k's dense route, decided before the header
+   * from the kernel set, which is the same on every rank of an engine. */
+  size_t topk_max_elems;
   void *(*alloc)(void *stream, size_t bytes); /* zeroed; NULL on failure */
   void (*free)(void *stream, void *p);
   squallResult_t (*zero)(void *stream, void *p, size_t bytes);

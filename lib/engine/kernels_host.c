@@ -133,6 +133,7 @@ static squallResult_t host_topk_finish(void *stream, const float *g, float *res,
 
 const squall_kernels squall__kernels_host = {
     .name = "host",
+    .topk_max_elems = UINT32_MAX, /* the slots' indices are u32 */
     .alloc = host_alloc,
     .free = host_free,
     .zero = host_zero,

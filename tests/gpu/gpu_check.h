@@ -41,4 +41,26 @@ static __attribute__((unused)) void *dmalloc(size_t bytes) {
   return p;
 }
 
+/* Whether this machine has a CUDA device to test: 1 yes, 0 none here
+ * (skip: the machine has no NVIDIA device node, or the runtime finds no
+ * device), -1 one is here but unusable (fail: a driver too old for the
+ * runtime that the bundle links statically reports itself as "insufficient",
+ * which must not read as a skip on the GPU machine). */
+#include <unistd.h>
+static __attribute__((unused)) int gpu_device_state(void) {
+  int count = 0;
+  cudaError_t e = cudaGetDeviceCount(&count);
+  if (e == cudaSuccess && count > 0) return 1;
+  int node = access("/dev/nvidiactl", F_OK) == 0 || access("/dev/nvidia0", F_OK) == 0;
+  if (e == cudaSuccess || e == cudaErrorNoDevice || !node) {
+    printf(GPU_TEST_NAME ": SKIP: no CUDA device (cudaGetDeviceCount: %s, %d devices; %s)\n",
+           e != cudaSuccess ? cudaGetErrorString(e) : "ok", count,
+           node ? "an NVIDIA device node exists" : "no /dev/nvidiactl or /dev/nvidia0");
+    return 0;
+  }
+  fprintf(stderr, GPU_TEST_NAME ": an NVIDIA device is here, but CUDA cannot use it: %s\n", cudaGetErrorString(e));
+  printf("0 passed, 1 failed\n");
+  return -1;
+}
+
 #endif

@@ -17,6 +17,9 @@
 # Logs go to ${OUT:-tests/gpu/build/out}: summary.txt, env.log, selftest.log,
 # direct.log, preload.log, ddp.log, ddp-stats.0.json, ddp-loss.json.
 # Exit status: 0 all passed, 1 a check failed, 77 no GPU here (nothing ran).
+# The time limits add up to 555 s (110 + 90 + 4 x 45 + 150 + 20, a hang in
+# every step), under the device machine's 600 s per command; the steps
+# take a few seconds to a minute each when nothing hangs.
 # Environment: SQUALL_GPU_BUNDLE (the bundle; default tests/gpu/build/dist),
 # SELFTEST_ARGS (default: 1 1000 1048579 16777216), DDP_STEPS (300), PYTHON
 # (python3), NCCL_LIBDIR (where libnccl.so.2 is; default: the one PyTorch
@@ -150,7 +153,7 @@ no_bundle="no bundle in $dist: run make gpu-bundle (or tests/gpu/build-for-devic
 : > "$out/selftest.log"
 if [ -x "$dist/bin/selftest" ]; then
   # shellcheck disable=SC2086
-  run_cmd "$out/selftest.log" 150 "$dist/bin/selftest" ${SELFTEST_ARGS:-1 1000 1048579 16777216}
+  run_cmd "$out/selftest.log" 110 "$dist/bin/selftest" ${SELFTEST_ARGS:-1 1000 1048579 16777216}
   add_row selftest "$RES" "$SECS" "$DETAIL"
 else
   echo "$no_bundle" | tee -a "$out/selftest.log"
@@ -160,7 +163,7 @@ fi
 # ------------------------------------------------------------------ 2 direct API
 : > "$out/direct.log"
 if [ $have_bundle = yes ] && [ -n "$nccl_dir" ]; then
-  run_cmd "$out/direct.log" 120 "$dist/bin/test_nccl_device_direct"
+  run_cmd "$out/direct.log" 90 "$dist/bin/test_nccl_device_direct"
   add_row direct "$RES" "$SECS" "$DETAIL"
 else
   echo "${no_bundle}, or no libnccl.so.2 found" | tee -a "$out/direct.log"
@@ -177,7 +180,7 @@ if [ $have_bundle = yes ] && [ -n "$nccl_dir" ]; then
     codec=${spec%/*} values=fp32
     [ "$spec" != "$codec" ] && values=${spec#*/}
     d=$(mktemp -d "${TMPDIR:-/tmp}/squall-preload.XXXXXX")
-    run_cmd "$d/log" 60 env SQUALL_MIN_RANKS=1 SQUALL_PRELOAD_LIB="$dist/lib/libsquall-preload.so" \
+    run_cmd "$d/log" 45 env SQUALL_MIN_RANKS=1 SQUALL_PRELOAD_LIB="$dist/lib/libsquall-preload.so" \
       "$dist/bin/squall-run" --compress "$codec" --values "$values" --min-bytes 4096 --debug INFO \
       --stats "$d/stats.%r.json" -- "$dist/bin/test_nccl_device" run "$d"
     ok=$RES
@@ -218,7 +221,7 @@ if [ $have_bundle = yes ]; then
     --min-bytes 0 --debug INFO --stats "$out/ddp-stats.%r.json" -- \
     "$py" tests/gpu/ddp_squall.py train --steps "${DDP_STEPS:-300}" --out "$out/ddp-loss.json"
   if [ "$RES" = PASS ]; then
-    run_cmd "$out/ddp.log" 30 "$py" tests/gpu/ddp_squall.py check "$out/ddp-stats.0.json" "$out/ddp-loss.json"
+    run_cmd "$out/ddp.log" 20 "$py" tests/gpu/ddp_squall.py check "$out/ddp-stats.0.json" "$out/ddp-loss.json"
   fi
   add_row ddp "$RES" $((SECONDS - t0)) "$DETAIL"
   grep -h 'NCCL interposer: real NCCL' "$out/ddp.log" | head -n 1

@@ -724,12 +724,9 @@ int main(int argc, char **argv) {
     for (; nsizes < (int)(sizeof default_sizes / sizeof default_sizes[0]); nsizes++)
       sizes[nsizes] = default_sizes[nsizes];
 
-  int count = 0;
-  cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess || count == 0) {
-    printf("selftest: SKIP: no CUDA device (cudaGetDeviceCount: %s, %d devices)\n",
-           e != cudaSuccess ? cudaGetErrorString(e) : "ok", count);
-    return 77;
+  switch (gpu_device_state()) {
+  case 0: return 77;
+  case -1: return 1;
   }
   struct cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));

@@ -3,10 +3,11 @@
  * rank, the real NCCL (SQUALL_MIN_RANKS=1 runs the whole compressed path on
  * a single GPU), checked bit for bit against the host twin of every step.
  *
- * One rank makes the exchange an identity (the 16-bit all-reduce, the max
- * and the all-gather copy), so the result of a step is what lib/codecs/codec.h
+ * One rank makes the exchange an identity (the max, the all-to-all and the
+ * all-gather copy), so the result of a step is what lib/codecs/codec.h
  * computes on the host: widen, absmax, power-of-two scale, encode with the
- * residual, decode, narrow. This file keeps a host residual per tensor and
+ * residual, (16-bit: the owner's sum of the one block, re-encoded with the
+ * residual), decode, narrow. This file keeps a host residual per tensor and
  * follows squall's error feedback over several steps; any difference in one
  * bit of a result (or of the residual, which shows in the next step) fails.
  *
@@ -211,16 +212,27 @@ static void model_step(const codec_cfg *c, int dt, size_t n, float premul, float
     free(slot);
     free(ws);
   } else {
+    /* The two-phase route (lib/engine/twophase.c), which the 16-bit codecs
+     * take with SQUALL_HALF_ACCUM=fp32 (the default) on an NCCL that has
+     * send and receive: the scale leaves headroom for the owner's sum of p
+     * codes (limit / 2p), the owner (this rank: p = 1) sums the one block
+     * and re-encodes the sum with the same residual, and every rank
+     * decodes the re-encoded codes. */
     sq_half_kind kind = c->codec == squallCodecBf16 ? SQ_HALF_BF16 : SQ_HALF_FP16;
-    /* One rank: the sum of codes cannot overflow below limit/1. */
-    float limit = kind == SQ_HALF_FP16 ? SQ_F16_MAX : SQ_BF16_MAX;
+    const int p = 1;
+    float limit = (kind == SQ_HALF_FP16 ? SQ_F16_MAX : SQ_BF16_MAX) / (float)(2 * p);
     float max_scale = kind == SQ_HALF_FP16 ? sq_pow2(100) : 1.0f;
     float s = sq_pow2_scale(squall__absmax(g, res, n), limit);
     float scale = s > max_scale ? max_scale : s;
-    uint16_t *codes = xmalloc(n * sizeof *codes);
+    uint16_t *codes = xmalloc(n * sizeof *codes), *owned = xmalloc(n * sizeof *owned);
+    float *sum = xmalloc(n * sizeof *sum);
     squall__half_encode(kind, g, res, codes, n, scale);
-    squall__half_decode(kind, codes, out, n, scale, 0);
+    squall__half_reduce(kind, codes, p, n, sum, n, scale);
+    squall__half_encode(kind, sum, res, owned, n, scale);
+    squall__half_decode(kind, owned, out, n, scale, 0);
     free(codes);
+    free(owned);
+    free(sum);
   }
   for (size_t i = 0; i < n; i++) {
     if (dt == DT_F32) ((float *)want)[i] = out[i];
@@ -507,17 +519,6 @@ static void run_codec(const codec_cfg *c) {
 
 /* ------------------------------------------------------------ setup */
 
-static int have_device(void) {
-  int count = 0;
-  cudaError_t e = cudaGetDeviceCount(&count);
-  if (e != cudaSuccess || count == 0) {
-    printf("test_nccl_device: SKIP: no CUDA device (cudaGetDeviceCount: %s, %d devices)\n",
-           e != cudaSuccess ? cudaGetErrorString(e) : "ok", count);
-    return 0;
-  }
-  return 1;
-}
-
 static const char *object_of(const char *sym) {
   Dl_info info;
   void *p = dlsym(RTLD_DEFAULT, sym);
@@ -611,7 +612,10 @@ int main(int argc, char **argv) {
     static const char *all[] = {"fp16", "bf16", "topk:0.01", "topk:0.01:fp16"};
     for (; nc < 4; nc++) parse_codec(all[nc], &codecs[nc]);
   }
-  if (!have_device()) return 77;
+  switch (gpu_device_state()) {
+  case 0: return 77;
+  case -1: return 1;
+  }
   printf("test_nccl_device: direct squallAllReduce, libsquall %s\n", squallVersionString());
   setup();
   for (int i = 0; i < nc; i++) {
@@ -803,7 +807,10 @@ static int write_expectations(const char *dir) {
 static int run(const char *dir) {
   codec_cfg c;
   if (codec_from_env(&c) != 0) return 2;
-  if (!have_device()) return 77;
+  switch (gpu_device_state()) {
+  case 0: return 77;
+  case -1: return 1;
+  }
   char name[64];
   codec_name(&c, name, sizeof name);
   printf("test_nccl_device: plain NCCL program under squall's interposer, %s\n", name);
