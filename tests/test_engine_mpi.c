@@ -139,6 +139,9 @@ START_TEST(test_fp16_tiny_values_are_scaled) { check_half("SQUALL_COMPRESS=fp16"
 END_TEST
 START_TEST(test_fp16_near_max_no_overflow) { check_half("SQUALL_COMPRESS=fp16", 0x1p-11, 65504.0f); }
 END_TEST
+/* sums near float's top: the scale reaches 2^-112 on 4 ranks */
+START_TEST(test_fp16_huge_values) { check_half("SQUALL_COMPRESS=fp16", 0x1p-11, 5e37f); }
+END_TEST
 START_TEST(test_bf16_error_bound) { check_half("SQUALL_COMPRESS=bf16", 0x1p-8, 1.0f); }
 END_TEST
 START_TEST(test_bf16_huge_values) { check_half("SQUALL_COMPRESS=bf16", 0x1p-8, 5e37f); }
@@ -394,6 +397,57 @@ START_TEST(test_topk_limit_of_kernel_set_goes_dense) {
         ck_assert_msg(out[i] == exact, "dense route element %zu: %g vs %g", i, out[i], exact);
       }
     squall__engine_free(e);
+    squall__transport_mpi_fini(&ctx);
+  }
+  free(g);
+  free(out);
+}
+END_TEST
+
+/* A CUDA graph replays the addresses of its capture: scratch that grows
+ * after a captured call must stay allocated (until the engine is freed),
+ * where before any capture the old block is freed at once. The host set
+ * under another name runs as a device engine does (headers only where
+ * needed, capture honoured); its free is counted. */
+static int kept_frees, kept_allocs;
+static void *counting_alloc(void *stream, size_t bytes) {
+  kept_allocs++;
+  return squall__kernels_host.alloc(stream, bytes);
+}
+static void counting_free(void *stream, void *p) {
+  kept_frees++;
+  squall__kernels_host.free(stream, p);
+}
+
+START_TEST(test_scratch_kept_for_captured_graphs) {
+  size_t small = 4096, big = 65536;
+  float *g = malloc(big * 4), *out = malloc(big * 4);
+  fill(g, big, 64, rank, gen_dyadic);
+  use_config("SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=off");
+  for (int captured = 0; captured < 2; captured++) {
+    squall_mpi_ctx ctx;
+    squall_transport tr;
+    ck_assert_int_eq(squall__transport_mpi_init(&tr, &ctx, MPI_COMM_WORLD), squallSuccess);
+    squall_kernels k = squall__kernels_host;
+    k.name = "host-as-device";
+    k.alloc = counting_alloc;
+    k.free = counting_free;
+    kept_frees = kept_allocs = 0;
+    squall_engine *e = squall__engine_create(&tr, &k);
+    ck_assert_ptr_nonnull(e);
+    squall_decision d;
+    for (int step = 0; step < 3; step++) { /* the small call, then (captured or not) again, then the big one */
+      squall_call c = {.send = g, .recv = out, .count = step < 2 ? small : big, .dtype = SQ_DT_F32, .elsize = 4,
+                       .op = SQ_OP_SUM, .premul = 1.0f, .capturing = step == 1 && captured};
+      int frees = kept_frees;
+      ck_assert_int_eq(squall__engine_allreduce(e, &c, &d), squallSuccess);
+      ck_assert_int_eq(d.route, SQ_ROUTE_TWOPHASE);
+      if (step == 2) /* the scratch grew: the old block freed only where no graph may use it */
+        ck_assert_msg(captured ? kept_frees == frees : kept_frees > frees, "captured %d: %d frees while the scratch grew",
+                      captured, kept_frees - frees);
+    }
+    squall__engine_free(e);
+    ck_assert_int_eq(kept_frees, kept_allocs); /* and nothing leaks */
     squall__transport_mpi_fini(&ctx);
   }
   free(g);
@@ -712,6 +766,7 @@ static Suite *engine_suite(void) {
   tcase_add_test(tc, test_fp16_error_bound);
   tcase_add_test(tc, test_fp16_tiny_values_are_scaled);
   tcase_add_test(tc, test_fp16_near_max_no_overflow);
+  tcase_add_test(tc, test_fp16_huge_values);
   tcase_add_test(tc, test_bf16_error_bound);
   tcase_add_test(tc, test_bf16_huge_values);
   tc = tcase(s, "topk");
@@ -728,6 +783,7 @@ static Suite *engine_suite(void) {
   tcase_add_test(tc, test_small_and_odd_counts);
   tcase_add_test(tc, test_engine_average_and_halves);
   tcase_add_test(tc, test_topk_limit_of_kernel_set_goes_dense);
+  tcase_add_test(tc, test_scratch_kept_for_captured_graphs);
   tc = tcase(s, "agreement");
   tcase_add_test(tc, test_config_mismatch_passes_through);
   tcase_add_test(tc, test_min_ranks_differ_passes_through);

@@ -461,7 +461,9 @@ START_TEST(test_pow2_scale) {
   ck_assert_float_eq(sq_pow2_scale(65505.0f, SQ_F16_MAX), 0.5f);
   ck_assert_float_eq(sq_pow2_scale(1e-30f, SQ_F16_MAX), 0x1p100f); /* clamped */
   ck_assert_float_eq(sq_pow2_scale(tu_float(1), SQ_F16_MAX), 1.0f); /* subnormal: as zero */
-  ck_assert_float_eq(sq_pow2_scale(FLT_MAX, SQ_F16_MAX), 0x1p-100f);
+  ck_assert_float_eq(sq_pow2_scale(FLT_MAX, SQ_F16_MAX), 0x1p-113f);
+  ck_assert_float_eq(sq_pow2_scale(FLT_MAX, SQ_F16_MAX / 8192), 0x1p-126f); /* clamped: 8192 ranks */
+  ck_assert_float_eq(sq_pow2_scale(FLT_MAX, SQ_F16_MAX / 16384), 0x1p-126f);
   const float limits[] = {SQ_F16_MAX, SQ_F16_MAX / 8, SQ_F16_MAX / 1000, SQ_BF16_MAX / 64, 1.0f};
   tu_rng r = {17};
   for (int i = 0; i < 200000; i++) {
@@ -471,9 +473,9 @@ START_TEST(test_pow2_scale) {
     float s = sq_pow2_scale(m, lim);
     uint32_t sb = tu_bits(s);
     TU_CHECK((sb & 0x807fffffu) == 0 && sb != 0, "scale %a for %a is not a power of two", (double)s, (double)m);
-    TU_CHECK(s >= 0x1p-100f && s <= 0x1p100f, "scale %a out of the clamp", (double)s);
+    TU_CHECK(s >= 0x1p-126f && s <= 0x1p100f, "scale %a out of the clamp", (double)s);
     double prod = (double)m * s;
-    if (s > 0x1p-100f) TU_CHECK(prod <= lim, "%a * %a > %a", (double)m, (double)s, (double)lim);
+    if (s > 0x1p-126f) TU_CHECK(prod <= lim, "%a * %a > %a", (double)m, (double)s, (double)lim);
     if (s < 0x1p100f) TU_CHECK(prod * 2 > lim, "%a * 2 * %a <= %a: not the largest", (double)m, (double)s, (double)lim);
   }
 }
@@ -793,10 +795,13 @@ START_TEST(test_encode_guess) {
     for (int huge = 0; huge < 3; huge++) {
       for (size_t i = 0; i < N; i++) {
         uint64_t c = tu_below(&r, 64);
-        /* huge 2: up to 2^120, where the fp16 scale clamps at 2^-100 and
-         * still overflows: a miss at a guess equal to the scale */
+        /* huge 2: up to 2^127, where the fp16 scale reaches 2^-114 (its
+         * floor, 2^-126, leaves no finite value that overflows at the
+         * agreed scale: a floor of 2^-100 did, and the sum became Inf).
+         * Not above 2^127: bf16 itself rounds a above 0x1.fep127 to Inf
+         * at any scale. */
         g[i] = c == 0 ? __builtin_nanf("") : c == 1 ? -__builtin_inff()
-                                                    : tu_float_exp(&r, -40, huge == 2 ? 120 : huge ? 60 : 10);
+                                                    : tu_float_exp(&r, -40, huge == 2 ? 126 : huge ? 60 : 10);
         if (tu_next(&r) & 1) g[i] = -g[i];
         r0[i] = (tu_next(&r) & 1) ? tu_float_exp(&r, -30, -5) : 0.0f;
       }
@@ -837,7 +842,7 @@ START_TEST(test_encode_guess) {
                           kind, (double)guess, mode, i, (double)res[i], (double)rr[i]);
         }
     }
-  ck_assert_msg(clamped_overflow > 0, "the data never overflowed at the agreed (clamped) scale");
+  ck_assert_msg(clamped_overflow == 0, "%d encodes overflowed at the agreed scale", clamped_overflow);
   /* Cold codes of short lengths (within the scalar head, just past it, a
    * step or two of SIMD) at every 2-byte offset from a 16-byte boundary:
    * the bits of the plain encoder's. */

@@ -155,8 +155,12 @@ SQ_HD uint32_t sq_topk_key(float a) { return sq_float_bits(a) & 0x7fffffffu; }
 SQ_HD float sq_pow2(int e) { return sq_bits_float((uint32_t)(e + 127) << 23); }
 
 /* Largest power of two s with absmax * s <= limit, clamped to
- * [2^-100, 2^100]; 1 when absmax is zero, subnormal or not finite. Powers
- * of two keep scaling exact, which the residual invariant relies on. A
+ * [2^-126, 2^100]; 1 when absmax is zero, subnormal or not finite. Powers
+ * of two keep scaling exact, which the residual invariant relies on. The
+ * floor is float's smallest normal (1/s = 2^126 is exact): any finite
+ * maximum then fits an fp16 limit of 65504/(2p) for p up to 8188 ranks
+ * (FLT_MAX * 2^-126 < 4); a floor of 2^-100 sent sums above about
+ * 8e34/p to infinity. A
  * subnormal absmax counts as zero: the host absmax flushes subnormal a to
  * zero (as the encoder does) and the device one does not, and both must
  * pick the same scale; every code of such a buffer is zero either way. */
@@ -166,7 +170,7 @@ SQ_HD float sq_pow2_scale(float absmax, float limit) {
   int ea = (int)((sq_float_bits(absmax) >> 23) & 0xffu) - 127;
   int s = el - ea; /* log2(limit/absmax) lies in (s-1, s+1) */
   if (s > 100) return sq_pow2(100);
-  if (s < -99) return sq_pow2(-100);
+  if (s < -125) return sq_pow2(-126);
   return absmax * sq_pow2(s) <= limit ? sq_pow2(s) : sq_pow2(s - 1);
 }
 

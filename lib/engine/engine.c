@@ -46,6 +46,7 @@
 #include "common/stats.h"
 #include "engine/costmodel.h"
 #include "engine/engine.h"
+#include "engine/graph_memory.h"
 #include "engine/hierarchy.h" /* two-level all-reduce */
 #include "engine/residual.h"
 #include "engine/twophase.h"
@@ -66,6 +67,7 @@ struct squall_engine {
   int warned_valid;
   void *scratch; /* kernel memory, grown on demand, kept for the next call */
   size_t scratch_bytes;
+  squall_graph_memory graphs; /* scratch replaced after a capture: kept for the graphs */
   size_t scratch_planned; /* the largest layout any header covered: the same
                              on every rank, unlike scratch_bytes after a
                              failed allocation */
@@ -120,6 +122,7 @@ void squall__engine_free(squall_engine *e) {
   squall__residuals_free(e->residuals);
   squall__hier_free(e->hier); /* two-level: node communicators, inner engine */
   if (e->scratch) e->k.free(NULL, e->scratch);
+  squall__graph_memory_free(&e->graphs, &e->k);
   free(e->host);
   free(e);
 }
@@ -311,7 +314,7 @@ static squallResult_t scratch_reserve(squall_engine *e, size_t bytes, void *stre
    * falls below what a header planned) */
   void *p = e->k.alloc(stream, bytes);
   SQ_RETURN_ERROR_IF(p == NULL, squallSystemError, "cannot allocate %zu bytes of %s scratch", bytes, e->k.name);
-  if (e->scratch) e->k.free(stream, e->scratch);
+  squall__graph_memory_retire(&e->graphs, &e->k, stream, e->scratch);
   e->scratch = p;
   e->scratch_bytes = bytes;
   return squallSuccess;
@@ -926,6 +929,7 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
     d->reason = squallPassCapture;
     return squallSuccess;
   }
+  if (c->capturing && guess != SQ_ROUTE_PASS) e->graphs.captured = 1; /* its scratch is the graph's now */
   /* Growth beyond what every rank planned for needs the header (device
    * engines): decided from the plan, which is the same on every rank. */
   int grow = guess != SQ_ROUTE_PASS && (st->L.total > e->scratch_planned ||

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "engine/hierarchy.h"
+#include "engine/graph_memory.h"
 
 struct squall_hier {
   const squall_transport *tr; /* the engine's, over all ranks */
@@ -30,6 +31,7 @@ struct squall_hier {
   squall_engine *inner; /* the compressed all-reduce across nodes, on shards */
   void *buf;            /* kernel memory: padded fp32 data, then the shard */
   size_t buf_bytes;
+  squall_graph_memory graphs; /* buf replaced after a capture: kept for the graphs */
   /* The largest two-level memory (buf, the inner engine's scratch) that
    * calls ran with: a call ran two-level only after every rank prepared
    * it, so these are the same on every rank and at most what each holds.
@@ -53,6 +55,7 @@ static void drop_split(squall_hier *h) {
   memset(&h->intra, 0, sizeof h->intra);
   memset(&h->inter, 0, sizeof h->inter);
   if (h->buf) h->k->free(NULL, h->buf);
+  squall__graph_memory_free(&h->graphs, h->k); /* the node communicators are gone: so are the graphs' calls */
   h->buf = NULL;
   h->buf_bytes = 0;
   h->planned_buf = h->planned_inner = 0;
@@ -305,7 +308,7 @@ squallResult_t squall__hier_prepare(squall_hier *h, const squall_call *c) {
     void *p = k->alloc(c->stream, sh.need);
     SQ_RETURN_ERROR_IF(p == NULL, squallSystemError,
                        "cannot allocate %zu bytes of %s scratch for the two-level all-reduce", sh.need, k->name);
-    if (h->buf) k->free(c->stream, h->buf);
+    squall__graph_memory_retire(&h->graphs, k, c->stream, h->buf);
     h->buf = p;
     h->buf_bytes = sh.need;
   }
@@ -326,6 +329,7 @@ squallResult_t squall__hier_allreduce(squall_hier *h, const squall_call *c, squa
   shape_of(h, c, &sh);
   SQ_RETURN_ERROR_IF(sh.need > h->buf_bytes, squallInternalError,
                      "two-level scratch of %zu bytes not prepared (%zu)", sh.need, h->buf_bytes);
+  if (c->capturing) h->graphs.captured = 1; /* buf is the graph's now */
   /* Every rank runs this call two-level, so every rank prepared it: the
    * plan grows alike everywhere. */
   size_t inner = inner_bytes(h, c, &sh);

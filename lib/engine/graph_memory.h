@@ -1,0 +1,30 @@
+/*
+ * graph_memory.h - kernel memory that a captured CUDA graph may still use.
+ * A graph replays the addresses of its capture: once a call has been
+ * captured, scratch that grows for a later (uncaptured, larger) call must
+ * not be freed, or every replay of the older graph would read and write
+ * freed memory. Such blocks are kept until their owner (an engine, a
+ * two-level setup) is freed. Before any capture, a replaced block is freed
+ * at once, as before.
+ */
+#ifndef SQUALL_ENGINE_GRAPH_MEMORY_H
+#define SQUALL_ENGINE_GRAPH_MEMORY_H
+
+#include "engine/kernels.h"
+
+typedef struct squall_kept_block squall_kept_block;
+
+typedef struct {
+  int captured;            /* a call using this owner's memory has been captured */
+  squall_kept_block *kept; /* blocks replaced since then */
+} squall_graph_memory;
+
+/* A block that a larger one replaces: freed now, or kept when a graph
+ * may still use it (if even the note cannot be allocated, the block is
+ * leaked: a leak is safer than memory freed under a graph). */
+void squall__graph_memory_retire(squall_graph_memory *g, const squall_kernels *k, void *stream, void *p);
+
+/* The owner is freed: every kept block goes too. */
+void squall__graph_memory_free(squall_graph_memory *g, const squall_kernels *k);
+
+#endif
