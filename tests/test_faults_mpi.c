@@ -352,6 +352,32 @@ START_TEST(test_aliased_buffers_rejected_alike) {
 }
 END_TEST
 
+/* A null send or receive buffer with floats to reduce: MPI would fault;
+ * squall refuses it before anything collective, whatever the codec (top-k
+ * once took a null output as "none wanted" and dropped the sum), and the
+ * residuals stay as they were. */
+START_TEST(test_null_buffers_rejected_alike) {
+  size_t n = 1024;
+  float *g = malloc(n * 4), *res = malloc(n * 4);
+  for (size_t i = 0; i < n; i++) g[i] = gen_dyadic(4, rank, i);
+  const char *specs[] = {"SQUALL_COMPRESS=none", "SQUALL_COMPRESS=fp16", "SQUALL_COMPRESS=int8",
+                         "SQUALL_COMPRESS=topk:0.01"};
+  for (int s = 0; s < 4; s++) {
+    use_config(specs[s]);
+    ck_assert_int_eq(squallMpiAllreduce(g, NULL, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_ERR_BUFFER);
+    ck_assert_int_eq(squallMpiAllreduce(NULL, g, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_ERR_BUFFER);
+    ck_assert_int_eq(squallMpiAllreduce(MPI_IN_PLACE, NULL, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+                     MPI_ERR_BUFFER);
+    /* nothing was sent: no residual for the buffer, or an empty one */
+    if (squallMpiGetResidual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res) == MPI_SUCCESS)
+      for (size_t i = 0; i < n; i++) ck_assert_msg(res[i] == 0.0f, "%s: residual[%zu] = %g", specs[s], i, res[i]);
+  }
+  assert_in_step(3); /* rejected before anything collective */
+  free(g);
+  free(res);
+}
+END_TEST
+
 /* ------------------------------------------- allocation faults (engine) */
 static int alloc_fail_at, alloc_seen; /* on rank 0 only */
 
@@ -425,6 +451,7 @@ static Suite *faults_suite(void) {
   suite_add_tcase(s, tc);
   tc = tcase_create("arguments");
   tcase_add_test(tc, test_aliased_buffers_rejected_alike);
+  tcase_add_test(tc, test_null_buffers_rejected_alike);
   suite_add_tcase(s, tc);
   tc = tcase_create("alloc");
   tcase_add_test(tc, test_alloc_failure_on_one_rank_passes_through_together);

@@ -122,6 +122,13 @@ int squallMpiAllreduce(const void *sendbuf, void *recvbuf, int count, MPI_Dataty
             "use MPI_IN_PLACE for an in-place all-reduce", count);
     return fail(comm, MPI_ERR_BUFFER);
   }
+  /* A null buffer holds no floats (MPI_BOTTOM means something only with
+   * a derived type, which passes through): MPI itself would fault, and
+   * a codec that finds no output must not take the call as sent. */
+  if (count > 0 && dtype_of(datatype) >= 0 && (recvbuf == NULL || sendbuf == NULL)) {
+    SQ_WARN("squallMpiAllreduce(count=%d): %s is NULL", count, recvbuf == NULL ? "recvbuf" : "sendbuf");
+    return fail(comm, MPI_ERR_BUFFER);
+  }
   comm_state *s = state_of(comm, 1);
   if (s == NULL) {
     /* Passing through here alone could pair this rank's plain all-reduce
