@@ -448,6 +448,11 @@ START_TEST(test_codec_string) {
   ck_assert_str_eq(squallConfigCodecString(&c, buf, sizeof buf), "topk:1");
   c.topkRatio = 0.001;
   ck_assert_str_eq(squallConfigCodecString(&c, buf, sizeof buf), "topk:0.001");
+  /* every digit that tells two ratios apart, and the spelling reads back
+   * as the same ratio (the configuration digest is made of it) */
+  c.topkRatio = 0.0123456789;
+  ck_assert_str_eq(squallConfigCodecString(&c, buf, sizeof buf), "topk:0.0123456789");
+  c.topkRatio = 0.001;
   ck_assert_ptr_eq(squallConfigCodecString(&c, buf, sizeof buf), buf);
   ck_assert_str_eq(squallConfigCodecString(NULL, buf, sizeof buf), "none");
   /* Truncated, still terminated; a zero length writes nothing. */
@@ -457,7 +462,9 @@ START_TEST(test_codec_string) {
   ck_assert_ptr_eq(squallConfigCodecString(&c, buf, 0), buf);
   ck_assert_int_eq(buf[0], 'Z');
   /* What it prints, SQUALL_COMPRESS reads back as the same codec. */
-  static const double ratios[] = {0.01, 0.001, 1e-5, 0.5, 1.0, 0.125, 0.3, 2.5e-4};
+  static const double ratios[] = {0.01, 0.001, 1e-5, 0.5, 1.0, 0.125, 0.3, 2.5e-4,
+                                  /* more digits than %g prints */
+                                  0.0123456789, 0.1 + 0.2, 1.0 / 3, 0x1.0000000000001p-1, 1e-7};
   for (size_t i = 0; i < sizeof ratios / sizeof ratios[0]; i++) {
     squallConfig_t x = defaults(), y = defaults();
     x.codec = squallCodecTopk;

@@ -14,6 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <ctype.h>
+
+extern char **environ; /* POSIX: the process's environment */
 
 #include "common/size.h"
 
@@ -78,6 +81,17 @@ static int parse_ratio(const char *v, double *out) {
   if (errno || end != p) return -1;
   *out = r;
   return 0;
+}
+
+/* The shortest %g spelling of v that reads back as v: what a user would
+ * write for 0.01, and every digit for 0.0123456789 (the configuration's
+ * digest is made of these strings: ranks whose ratios differ in the 7th
+ * digit must not agree on it, their k differ). */
+static void print_double(char *b, size_t n, double v) {
+  for (int prec = 6; prec <= 17; prec++) {
+    snprintf(b, n, "%.*g", prec, v);
+    if (strtod(b, NULL) == v) return;
+  }
 }
 
 static int parse_compress(squallConfig_t *c, const char *v) {
@@ -287,7 +301,7 @@ static int parse_link_gbps(squallConfig_t *c, const char *v) {
 }
 static void print_link_gbps(const squallConfig_t *c, char *b, size_t n) {
   if (c->linkGbps == 0) snprintf(b, n, "auto");
-  else snprintf(b, n, "%g", c->linkGbps);
+  else print_double(b, n, c->linkGbps);
 }
 static int check_link_gbps(const squallConfig_t *c, char *why, size_t n) {
   if (c->linkGbps == 0 || (c->linkGbps >= SQ_LINK_GBPS_MIN && c->linkGbps <= SQ_LINK_GBPS_MAX)) return 0;
@@ -331,7 +345,7 @@ static const option_t options[] = {
     {"SQUALL_DEBUG", "debug", "WARN", "WARN, INFO or TRACE",
      "Logging to standard error: INFO logs the configuration and a summary per communicator.",
      parse_debug, print_debug, check_debug},
-    {"SQUALL_STATS", "statsPath", "", "a file path of at most 511 bytes; %r is replaced by the rank, else .<rank> is appended",
+    {"SQUALL_STATS", "statsPath", "", "a file path of at most 511 bytes; every %r is replaced by the rank, else .<rank> is appended",
      "Write the statistics counters as JSON at exit, one file per process.",
      parse_stats, print_stats, check_stats},
     {"SQUALL_BUCKET", "bucket", "512", "a multiple of 8 from 8 to 1048576",
@@ -439,8 +453,71 @@ squallResult_t squallConfigParse(squallConfig_t *config, const char *spec) {
   return squallSuccess;
 }
 
+/* SQUALL_ names that squall's own tools read (squall-run, quickstart.sh,
+ * ethernet.sh, cluster.sh, the test and GPU scripts): not options, not
+ * typos. A prefix ends in '_'. */
+static const char *const tool_names[] = {"SQUALL_PRELOAD_", "SQUALL_BENCH_", "SQUALL_ETHERNET_", "SQUALL_CLUSTER",
+                                         "SQUALL_GPU_",     "SQUALL_TEST_",  "SQUALL_BUILDDIR",  "SQUALL_SRCDIR",
+                                         "SQUALL_LINK",     "SQUALL_RANKS",  "SQUALL_LOG_COMPILER",
+                                         "SQUALL_SH_LOG_COMPILER"};
+
+static int is_tool_name(const char *name, size_t len) {
+  for (size_t i = 0; i < SQ_ARRAY_SIZE(tool_names); i++) {
+    size_t t = strlen(tool_names[i]);
+    if (tool_names[i][t - 1] == '_' ? len >= t && !strncmp(name, tool_names[i], t)
+                                    : len == t && !strncmp(name, tool_names[i], t))
+      return 1;
+  }
+  return 0;
+}
+
+/* Edit distance of a[0..la) and b, up to 3 (more is "far"). */
+static int distance(const char *a, size_t la, const char *b) {
+  size_t lb = strlen(b);
+  if (la > 63 || lb > 63) return 3;
+  int d[64], prev;
+  for (size_t j = 0; j <= lb; j++) d[j] = (int)j;
+  for (size_t i = 1; i <= la; i++) {
+    prev = d[0];
+    d[0] = (int)i;
+    for (size_t j = 1; j <= lb; j++) {
+      int cur = d[j], sub = prev + (toupper((unsigned char)a[i - 1]) != b[j - 1]);
+      d[j] = d[j] + 1 < d[j - 1] + 1 ? d[j] + 1 : d[j - 1] + 1;
+      if (sub < d[j]) d[j] = sub;
+      prev = cur;
+    }
+  }
+  return d[lb] < 3 ? d[lb] : 3;
+}
+
+/* A misspelt variable (SQUALL_COMPRES=fp16) would leave compression off
+ * without a word: every SQUALL_ variable that is neither an option nor a
+ * tool's is named once per process, with the option it may have meant. */
+static void warn_unknown_env(void) {
+  static int warned; /* once per process, whichever thread reads first */
+  if (__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED)) return;
+  for (char **e = environ; e && *e; e++) {
+    if (strncasecmp(*e, "SQUALL_", 7)) continue;
+    const char *eq = strchr(*e, '=');
+    size_t len = eq ? (size_t)(eq - *e) : strlen(*e);
+    int known = 0, best = 3;
+    const char *near = NULL;
+    for (size_t i = 0; i < SQ_ARRAY_SIZE(options) && !known; i++) {
+      known = strlen(options[i].name) == len && !strncmp(*e, options[i].name, len);
+      int dist = distance(*e, len, options[i].name);
+      if (dist < best) best = dist, near = options[i].name;
+    }
+    if (known || is_tool_name(*e, len)) continue;
+    if (near)
+      SQ_WARN("unknown variable %.*s is ignored (did you mean %s?)", (int)len, *e, near);
+    else
+      SQ_WARN("unknown variable %.*s is ignored (squall-info -c lists the options)", (int)len, *e);
+  }
+}
+
 squallResult_t squallConfigFromEnv(squallConfig_t *config) {
   SQ_FORWARD_IF_ERROR(squallConfigDefault(config));
+  warn_unknown_env();
   squallConfig_t tmp = *config;
   for (size_t i = 0; i < SQ_ARRAY_SIZE(options); i++) {
     const char *v = getenv(options[i].name);
@@ -455,7 +532,12 @@ const char *squallConfigCodecString(const squallConfig_t *c, char *buf, size_t l
   switch (c ? c->codec : squallCodecNone) {
   case squallCodecFp16: snprintf(buf, len, "fp16"); break;
   case squallCodecBf16: snprintf(buf, len, "bf16"); break;
-  case squallCodecTopk: snprintf(buf, len, "topk:%g", c->topkRatio); break;
+  case squallCodecTopk: {
+    char r[32];
+    print_double(r, sizeof r, c->topkRatio);
+    snprintf(buf, len, "topk:%s", r);
+    break;
+  }
   case squallCodecInt8: snprintf(buf, len, "int8"); break;
   case squallCodecInt4: snprintf(buf, len, "int4"); break;
   case squallCodecFp8: snprintf(buf, len, "fp8"); break;

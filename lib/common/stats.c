@@ -126,13 +126,25 @@ void squall__stats_json(FILE *out, const squallStats_t *s, int rank) {
           (unsigned long long)s->headers);
 }
 
-/* "%r" in the path becomes the rank; otherwise ".<rank>" is appended. */
+/* Every "%r" in the path becomes the rank; without one, ".<rank>" is
+ * appended. */
 static void stats_path(const char *pattern, int rank, char *out, size_t len) {
-  const char *r = strstr(pattern, "%r");
-  if (r)
-    snprintf(out, len, "%.*s%d%s", (int)(r - pattern), pattern, rank, r + 2);
-  else
+  if (strstr(pattern, "%r") == NULL) {
     snprintf(out, len, "%s.%d", pattern, rank);
+    return;
+  }
+  size_t used = 0;
+  out[0] = '\0';
+  for (const char *p = pattern; *p && used + 1 < len;) {
+    const char *r = strstr(p, "%r");
+    size_t lit = r ? (size_t)(r - p) : strlen(p);
+    int w = snprintf(out + used, len - used, "%.*s", (int)lit, p);
+    used += w > 0 ? (size_t)w : 0;
+    if (!r || used + 1 >= len) break;
+    w = snprintf(out + used, len - used, "%d", rank);
+    used += w > 0 ? (size_t)w : 0;
+    p = r + 2;
+  }
 }
 
 void squall__stats_write_file(void) {

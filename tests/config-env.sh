@@ -1,0 +1,21 @@
+#!/bin/sh
+# The environment: a SQUALL_ variable that is no option (a typo) is named
+# on stderr with the option it may have meant, once; the options and the
+# variables of squall's own tools are not.
+set -u
+info="$SQUALL_BUILDDIR/squall-info"
+fails=0
+bad() { fails=$((fails + 1)); echo "FAIL: $*"; }
+err=$(env SQUALL_COMPRES=fp16 "$info" -c 2>&1 >/dev/null)
+echo "$err" | grep -q 'unknown variable SQUALL_COMPRES is ignored (did you mean SQUALL_COMPRESS?)' ||
+  bad "a misspelt SQUALL_COMPRESS went unnoticed: '$err'"
+[ "$(echo "$err" | grep -c 'unknown variable')" = 1 ] || bad "not named exactly once: '$err'"
+err=$(env SQUALL_NOT_AN_OPTION=1 "$info" -c 2>&1 >/dev/null)
+echo "$err" | grep -q 'unknown variable SQUALL_NOT_AN_OPTION is ignored' || bad "an unknown variable went unnoticed: '$err'"
+err=$(env SQUALL_COMPRESS=fp16 SQUALL_LINK=1gbit SQUALL_RANKS=4 SQUALL_PRELOAD_LIB=/x SQUALL_BENCH_LINK=y \
+  "$info" -c 2>&1 >/dev/null)
+[ -z "$(echo "$err" | grep 'unknown variable')" ] || bad "options or tools' variables taken for typos: '$err'"
+env SQUALL_COMPRES=fp16 "$info" -c 2>/dev/null | grep -q '^SQUALL_COMPRESS *= none' ||
+  bad "the misspelt variable changed the configuration"
+[ $fails = 0 ] && echo "config env: 5 passed, 0 failed" && exit 0
+exit 1
