@@ -214,14 +214,29 @@ static void run_one(bench_ctx *c, const char *codec, void *send, void *recv, flo
 
 /* All ranks agree whether everyone allocated, so that nobody waits on a
  * rank that is about to stop. */
-static void all_ok(bench_ctx *c, int ok, const char *what) {
+static void all_ok_or_exit(bench_ctx *c, int ok, const char *what, int status) {
   int all = ok;
   MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, c->comm);
   if (!all) {
     if (c->rank == 0) fprintf(stderr, "squall-bench: %s\n", what);
     MPI_Finalize();
-    exit(3);
+    exit(status);
   }
+}
+static void all_ok(bench_ctx *c, int ok, const char *what) { all_ok_or_exit(c, ok, what, 3); }
+
+/* Whether path can be written (an existing file, or a new one in an
+ * existing writable directory): checked before the run, not after it. */
+static int writable(const char *path) {
+  if (access(path, F_OK) == 0) return access(path, W_OK) == 0;
+  const char *slash = strrchr(path, '/');
+  if (slash == NULL) return access(".", W_OK | X_OK) == 0;
+  char dir[4096];
+  size_t len = slash == path ? 1 : (size_t)(slash - path);
+  if (len >= sizeof dir) return 0;
+  memcpy(dir, path, len);
+  dir[len] = 0;
+  return access(dir, W_OK | X_OK) == 0;
 }
 
 int main(int argc, char **argv) {
@@ -279,6 +294,13 @@ int main(int argc, char **argv) {
 
   MPI_Comm_dup(MPI_COMM_WORLD, &c.comm);
   all_ok(&c, c.be->setup(c.comm, stderr) == 0, "backend setup failed (see above)");
+  char where[4200];
+  snprintf(where, sizeof where, "-J %s: cannot write there (no such directory, or not writable)",
+           opt.json_path ? opt.json_path : "");
+  all_ok_or_exit(&c, c.rank != 0 || !opt.json_path || writable(opt.json_path), where, 2);
+  snprintf(where, sizeof where, "--plot %s: cannot write there (no such directory, or not writable)",
+           opt.plot_path ? opt.plot_path : "");
+  all_ok_or_exit(&c, c.rank != 0 || !opt.plot_path || writable(opt.plot_path), where, 2);
   int nrows = 0;
   bench_row *rows = calloc((size_t)nsizes * (size_t)opt.ncodecs, sizeof *rows);
   all_ok(&c, rows != NULL, "out of memory for the results");
