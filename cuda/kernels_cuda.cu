@@ -166,6 +166,26 @@ static squallResult_t dev_topk_finish(void *stream, const float *g, float *res, 
   return cuda_result(squall__cuda_sparse_decode(slots, nranks, k, values, dense, n, flag, s), "sparse decode");
 }
 
+/* The stream fence (kernels.h): an event, recorded at the end of a
+ * compressed call and waited on by a call on another stream. */
+static squallResult_t dev_fence_record(void **fence, void *stream) {
+  if (*fence == NULL) {
+    cudaEvent_t ev;
+    SQ_FORWARD_IF_ERROR(cuda_result(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate (fence)"));
+    *fence = ev;
+  }
+  return cuda_result(cudaEventRecord((cudaEvent_t)*fence, stream_of(stream)), "cudaEventRecord (end of a call)");
+}
+
+static squallResult_t dev_fence_wait(void *fence, void *stream) {
+  return cuda_result(cudaStreamWaitEvent(stream_of(stream), (cudaEvent_t)fence, 0),
+                     "cudaStreamWaitEvent (the last call, on another stream)");
+}
+
+static void dev_fence_free(void *fence) {
+  if (fence) cudaEventDestroy((cudaEvent_t)fence);
+}
+
 extern "C" {
 
 const squall_kernels squall__kernels_cuda = {
@@ -177,6 +197,9 @@ const squall_kernels squall__kernels_cuda = {
     /* quantised codecs (kernels_cuda_quant.cu) */
     squall__dev_quant_encode, squall__dev_quant_decode, squall__dev_quant_reduce,
     squall__dev_half_reduce,
+    /* optional: host-only fast paths (NULL), the stream fence */
+    NULL, NULL, NULL,
+    dev_fence_record, dev_fence_wait, dev_fence_free,
 };
 
 int squall__cuda_is_device_pointer(const void *p) {

@@ -455,6 +455,68 @@ START_TEST(test_scratch_kept_for_captured_graphs) {
 }
 END_TEST
 
+/* Calls on one communicator from different streams share its scratch: a
+ * call on another stream than the last compressed call's waits for that
+ * call's fence first; calls on the same stream, and captured calls, do
+ * not; every compressed, uncaptured call records a fence on its stream.
+ * The host set under another name, with a fence that logs. */
+static int fence_made;
+static char fence_log[64]; /* 'r<stream>' recorded, 'w<stream>' waited */
+static void log_fence(char what, void *stream) {
+  size_t n = strlen(fence_log);
+  if (n + 2 < sizeof fence_log) fence_log[n] = what, fence_log[n + 1] = (char)('0' + (int)(uintptr_t)stream);
+}
+static squallResult_t fake_fence_record(void **fence, void *stream) {
+  if (*fence == NULL) *fence = &fence_made, fence_made++;
+  log_fence('r', stream);
+  return squallSuccess;
+}
+static squallResult_t fake_fence_wait(void *fence, void *stream) {
+  ck_assert_ptr_eq(fence, &fence_made);
+  log_fence('w', stream);
+  return squallSuccess;
+}
+static void fake_fence_free(void *fence) {
+  ck_assert_ptr_eq(fence, &fence_made);
+  fence_made--;
+}
+
+START_TEST(test_stream_fence_orders_calls) {
+  size_t n = 4096;
+  float *g = malloc(n * 4), *out = malloc(n * 4);
+  fill(g, n, 65, rank, gen_dyadic);
+  use_config("SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=off");
+  squall_mpi_ctx ctx;
+  squall_transport tr;
+  ck_assert_int_eq(squall__transport_mpi_init(&tr, &ctx, MPI_COMM_WORLD), squallSuccess);
+  squall_kernels k = squall__kernels_host;
+  k.name = "host-as-device";
+  k.fence_record = fake_fence_record;
+  k.fence_wait = fake_fence_wait;
+  k.fence_free = fake_fence_free;
+  fence_made = 0;
+  fence_log[0] = 0;
+  squall_engine *e = squall__engine_create(&tr, &k);
+  ck_assert_ptr_nonnull(e);
+  /* streams 1, 1, 2, then 1 captured, 2, and a sum of ints (passes through) on 1 */
+  const int streams[] = {1, 1, 2, 1, 2, 1};
+  for (int i = 0; i < 6; i++) {
+    squall_call c = {.send = g, .recv = out, .count = n, .dtype = i == 5 ? -1 : SQ_DT_F32, .elsize = 4,
+                     .op = SQ_OP_SUM, .premul = 1.0f, .stream = (void *)(uintptr_t)streams[i], .capturing = i == 3};
+    squall_decision d;
+    ck_assert_int_eq(squall__engine_allreduce(e, &c, &d), squallSuccess);
+    ck_assert_int_eq(d.route, i == 5 ? SQ_ROUTE_PASS : SQ_ROUTE_TWOPHASE);
+  }
+  /* the pass-through waits too: the wait comes before the route is known */
+  ck_assert_str_eq(fence_log, "r1r1w2r2r2w1");
+  squall__engine_free(e);
+  ck_assert_int_eq(fence_made, 0); /* freed with the engine */
+  squall__transport_mpi_fini(&ctx);
+  free(g);
+  free(out);
+}
+END_TEST
+
 START_TEST(test_config_mismatch_passes_through) {
   if (nranks < 2) return; /* one rank cannot disagree with itself */
   /* Ranks disagree: every rank must pass through (no hang, no mixed codecs). */
@@ -784,6 +846,7 @@ static Suite *engine_suite(void) {
   tcase_add_test(tc, test_engine_average_and_halves);
   tcase_add_test(tc, test_topk_limit_of_kernel_set_goes_dense);
   tcase_add_test(tc, test_scratch_kept_for_captured_graphs);
+  tcase_add_test(tc, test_stream_fence_orders_calls);
   tc = tcase(s, "agreement");
   tcase_add_test(tc, test_config_mismatch_passes_through);
   tcase_add_test(tc, test_min_ranks_differ_passes_through);

@@ -74,6 +74,10 @@ struct squall_engine {
   void *host; /* host memory for the lossless stage */
   size_t host_bytes;
   void *last_stream; /* for squallResetResiduals, which has no stream of its own */
+  /* the end of the last compressed call's work (kernels.h, fence_record),
+   * and its stream: a call on another stream waits for it */
+  void *fence, *fence_stream;
+  int fence_set;
   squallStats_t stats;
   squall_hier *hier; /* two-level all-reduce: nodes, node communicators, inner engine */
   /* a shard call's residual and its backup, kept until the next call so
@@ -123,6 +127,7 @@ void squall__engine_free(squall_engine *e) {
   squall__hier_free(e->hier); /* two-level: node communicators, inner engine */
   if (e->scratch) e->k.free(NULL, e->scratch);
   squall__graph_memory_free(&e->graphs, &e->k);
+  if (e->fence && e->k.fence_free) e->k.fence_free(e->fence);
   free(e->host);
   free(e);
 }
@@ -1042,7 +1047,22 @@ squallResult_t squall__engine_allreduce(squall_engine *e, const squall_call *c, 
   memset(&st, 0, sizeof st);
   st.t_start = squall__now();
   d->t_start = st.t_start;
-  squallResult_t r = allreduce(e, c, d, &st);
+  squallResult_t r = squallSuccess;
+  /* The scratch may still be in use by the last compressed call's work on
+   * another stream (not under capture: a graph's launches are ordered by
+   * whoever launches them, and a capturing stream may not wait on an
+   * event recorded outside it). */
+  if (e->fence_set && c->stream != e->fence_stream && e->k.fence_wait && !c->capturing) {
+    r = e->k.fence_wait(e->fence, c->stream);
+    d->route = SQ_ROUTE_PASS;
+    d->reason = squallPassError;
+  }
+  if (r == squallSuccess) r = allreduce(e, c, d, &st);
+  if (r == squallSuccess && d->route != SQ_ROUTE_PASS && e->k.fence_record && !c->capturing) {
+    r = e->k.fence_record(&e->fence, c->stream);
+    e->fence_set = r == squallSuccess;
+    e->fence_stream = c->stream;
+  }
   if (r != squallSuccess)
     SQ_WARN("rank %d: all-reduce of %zu elements failed: %s: %s", e->tr.rank, c->count,
             squallGetErrorString(r), squallGetLastError());

@@ -108,6 +108,16 @@ typedef struct squall_kernels {
   squallResult_t (*half_reduce_encode)(void *stream, sq_half_kind kind, const uint16_t *blocks, int nblocks,
                                        size_t block_elems, float *out, float *res, uint16_t *codes, size_t n,
                                        const float *scale);
+  /* ---- optional (NULL where work on one stream is done when it returns,
+   * as on the host). Calls on one communicator share its scratch, but may
+   * come on different streams: a call on another stream than the last
+   * compressed call's must not touch the scratch before that call's work
+   * (an exchange still reading its send buffer) is done. fence_record
+   * marks the end of a call's work on stream in *fence (made on first
+   * use); fence_wait makes stream wait for the mark; fence_free drops it. */
+  squallResult_t (*fence_record)(void **fence, void *stream);
+  squallResult_t (*fence_wait)(void *fence, void *stream);
+  void (*fence_free)(void *fence);
 } squall_kernels;
 
 /* The host entries of the quantised codecs (engine/kernels_host_quant.c). */
