@@ -15,6 +15,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "bench.h"
@@ -228,7 +229,9 @@ static void all_ok(bench_ctx *c, int ok, const char *what) { all_ok_or_exit(c, o
 /* Whether path can be written (an existing file, or a new one in an
  * existing writable directory): checked before the run, not after it. */
 static int writable(const char *path) {
-  if (access(path, F_OK) == 0) return access(path, W_OK) == 0;
+  struct stat st;
+  if (stat(path, &st) == 0) return !S_ISDIR(st.st_mode) && access(path, W_OK) == 0;
+  if (*path == 0 || path[strlen(path) - 1] == '/') return 0; /* a directory's name */
   const char *slash = strrchr(path, '/');
   if (slash == NULL) return access(".", W_OK | X_OK) == 0;
   char dir[4096];
@@ -295,10 +298,10 @@ int main(int argc, char **argv) {
   MPI_Comm_dup(MPI_COMM_WORLD, &c.comm);
   all_ok(&c, c.be->setup(c.comm, stderr) == 0, "backend setup failed (see above)");
   char where[4200];
-  snprintf(where, sizeof where, "-J %s: cannot write there (no such directory, or not writable)",
+  snprintf(where, sizeof where, "-J %s: cannot write there (a directory, no such directory, or not writable)",
            opt.json_path ? opt.json_path : "");
   all_ok_or_exit(&c, c.rank != 0 || !opt.json_path || writable(opt.json_path), where, 2);
-  snprintf(where, sizeof where, "--plot %s: cannot write there (no such directory, or not writable)",
+  snprintf(where, sizeof where, "--plot %s: cannot write there (a directory, no such directory, or not writable)",
            opt.plot_path ? opt.plot_path : "");
   all_ok_or_exit(&c, c.rank != 0 || !opt.plot_path || writable(opt.plot_path), where, 2);
   int nrows = 0;

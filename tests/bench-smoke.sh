@@ -195,6 +195,7 @@ expect_error "--data 'bogus' is invalid" --data bogus
 # an output that cannot be written is found before the run, not after it
 expect_error "-J $tmp/no-such-dir/x.json: cannot write there" -b 4K -e 4K -C none -J "$tmp/no-such-dir/x.json"
 expect_error "--plot $tmp/no-such-dir/x.png: cannot write there" -b 4K -e 4K -C none --plot "$tmp/no-such-dir/x.png"
+expect_error "-J $tmp: cannot write there" -b 4K -e 4K -C none -J "$tmp"
 
 # ---- a missing plotter is a message, not a crash: exit 1 after the results
 SQUALL_BENCH_GNUPLOT="$tmp/no-such-gnuplot" "$run" 2 "$bench" -b 4K -e 4K -n 1 -w 0 -C none \

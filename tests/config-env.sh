@@ -4,6 +4,8 @@
 # variables of squall's own tools are not.
 set -u
 info="$SQUALL_BUILDDIR/squall-info"
+# only the variables each case sets (the caller's SQUALL_ ones would count)
+env() { command env -i PATH="$PATH" LD_LIBRARY_PATH="${LD_LIBRARY_PATH-}" "$@"; }
 fails=0
 bad() { fails=$((fails + 1)); echo "FAIL: $*"; }
 err=$(env SQUALL_COMPRES=fp16 "$info" -c 2>&1 >/dev/null)
@@ -13,6 +15,7 @@ echo "$err" | grep -q 'unknown variable SQUALL_COMPRES is ignored (did you mean 
 err=$(env SQUALL_NOT_AN_OPTION=1 "$info" -c 2>&1 >/dev/null)
 echo "$err" | grep -q 'unknown variable SQUALL_NOT_AN_OPTION is ignored' || bad "an unknown variable went unnoticed: '$err'"
 err=$(env SQUALL_COMPRESS=fp16 SQUALL_LINK=1gbit SQUALL_RANKS=4 SQUALL_PRELOAD_LIB=/x SQUALL_BENCH_LINK=y \
+  SQUALL_RUN_MPI_TAG=1 SQUALL_TRAIN_SEED=1 SQUALL_CI_FUZZ_SECONDS=1 SQUALL_CLUSTER=2x2 SQUALL_CLUSTER_INSIDE=1 \
   "$info" -c 2>&1 >/dev/null)
 [ -z "$(echo "$err" | grep 'unknown variable')" ] || bad "options or tools' variables taken for typos: '$err'"
 env SQUALL_COMPRES=fp16 "$info" -c 2>/dev/null | grep -q '^SQUALL_COMPRESS *= none' ||

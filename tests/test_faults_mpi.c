@@ -368,6 +368,9 @@ START_TEST(test_null_buffers_rejected_alike) {
     ck_assert_int_eq(squallMpiAllreduce(NULL, g, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_ERR_BUFFER);
     ck_assert_int_eq(squallMpiAllreduce(MPI_IN_PLACE, NULL, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
                      MPI_ERR_BUFFER);
+    ck_assert_int_eq(squallMpiAllreduce(g, MPI_IN_PLACE, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_ERR_BUFFER);
+    ck_assert_int_eq(squallMpiAllreduce(MPI_IN_PLACE, MPI_IN_PLACE, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
+                     MPI_ERR_BUFFER);
     /* nothing was sent: no residual for the buffer, or an empty one */
     if (squallMpiGetResidual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res) == MPI_SUCCESS)
       for (size_t i = 0; i < n; i++) ck_assert_msg(res[i] == 0.0f, "%s: residual[%zu] = %g", specs[s], i, res[i]);

@@ -796,10 +796,11 @@ START_TEST(test_encode_guess) {
       for (size_t i = 0; i < N; i++) {
         uint64_t c = tu_below(&r, 64);
         /* huge 2: up to 2^127, where the fp16 scale reaches 2^-114 (its
-         * floor, 2^-126, leaves no finite value that overflows at the
+         * floor, 2^-126, leaves no value below 2^127 that overflows at the
          * agreed scale: a floor of 2^-100 did, and the sum became Inf).
-         * Not above 2^127: bf16 itself rounds a above 0x1.fep127 to Inf
-         * at any scale. */
+         * Not above 2^127: there both formats round a value near FLT_MAX
+         * to a code that decodes to Inf at any power-of-two scale (fp16
+         * from 0x1.ffep127, bf16 from 0x1.fep127). */
         g[i] = c == 0 ? __builtin_nanf("") : c == 1 ? -__builtin_inff()
                                                     : tu_float_exp(&r, -40, huge == 2 ? 126 : huge ? 60 : 10);
         if (tu_next(&r) & 1) g[i] = -g[i];

@@ -124,9 +124,11 @@ int squallMpiAllreduce(const void *sendbuf, void *recvbuf, int count, MPI_Dataty
   }
   /* A null buffer holds no floats (MPI_BOTTOM means something only with
    * a derived type, which passes through): MPI itself would fault, and
-   * a codec that finds no output must not take the call as sent. */
-  if (count > 0 && dtype_of(datatype) >= 0 && (recvbuf == NULL || sendbuf == NULL)) {
-    SQ_WARN("squallMpiAllreduce(count=%d): %s is NULL", count, recvbuf == NULL ? "recvbuf" : "sendbuf");
+   * a codec that finds no output must not take the call as sent. Nor is
+   * MPI_IN_PLACE a receive buffer. */
+  if (count > 0 && dtype_of(datatype) >= 0 && (recvbuf == NULL || sendbuf == NULL || recvbuf == MPI_IN_PLACE)) {
+    SQ_WARN("squallMpiAllreduce(count=%d): %s", count,
+            recvbuf == NULL ? "recvbuf is NULL" : sendbuf == NULL ? "sendbuf is NULL" : "recvbuf is MPI_IN_PLACE");
     return fail(comm, MPI_ERR_BUFFER);
   }
   comm_state *s = state_of(comm, 1);

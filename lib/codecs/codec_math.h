@@ -157,10 +157,12 @@ SQ_HD float sq_pow2(int e) { return sq_bits_float((uint32_t)(e + 127) << 23); }
 /* Largest power of two s with absmax * s <= limit, clamped to
  * [2^-126, 2^100]; 1 when absmax is zero, subnormal or not finite. Powers
  * of two keep scaling exact, which the residual invariant relies on. The
- * floor is float's smallest normal (1/s = 2^126 is exact): any finite
- * maximum then fits an fp16 limit of 65504/(2p) for p up to 8188 ranks
+ * floor is float's smallest normal (1/s = 2^126 is exact): a maximum up
+ * to FLT_MAX then fits an fp16 limit of 65504/(2p) for p up to 8188 ranks
  * (FLT_MAX * 2^-126 < 4); a floor of 2^-100 sent sums above about
- * 8e34/p to infinity. A
+ * 8e34/p to infinity. (Values within 0.024% of FLT_MAX still round to an
+ * fp16 code that decodes to infinity at any power-of-two scale, as those
+ * within 0.2% do in bf16.) A
  * subnormal absmax counts as zero: the host absmax flushes subnormal a to
  * zero (as the encoder does) and the device one does not, and both must
  * pick the same scale; every code of such a buffer is zero either way. */

@@ -84,9 +84,9 @@ static int parse_ratio(const char *v, double *out) {
 }
 
 /* The shortest %g spelling of v that reads back as v: what a user would
- * write for 0.01, and every digit for 0.0123456789 (the configuration's
- * digest is made of these strings: ranks whose ratios differ in the 7th
- * digit must not agree on it, their k differ). */
+ * write for 0.01, and every digit for 0.0123456789, so that what
+ * squall-info and squallConfigCodecString print, set again, is the same
+ * configuration (%g's 6 digits made another ratio). */
 static void print_double(char *b, size_t n, double v) {
   for (int prec = 6; prec <= 17; prec++) {
     snprintf(b, n, "%.*g", prec, v);
@@ -453,13 +453,14 @@ squallResult_t squallConfigParse(squallConfig_t *config, const char *spec) {
   return squallSuccess;
 }
 
-/* SQUALL_ names that squall's own tools read (squall-run, quickstart.sh,
- * ethernet.sh, cluster.sh, the test and GPU scripts): not options, not
- * typos. A prefix ends in '_'. */
-static const char *const tool_names[] = {"SQUALL_PRELOAD_", "SQUALL_BENCH_", "SQUALL_ETHERNET_", "SQUALL_CLUSTER",
-                                         "SQUALL_GPU_",     "SQUALL_TEST_",  "SQUALL_BUILDDIR",  "SQUALL_SRCDIR",
-                                         "SQUALL_LINK",     "SQUALL_RANKS",  "SQUALL_LOG_COMPILER",
-                                         "SQUALL_SH_LOG_COMPILER"};
+/* SQUALL_ names that squall's own tools and scripts read (squall-run,
+ * quickstart.sh, ethernet.sh, cluster.sh, .ci/run, the test, training and
+ * GPU scripts): not options, not typos. A prefix ends in '_'. */
+static const char *const tool_names[] = {
+    "SQUALL_PRELOAD_", "SQUALL_BENCH_",          "SQUALL_ETHERNET_", "SQUALL_CLUSTER_",   "SQUALL_CLUSTER",
+    "SQUALL_GPU_",     "SQUALL_TEST_",           "SQUALL_TRAIN_",    "SQUALL_CI_",        "SQUALL_RUN_MPI_",
+    "SQUALL_BUILDDIR", "SQUALL_SRCDIR",          "SQUALL_LINK",      "SQUALL_RANKS",      "SQUALL_CFLAGS",
+    "SQUALL_CONFIGURE_FLAGS", "SQUALL_LOG_COMPILER", "SQUALL_SH_LOG_COMPILER"};
 
 static int is_tool_name(const char *name, size_t len) {
   for (size_t i = 0; i < SQ_ARRAY_SIZE(tool_names); i++) {

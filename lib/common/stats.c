@@ -127,24 +127,28 @@ void squall__stats_json(FILE *out, const squallStats_t *s, int rank) {
 }
 
 /* Every "%r" in the path becomes the rank; without one, ".<rank>" is
- * appended. */
-static void stats_path(const char *pattern, int rank, char *out, size_t len) {
+ * appended. -1 when the path does not fit in len (a cut path could name
+ * another rank's file). */
+static int stats_path(const char *pattern, int rank, char *out, size_t len) {
   if (strstr(pattern, "%r") == NULL) {
-    snprintf(out, len, "%s.%d", pattern, rank);
-    return;
+    int w = snprintf(out, len, "%s.%d", pattern, rank);
+    return w >= 0 && (size_t)w < len ? 0 : -1;
   }
   size_t used = 0;
   out[0] = '\0';
-  for (const char *p = pattern; *p && used + 1 < len;) {
+  for (const char *p = pattern; *p;) {
     const char *r = strstr(p, "%r");
     size_t lit = r ? (size_t)(r - p) : strlen(p);
     int w = snprintf(out + used, len - used, "%.*s", (int)lit, p);
-    used += w > 0 ? (size_t)w : 0;
-    if (!r || used + 1 >= len) break;
+    if (w < 0 || (size_t)w >= len - used) return -1;
+    used += (size_t)w;
+    if (!r) break;
     w = snprintf(out + used, len - used, "%d", rank);
-    used += w > 0 ? (size_t)w : 0;
+    if (w < 0 || (size_t)w >= len - used) return -1;
+    used += (size_t)w;
     p = r + 2;
   }
+  return 0;
 }
 
 void squall__stats_write_file(void) {
@@ -160,7 +164,11 @@ void squall__stats_write_file(void) {
   int rank = stats_rank < 0 ? 0 : stats_rank;
   pthread_mutex_unlock(&lock);
   char path[600];
-  stats_path(cfg.statsPath, rank, path, sizeof path);
+  if (stats_path(cfg.statsPath, rank, path, sizeof path) != 0) {
+    SQ_WARN("SQUALL_STATS: '%s' with the rank in place of %%r is longer than %zu bytes: not written",
+            cfg.statsPath, sizeof path - 1);
+    return;
+  }
   /* At exit nobody can act on a failure: say why, so that the next run can. */
   FILE *f = fopen(path, "w");
   if (f == NULL) {

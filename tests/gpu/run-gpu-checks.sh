@@ -17,9 +17,11 @@
 # Logs go to ${OUT:-tests/gpu/build/out}: summary.txt, env.log, selftest.log,
 # direct.log, preload.log, ddp.log, ddp-stats.0.json, ddp-loss.json.
 # Exit status: 0 all passed, 1 a check failed, 77 no GPU here (nothing ran).
-# The time limits add up to 555 s (110 + 90 + 4 x 45 + 150 + 20, a hang in
-# every step), under the device machine's 600 s per command; the steps
-# take a few seconds to a minute each when nothing hangs.
+# The time limits add up to under 600 s, the device machine's limit per
+# command, even with a hang in every step: 100 + 80 + 4 x 40 + 120 + 20 s,
+# 2 s more each to kill, and 20 + 30 + 30 s for the machine's description
+# (nvidia-smi, two Python imports of PyTorch): 576 s. The steps take a few
+# seconds to a minute each when nothing hangs.
 # Environment: SQUALL_GPU_BUNDLE (the bundle; default tests/gpu/build/dist),
 # SELFTEST_ARGS (default: 1 1000 1048579 16777216), DDP_STEPS (300), PYTHON
 # (python3), NCCL_LIBDIR (where libnccl.so.2 is; default: the one PyTorch
@@ -63,7 +65,7 @@ run_cmd() {
   local log=$1 limit=$2 t0=$SECONDS
   shift 2
   echo "== $*" | tee -a "$log"
-  timeout -k 10 "$limit" "$@" 2>&1 | tee -a "$log"
+  timeout -k 2 "$limit" "$@" 2>&1 | tee -a "$log"
   RC=${PIPESTATUS[0]}
   SECS=$((SECONDS - t0))
   DETAIL=$(detail_of "$log")
@@ -94,12 +96,12 @@ fi
 # ------------------------------------------------------------------ the machine
 {
   echo "== $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(hostname), $(uname -srm)"
-  nvidia-smi --query-gpu=index,name,compute_cap,driver_version,memory.total --format=csv 2>&1 || true
+  timeout -k 2 20 nvidia-smi --query-gpu=index,name,compute_cap,driver_version,memory.total --format=csv 2>&1 || true
   command -v nvcc >/dev/null 2>&1 && nvcc --version | tail -n 2
   echo "== the bundle ($dist)"
   if [ -f "$dist/BUILD-INFO" ]; then cat "$dist/BUILD-INFO"; else echo "missing: run make gpu-bundle (or tests/gpu/build-for-device.sh) on the build machine and carry tests/gpu/build/dist"; fi
   echo "== Python"
-  "$py" - <<'EOF' 2>&1
+  timeout -k 2 30 "$py" - <<'EOF' 2>&1
 import sys
 print("python", sys.version.split()[0], sys.executable)
 try:
@@ -114,7 +116,7 @@ EOF
 # The NCCL PyTorch loads: the test programs link libnccl.so.2 and find it here.
 nccl_dir=${NCCL_LIBDIR:-}
 if [ -z "$nccl_dir" ]; then
-  nccl_dir=$("$py" - <<'EOF' 2>/dev/null
+  nccl_dir=$(timeout -k 2 30 "$py" - <<'EOF' 2>/dev/null
 import glob, os, sys
 try:
     import torch  # loads the NCCL it was built for (the pip package)
@@ -153,7 +155,7 @@ no_bundle="no bundle in $dist: run make gpu-bundle (or tests/gpu/build-for-devic
 : > "$out/selftest.log"
 if [ -x "$dist/bin/selftest" ]; then
   # shellcheck disable=SC2086
-  run_cmd "$out/selftest.log" 110 "$dist/bin/selftest" ${SELFTEST_ARGS:-1 1000 1048579 16777216}
+  run_cmd "$out/selftest.log" 100 "$dist/bin/selftest" ${SELFTEST_ARGS:-1 1000 1048579 16777216}
   add_row selftest "$RES" "$SECS" "$DETAIL"
 else
   echo "$no_bundle" | tee -a "$out/selftest.log"
@@ -163,7 +165,7 @@ fi
 # ------------------------------------------------------------------ 2 direct API
 : > "$out/direct.log"
 if [ $have_bundle = yes ] && [ -n "$nccl_dir" ]; then
-  run_cmd "$out/direct.log" 90 "$dist/bin/test_nccl_device_direct"
+  run_cmd "$out/direct.log" 80 "$dist/bin/test_nccl_device_direct"
   add_row direct "$RES" "$SECS" "$DETAIL"
 else
   echo "${no_bundle}, or no libnccl.so.2 found" | tee -a "$out/direct.log"
@@ -180,7 +182,7 @@ if [ $have_bundle = yes ] && [ -n "$nccl_dir" ]; then
     codec=${spec%/*} values=fp32
     [ "$spec" != "$codec" ] && values=${spec#*/}
     d=$(mktemp -d "${TMPDIR:-/tmp}/squall-preload.XXXXXX")
-    run_cmd "$d/log" 45 env SQUALL_MIN_RANKS=1 SQUALL_PRELOAD_LIB="$dist/lib/libsquall-preload.so" \
+    run_cmd "$d/log" 40 env SQUALL_MIN_RANKS=1 SQUALL_PRELOAD_LIB="$dist/lib/libsquall-preload.so" \
       "$dist/bin/squall-run" --compress "$codec" --values "$values" --min-bytes 4096 --debug INFO \
       --stats "$d/stats.%r.json" -- "$dist/bin/test_nccl_device" run "$d"
     ok=$RES
@@ -216,7 +218,7 @@ if [ $have_bundle = yes ]; then
   t0=$SECONDS
   rm -f "$out"/ddp-stats.*.json "$out/ddp-loss.json"
   # PyTorch finds its own NCCL: the environment's LD_LIBRARY_PATH, without ours.
-  run_cmd "$out/ddp.log" 150 env LD_LIBRARY_PATH="$orig_ld_path" SQUALL_MIN_RANKS=1 PYTHONUNBUFFERED=1 \
+  run_cmd "$out/ddp.log" 120 env LD_LIBRARY_PATH="$orig_ld_path" SQUALL_MIN_RANKS=1 PYTHONUNBUFFERED=1 \
     SQUALL_PRELOAD_LIB="$dist/lib/libsquall-preload.so" "$dist/bin/squall-run" --compress topk:0.01 \
     --min-bytes 0 --debug INFO --stats "$out/ddp-stats.%r.json" -- \
     "$py" tests/gpu/ddp_squall.py train --steps "${DDP_STEPS:-300}" --out "$out/ddp-loss.json"
