@@ -410,7 +410,9 @@ END_TEST
  * under another name runs as a device engine does (headers only where
  * needed, capture honoured); its free is counted. */
 static int kept_frees, kept_allocs;
+static size_t kept_sizes[64]; /* the size of each allocation, in order */
 static void *counting_alloc(void *stream, size_t bytes) {
+  if (kept_allocs < 64) kept_sizes[kept_allocs] = bytes;
   kept_allocs++;
   return squall__kernels_host.alloc(stream, bytes);
 }
@@ -419,10 +421,18 @@ static void counting_free(void *stream, void *p) {
   squall__kernels_host.free(stream, p);
 }
 
+/* Whether an allocation in [from, to) is twice one in [before, from). */
+static int doubled(int before, int from, int to) {
+  for (int i = from; i < to && i < 64; i++)
+    for (int j = before; j < from; j++)
+      if (kept_sizes[i] == 2 * kept_sizes[j]) return 1;
+  return 0;
+}
+
 START_TEST(test_scratch_kept_for_captured_graphs) {
-  size_t small = 4096, big = 65536;
-  float *g = malloc(big * 4), *out = malloc(big * 4);
-  fill(g, big, 64, rank, gen_dyadic);
+  size_t small = 4096, big = 65536, sizes[] = {small, small, big, big + 1024};
+  float *g = malloc((big + 1024) * 4), *out = malloc((big + 1024) * 4);
+  fill(g, big + 1024, 64, rank, gen_dyadic);
   use_config("SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=off");
   for (int captured = 0; captured < 2; captured++) {
     squall_mpi_ctx ctx;
@@ -436,16 +446,22 @@ START_TEST(test_scratch_kept_for_captured_graphs) {
     squall_engine *e = squall__engine_create(&tr, &k);
     ck_assert_ptr_nonnull(e);
     squall_decision d;
-    for (int step = 0; step < 3; step++) { /* the small call, then (captured or not) again, then the big one */
-      squall_call c = {.send = g, .recv = out, .count = step < 2 ? small : big, .dtype = SQ_DT_F32, .elsize = 4,
+    int mark[5] = {0};
+    /* the small call, then (captured or not) again, then the big one, then a little bigger */
+    for (int step = 0; step < 4; step++) {
+      squall_call c = {.send = g, .recv = out, .count = sizes[step], .dtype = SQ_DT_F32, .elsize = 4,
                        .op = SQ_OP_SUM, .premul = 1.0f, .capturing = step == 1 && captured};
       int frees = kept_frees;
+      mark[step] = kept_allocs;
       ck_assert_int_eq(squall__engine_allreduce(e, &c, &d), squallSuccess);
       ck_assert_int_eq(d.route, SQ_ROUTE_TWOPHASE);
-      if (step == 2) /* the scratch grew: the old block freed only where no graph may use it */
-        ck_assert_msg(captured ? kept_frees == frees : kept_frees > frees, "captured %d: %d frees while the scratch grew",
-                      captured, kept_frees - frees);
+      if (step >= 2) /* the scratch grew: the old block freed only where no graph may use it */
+        ck_assert_msg(captured ? kept_frees == frees : kept_frees > frees, "captured %d step %d: %d frees while the scratch grew",
+                      captured, step, kept_frees - frees);
     }
+    mark[4] = kept_allocs;
+    /* kept blocks stay below the one in use: after a capture a small growth doubles the scratch */
+    ck_assert_int_eq(doubled(mark[2], mark[3], mark[4]), captured);
     squall__engine_free(e);
     ck_assert_int_eq(kept_frees, kept_allocs); /* and nothing leaks */
     squall__transport_mpi_fini(&ctx);

@@ -316,8 +316,15 @@ static void *carve(const squall_engine *e, size_t off, size_t bytes) {
 static squallResult_t scratch_reserve(squall_engine *e, size_t bytes, void *stream) {
   if (bytes <= e->scratch_bytes) return squallSuccess;
   /* the new one first: on failure the old one stays (scratch_bytes never
-   * falls below what a header planned) */
-  void *p = e->k.alloc(stream, bytes);
+   * falls below what a header planned). Once a graph may use the old one,
+   * it is kept (graph_memory.h): grow by doubling at least, so that what
+   * is kept stays below what is in use, however the sizes creep up. */
+  void *p = NULL;
+  if (e->graphs.captured && bytes < 2 * e->scratch_bytes) {
+    p = e->k.alloc(stream, 2 * e->scratch_bytes);
+    if (p) bytes = 2 * e->scratch_bytes;
+  }
+  if (p == NULL) p = e->k.alloc(stream, bytes);
   SQ_RETURN_ERROR_IF(p == NULL, squallSystemError, "cannot allocate %zu bytes of %s scratch", bytes, e->k.name);
   squall__graph_memory_retire(&e->graphs, &e->k, stream, e->scratch);
   e->scratch = p;
