@@ -369,6 +369,22 @@ START_TEST(test_engine_average_and_halves) {
 }
 END_TEST
 
+/* An engine over MPI_COMM_WORLD with kernel set k (which must outlive it):
+ * for tests that change what the engine sees of its kernels. */
+typedef struct {
+  squall_mpi_ctx ctx;
+  squall_transport tr;
+  squall_engine *e;
+} test_engine;
+static void engine_with(test_engine *t, const squall_kernels *k) {
+  ck_assert_int_eq(squall__transport_mpi_init(&t->tr, &t->ctx, MPI_COMM_WORLD), squallSuccess);
+  ck_assert_ptr_nonnull(t->e = squall__engine_create(&t->tr, k));
+}
+static void engine_done(test_engine *t) {
+  squall__engine_free(t->e);
+  squall__transport_mpi_fini(&t->ctx);
+}
+
 /* A kernel set whose top-k takes fewer elements than the call (the CUDA
  * set's int counts) sends the call to top-k's dense route on every rank,
  * decided before anything collective: the exact sum (dyadic data), where
@@ -379,13 +395,11 @@ START_TEST(test_topk_limit_of_kernel_set_goes_dense) {
   fill(g, n, 63, rank, gen_dyadic);
   use_config("SQUALL_COMPRESS=topk:0.01 SQUALL_COST_MODEL=off");
   for (int limited = 0; limited < 2; limited++) {
-    squall_mpi_ctx ctx;
-    squall_transport tr;
-    ck_assert_int_eq(squall__transport_mpi_init(&tr, &ctx, MPI_COMM_WORLD), squallSuccess);
     squall_kernels k = squall__kernels_host;
     if (limited) k.topk_max_elems = n - 1;
-    squall_engine *e = squall__engine_create(&tr, &k);
-    ck_assert_ptr_nonnull(e);
+    test_engine t;
+    engine_with(&t, &k);
+    squall_engine *e = t.e;
     squall_call c = {.send = g, .recv = out, .count = n, .dtype = SQ_DT_F32, .elsize = 4, .op = SQ_OP_SUM, .premul = 1.0f};
     squall_decision d;
     ck_assert_int_eq(squall__engine_allreduce(e, &c, &d), squallSuccess);
@@ -396,8 +410,7 @@ START_TEST(test_topk_limit_of_kernel_set_goes_dense) {
         for (int r = 0; r < nranks; r++) exact += gen_dyadic(63, r, i);
         ck_assert_msg(out[i] == exact, "dense route element %zu: %g vs %g", i, out[i], exact);
       }
-    squall__engine_free(e);
-    squall__transport_mpi_fini(&ctx);
+    engine_done(&t);
   }
   free(g);
   free(out);
@@ -435,16 +448,14 @@ START_TEST(test_scratch_kept_for_captured_graphs) {
   fill(g, big + 1024, 64, rank, gen_dyadic);
   use_config("SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=off");
   for (int captured = 0; captured < 2; captured++) {
-    squall_mpi_ctx ctx;
-    squall_transport tr;
-    ck_assert_int_eq(squall__transport_mpi_init(&tr, &ctx, MPI_COMM_WORLD), squallSuccess);
     squall_kernels k = squall__kernels_host;
     k.name = "host-as-device";
     k.alloc = counting_alloc;
     k.free = counting_free;
     kept_frees = kept_allocs = 0;
-    squall_engine *e = squall__engine_create(&tr, &k);
-    ck_assert_ptr_nonnull(e);
+    test_engine t;
+    engine_with(&t, &k);
+    squall_engine *e = t.e;
     squall_decision d;
     int mark[5] = {0};
     /* the small call, then (captured or not) again, then the big one, then a little bigger */
@@ -462,9 +473,8 @@ START_TEST(test_scratch_kept_for_captured_graphs) {
     mark[4] = kept_allocs;
     /* kept blocks stay below the one in use: after a capture a small growth doubles the scratch */
     ck_assert_int_eq(doubled(mark[2], mark[3], mark[4]), captured);
-    squall__engine_free(e);
+    engine_done(&t);
     ck_assert_int_eq(kept_frees, kept_allocs); /* and nothing leaks */
-    squall__transport_mpi_fini(&ctx);
   }
   free(g);
   free(out);
@@ -502,9 +512,6 @@ START_TEST(test_stream_fence_orders_calls) {
   float *g = malloc(n * 4), *out = malloc(n * 4);
   fill(g, n, 65, rank, gen_dyadic);
   use_config("SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=off");
-  squall_mpi_ctx ctx;
-  squall_transport tr;
-  ck_assert_int_eq(squall__transport_mpi_init(&tr, &ctx, MPI_COMM_WORLD), squallSuccess);
   squall_kernels k = squall__kernels_host;
   k.name = "host-as-device";
   k.fence_record = fake_fence_record;
@@ -512,8 +519,9 @@ START_TEST(test_stream_fence_orders_calls) {
   k.fence_free = fake_fence_free;
   fence_made = 0;
   fence_log[0] = 0;
-  squall_engine *e = squall__engine_create(&tr, &k);
-  ck_assert_ptr_nonnull(e);
+  test_engine t;
+  engine_with(&t, &k);
+  squall_engine *e = t.e;
   /* streams 1, 1, 2, then 1 captured, 2, and a sum of ints (passes through) on 1 */
   const int streams[] = {1, 1, 2, 1, 2, 1};
   for (int i = 0; i < 6; i++) {
@@ -525,9 +533,8 @@ START_TEST(test_stream_fence_orders_calls) {
   }
   /* the pass-through waits too: the wait comes before the route is known */
   ck_assert_str_eq(fence_log, "r1r1w2r2r2w1");
-  squall__engine_free(e);
+  engine_done(&t);
   ck_assert_int_eq(fence_made, 0); /* freed with the engine */
-  squall__transport_mpi_fini(&ctx);
   free(g);
   free(out);
 }
