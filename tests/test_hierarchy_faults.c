@@ -47,11 +47,14 @@ static int same_everywhere(long v) {
 }
 
 /* ------------------------------------------------------ injected faults */
-/* Rank 0's fail_at-th kernel allocation after arming fails. */
+/* Rank 0's kernel memory runs out at its fail_at-th allocation after
+ * arming: that one and every later one fail until disarmed (an engine may
+ * retry a smaller size, as it does after a capture, where it first asks
+ * for twice its scratch). */
 static int fail_at, seen, fired;
 
 static void *failing_alloc(void *stream, size_t bytes) {
-  if (rank == 0 && fail_at && ++seen == fail_at) {
+  if (rank == 0 && fail_at && ++seen >= fail_at) {
     fired = 1;
     return NULL;
   }
@@ -156,12 +159,15 @@ static void grow_with_fault(fixture *f, int device) {
   /* the cost model off: its variant rhythm counts a call every rank passed
    * through for a failed preparation, and would run the retry flat */
   use_config("SQUALL_COMPRESS=topk:0.01 SQUALL_COST_MODEL=off");
-  size_t n0 = 4003, nmax = 4003 + 6000 * 4;
+  size_t n0 = 4003, nmax = 4003 * 27;
   float *g = malloc(nmax * 4), *out = malloc(nmax * 4);
   squall_decision d = call(f, n0, 1, 0, g, out);
   ck_assert_int_eq(d.route, SQ_ROUTE_TWOLEVEL);
   for (int a = 1; a <= 3; a++) { /* the scratch, the inner engine's scratch, the shard residual */
-    size_t n = n0 + 6000 * (size_t)a; /* odd: padded shards, so the scratch holds the data too */
+    /* odd: padded shards, so the scratch holds the data too; 3x larger
+     * each time, so that every buffer grows to its exact size (after a
+     * capture a smaller growth first asks for twice the old scratch) */
+    size_t n = n0 * (a == 1 ? 3 : a == 2 ? 9 : 27);
     int headers = min_calls;
     arm(a);
     d = call(f, n, 10 + (uint64_t)a, 0, g, out);
