@@ -242,6 +242,15 @@ static int writable(const char *path) {
   return access(dir, W_OK | X_OK) == 0;
 }
 
+/* An output (flag and path, NULL: none asked for) that rank 0 cannot
+ * write is a usage error, found before the run. */
+static void check_output(bench_ctx *c, const char *flag, const char *path) {
+  char why[4200];
+  snprintf(why, sizeof why, "%s %s: cannot write there (a directory, no such directory, or not writable)", flag,
+           path ? path : "");
+  all_ok_or_exit(c, c->rank != 0 || !path || writable(path), why, 2);
+}
+
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   bench_ctx c = {0};
@@ -297,13 +306,8 @@ int main(int argc, char **argv) {
 
   MPI_Comm_dup(MPI_COMM_WORLD, &c.comm);
   all_ok(&c, c.be->setup(c.comm, stderr) == 0, "backend setup failed (see above)");
-  char where[4200];
-  snprintf(where, sizeof where, "-J %s: cannot write there (a directory, no such directory, or not writable)",
-           opt.json_path ? opt.json_path : "");
-  all_ok_or_exit(&c, c.rank != 0 || !opt.json_path || writable(opt.json_path), where, 2);
-  snprintf(where, sizeof where, "--plot %s: cannot write there (a directory, no such directory, or not writable)",
-           opt.plot_path ? opt.plot_path : "");
-  all_ok_or_exit(&c, c.rank != 0 || !opt.plot_path || writable(opt.plot_path), where, 2);
+  check_output(&c, "-J", opt.json_path);
+  check_output(&c, "--plot", opt.plot_path);
   int nrows = 0;
   bench_row *rows = calloc((size_t)nsizes * (size_t)opt.ncodecs, sizeof *rows);
   all_ok(&c, rows != NULL, "out of memory for the results");

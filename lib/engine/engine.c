@@ -77,7 +77,6 @@ struct squall_engine {
   /* the end of the last compressed call's work (kernels.h, fence_record),
    * and its stream: a call on another stream waits for it */
   void *fence, *fence_stream;
-  int fence_set;
   squallStats_t stats;
   squall_hier *hier; /* two-level all-reduce: nodes, node communicators, inner engine */
   /* a shard call's residual and its backup, kept until the next call so
@@ -316,17 +315,10 @@ static void *carve(const squall_engine *e, size_t off, size_t bytes) {
 static squallResult_t scratch_reserve(squall_engine *e, size_t bytes, void *stream) {
   if (bytes <= e->scratch_bytes) return squallSuccess;
   /* the new one first: on failure the old one stays (scratch_bytes never
-   * falls below what a header planned). Once a graph may use the old one,
-   * it is kept (graph_memory.h): grow by doubling at least, so that what
-   * is kept stays below what is in use, however the sizes creep up. */
-  void *p = NULL;
-  if (e->graphs.captured && bytes < 2 * e->scratch_bytes) {
-    p = e->k.alloc(stream, 2 * e->scratch_bytes);
-    if (p) bytes = 2 * e->scratch_bytes;
-  }
-  if (p == NULL) p = e->k.alloc(stream, bytes);
+   * falls below what a header planned); the old one is kept while a graph
+   * may use it (graph_memory.h) */
+  void *p = squall__graph_memory_replace(&e->graphs, &e->k, stream, e->scratch, e->scratch_bytes, &bytes);
   SQ_RETURN_ERROR_IF(p == NULL, squallSystemError, "cannot allocate %zu bytes of %s scratch", bytes, e->k.name);
-  squall__graph_memory_retire(&e->graphs, &e->k, stream, e->scratch);
   e->scratch = p;
   e->scratch_bytes = bytes;
   return squallSuccess;
@@ -1059,15 +1051,16 @@ squallResult_t squall__engine_allreduce(squall_engine *e, const squall_call *c, 
    * another stream (not under capture: a graph's launches are ordered by
    * whoever launches them, and a capturing stream may not wait on an
    * event recorded outside it). */
-  if (e->fence_set && c->stream != e->fence_stream && e->k.fence_wait && !c->capturing) {
+  if (e->fence && c->stream != e->fence_stream && e->k.fence_wait && !c->capturing)
     r = e->k.fence_wait(e->fence, c->stream);
+  if (r == squallSuccess) {
+    r = allreduce(e, c, d, &st);
+  } else {
     d->route = SQ_ROUTE_PASS;
     d->reason = squallPassError;
   }
-  if (r == squallSuccess) r = allreduce(e, c, d, &st);
   if (r == squallSuccess && d->route != SQ_ROUTE_PASS && e->k.fence_record && !c->capturing) {
     r = e->k.fence_record(&e->fence, c->stream);
-    e->fence_set = r == squallSuccess;
     e->fence_stream = c->stream;
   }
   if (r != squallSuccess)

@@ -21,6 +21,18 @@ void squall__graph_memory_retire(squall_graph_memory *g, const squall_kernels *k
   g->kept = b;
 }
 
+void *squall__graph_memory_replace(squall_graph_memory *g, const squall_kernels *k, void *stream, void *old,
+                                   size_t old_bytes, size_t *bytes) {
+  void *p = NULL;
+  if (g->captured && *bytes < 2 * old_bytes) {
+    p = k->alloc(stream, 2 * old_bytes);
+    if (p) *bytes = 2 * old_bytes;
+  }
+  if (p == NULL) p = k->alloc(stream, *bytes);
+  if (p) squall__graph_memory_retire(g, k, stream, old);
+  return p;
+}
+
 void squall__graph_memory_free(squall_graph_memory *g, const squall_kernels *k) {
   while (g->kept) {
     squall_kept_block *b = g->kept;

@@ -24,6 +24,14 @@ typedef struct {
  * leaked: a leak is safer than memory freed under a graph). */
 void squall__graph_memory_retire(squall_graph_memory *g, const squall_kernels *k, void *stream, void *p);
 
+/* A block of at least *bytes to replace old (old_bytes of it), which is
+ * then retired; *bytes becomes the new block's size. After a capture it
+ * asks for twice old_bytes where that is more (the exact size if twice
+ * cannot be had), so that what is kept stays below what is in use however
+ * the sizes creep up. NULL when nothing could be allocated: old stays. */
+void *squall__graph_memory_replace(squall_graph_memory *g, const squall_kernels *k, void *stream, void *old,
+                                   size_t old_bytes, size_t *bytes);
+
 /* The owner is freed: every kept block goes too. */
 void squall__graph_memory_free(squall_graph_memory *g, const squall_kernels *k);
 

@@ -305,12 +305,12 @@ squallResult_t squall__hier_prepare(squall_hier *h, const squall_call *c) {
   shape_of(h, c, &sh);
   if (sh.need > h->buf_bytes) {
     /* the new one first: on failure the old one stays */
-    void *p = k->alloc(c->stream, sh.need);
+    size_t bytes = sh.need;
+    void *p = squall__graph_memory_replace(&h->graphs, k, c->stream, h->buf, h->buf_bytes, &bytes);
     SQ_RETURN_ERROR_IF(p == NULL, squallSystemError,
                        "cannot allocate %zu bytes of %s scratch for the two-level all-reduce", sh.need, k->name);
-    squall__graph_memory_retire(&h->graphs, k, c->stream, h->buf);
     h->buf = p;
-    h->buf_bytes = sh.need;
+    h->buf_bytes = bytes;
   }
   /* Everything the run will need, now, before the outer header: the node
    * reduce-scatter's own memory, and the inner engine's scratch, shard
