@@ -170,8 +170,23 @@ static void run_one(bench_ctx *c, const char *codec, void *send, void *recv, flo
   double err2 = 0.0, ref2 = 0.0;
   uint64_t hash = 0;
   if (o->check) {
+    /* The check call takes the timed calls' path, so that its error is
+     * that path's: where they compressed it compresses too (the cost model,
+     * left on, could make it a plain probe), and where they all passed
+     * through it does too. The decision stays the same on every rank. */
+    squallConfig_t chk = cfg;
+    if (d.compressedCalls > 0) chk.costModel = 0;
+    else chk.codec = squallCodecNone;
+    if (!plain && squallSetConfig(&chk) != squallSuccess) die(c, squallGetLastError());
+    squallStats_t k0, k1;
+    squallStatsGet(&k0);
     fill(c, send, stage, count, total);
     allreduce(c, plain, send, recv, count);
+    squallStatsGet(&k1);
+    if (!plain && squallSetConfig(&cfg) != squallSuccess) die(c, squallGetLastError());
+    if (!plain && c->rank == 0 && (k1.compressedCalls > k0.compressedCalls) != (d.compressedCalls > 0))
+      fprintf(stderr, "squall-bench: %zu bytes, %s: the check call %s where the timed calls %s\n", bytes, codec,
+              d.compressedCalls ? "passed through" : "compressed", d.compressedCalls ? "compressed" : "passed through");
     const float *out = recv;
     if (!c->be->host_accessible) {
       if (c->be->download(stage, recv, bytes)) die(c, "copying the result to the host failed");
@@ -291,8 +306,15 @@ int main(int argc, char **argv) {
   }
 
   /* The configuration every codec starts from: the environment's, with
-   * SQUALL_MIN_BYTES=0 so that small sizes compress too, then -S. */
-  squallGetConfig(&c.base);
+   * SQUALL_MIN_BYTES=0 so that small sizes compress too, then -S. A
+   * variable the library cannot read is a usage error here: the library
+   * itself would fall back to its defaults, and every row would then
+   * silently run a configuration other than the one asked for. */
+  if (squallConfigFromEnv(&c.base) != squallSuccess) {
+    if (err) fprintf(err, "squall-bench: the environment: %s\n", squallGetLastError());
+    MPI_Finalize();
+    return 2;
+  }
   c.base.minBytes = 0;
   if (opt.squall_spec && squallConfigParse(&c.base, opt.squall_spec) != squallSuccess) {
     if (err) fprintf(err, "squall-bench: -S '%s': %s\n", opt.squall_spec, squallGetLastError());

@@ -129,6 +129,21 @@ rows = {r["codec"]: r for r in json.load(open(sys.argv[1]))}
 ok = rows["none"]["op"] == "avg" and rows["none"]["rel_err"] < 1e-6 and rows["fp16"]["rel_err"] < 3e-3
 sys.exit(0 if ok else 1)' "$tmp/avg.json" || bad "-o avg results out of bounds: $(cat "$tmp/avg.json")"
 
+# ---- the check call takes the timed calls' path: with SQUALL_WARMUP=1 the
+# one timed call passes through, and so must the check (plain's error); with
+# two timed calls (one passed through, one compressed) the check compresses
+# (fp16's error), whatever the cost model would have made of it
+for case in "1 passthrough 0 1e-6" "2 mixed 1e-5 3e-3"; do
+  set -- $case
+  SQUALL_COST_MODEL=on "$run" 2 "$bench" -b 64K -e 64K -n $1 -w 0 -C fp16 -S WARMUP=1 -J "$tmp/chk.json" \
+    --no-progress >"$tmp/chk.txt" 2>&1 || { bad "check-path run -n $1 failed"; cat "$tmp/chk.txt" >&2; }
+  $py -c '
+import json, sys
+r = json.load(open(sys.argv[1]))[0]
+sys.exit(0 if r["path"] == sys.argv[2] and float(sys.argv[3]) <= r["rel_err"] <= float(sys.argv[4]) else 1)' \
+    "$tmp/chk.json" "$2" "$3" "$4" || bad "check call of -n $1: expected path $2 and rel_err in [$3, $4]: $(cat "$tmp/chk.json")"
+done
+
 # ---- --data: every distribution runs within the bench's own bounds (exit 0),
 # all ranks agree, and the header names the data and what the figures depend on
 for dist in uniform normal lognormal constant tiny sparse nonfinite; do
@@ -196,6 +211,9 @@ expect_error "--data 'bogus' is invalid" --data bogus
 expect_error "-J $tmp/no-such-dir/x.json: cannot write there" -b 4K -e 4K -C none -J "$tmp/no-such-dir/x.json"
 expect_error "--plot $tmp/no-such-dir/x.png: cannot write there" -b 4K -e 4K -C none --plot "$tmp/no-such-dir/x.png"
 expect_error "-J $tmp: cannot write there" -b 4K -e 4K -C none -J "$tmp"
+# a SQUALL_ variable the library rejects: the library alone would run its
+# defaults, so the rows would not be what was asked for
+SQUALL_ZSTD=99 expect_error "the environment: SQUALL_ZSTD='99' is invalid" -b 4K -e 4K -C none
 
 # ---- a missing plotter is a message, not a crash: exit 1 after the results
 SQUALL_BENCH_GNUPLOT="$tmp/no-such-gnuplot" "$run" 2 "$bench" -b 4K -e 4K -n 1 -w 0 -C none \

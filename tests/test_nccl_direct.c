@@ -139,9 +139,60 @@ int main(int argc, char **argv) {
   check(memcmp(out, ref, n * 4) == 0, "an untracked PreMulSum op passes through bit for bit");
   ncclRedOpDestroy(premul, comm);
 
+  /* A PreMulSum op used on data of another type is NCCL's to refuse */
+  double two_d = 2.0;
+  ncclRedOpCreatePreMulSum(&premul, &two_d, ncclFloat64, ncclScalarHostImmediate, comm);
+  use("SQUALL_COMPRESS=fp16");
+  check(squallAllReduce(g, out, n, ncclFloat32, premul, comm, NULL) == ncclInvalidArgument,
+        "a float64 PreMulSum op on float data is ncclInvalidArgument, as NCCL says");
+  ncclRedOpDestroy(premul, comm);
+
   /* errors as NCCL reports them */
   check(squallAllReduce(g, out, n, ncclFloat32, ncclSum, NULL, NULL) == ncclInvalidArgument,
         "NULL communicator is ncclInvalidArgument");
+  struct { char junk[256]; } not_a_comm = {{0}};
+  check(squallAllReduce(g, out, n, ncclFloat32, ncclSum, (ncclComm_t)&not_a_comm, NULL) == ncclInvalidArgument,
+        "something that is no communicator is ncclInvalidArgument");
+
+  /* A non-blocking communicator squall was not told about (the direct API
+   * sees no creation): NCCL answers ncclInProgress to each of squall's own
+   * operations (FAKENCCL_NONBLOCKING_CALLS), which squall waits out before
+   * its next, so the sum is the blocking one's, bit for bit, and the
+   * communicator is idle afterwards. */
+  {
+    ncclUniqueId id;
+    if (rank == 0) ncclGetUniqueId(&id);
+    MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
+    ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
+    cfg.blocking = 0;
+    ncclComm_t nb = NULL;
+    ncclResult_t r = ncclCommInitRankConfig(&nb, nranks, id, rank, &cfg);
+    ncclResult_t state = ncclInProgress;
+    for (int i = 0; i < 1000 && state == ncclInProgress && (r == ncclSuccess || r == ncclInProgress); i++)
+      ncclCommGetAsyncError(nb, &state);
+    check(state == ncclSuccess, "non-blocking communicator ready");
+    static const char *specs[] = {"SQUALL_COMPRESS=fp16", "SQUALL_COMPRESS=topk:0.02"};
+    setenv("FAKENCCL_NONBLOCKING_CALLS", "inprogress", 1);
+    for (size_t s = 0; s < sizeof specs / sizeof specs[0]; s++) {
+      use(specs[s]);
+      float *a = malloc(n * 4), *b = malloc(n * 4), *ra = malloc(n * 4), *rb = malloc(n * 4);
+      for (size_t i = 0; i < n; i++) a[i] = b[i] = gen(20, rank, i) * 0.61f;
+      squallStatsGet(&before);
+      r = squallAllReduce(a, ra, n, ncclFloat32, ncclSum, nb, NULL);
+      squallStatsGet(&after);
+      ncclCommGetAsyncError(nb, &state);
+      check(squallMpiAllreduce(b, rb, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS, "mpi reference");
+      char what[160];
+      snprintf(what, sizeof what, "%s on a non-blocking communicator: success (%d), compressed, idle after (%d), "
+               "MPI's bits", specs[s], (int)r, (int)state);
+      check(r == ncclSuccess && after.compressedCalls == before.compressedCalls + 1 && state == ncclSuccess &&
+                memcmp(ra, rb, n * 4) == 0 && same_on_all_ranks(ra, n * 4), what);
+      free(a), free(b), free(ra), free(rb);
+    }
+    unsetenv("FAKENCCL_NONBLOCKING_CALLS");
+    squallCommForget(nb);
+    ncclCommDestroy(nb);
+  }
 
   check(squallResetResiduals(comm) == ncclSuccess, "reset residuals");
   check(squallCommForget(comm) == ncclSuccess, "forget");

@@ -477,6 +477,20 @@ static int run(const char *dir) {
   check(state == ncclSuccess, "non-blocking communicator: state %d after polling", (int)state);
   tensor *t12 = tensor_new(12, 30000, wsize);
   float_call(&c6, t12, 0, ncclSum, 1.0f, 0, R_NONBLOCKING, "float sum on a non-blocking communicator");
+  /* A split without a config inherits the parent's mode: non-blocking too. */
+  tcomm c6s;
+  memset(&c6s, 0, sizeof c6s);
+  c6s.name = "non-blocking split";
+  ncclResult_t sr = ncclCommSplit(c6.nc, 0, wrank, &c6s.nc, NULL);
+  check(sr == ncclSuccess || sr == ncclInProgress, "split of a non-blocking communicator: %d", (int)sr);
+  state = ncclInProgress;
+  for (int i = 0; i < 1000 && state == ncclInProgress; i++) NCCL_OK(ncclCommGetAsyncError(c6s.nc, &state));
+  MPI_Comm_dup(MPI_COMM_WORLD, &c6s.mc);
+  members(&c6s);
+  tensor *t12s = tensor_new(14, 30000, wsize);
+  float_call(&c6s, t12s, 0, ncclSum, 1.0f, 0, R_NONBLOCKING, "float sum on a non-blocking communicator's split");
+  NCCL_OK(ncclCommDestroy(c6s.nc));
+  drop(&c6s);
   NCCL_OK(ncclCommFinalize(c6.nc));
   NCCL_OK(ncclCommDestroy(c6.nc));
   drop(&c6);
@@ -493,6 +507,16 @@ static int run(const char *dir) {
   float_call(&c7, t13, 0, ncclSum, 1.0f, 0, -1, "float sum on an InitRankScalable communicator");
   NCCL_OK(ncclCommDestroy(c7.nc));
   drop(&c7);
+
+  /* 12. A failure squall raises itself (a count whose bytes overflow) is
+   * what ncclGetLastError describes, not NCCL's older text; NCCL alone
+   * refuses the count too. */
+  float dummy = 0.0f;
+  ncclResult_t er = ncclAllReduce(&dummy, &dummy, SIZE_MAX / 2, ncclFloat32, ncclSum, c1.nc, NULL);
+  check(er == ncclInvalidArgument, "an overflowing count: %d", (int)er);
+  const char *text = ncclGetLastError(c1.nc);
+  check(plain_mode || (text && strstr(text, "squall") && strstr(text, "overflows")),
+        "ncclGetLastError after squall's own failure: '%s'", text ? text : "(null)");
 
   NCCL_OK(ncclCommDestroy(c3.nc));
   drop(&c3);

@@ -23,6 +23,8 @@ typedef struct premul {
   ncclRedOp_t op;
   int on_device;      /* ncclScalarDevice: not readable without a sync */
   float scalar;       /* host immediate, as float */
+  ncclDataType_t datatype; /* an op is valid only for calls of its type: others go to NCCL,
+                              which refuses them */
   struct premul *next;
 } premul;
 
@@ -137,6 +139,14 @@ void squall__nccl_mark_nonblocking(ncclComm_t comm) {
   pthread_mutex_unlock(&lock);
 }
 
+int squall__nccl_is_nonblocking(ncclComm_t comm) {
+  pthread_mutex_lock(&lock);
+  nccl_state *s = find(comm, 0);
+  int nb = s && s->nonblocking;
+  pthread_mutex_unlock(&lock);
+  return nb;
+}
+
 static float scalar_as_float(const void *p, ncclDataType_t t, int *ok) {
   *ok = 1;
   switch (t) {
@@ -159,6 +169,7 @@ void squall__nccl_premul_add(ncclComm_t comm, ncclRedOp_t op, const void *scalar
     return;
   }
   p->op = op;
+  p->datatype = datatype;
   p->on_device = residence == ncclScalarDevice;
   if (!p->on_device) p->scalar = scalar ? scalar_as_float(scalar, datatype, &ok) : 0.0f;
   if (!ok || scalar == NULL) p->on_device = 1; /* not a float scalar: treat as unreadable */
@@ -224,6 +235,11 @@ ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *send
                                     int in_group) {
 #define PASS() api->allReduce(sendbuff, recvbuff, count, datatype, op, comm, stream)
   if (comm == NULL || recvbuff == NULL || (sendbuff == NULL && count > 0)) return PASS(); /* NCCL reports it */
+  /* A communicator that is not (or no longer) one, one still initialising
+   * (non-blocking: ncclInProgress), or one in error is NCCL's business: the
+   * call goes to NCCL as it is, which reports it. */
+  ncclResult_t async = ncclSuccess;
+  if (api->commGetAsyncError(comm, &async) != ncclSuccess || async != ncclSuccess) return PASS();
   squall_call call = {.send = sendbuff, .recv = recvbuff, .count = count, .premul = 1.0f, .in_group = in_group,
                       .stream = (void *)stream};
   call.dtype = dtype_of(datatype, &call.elsize);
@@ -248,7 +264,7 @@ ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *send
   nccl_state *s = find(comm, 1);
   call.op = op == ncclSum ? SQ_OP_SUM : op == ncclAvg ? SQ_OP_AVG : SQ_OP_OTHER;
   for (premul *p = s ? s->ops : NULL; p && call.op == SQ_OP_OTHER; p = p->next)
-    if (p->op == op && !p->on_device) {
+    if (p->op == op && !p->on_device && p->datatype == datatype) {
       call.op = SQ_OP_SUM;
       call.premul = p->scalar;
     }

@@ -29,6 +29,9 @@ void squall__nccl_premul_remove(ncclComm_t comm, ncclRedOp_t op);
 /* Every all-reduce on comm passes through (a non-blocking communicator). */
 void squall__nccl_mark_nonblocking(ncclComm_t comm);
 
+/* Whether comm was marked so (a split without a config inherits it). */
+int squall__nccl_is_nonblocking(ncclComm_t comm);
+
 /* Frees all squall state of comm (destroy, abort, finalize, revoke). Safe
  * for communicators squall never saw. */
 void squall__nccl_comm_forget(ncclComm_t comm);

@@ -85,6 +85,7 @@
     (ncclRedOp_t *, void *, ncclDataType_t, ncclScalarResidence_t, ncclComm_t))                 \
   X(RedOpDestroy, 1, ncclResult_t, (ncclRedOp_t, ncclComm_t))                                   \
   X(GetVersion, 0, ncclResult_t, (int *))                                                       \
+  X(GetLastError, 0, const char *, (ncclComm_t))                                                \
   X(Send, 0, ncclResult_t, (const void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t)) \
   X(Recv, 0, ncclResult_t, (void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t)) \
   X(ReduceScatter, 1, ncclResult_t,                                                             \
@@ -213,17 +214,53 @@ static ncclResult_t missing(int fn) {
 static int allreduce_seen;
 
 /* ------------------------------------------------------------ all-reduce */
-/* The outermost all-reduce on a communicator: squall's, unless NCCL
- * still owns the communicator's state. */
+/* ------------------------------------------------------------ last error
+ * Frameworks print ncclGetLastError beside a failed call's code. A failure
+ * that squall raised itself leaves NCCL's text as it was, describing some
+ * older error; so this thread's squall message is the last error from then
+ * until NCCL's own text changes (a later NCCL failure). */
+static __thread char raised[700], nccl_then[256];
+static __thread int raised_valid;
+
+static const char *nccl_text(ncclComm_t comm) {
+  const char *t = REAL(GetLastError) ? REAL(GetLastError)(comm) : NULL;
+  return t ? t : "";
+}
+
+/* After an outermost all-reduce: before = squall__fail_count() and NCCL's
+ * text (in nccl_before) from before it. */
+static ncclResult_t note_raised(ncclResult_t r, ncclComm_t comm, unsigned long before, const char *nccl_before) {
+  if (r == ncclSuccess) return r; /* NCCL keeps its text after a success too */
+  const char *now = nccl_text(comm);
+  if (strcmp(now, nccl_before) != 0 || squall__fail_count() == before) { /* NCCL's own failure */
+    raised_valid = 0;
+    return r;
+  }
+  snprintf(raised, sizeof raised, "squall: %s", squallGetLastError());
+  snprintf(nccl_then, sizeof nccl_then, "%s", now);
+  raised_valid = 1;
+  return r;
+}
+
+/* The outermost all-reduce on a communicator: squall's (which leaves
+ * NCCL's business to NCCL), its own failures noted for ncclGetLastError. */
 static ncclResult_t allreduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  /* A non-blocking communicator still initialising (ncclInProgress), or one
-   * in error, is NCCL's business: the call goes to NCCL as it is. */
-  ncclResult_t async = ncclSuccess;
-  if (api.commGetAsyncError(comm, &async) != ncclSuccess || async != ncclSuccess)
-    return REAL(AllReduce)(sendbuff, recvbuff, count, datatype, op, comm, stream);
-  return squall__nccl_allreduce(&api, sendbuff, recvbuff, count, datatype, op, comm, stream,
-                                group_depth > 0);
+  char before_text[256];
+  snprintf(before_text, sizeof before_text, "%s", nccl_text(comm));
+  unsigned long before = squall__fail_count();
+  ncclResult_t r = squall__nccl_allreduce(&api, sendbuff, recvbuff, count, datatype, op, comm, stream,
+                                          group_depth > 0);
+  return note_raised(r, comm, before, before_text);
+}
+
+EXPORT const char *ncclGetLastError(ncclComm_t comm) {
+  resolve();
+  if (!inside && raised_valid) {
+    if (strncmp(nccl_text(comm), nccl_then, sizeof nccl_then - 1) == 0) return raised;
+    raised_valid = 0;
+  }
+  return REAL(GetLastError) ? REAL(GetLastError)(comm) : "";
 }
 
 EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count,
@@ -249,6 +286,7 @@ EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t c
   GUARDED(AllReduce, (sendbuff, recvbuff, count, datatype, op, comm, stream),
           allreduce(sendbuff, recvbuff, count, datatype, op, comm, stream));
 }
+
 
 /* ------------------------------------------------------------ groups */
 static ncclResult_t group_entered(ncclResult_t r) {
@@ -283,29 +321,48 @@ static ncclResult_t name_stats(ncclResult_t r, int rank) {
   return r;
 }
 
-/* Non-blocking communicators (config->blocking == 0) pass through: NCCL may
- * answer ncclInProgress to squall's own collectives, and the engine's
- * stream-ordered steps cannot wait for that. */
-static ncclResult_t note_blocking(ncclResult_t r, ncclComm_t *newcomm, const ncclConfig_t *config) {
-  if ((r == ncclSuccess || r == ncclInProgress) && newcomm && *newcomm && config && config->blocking == 0)
+/* Non-blocking communicators pass through: every call on one may answer
+ * ncclInProgress, which the caller polls for; squall would have to wait
+ * for each of its own steps (squall__nccl_settle), serialising what NCCL
+ * overlaps. NCCL makes a new communicator non-blocking from the config's
+ * blocking field where it is set; a split or shrink without a config
+ * inherits the parent's mode; otherwise NCCL_COMM_BLOCKING=0 asks for it
+ * (default: blocking). Squall's own collectives on a communicator it did
+ * not see made (squallAllReduce, which links NCCL directly) settle each
+ * step instead. */
+static int nonblocking_wanted(const ncclConfig_t *config, ncclComm_t parent) {
+  if (config && config->blocking != NCCL_CONFIG_UNDEF_INT) return config->blocking == 0;
+  if (parent && !config) return squall__nccl_is_nonblocking(parent);
+  const char *env = getenv("NCCL_COMM_BLOCKING");
+  return env && *env && atoi(env) == 0;
+}
+
+static ncclResult_t note_blocking(ncclResult_t r, ncclComm_t *newcomm, const ncclConfig_t *config,
+                                  ncclComm_t parent) {
+  if ((r == ncclSuccess || r == ncclInProgress) && newcomm && *newcomm && nonblocking_wanted(config, parent))
     squall__nccl_mark_nonblocking(*newcomm);
   return r;
 }
 
 EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank) {
   INTERCEPT(CommInitRank, (comm, nranks, commId, rank),
-            name_stats(REAL(CommInitRank)(comm, nranks, commId, rank), rank));
+            name_stats(note_blocking(REAL(CommInitRank)(comm, nranks, commId, rank), comm, NULL, NULL), rank));
 }
 
 EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
                                            ncclConfig_t *config) {
   INTERCEPT(CommInitRankConfig, (comm, nranks, commId, rank, config),
-            name_stats(note_blocking(REAL(CommInitRankConfig)(comm, nranks, commId, rank, config), comm, config),
+            name_stats(note_blocking(REAL(CommInitRankConfig)(comm, nranks, commId, rank, config), comm, config, NULL),
                        rank));
 }
 
+static ncclResult_t all_noted(ncclResult_t r, ncclComm_t *comms, int n) {
+  for (int i = 0; comms && i < n; i++) note_blocking(r, &comms[i], NULL, NULL);
+  return r;
+}
+
 EXPORT ncclResult_t ncclCommInitAll(ncclComm_t *comm, int ndev, const int *devlist) {
-  INTERCEPT(CommInitAll, (comm, ndev, devlist), REAL(CommInitAll)(comm, ndev, devlist));
+  INTERCEPT(CommInitAll, (comm, ndev, devlist), all_noted(REAL(CommInitAll)(comm, ndev, devlist), comm, ndev));
 }
 
 #ifdef HAVE_INIT_RANK_SCALABLE
@@ -313,7 +370,7 @@ EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, in
                                              ncclUniqueId *commIds, ncclConfig_t *config) {
   INTERCEPT(CommInitRankScalable, (newcomm, nranks, myrank, nId, commIds, config),
             name_stats(note_blocking(REAL(CommInitRankScalable)(newcomm, nranks, myrank, nId, commIds, config),
-                                     newcomm, config),
+                                     newcomm, config, NULL),
                        myrank));
 }
 #endif
@@ -321,7 +378,7 @@ EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, in
 EXPORT ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t *newcomm,
                                   ncclConfig_t *config) {
   INTERCEPT(CommSplit, (comm, color, key, newcomm, config),
-            note_blocking(REAL(CommSplit)(comm, color, key, newcomm, config), newcomm, config));
+            note_blocking(REAL(CommSplit)(comm, color, key, newcomm, config), newcomm, config, comm));
 }
 
 #ifdef HAVE_COMM_SHRINK
@@ -329,7 +386,7 @@ EXPORT ncclResult_t ncclCommShrink(ncclComm_t comm, int *excludeRanksList, int e
                                    ncclComm_t *newcomm, ncclConfig_t *config, int shrinkFlags) {
   INTERCEPT(CommShrink, (comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags),
             note_blocking(REAL(CommShrink)(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags),
-                          newcomm, config));
+                          newcomm, config, comm));
 }
 #endif
 

@@ -20,8 +20,8 @@
 static squallResult_t nccl_reduce_scatter_f32(void *ctx, void *stream, const float *send, float *recv,
                                               size_t recvcount) {
   squall_nccl_ctx *c = ctx;
-  return squall__nccl_result(
-      c->api->reduceScatter(send, recv, recvcount, ncclFloat32, ncclSum, c->comm, (cudaStream_t)stream),
+  return squall__nccl_settle(
+      c->api, c->comm, c->api->reduceScatter(send, recv, recvcount, ncclFloat32, ncclSum, c->comm, (cudaStream_t)stream),
       "ncclReduceScatter (node sum)");
 }
 
@@ -36,10 +36,13 @@ static squallResult_t nccl_split(void *ctx, void *stream, int color, int key, sq
   squall_nccl_ctx *c = ctx;
   /* The split first: it is collective, so no local failure may skip it
    * (the engine agrees on every rank's outcome afterwards). No config: the
-   * child inherits the parent's (blocking, as squall's are). */
+   * child inherits the parent's; a non-blocking child is settled (polled
+   * until its initialisation is done) like every operation squall makes. */
   ncclComm_t comm = NULL;
-  squallResult_t r = squall__nccl_result(c->api->commSplit(c->comm, color, key, &comm, NULL),
-                                         "ncclCommSplit (node communicators)");
+  ncclResult_t made = c->api->commSplit(c->comm, color, key, &comm, NULL);
+  squallResult_t r = made == ncclInProgress && comm != NULL
+                         ? squall__nccl_settle(c->api, comm, made, "ncclCommSplit (node communicators)")
+                         : squall__nccl_result(made, "ncclCommSplit (node communicators)");
   if (r == squallSuccess && comm == NULL)
     r = squall__fail(squallInternalError, "ncclCommSplit returned no communicator for color %d", color);
   if (r != squallSuccess) return r;

@@ -2,6 +2,7 @@
 #include "common/internal.h"
 
 #include <cuda_runtime_api.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,28 +15,43 @@ squallResult_t squall__nccl_result(ncclResult_t r, const char *what) {
   return squall__fail((squallResult_t)r, "%s failed: NCCL error %d", what, (int)r);
 }
 
+squallResult_t squall__nccl_settle(const squall_nccl_api *api, ncclComm_t comm, ncclResult_t r, const char *what) {
+  while (r == ncclInProgress) {
+    ncclResult_t state = ncclSuccess, q = api->commGetAsyncError(comm, &state);
+    if (q != ncclSuccess) return squall__nccl_result(q, "ncclCommGetAsyncError (waiting for an operation in progress)");
+    r = state;
+    if (r == ncclInProgress) sched_yield(); /* NCCL's own threads finish it */
+  }
+  return squall__nccl_result(r, what);
+}
+
+/* The result of an operation on the context's communicator, settled. */
+static squallResult_t done(const squall_nccl_ctx *c, ncclResult_t r, const char *what) {
+  return squall__nccl_settle(c->api, c->comm, r, what);
+}
+
 static squallResult_t nccl_allreduce_half(void *ctx, void *stream, uint16_t *buf, size_t n, sq_half_kind kind) {
   squall_nccl_ctx *c = ctx;
-  return squall__nccl_result(c->api->allReduce(buf, buf, n, kind == SQ_HALF_BF16 ? ncclBfloat16 : ncclFloat16,
+  return done(c, c->api->allReduce(buf, buf, n, kind == SQ_HALF_BF16 ? ncclBfloat16 : ncclFloat16,
                                                ncclSum, c->comm, (cudaStream_t)stream),
                              "ncclAllReduce (16-bit sum)");
 }
 
 static squallResult_t nccl_allreduce_max_f32(void *ctx, void *stream, float *buf, size_t n) {
   squall_nccl_ctx *c = ctx;
-  return squall__nccl_result(c->api->allReduce(buf, buf, n, ncclFloat32, ncclMax, c->comm, (cudaStream_t)stream),
+  return done(c, c->api->allReduce(buf, buf, n, ncclFloat32, ncclMax, c->comm, (cudaStream_t)stream),
                              "ncclAllReduce (max)");
 }
 
 static squallResult_t nccl_allreduce_sum_f32(void *ctx, void *stream, const float *send, float *recv, size_t n) {
   squall_nccl_ctx *c = ctx;
-  return squall__nccl_result(c->api->allReduce(send, recv, n, ncclFloat32, ncclSum, c->comm, (cudaStream_t)stream),
+  return done(c, c->api->allReduce(send, recv, n, ncclFloat32, ncclSum, c->comm, (cudaStream_t)stream),
                              "ncclAllReduce (dense fallback)");
 }
 
 static squallResult_t nccl_allgather(void *ctx, void *stream, const void *send, void *recv, size_t bytes) {
   squall_nccl_ctx *c = ctx;
-  return squall__nccl_result(c->api->allGather(send, recv, bytes, ncclUint8, c->comm, (cudaStream_t)stream),
+  return done(c, c->api->allGather(send, recv, bytes, ncclUint8, c->comm, (cudaStream_t)stream),
                              "ncclAllGather");
 }
 
@@ -46,8 +62,7 @@ static squallResult_t nccl_allreduce_min_i64_host(void *ctx, void *stream, int64
   squall_nccl_ctx *c = ctx;
   cudaStream_t s = (cudaStream_t)stream;
   if (!c->device_memory)
-    return squall__nccl_result(c->api->allReduce(buf, buf, n, ncclInt64, ncclMin, c->comm, s),
-                               "ncclAllReduce (call header)");
+    return done(c, c->api->allReduce(buf, buf, n, ncclInt64, ncclMin, c->comm, s), "ncclAllReduce (call header)");
   int64_t *d = NULL;
   size_t bytes = n * sizeof *buf;
   if (cudaMalloc((void **)&d, bytes) != cudaSuccess) {
@@ -58,8 +73,7 @@ static squallResult_t nccl_allreduce_min_i64_host(void *ctx, void *stream, int64
   if (cudaMemcpyAsync(d, buf, bytes, cudaMemcpyHostToDevice, s) != cudaSuccess)
     r = squall__fail(squallUnhandledCudaError, "cudaMemcpyAsync (call header)");
   if (r == squallSuccess)
-    r = squall__nccl_result(c->api->allReduce(d, d, n, ncclInt64, ncclMin, c->comm, s),
-                            "ncclAllReduce (call header)");
+    r = done(c, c->api->allReduce(d, d, n, ncclInt64, ncclMin, c->comm, s), "ncclAllReduce (call header)");
   if (r == squallSuccess &&
       (cudaMemcpyAsync(buf, d, bytes, cudaMemcpyDeviceToHost, s) != cudaSuccess ||
        cudaStreamSynchronize(s) != cudaSuccess))
@@ -83,7 +97,7 @@ static squallResult_t nccl_alltoall(void *ctx, void *stream, const void *send, v
       r = c->api->recv((char *)recv + (size_t)q * bytes, bytes, ncclUint8, q, c->comm, (cudaStream_t)stream);
   }
   ncclResult_t e = c->api->groupEnd(); /* always closed, also after a failed enqueue */
-  return squall__nccl_result(r != ncclSuccess ? r : e, "ncclSend/ncclRecv (all-to-all)");
+  return done(c, r != ncclSuccess ? r : e, "ncclSend/ncclRecv (all-to-all)");
 }
 
 squallResult_t squall__transport_nccl_init(squall_transport *tr, squall_nccl_ctx *ctx) {

@@ -19,4 +19,13 @@ squallResult_t squall__transport_nccl_init(squall_transport *tr, squall_nccl_ctx
 /* NCCL result -> squall result, with a detail naming the call. */
 squallResult_t squall__nccl_result(ncclResult_t r, const char *what);
 
+/* The same for an operation on comm, after waiting out ncclInProgress: a
+ * non-blocking communicator may answer it while NCCL enqueues (or, for a
+ * new one, initialises), and nothing else may be called on it until
+ * ncclCommGetAsyncError says the operation is done. squall settles each of
+ * its own operations before the next, so that every step it enqueues is
+ * ordered after the last; a communicator that never settles waits, as a
+ * blocking one would (a watchdog that aborts it ends the wait). */
+squallResult_t squall__nccl_settle(const squall_nccl_api *api, ncclComm_t comm, ncclResult_t r, const char *what);
+
 #endif

@@ -132,7 +132,7 @@ FAKE_API ncclResult_t pncclAllReduce(const void *sendbuff, void *recvbuff, size_
   if (r == ncclSuccess) fake__combine(recvbuff, all, (size_t)bytes, comm->nranks, count, datatype, &ro);
   free(all);
   free(scratch);
-  return inject_fault(comm, r, recvbuff, (size_t)bytes);
+  return fake__call_result(comm, inject_fault(comm, r, recvbuff, (size_t)bytes));
 }
 FAKE_ALIAS(ncclAllReduce);
 
@@ -189,7 +189,7 @@ FAKE_API ncclResult_t pncclReduceScatter(const void *sendbuff, void *recvbuff, s
     fake__combine(recvbuff, mine_blocks, (size_t)bytes, comm->nranks, recvcount, datatype, &ro);
   free(mine_blocks);
   free(scratch);
-  return r;
+  return fake__call_result(comm, r);
 }
 FAKE_ALIAS(ncclReduceScatter);
 
@@ -208,7 +208,7 @@ FAKE_API ncclResult_t pncclAllGather(const void *sendbuff, void *recvbuff, size_
   const void *src = sendbuff == (char *)recvbuff + (size_t)comm->rank * (size_t)bytes ? MPI_IN_PLACE : sendbuff;
   ncclResult_t r = mpi_check(MPI_Allgather(src, bytes, MPI_BYTE, recvbuff, bytes, MPI_BYTE, comm->mpi),
                              "MPI_Allgather", fn);
-  return inject_fault(comm, r, recvbuff, (size_t)bytes * (size_t)comm->nranks);
+  return fake__call_result(comm, inject_fault(comm, r, recvbuff, (size_t)bytes * (size_t)comm->nranks));
 }
 FAKE_ALIAS(ncclAllGather);
 

@@ -59,11 +59,18 @@ ncclResult_t fake__comm_check(const struct ncclComm *comm, const char *fn) {
 ncclResult_t fake__comm_ready(const struct ncclComm *comm, const char *fn) {
   ncclResult_t r = fake__comm_check(comm, fn);
   if (r != ncclSuccess) return r;
-  if (comm->init_pending) /* NCCL's answer to using a comm before its init was seen to finish */
+  if (comm->pending) /* NCCL's answer to using a comm before its init (or last call) was seen to finish */
     return fake__error(ncclInvalidArgument,
-                       "%s: comm %p is non-blocking and its init has not been reported done; poll "
-                       "ncclCommGetAsyncError until it is not ncclInProgress", fn, (const void *)comm);
+                       "%s: comm %p is non-blocking and its init or last call has not been reported done; "
+                       "poll ncclCommGetAsyncError until it is not ncclInProgress", fn, (const void *)comm);
   return ncclSuccess;
+}
+
+ncclResult_t fake__call_result(struct ncclComm *comm, ncclResult_t r) {
+  const char *mode = getenv("FAKENCCL_NONBLOCKING_CALLS");
+  if (r != ncclSuccess || comm->blocking || !mode || strcmp(mode, "inprogress")) return r;
+  comm->pending = 1;
+  return ncclInProgress;
 }
 
 /* ---------------------------------------------------------------- MPI */
@@ -168,7 +175,7 @@ static ncclResult_t comm_wrap(MPI_Comm mc, int blocking, const char *fn, ncclCom
   MPI_Comm_rank(mc, &c->rank);
   MPI_Comm_size(mc, &c->nranks);
   c->blocking = blocking;
-  c->init_pending = !blocking;
+  c->pending = !blocking;
   registry_add(c);
   *newcomm = c;
   const char *mode = getenv("FAKENCCL_NONBLOCKING_INIT");
@@ -381,7 +388,7 @@ FAKE_API ncclResult_t pncclCommRevoke(ncclComm_t comm, int revokeFlags) {
     return fake__error(ncclInvalidArgument, "%s: comm %p is already %s", fn, (void *)comm,
                        comm->revoked ? "revoked" : "finalized");
   comm->revoked = 1; /* later collectives fail with ncclInvalidUsage; destroy still works */
-  comm->init_pending = 0;
+  comm->pending = 0;
   return ncclSuccess;
 }
 FAKE_ALIAS(ncclCommRevoke);
@@ -418,8 +425,8 @@ FAKE_API ncclResult_t pncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyn
   ncclResult_t r = fake__comm_check(comm, "ncclCommGetAsyncError");
   if (r != ncclSuccess) return r;
   if (!asyncError) return fake__error(ncclInvalidArgument, "ncclCommGetAsyncError: asyncError is NULL");
-  *asyncError = comm->init_pending ? ncclInProgress : ncclSuccess;
-  comm->init_pending = 0; /* the non-blocking init is "done" once it has been seen in progress */
+  *asyncError = comm->pending ? ncclInProgress : ncclSuccess;
+  comm->pending = 0; /* the non-blocking init is "done" once it has been seen in progress */
   return ncclSuccess;
 }
 FAKE_ALIAS(ncclCommGetAsyncError);

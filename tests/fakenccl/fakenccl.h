@@ -39,7 +39,8 @@ struct ncclComm {
   MPI_Comm mpi;    /* ranks ordered as NCCL ranks */
   int rank, nranks;
   int blocking;    /* config.blocking (1 unless 0 was asked for) */
-  int init_pending;/* non-blocking init not yet reported done by GetAsyncError */
+  int pending;     /* non-blocking: an init or a call in progress, not yet reported
+                      done by GetAsyncError */
   int finalized, revoked;
   fake_premul *ops; /* op id ncclNumOps + i is ops[i] */
   int nops;
@@ -60,9 +61,15 @@ ncclResult_t fake__p2p_flush(void);
 
 /* ncclInvalidArgument unless comm is a live communicator of this library. */
 ncclResult_t fake__comm_check(const struct ncclComm *comm, const char *fn);
-/* fake__comm_check, then refuses a communicator whose non-blocking init has
- * not been reported complete (ncclInvalidArgument, as NCCL does). */
+/* fake__comm_check, then refuses a communicator whose non-blocking init or
+ * last call has not been reported complete (ncclInvalidArgument). */
 ncclResult_t fake__comm_ready(const struct ncclComm *comm, const char *fn);
+/* The answer of a call on comm that ended with r: with
+ * FAKENCCL_NONBLOCKING_CALLS=inprogress, a successful call on a non-blocking
+ * communicator answers ncclInProgress, as real NCCL may while it enqueues,
+ * and the communicator refuses calls until ncclCommGetAsyncError has
+ * reported it in progress once. */
+ncclResult_t fake__call_result(struct ncclComm *comm, ncclResult_t r);
 /* MPI_Init_thread when the program has not initialised MPI yet. */
 ncclResult_t fake__mpi_ready(const char *fn);
 

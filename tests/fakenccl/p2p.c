@@ -18,7 +18,7 @@
 typedef struct {
   int is_send, peer, bytes;
   void *buf;
-  MPI_Comm mpi;
+  struct ncclComm *comm;
 } p2p_op;
 
 static _Thread_local p2p_op *queue;
@@ -32,14 +32,17 @@ static ncclResult_t post_all(p2p_op *ops, int n) {
   for (int i = 0; i < n; i++) {
     req[i] = MPI_REQUEST_NULL;
     if (err != MPI_SUCCESS) continue;
-    err = ops[i].is_send ? MPI_Isend(ops[i].buf, ops[i].bytes, MPI_BYTE, ops[i].peer, P2P_TAG, ops[i].mpi, &req[i])
-                         : MPI_Irecv(ops[i].buf, ops[i].bytes, MPI_BYTE, ops[i].peer, P2P_TAG, ops[i].mpi, &req[i]);
+    err = ops[i].is_send ? MPI_Isend(ops[i].buf, ops[i].bytes, MPI_BYTE, ops[i].peer, P2P_TAG, ops[i].comm->mpi, &req[i])
+                         : MPI_Irecv(ops[i].buf, ops[i].bytes, MPI_BYTE, ops[i].peer, P2P_TAG, ops[i].comm->mpi, &req[i]);
   }
   int werr = MPI_Waitall(n, req, MPI_STATUSES_IGNORE);
   free(req);
   if (err != MPI_SUCCESS || werr != MPI_SUCCESS)
     return fake__error(ncclSystemError, "send/recv: MPI_Isend/MPI_Irecv/MPI_Waitall failed");
-  return ncclSuccess;
+  ncclResult_t r = ncclSuccess; /* in progress where any communicator says so */
+  for (int i = 0; i < n; i++)
+    if (fake__call_result(ops[i].comm, ncclSuccess) == ncclInProgress) r = ncclInProgress;
+  return r;
 }
 
 ncclResult_t fake__p2p_flush(void) {
@@ -61,7 +64,7 @@ static ncclResult_t p2p(int is_send, void *buf, size_t count, ncclDataType_t dat
     return fake__error(ncclInvalidArgument, "%s: %zu elements exceed the test NCCL's %d-byte limit", fn, count,
                        INT_MAX);
   if (count > 0 && buf == NULL) return fake__error(ncclInvalidArgument, "%s: buffer is NULL", fn);
-  p2p_op op = {is_send, peer, (int)(count * es), buf, comm->mpi};
+  p2p_op op = {is_send, peer, (int)(count * es), buf, comm};
   if (fake__group_depth() == 0) return post_all(&op, 1);
   if (queued == queue_cap) {
     int cap = queue_cap ? 2 * queue_cap : 64;
