@@ -52,7 +52,7 @@ static void usage(FILE *f) {
           "  -i, --stepbytes SIZE    or add SIZE each step\n"
           "  -n, --iters N           timed iterations per size and codec (default 20)\n"
           "  -w, --warmup_iters N    untimed iterations before them (default 5)\n"
-          "  -d, --datatype TYPE     float (half, bfloat16: NCCL backend only)\n"
+          "  -d, --datatype TYPE     float (the only type either backend benchmarks)\n"
           "  -o, --op OP             sum or avg (default sum)\n"
           "  -c, --check 0|1         measure the error against the exact sum (default 1)\n"
           "  -C, --compress LIST     codecs, comma-separated (default " DEFAULT_CODECS ");\n"

@@ -36,8 +36,10 @@ void bench_report_header(FILE *out, const bench_run_info *in) {
   fprintf(out, "# mpi: %s\n", in->mpi_library ? in->mpi_library : "unknown");
   fprintf(out, "# link: %s\n", in->link ? in->link
                                         : "as the ranks find it (no emulation: SQUALL_BENCH_LINK unset)");
-  fprintf(out, "#\n# time: max over ranks of the median iteration; algbw = size/time; busbw = "
-               "algbw*2(P-1)/P\n# (for codecs: effective, from the uncompressed size); wire: bytes one "
+  fprintf(out, "#\n# out-of-place (separate send and receive buffers; in place, squall runs the same path)\n"
+               "# time: max over ranks of the median iteration; algbw = size/time; busbw = "
+               "algbw*2(P-1)/P\n# (one rank: busbw = algbw, ratio 0: nothing is exchanged)\n"
+               "# (for codecs: effective, from the uncompressed size); wire: bytes one "
                "rank sends per call;\n# ratio = bytes in / bytes on the wire; codec: compress + "
                "decompress per call;\n# rel_err = ||result - exact sum|| / ||exact sum|| after "
                "warm-up and timed iterations (error feedback on)\n");
@@ -63,6 +65,14 @@ void bench_report_row(FILE *out, const bench_row *r) {
   fflush(out);
 }
 
+/* A time per call for the summary: microseconds below 1 ms (a 49 us codec
+ * is not "0.0 ms"), milliseconds above. */
+static const char *per_call(double us, char *buf, size_t len) {
+  if (us < 1000.0) snprintf(buf, len, "%.0f us", us);
+  else snprintf(buf, len, "%.1f ms", us / 1e3);
+  return buf;
+}
+
 void bench_report_summary(FILE *out, const bench_run_info *in, const bench_row *rows, int n) {
   const bench_options *o = in->opt;
   char a[32], b[32];
@@ -84,14 +94,14 @@ void bench_report_summary(FILE *out, const bench_run_info *in, const bench_row *
     if (!last) continue;
     fprintf(out, "# %-12s", last->codec);
     if (!strcmp(last->codec, "none")) {
-      fprintf(out, " busbw %.3f GB/s, %.1f ms per call", last->busbw_gbs, last->time_us / 1e3);
+      fprintf(out, " busbw %.3f GB/s, %s per call", last->busbw_gbs, per_call(last->time_us, a, sizeof a));
     } else {
       if (last->speedup > 0)
         fprintf(out, " %.2fx vs plain (%.2fx at %s .. %.2fx at %s),", last->speedup,
                 worst->speedup, bench_human_bytes((double)worst->bytes, a, sizeof a),
                 best->speedup, bench_human_bytes((double)best->bytes, b, sizeof b));
-      fprintf(out, " effective busbw %.3f GB/s, wire ratio %.1f, codec %.1f ms per call (%.0f%% of "
-                   "the call)", last->busbw_gbs, last->ratio, last->codec_us / 1e3,
+      fprintf(out, " effective busbw %.3f GB/s, wire ratio %.1f, codec %s per call (%.0f%% of "
+                   "the call)", last->busbw_gbs, last->ratio, per_call(last->codec_us, a, sizeof a),
               last->time_us > 0 ? 100.0 * last->codec_us / last->time_us : 0.0);
     }
     if (!(max_err < 0)) fprintf(out, ", rel_err <= %.2e", max_err);
@@ -142,7 +152,7 @@ int bench_report_json(const char *path, const bench_run_info *in, const bench_ro
     str(f, "path", r->path);
     fprintf(f, ", \"consistent\": %s, \"wrong\": %s, \"ranks\": %d",
             !r->checked ? "null" : r->consistent ? "true" : "false",
-            r->wrong ? "true" : "false", in->nranks);
+            !r->checked ? "null" : r->wrong ? "true" : "false", in->nranks);
     str(f, "backend", in->backend);
     str(f, "dtype", bench_dtype_name(in->opt->dtype));
     str(f, "op", in->opt->op == BENCH_AVG ? "avg" : "sum");

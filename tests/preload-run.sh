@@ -70,6 +70,16 @@ else
   expect_text "$tmp/out" "/nonexistent/libsquall-preload.so" "missing override"
 fi
 
+# 4b. An override that does not exist: one message, naming it, and exit 2;
+# and mpirun's "-n 4" by habit, which is --dry-run here, is refused.
+SQUALL_PRELOAD_MPI_LIB=/nonexistent/x.so "$run" --mpi -n -- true > "$tmp/out" 2>&1
+expect_status 2 $? "missing MPI override"
+expect_text "$tmp/out" "'/nonexistent/x.so', does not exist" "missing MPI override"
+test "$(wc -l < "$tmp/out")" -eq 1 || bad "missing MPI override: more than one message:"
+"$run" -n 4 ./prog > "$tmp/out" 2>&1
+expect_status 2 $? "-n 4"
+expect_text "$tmp/out" "'4' looks like a rank count" "-n 4"
+
 # 5. SQUALL_PRELOAD_MPI_LIB overrides the search.
 cp "$mpilib" "$tmp/custom-mpi.so"
 SQUALL_PRELOAD_MPI_LIB=$tmp/custom-mpi.so "$run" --mpi -n -- true > "$tmp/out" 2>&1

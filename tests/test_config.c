@@ -807,9 +807,9 @@ START_TEST(test_strict_spellings) {
   }
   static const char *ef[] = {" 1", "+1", "1 ", "01x"};
   for (size_t i = 0; i < sizeof ef / sizeof ef[0]; i++) reject("SQUALL_EF", ef[i], "0 or 1");
-  /* Sizes: an integer and one of K, M, G, KiB, MiB, GiB, as written. */
-  static const char *sizes[] = {"1kb", "1KB", "1k", "64mb", "1g", "1Kib", "1KIB", "1kiB", "1 KiB", "1B",
-                                "1KiBB", "1Ki", "1iB", "1e3", "+1", " 1", "1G ", "17179869184GiB"};
+  /* Sizes: an integer and one of K, M, G, KiB, MiB, GiB, KB, MB, GB in any case. */
+  static const char *sizes[] = {"1 KiB", "1B", "1KiBB", "1Ki", "1iB", "1e3", "+1", " 1", "1G ", "1.5M", "1kbit",
+                                "17179869184GiB"};
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
     reject("SQUALL_MIN_BYTES", sizes[i], "optional K, M or G suffix");
     reject("SQUALL_EF_MAX_BYTES", sizes[i], "optional K, M or G suffix");
@@ -830,7 +830,9 @@ START_TEST(test_strict_spellings) {
     unsigned long long bytes;
   } ok[] = {{"0", 0},           {"1", 1},          {"1K", 1024},       {"1KiB", 1024},
             {"5M", 5ull << 20}, {"5MiB", 5ull << 20}, {"7G", 7ull << 30}, {"7GiB", 7ull << 30},
-            {"0010", 10}};
+            {"0010", 10},       {"1k", 1024},      {"64m", 64ull << 20}, {"1g", 1ull << 30},
+            {"1KB", 1024},      {"1kb", 1024},     {"64mb", 64ull << 20}, {"1Kib", 1024}, {"1KIB", 1024},
+            {"2GB", 2ull << 30}};
   for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
     size_t v = 12345;
     ck_assert_msg(squall__parse_size(ok[i].text, &v) == 0, "'%s' refused", ok[i].text);

@@ -57,7 +57,7 @@ typedef struct {
 } train_result;
 
 /* Parses a run name: "linear", or CODEC[+ef|+noef][+warmup] with CODEC one of
- * none, fp16, bf16, topk:<ratio>. warmup is the number of dense steps that
+ * none, fp16, bf16, int8, int4, fp8, topk:<ratio>. warmup is the number of dense steps that
  * "+warmup" asks for; extra is added to the configuration. Returns 0, or -1
  * (with a message on stderr when loud). */
 int train_run_parse(const char *name, int warmup, const char *extra, int loud, train_run_desc *d);

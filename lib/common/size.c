@@ -3,13 +3,14 @@
 
 #include <stdint.h>
 #include <string.h>
+#include <strings.h>
 
 int squall__parse_size(const char *text, size_t *out) {
   static const struct {
     const char *suffix;
     unsigned shift;
   } units[] = {{"", 0},  {"K", 10},   {"M", 20},   {"G", 30},
-               {"KiB", 10}, {"MiB", 20}, {"GiB", 30}};
+               {"KiB", 10}, {"MiB", 20}, {"GiB", 30}, {"KB", 10}, {"MB", 20}, {"GB", 30}};
   if (text == NULL || out == NULL) return -1;
   const char *p = text;
   size_t x = 0;
@@ -20,7 +21,7 @@ int squall__parse_size(const char *text, size_t *out) {
     x = x * 10 + d;
   }
   for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
-    if (strcmp(p, units[i].suffix) != 0) continue;
+    if (strcasecmp(p, units[i].suffix) != 0) continue; /* 64m, 64Mib, 64mb too */
     if (x > (SIZE_MAX >> units[i].shift)) return -1;
     *out = x << units[i].shift;
     return 0;

@@ -10,12 +10,14 @@
 /* The accepted spellings, for error messages and documentation. */
 #define SQUALL_SIZE_SPELLINGS                                                           \
   "an integer number of bytes with an optional K, M or G suffix (also written KiB, " \
-  "MiB, GiB; powers of 1024: 64M = 64MiB = 67108864)"
+  "MiB, GiB or KB, MB, GB, in any case; powers of 1024: 64M = 64MiB = 67108864)"
 
 /* Parses exactly: decimal digits, then nothing or one of K, M, G, KiB, MiB,
- * GiB (case as written; 1024-based, as NCCL's tests read sizes). No sign,
- * blank, fraction, hex or other suffix. Returns 0, or -1 (also when the
- * size does not fit a size_t) with *out unchanged. */
+ * GiB, KB, MB, GB in any case, all 1024-based (nccl-tests reads 64m and
+ * 64M alike, and 1KB as 1K). No sign, blank, fraction, exponent, hex or
+ * other suffix: nccl-tests would read "1.5M" or "1e6" as 1 byte, which
+ * here is an error instead. Returns 0, or -1 (also when the size does not
+ * fit a size_t) with *out unchanged. */
 int squall__parse_size(const char *text, size_t *out);
 
 #endif
