@@ -54,6 +54,25 @@ mkdir -p "$tmp" || exit 99
 trap 'rm -rf "$tmp"' EXIT
 json=$tmp/result.json
 
+# Command lines that cannot run stop before any training, with status 2 and
+# one message naming the problem (short mode only: the checks cost seconds).
+if test "$mode" = short; then
+  for case in "--json $tmp/no-such-dir/r.json|--json $tmp/no-such-dir/r.json: cannot write it" \
+              "--squall SQUALL_COMPRESS=fp16|it sets the codec" "--squall BOGUS=1|unknown squall option 'BOGUS'" \
+              "--runs fp16+noef+ef|+ef and +noef together" "--runs none,none|names 'none' twice" \
+              "--runs --steps|--runs needs a value before '--steps'"; do
+    flags=${case%%|*} want=${case#*|}
+    # shellcheck disable=SC2086
+    "$SQUALL_BUILDDIR/tests/run-mpi.sh" 2 "$SQUALL_BUILDDIR/squall-train" --short $flags </dev/null >"$tmp/e.txt" 2>&1
+    rc=$?
+    if test $rc -ne 2 || test "$(grep -cF -- "$want" "$tmp/e.txt")" -ne 1; then
+      echo "FAIL: squall-train --short $flags: exit $rc, expected 2 and one '$want':"
+      sed 's/^/  | /' "$tmp/e.txt"
+      exit 1
+    fi
+  done
+fi
+
 # shellcheck disable=SC2086
 "$SQUALL_BUILDDIR/tests/run-mpi.sh" "$NP" "$SQUALL_BUILDDIR/squall-train" $args --seed "${SQUALL_TRAIN_SEED:-1}" ${SQUALL_TRAIN_ARGS:-} --json "$json" </dev/null
 rc=$?

@@ -5,10 +5,12 @@
  * parallel over MPI with squallMpiAllreduce, and reports the final training
  * loss and held-out accuracy of each run as a table, JSON and a loss plot.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <mpi.h>
 
@@ -146,6 +148,11 @@ static int parse_options(int argc, char **argv, options *o, int rank) {
   opterr = loud = rank == 0; /* one complaint, not one per rank */
   while ((opt = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
     int bad = 0;
+    /* "--runs --steps 5": getopt hands the next option over as the value */
+    if (optarg && !strncmp(optarg, "--", 2) && optarg[2]) {
+      if (rank == 0) fprintf(stderr, "squall-train: %s needs a value before '%s'\n", argv[optind - 2], optarg);
+      return -1;
+    }
     switch (opt) {
     case O_RUNS: o->runs = optarg; break;
     case O_SHORT: o->is_short = 1; break;
@@ -203,6 +210,22 @@ static int parse_options(int argc, char **argv, options *o, int rank) {
   return 0;
 }
 
+/* Whether path (an option's, NULL: not asked for) can be written: opened
+ * for appending, and removed again where it did not exist, so that a bad
+ * path is found before the runs. Prints why not. */
+static int can_write(const char *flag, const char *path) {
+  if (path == NULL) return 1;
+  int existed = access(path, F_OK) == 0;
+  FILE *f = fopen(path, "a");
+  if (f == NULL) {
+    fprintf(stderr, "squall-train: %s %s: cannot write it: %s\n", flag, path, strerror(errno));
+    return 0;
+  }
+  fclose(f);
+  if (!existed) remove(path);
+  return 1;
+}
+
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   int rank, ranks;
@@ -254,6 +277,35 @@ int main(int argc, char **argv) {
     return 2;
   }
 
+  /* --squall once, before any run: items squall cannot read, and the codec,
+   * which each run sets from its name (set here it would override every
+   * run's and mislabel them). Two probes with different codecs catch any
+   * spelling of SQUALL_COMPRESS, none included. */
+  if (o.squall_extra && *o.squall_extra) {
+    squallConfig_t a, b;
+    squallConfigDefault(&a);
+    squallConfigDefault(&b);
+    b.codec = squallCodecFp16;
+    const char *why = NULL;
+    if (squallConfigParse(&a, o.squall_extra) != squallSuccess) why = squallGetLastError();
+    else if (squallConfigParse(&b, o.squall_extra) == squallSuccess &&
+             (a.codec != squallCodecNone || b.codec != squallCodecFp16))
+      why = "it sets the codec, which each run takes from its name in --runs";
+    if (why) {
+      if (rank == 0) fprintf(stderr, "squall-train: --squall '%s': %s\n", o.squall_extra, why);
+      MPI_Finalize();
+      return 2;
+    }
+  }
+  /* The outputs, before hours of training rather than after. */
+  int writable = 1;
+  if (rank == 0) writable = can_write("--json", o.json) && can_write("--plot", o.plot);
+  MPI_Bcast(&writable, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  if (!writable) {
+    MPI_Finalize();
+    return 2;
+  }
+
   /* The run list, checked in full before any training. */
   char *list = strdup(o.runs);
   int cap = 1;
@@ -267,6 +319,12 @@ int main(int argc, char **argv) {
   }
   for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
     if (train_run_parse(tok, o.warmup_steps, o.squall_extra, rank == 0, &desc[nr++]) != 0) status = 2;
+    else
+      for (int j = 0; j < nr - 1; j++)
+        if (!strcmp(desc[j].label, tok)) { /* the table, JSON and plot key results by name */
+          if (rank == 0) fprintf(stderr, "squall-train: --runs names '%s' twice\n", tok);
+          status = 2;
+        }
   if (status || nr == 0) {
     if (nr == 0 && rank == 0) fprintf(stderr, "squall-train: --runs '%s' names no run\n", o.runs);
     MPI_Finalize();

@@ -41,13 +41,19 @@ int train_run_parse(const char *name, int warmup, const char *extra, int loud, t
   strcpy(codec, name);
   char *plus = strchr(codec, '+');
   if (plus) *plus++ = 0;
-  int ef = 1, want_warmup = 0; /* error feedback unless +noef: squall's default */
+  int ef = 1, ef_given = 0, want_warmup = 0; /* error feedback unless +noef: squall's default */
   while (plus && *plus) {
     char *next = strchr(plus, '+');
     if (next) *next++ = 0;
-    if (!strcmp(plus, "ef")) ef = 1;
-    else if (!strcmp(plus, "noef")) ef = 0;
-    else if (!strcmp(plus, "warmup")) want_warmup = 1;
+    int was_ef = ef_given;
+    if (!strcmp(plus, "ef") || !strcmp(plus, "noef")) {
+      ef_given = 1;
+      if (was_ef && ef != !strcmp(plus, "ef")) {
+        PARSE_ERROR("run '%s': +ef and +noef together\n", name);
+        return -1;
+      }
+      ef = !strcmp(plus, "ef");
+    } else if (!strcmp(plus, "warmup")) want_warmup = 1;
     else {
       PARSE_ERROR("run '%s': unknown modifier '+%s'; accepted: +ef, +noef, +warmup\n", name, plus);
       return -1;
