@@ -14,11 +14,13 @@
 static void usage(FILE *out) {
   fputs("usage: squall-info [-c] [-v] [--man-environment] [-h]\n"
         "  -c, --config        print the effective configuration (every SQUALL_* variable)\n"
-        "  -v, --version       print the version only\n"
+        "  -v, --version       print the version string only (the version, and the\n"
+        "                      build's kernels and transports in parentheses)\n"
         "  --man-environment   print squall(7)'s ENVIRONMENT section (man markup)\n"
         "  -h, --help          this help\n"
         "Exit status: 0, or 1 when the configuration in the environment is invalid\n"
-        "(a bad value, or a SQUALL_STATS file that cannot be written).\n",
+        "(a bad value, or a SQUALL_STATS file that cannot be written); 2 for bad usage\n"
+        "(including -v or --man-environment with another option).\n",
         out);
 }
 
@@ -102,12 +104,15 @@ int main(int argc, char **argv) {
                                            {"man-environment", no_argument, 0, 'm'},
                                            {"help", no_argument, 0, 'h'},
                                            {0, 0, 0, 0}};
-  int show_config = 0, opt;
+  int show_config = 0, only = 0, opt; /* only: -v or --man-environment, which print one thing */
   while ((opt = getopt_long(argc, argv, "cvh", longopts, NULL)) != -1) {
     switch (opt) {
     case 'c': show_config = 1; break;
-    case 'v': printf("%s\n", squallVersionString()); return 0;
-    case 'm': print_man_environment(); return 0;
+    case 'v':
+    case 'm':
+      if (only && only != opt) show_config = 1; /* two of them: refused below */
+      only = opt;
+      break;
     case 'h': usage(stdout); return 0;
     default: usage(stderr); return 2;
     }
@@ -116,6 +121,18 @@ int main(int argc, char **argv) {
     fprintf(stderr, "squall-info: unexpected argument '%s'\n", argv[optind]);
     usage(stderr);
     return 2;
+  }
+  if (only && show_config) { /* -cv would silently drop -c */
+    fprintf(stderr, "squall-info: %s prints only itself: give it alone\n", only == 'v' ? "-v" : "--man-environment");
+    return 2;
+  }
+  if (only == 'v') {
+    printf("%s\n", squallVersionString());
+    return 0;
+  }
+  if (only == 'm') {
+    print_man_environment();
+    return 0;
   }
   printf("squall %s\n", squallVersionString());
   squallConfig_t cfg;
