@@ -68,7 +68,8 @@ static void usage(FILE *f) {
           "                          nonfinite (1 in 4096 NaN or +-Inf)\n"
           "      --no-progress       no progress lines on stderr\n"
           "  -h, --help              this help\n"
-          "SIZE: bytes with an optional K, M or G (also KiB, MiB, GiB; powers of 1024), e.g. 64M.\n",
+          "SIZE: bytes with an optional K, M or G (also KiB, MiB, GiB or KB, MB, GB, any case;\n"
+          "      powers of 1024), e.g. 64M.\n",
           bench_backend_list());
 }
 

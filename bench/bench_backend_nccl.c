@@ -29,12 +29,24 @@ static int nccl_usable(char *why, size_t len) {
 /* float only for now: the driver stages data through the host as float. */
 static int nccl_supports(bench_dtype t) { return t == BENCH_F32; }
 
+/* comm returns MPI errors (squall-bench checks its timed calls); one here
+ * ends the job, as MPI's default handler would have. */
+static void mpi_or_abort(int e, const char *call, int rank, MPI_Comm comm, FILE *err) {
+  if (e == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(e, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "MPI error %d", e);
+  fprintf(err, "squall-bench: rank %d: %s failed: %s\n", rank, call, text);
+  MPI_Abort(comm, 3);
+}
+
 static int nccl_setup(MPI_Comm comm, FILE *err) {
   int rank, size, local = 0, ndev = 1;
   MPI_Comm_rank(comm, &rank);
   MPI_Comm_size(comm, &size);
   MPI_Comm node;
-  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+  mpi_or_abort(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node), "MPI_Comm_split_type",
+               rank, comm, err);
   MPI_Comm_rank(node, &local);
   MPI_Comm_free(&node);
   cudaGetDeviceCount(&ndev);
@@ -46,7 +58,7 @@ static int nccl_setup(MPI_Comm comm, FILE *err) {
   }
   ncclUniqueId id;
   if (rank == 0 && ncclGetUniqueId(&id) != ncclSuccess) memset(&id, 0, sizeof id);
-  MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm);
+  mpi_or_abort(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm), "MPI_Bcast of the NCCL id", rank, comm, err);
   ncclResult_t r = ncclCommInitRank(&nccl_comm, size, id, rank);
   if (r != ncclSuccess) {
     fprintf(err, "squall-bench: rank %d: ncclCommInitRank failed: %s (%s)\n", rank, ncclGetErrorString(r),

@@ -40,6 +40,18 @@ static void die(bench_ctx *c, const char *what) {
   exit(3);
 }
 
+/* The benchmark's own MPI calls (barriers, combining the figures) on its
+ * communicator, whose errors return (MPI_ERRORS_RETURN, for the timed
+ * all-reduces): a failure ends the job as MPI's default handler would. */
+static void mpi_ok(bench_ctx *c, int err, const char *call) {
+  if (err == MPI_SUCCESS) return;
+  char msg[MPI_MAX_ERROR_STRING + 64], text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(err, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "MPI error %d", err);
+  snprintf(msg, sizeof msg, "%s failed: %s", call, text);
+  die(c, msg);
+}
+
 static void progress(bench_ctx *c, size_t bytes, const char *codec, int it, int total) {
   c->work_done += (double)bytes;
   if (c->rank != 0 || !c->opt->progress) return;
@@ -140,7 +152,7 @@ static void run_one(bench_ctx *c, const char *codec, void *send, void *recv, flo
   squallStatsGet(&s0);
   for (int it = 0; it < total; it++) {
     fill(c, send, stage, count, it);
-    MPI_Barrier(c->comm);
+    mpi_ok(c, MPI_Barrier(c->comm), "MPI_Barrier");
     if (it == o->warmup) squallStatsGet(&s0);
     double t0 = MPI_Wtime();
     allreduce(c, plain, send, recv, count);
@@ -201,10 +213,10 @@ static void run_one(bench_ctx *c, const char *codec, void *send, void *recv, flo
   double mx[2] = {median, (s1.codecSeconds - s0.codecSeconds) / o->iters};
   double sum[4] = {(double)wire / o->iters, (double)in, err2, ref2};
   uint64_t hmin = hash, hmax = hash;
-  MPI_Allreduce(MPI_IN_PLACE, mx, 2, MPI_DOUBLE, MPI_MAX, c->comm);
-  MPI_Allreduce(MPI_IN_PLACE, sum, 4, MPI_DOUBLE, MPI_SUM, c->comm);
-  MPI_Allreduce(MPI_IN_PLACE, &hmin, 1, MPI_UINT64_T, MPI_MIN, c->comm);
-  MPI_Allreduce(MPI_IN_PLACE, &hmax, 1, MPI_UINT64_T, MPI_MAX, c->comm);
+  mpi_ok(c, MPI_Allreduce(MPI_IN_PLACE, mx, 2, MPI_DOUBLE, MPI_MAX, c->comm), "MPI_Allreduce of the times");
+  mpi_ok(c, MPI_Allreduce(MPI_IN_PLACE, sum, 4, MPI_DOUBLE, MPI_SUM, c->comm), "MPI_Allreduce of the sums");
+  mpi_ok(c, MPI_Allreduce(MPI_IN_PLACE, &hmin, 1, MPI_UINT64_T, MPI_MIN, c->comm), "MPI_Allreduce of the hashes");
+  mpi_ok(c, MPI_Allreduce(MPI_IN_PLACE, &hmax, 1, MPI_UINT64_T, MPI_MAX, c->comm), "MPI_Allreduce of the hashes");
 
   memset(row, 0, sizeof *row);
   row->bytes = bytes;
@@ -232,7 +244,7 @@ static void run_one(bench_ctx *c, const char *codec, void *send, void *recv, flo
  * rank that is about to stop. */
 static void all_ok_or_exit(bench_ctx *c, int ok, const char *what, int status) {
   int all = ok;
-  MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, c->comm);
+  mpi_ok(c, MPI_Allreduce(&ok, &all, 1, MPI_INT, MPI_MIN, c->comm), "MPI_Allreduce of the ranks' status");
   if (!all) {
     if (c->rank == 0) fprintf(stderr, "squall-bench: %s\n", what);
     MPI_Finalize();
@@ -344,7 +356,7 @@ int main(int argc, char **argv) {
   char cpu[256], mpilib[MPI_MAX_LIBRARY_VERSION_STRING];
   int mpilen = 0, node_ranks = 1;
   MPI_Comm node;
-  MPI_Comm_split_type(c.comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node);
+  mpi_ok(&c, MPI_Comm_split_type(c.comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node), "MPI_Comm_split_type");
   MPI_Comm_size(node, &node_ranks);
   MPI_Comm_free(&node);
   MPI_Get_library_version(mpilib, &mpilen);

@@ -1,7 +1,7 @@
 #!/bin/sh
 # The environment: a SQUALL_ variable that is no option (a typo) is named
 # on stderr with the option it may have meant, once; the options and the
-# variables of squall's own tools are not.
+# variables of squall's own tools are not. And squall-info's option rules.
 set -u
 info="$SQUALL_BUILDDIR/squall-info"
 # only the variables each case sets (the caller's SQUALL_ ones would count)
@@ -20,5 +20,14 @@ err=$(env SQUALL_COMPRESS=fp16 SQUALL_LINK=1gbit SQUALL_RANKS=4 SQUALL_PRELOAD_L
 [ -z "$(echo "$err" | grep 'unknown variable')" ] || bad "options or tools' variables taken for typos: '$err'"
 env SQUALL_COMPRES=fp16 "$info" -c 2>/dev/null | grep -q '^SQUALL_COMPRESS *= none' ||
   bad "the misspelt variable changed the configuration"
-[ $fails = 0 ] && echo "config env: 5 passed, 0 failed" && exit 0
+# squall-info's usage: -v and --man-environment print one thing each, so
+# with -c or with each other they are refused (exit 2), not half-obeyed.
+for args in "-cv" "-v --config" "-v --man-environment" "--man-environment -c"; do
+  # shellcheck disable=SC2086
+  out=$(env "$info" $args 2>&1)
+  rc=$?
+  [ $rc = 2 ] && echo "$out" | grep -q 'prints only itself' || bad "squall-info $args: exit $rc: '$out'"
+done
+env "$info" -v -h | grep -q '^usage: squall-info' || bad "squall-info -v -h did not print the help"
+[ $fails = 0 ] && echo "config env: 10 passed, 0 failed" && exit 0
 exit 1

@@ -494,6 +494,31 @@ static int run(const char *dir) {
   NCCL_OK(ncclCommFinalize(c6.nc));
   NCCL_OK(ncclCommDestroy(c6.nc));
   drop(&c6);
+  /* NCCL_COMM_BLOCKING=0 or 1 overrides the config, as in NCCL: the
+   * interposer must judge the mode NCCL gives, not the one asked for. */
+  setenv("NCCL_COMM_BLOCKING", "1", 1);
+  tcomm c6b;
+  world_comm(&c6b, "NCCL_COMM_BLOCKING=1 over config blocking=0", &nb);
+  tensor *t12b = tensor_new(15, 30000, wsize);
+  float_call(&c6b, t12b, 0, ncclSum, 1.0f, 0, -1, "float sum on a communicator NCCL_COMM_BLOCKING=1 kept blocking");
+  NCCL_OK(ncclCommDestroy(c6b.nc));
+  drop(&c6b);
+  setenv("NCCL_COMM_BLOCKING", "0", 1);
+  tcomm c6e;
+  memset(&c6e, 0, sizeof c6e);
+  c6e.name = "NCCL_COMM_BLOCKING=0 without a config";
+  ncclUniqueId id6e = new_id();
+  ncclResult_t ir = ncclCommInitRank(&c6e.nc, wsize, id6e, wrank);
+  check(ir == ncclSuccess || ir == ncclInProgress, "ncclCommInitRank under NCCL_COMM_BLOCKING=0: %d", (int)ir);
+  state = ncclInProgress;
+  for (int i = 0; i < 1000 && state == ncclInProgress; i++) NCCL_OK(ncclCommGetAsyncError(c6e.nc, &state));
+  MPI_Comm_dup(MPI_COMM_WORLD, &c6e.mc);
+  members(&c6e);
+  tensor *t12e = tensor_new(16, 30000, wsize);
+  float_call(&c6e, t12e, 0, ncclSum, 1.0f, 0, R_NONBLOCKING, "float sum on a communicator NCCL_COMM_BLOCKING=0 made non-blocking");
+  NCCL_OK(ncclCommDestroy(c6e.nc));
+  drop(&c6e);
+  unsetenv("NCCL_COMM_BLOCKING");
 
   /* 11. InitRankScalable with one id. */
   tcomm c7;

@@ -18,7 +18,8 @@
 # The figures and the reasoning behind each tolerance: README, "Does it hurt
 # accuracy?", and the comments below. SQUALL_TRAIN_SEED picks another seed
 # (default 1) to check a tolerance against; SQUALL_TRAIN_ARGS adds options,
-# e.g. --squall SQUALL_EF=0, which breaks error feedback and must fail.
+# e.g. --squall SQUALL_EF_MAX_BYTES=1, which leaves no room for residuals
+# (error feedback is lost) and should fail.
 set -u
 : "${SQUALL_BUILDDIR:?}"
 mode=${1:-short}
@@ -58,8 +59,9 @@ json=$tmp/result.json
 # one message naming the problem (short mode only: the checks cost seconds).
 if test "$mode" = short; then
   for case in "--json $tmp/no-such-dir/r.json|--json $tmp/no-such-dir/r.json: cannot write it" \
-              "--squall SQUALL_COMPRESS=fp16|it sets the codec" "--squall BOGUS=1|unknown squall option 'BOGUS'" \
-              "--runs fp16+noef+ef|+ef and +noef together" "--runs none,none|names 'none' twice" \
+              "--squall SQUALL_COMPRESS=fp16|it sets the codec" "--squall ef=0|it sets SQUALL_EF" "--squall squall_warmup=3|it sets SQUALL_WARMUP" \
+              "--runs=--steps|--runs needs a value before '--steps'" "--squall BOGUS=1|unknown squall option 'BOGUS'" \
+              "--runs fp16+noef+ef|+ef and +noef together" "--runs none,none,none|names 'none' more than once" \
               "--runs --steps|--runs needs a value before '--steps'"; do
     flags=${case%%|*} want=${case#*|}
     # shellcheck disable=SC2086

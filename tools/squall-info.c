@@ -20,7 +20,7 @@ static void usage(FILE *out) {
         "  -h, --help          this help\n"
         "Exit status: 0, or 1 when the configuration in the environment is invalid\n"
         "(a bad value, or a SQUALL_STATS file that cannot be written); 2 for bad usage\n"
-        "(including -v or --man-environment with another option).\n",
+        "(including -v or --man-environment with -c or with each other; -h wins).\n",
         out);
 }
 

@@ -146,13 +146,15 @@ static int parse_options(int argc, char **argv, options *o, int rank) {
   optind = 0; /* glibc: start over */
   if (o->is_short) short_defaults(o);
   opterr = loud = rank == 0; /* one complaint, not one per rank */
-  while ((opt = getopt_long(argc, argv, "vh", longopts, NULL)) != -1) {
+  int li = -1;
+  while ((opt = getopt_long(argc, argv, "vh", longopts, &li)) != -1) {
     int bad = 0;
     /* "--runs --steps 5": getopt hands the next option over as the value */
-    if (optarg && !strncmp(optarg, "--", 2) && optarg[2]) {
-      if (rank == 0) fprintf(stderr, "squall-train: %s needs a value before '%s'\n", argv[optind - 2], optarg);
+    if (optarg && !strncmp(optarg, "--", 2) && optarg[2] && li >= 0) {
+      if (rank == 0) fprintf(stderr, "squall-train: --%s needs a value before '%s'\n", longopts[li].name, optarg);
       return -1;
     }
+    li = -1;
     switch (opt) {
     case O_RUNS: o->runs = optarg; break;
     case O_SHORT: o->is_short = 1; break;
@@ -277,20 +279,27 @@ int main(int argc, char **argv) {
     return 2;
   }
 
-  /* --squall once, before any run: items squall cannot read, and the codec,
-   * which each run sets from its name (set here it would override every
-   * run's and mislabel them). Two probes with different codecs catch any
-   * spelling of SQUALL_COMPRESS, none included. */
+  /* --squall once, before any run: items squall cannot read, and what each
+   * run takes from its name (the codec, +ef/+noef, +warmup): set here they
+   * would override every run's and mislabel it. Two probes that differ in
+   * each of those catch any spelling of the variables, defaults included. */
   if (o.squall_extra && *o.squall_extra) {
     squallConfig_t a, b;
     squallConfigDefault(&a);
     squallConfigDefault(&b);
     b.codec = squallCodecFp16;
+    b.errorFeedback = !a.errorFeedback;
+    b.warmup = a.warmup + 1;
+    const squallConfig_t a0 = a, b0 = b;
     const char *why = NULL;
     if (squallConfigParse(&a, o.squall_extra) != squallSuccess) why = squallGetLastError();
-    else if (squallConfigParse(&b, o.squall_extra) == squallSuccess &&
-             (a.codec != squallCodecNone || b.codec != squallCodecFp16))
+    else if (squallConfigParse(&b, o.squall_extra) != squallSuccess) why = squallGetLastError();
+    else if (a.codec != a0.codec || b.codec != b0.codec)
       why = "it sets the codec, which each run takes from its name in --runs";
+    else if (a.errorFeedback != a0.errorFeedback || b.errorFeedback != b0.errorFeedback)
+      why = "it sets SQUALL_EF, which each run takes from its name in --runs (+ef, +noef)";
+    else if (a.warmup != a0.warmup || b.warmup != b0.warmup)
+      why = "it sets SQUALL_WARMUP, which each run takes from its name and --warmup-steps";
     if (why) {
       if (rank == 0) fprintf(stderr, "squall-train: --squall '%s': %s\n", o.squall_extra, why);
       MPI_Finalize();
@@ -319,12 +328,12 @@ int main(int argc, char **argv) {
   }
   for (char *save = NULL, *tok = strtok_r(list, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
     if (train_run_parse(tok, o.warmup_steps, o.squall_extra, rank == 0, &desc[nr++]) != 0) status = 2;
-    else
-      for (int j = 0; j < nr - 1; j++)
-        if (!strcmp(desc[j].label, tok)) { /* the table, JSON and plot key results by name */
-          if (rank == 0) fprintf(stderr, "squall-train: --runs names '%s' twice\n", tok);
-          status = 2;
-        }
+    else {
+      int seen = 0; /* the table, JSON and plot key results by name */
+      for (int j = 0; j < nr - 1; j++) seen += !strcmp(desc[j].label, tok);
+      if (seen) status = 2;
+      if (seen == 1 && rank == 0) fprintf(stderr, "squall-train: --runs names '%s' more than once\n", tok);
+    }
   if (status || nr == 0) {
     if (nr == 0 && rank == 0) fprintf(stderr, "squall-train: --runs '%s' names no run\n", o.runs);
     MPI_Finalize();

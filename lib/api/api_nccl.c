@@ -228,18 +228,27 @@ static squall_engine *engine_of(nccl_state *s, const squall_nccl_api *api, int d
 }
 
 static ncclResult_t run_on_state(const squall_nccl_api *api, squall_engine *e, squall_call *c, int device,
-                                 ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm);
+                                 ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, int *raised);
 
 ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *sendbuff, void *recvbuff, size_t count,
                                     ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
-                                    int in_group) {
+                                    int in_group, int *raised) {
 #define PASS() api->allReduce(sendbuff, recvbuff, count, datatype, op, comm, stream)
-  if (comm == NULL || recvbuff == NULL || (sendbuff == NULL && count > 0)) return PASS(); /* NCCL reports it */
+  int raised_here;
+  if (!raised) raised = &raised_here;
+  *raised = 1; /* cleared on each way to NCCL */
+  if (comm == NULL || recvbuff == NULL || (sendbuff == NULL && count > 0)) { /* NCCL reports it */
+    *raised = 0;
+    return PASS();
+  }
   /* A communicator that is not (or no longer) one, one still initialising
    * (non-blocking: ncclInProgress), or one in error is NCCL's business: the
    * call goes to NCCL as it is, which reports it. */
   ncclResult_t async = ncclSuccess;
-  if (api->commGetAsyncError(comm, &async) != ncclSuccess || async != ncclSuccess) return PASS();
+  if (api->commGetAsyncError(comm, &async) != ncclSuccess || async != ncclSuccess) {
+    *raised = 0;
+    return PASS();
+  }
   squall_call call = {.send = sendbuff, .recv = recvbuff, .count = count, .premul = 1.0f, .in_group = in_group,
                       .stream = (void *)stream};
   call.dtype = dtype_of(datatype, &call.elsize);
@@ -276,6 +285,7 @@ ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *send
     int p = 1;
     api->commCount(comm, &p);
     squall__engine_record_unrun(&call, squallPassNonblocking, p);
+    *raised = 0;
     return PASS();
   }
   if (e == NULL) {
@@ -285,7 +295,7 @@ ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *send
             squallGetLastError());
     return ncclSystemError;
   }
-  ncclResult_t result = run_on_state(api, e, &call, device, datatype, op, comm);
+  ncclResult_t result = run_on_state(api, e, &call, device, datatype, op, comm, raised);
   pthread_mutex_lock(&lock);
   int free_now = --s->users == 0 && s->forgotten;
   pthread_mutex_unlock(&lock);
@@ -296,7 +306,7 @@ ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *send
 
 /* The engine's part of squall__nccl_allreduce, with the state held (users > 0). */
 static ncclResult_t run_on_state(const squall_nccl_api *api, squall_engine *e, squall_call *c, int device,
-                                 ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm) {
+                                 ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, int *raised) {
   cudaStream_t stream = (cudaStream_t)c->stream;
   int prev = -1, dev = -1;
   if (device) {
@@ -313,6 +323,7 @@ static ncclResult_t run_on_state(const squall_nccl_api *api, squall_engine *e, s
    * data twice or pair collectives wrongly: the caller gets the error. */
   if (r != squallSuccess) return (ncclResult_t)r;
   if (d.route != SQ_ROUTE_PASS) return ncclSuccess;
+  *raised = 0;
   return api->allReduce(c->send, c->recv, c->count, datatype, op, comm, stream);
 }
 

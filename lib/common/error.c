@@ -6,7 +6,6 @@
 #include <stdio.h>
 
 static __thread char last_error[512];
-static __thread unsigned long failures; /* squall__fail calls on this thread */
 
 const char *squallGetErrorString(squallResult_t result) {
   switch (result) {
@@ -22,14 +21,11 @@ const char *squallGetErrorString(squallResult_t result) {
 
 const char *squallGetLastError(void) { return last_error; }
 
-unsigned long squall__fail_count(void) { return failures; }
-
 squallResult_t squall__fail(squallResult_t code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(last_error, sizeof last_error, fmt, ap);
   va_end(ap);
-  failures++;
   SQ_TRACE("error %d: %s", (int)code, last_error);
   return code;
 }

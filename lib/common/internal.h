@@ -19,10 +19,6 @@ extern "C" {
 squallResult_t squall__fail(squallResult_t code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* How many times squall__fail ran on this thread: a caller compares two
- * readings to learn whether squall recorded a failure in between. */
-unsigned long squall__fail_count(void);
-
 /* The process-wide configuration and its generation, which every
  * squallSetConfig() bumps: engines re-agree with their peers when it moves. */
 void squall__config_get(squallConfig_t *config, uint64_t *generation);

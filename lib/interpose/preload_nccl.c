@@ -29,6 +29,7 @@
 #endif
 #include "common/internal.h"
 
+#include <errno.h>
 #include <link.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -218,8 +219,11 @@ static int allreduce_seen;
  * Frameworks print ncclGetLastError beside a failed call's code. A failure
  * that squall raised itself leaves NCCL's text as it was, describing some
  * older error; so this thread's squall message is the last error from then
- * until NCCL's own text changes (a later NCCL failure). */
-static __thread char raised[700], nccl_then[256];
+ * until NCCL's own text changes (a later NCCL failure). Where NCCL's text
+ * changed during the call (squall failed because a collective of its own
+ * did), NCCL's text stays: it names the cause. */
+#define NCCL_TEXT_MAX 1024 /* NCCL's own buffer */
+static __thread char raised_text[700], nccl_then[NCCL_TEXT_MAX];
 static __thread int raised_valid;
 
 static const char *nccl_text(ncclComm_t comm) {
@@ -227,37 +231,29 @@ static const char *nccl_text(ncclComm_t comm) {
   return t ? t : "";
 }
 
-/* After an outermost all-reduce: before = squall__fail_count() and NCCL's
- * text (in nccl_before) from before it. */
-static ncclResult_t note_raised(ncclResult_t r, ncclComm_t comm, unsigned long before, const char *nccl_before) {
-  if (r == ncclSuccess) return r; /* NCCL keeps its text after a success too */
-  const char *now = nccl_text(comm);
-  if (strcmp(now, nccl_before) != 0 || squall__fail_count() == before) { /* NCCL's own failure */
-    raised_valid = 0;
-    return r;
-  }
-  snprintf(raised, sizeof raised, "squall: %s", squallGetLastError());
-  snprintf(nccl_then, sizeof nccl_then, "%s", now);
-  raised_valid = 1;
-  return r;
-}
-
 /* The outermost all-reduce on a communicator: squall's (which leaves
  * NCCL's business to NCCL), its own failures noted for ncclGetLastError. */
 static ncclResult_t allreduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
                               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  char before_text[256];
-  snprintf(before_text, sizeof before_text, "%s", nccl_text(comm));
-  unsigned long before = squall__fail_count();
+  char before[NCCL_TEXT_MAX];
+  snprintf(before, sizeof before, "%s", nccl_text(comm));
+  int raised = 0;
   ncclResult_t r = squall__nccl_allreduce(&api, sendbuff, recvbuff, count, datatype, op, comm, stream,
-                                          group_depth > 0);
-  return note_raised(r, comm, before, before_text);
+                                          group_depth > 0, &raised);
+  if (r == ncclSuccess) return r; /* NCCL keeps its text after a success too */
+  const char *now = nccl_text(comm);
+  raised_valid = raised && strncmp(now, before, sizeof before - 1) == 0;
+  if (raised_valid) {
+    snprintf(raised_text, sizeof raised_text, "squall: %s", squallGetLastError());
+    snprintf(nccl_then, sizeof nccl_then, "%s", now);
+  }
+  return r;
 }
 
 EXPORT const char *ncclGetLastError(ncclComm_t comm) {
   resolve();
   if (!inside && raised_valid) {
-    if (strncmp(nccl_text(comm), nccl_then, sizeof nccl_then - 1) == 0) return raised;
+    if (strncmp(nccl_text(comm), nccl_then, sizeof nccl_then - 1) == 0) return raised_text;
     raised_valid = 0;
   }
   return REAL(GetLastError) ? REAL(GetLastError)(comm) : "";
@@ -324,17 +320,22 @@ static ncclResult_t name_stats(ncclResult_t r, int rank) {
 /* Non-blocking communicators pass through: every call on one may answer
  * ncclInProgress, which the caller polls for; squall would have to wait
  * for each of its own steps (squall__nccl_settle), serialising what NCCL
- * overlaps. NCCL makes a new communicator non-blocking from the config's
- * blocking field where it is set; a split or shrink without a config
- * inherits the parent's mode; otherwise NCCL_COMM_BLOCKING=0 asks for it
- * (default: blocking). Squall's own collectives on a communicator it did
- * not see made (squallAllReduce, which links NCCL directly) settle each
- * step instead. */
+ * overlaps. The mode is NCCL's: NCCL_COMM_BLOCKING=0 or 1 overrides
+ * everything (read as NCCL reads it, strtoll base 0; other values are
+ * ignored); else the config's blocking field where it is set; else a
+ * split or shrink without a config inherits the parent's mode; else
+ * blocking. Squall's own collectives on a communicator it did not see
+ * made (squallAllReduce, which links NCCL directly) settle each step
+ * instead. */
 static int nonblocking_wanted(const ncclConfig_t *config, ncclComm_t parent) {
-  if (config && config->blocking != NCCL_CONFIG_UNDEF_INT) return config->blocking == 0;
-  if (parent && !config) return squall__nccl_is_nonblocking(parent);
   const char *env = getenv("NCCL_COMM_BLOCKING");
-  return env && *env && atoi(env) == 0;
+  if (env && *env) {
+    errno = 0;
+    long long v = strtoll(env, NULL, 0);
+    if (!errno && (v == 0 || v == 1)) return v == 0;
+  }
+  if (config) return config->blocking == 0;
+  return parent && squall__nccl_is_nonblocking(parent);
 }
 
 static ncclResult_t note_blocking(ncclResult_t r, ncclComm_t *newcomm, const ncclConfig_t *config,

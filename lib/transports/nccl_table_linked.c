@@ -28,5 +28,5 @@ const squall_nccl_api *squall__nccl_api_linked(void) { return &linked; }
 
 ncclResult_t squallAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
                              ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  return squall__nccl_allreduce(&linked, sendbuff, recvbuff, count, datatype, op, comm, stream, 0);
+  return squall__nccl_allreduce(&linked, sendbuff, recvbuff, count, datatype, op, comm, stream, 0, NULL);
 }

@@ -12,6 +12,7 @@
  */
 #include "fakenccl.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -158,6 +159,17 @@ static ncclResult_t config_blocking(const ncclConfig_t *config, const char *fn, 
   return ncclSuccess;
 }
 
+/* NCCL_COMM_BLOCKING=0 or 1 overrides the config and the parent's mode,
+ * as in NCCL (envConfigOverride); NCCL reads it with strtoll base 0, and
+ * any other value leaves the mode alone. */
+static int env_blocking(int blocking) {
+  const char *env = getenv("NCCL_COMM_BLOCKING");
+  if (!env || !*env) return blocking;
+  errno = 0;
+  long long v = strtoll(env, NULL, 0);
+  return !errno && (v == 0 || v == 1) ? (int)v : blocking;
+}
+
 /* Wraps an MPI communicator already ordered by NCCL rank. A non-blocking
  * one reports ncclInProgress once through ncclCommGetAsyncError, so that
  * callers exercise NCCL's polling protocol. The call itself returns
@@ -174,7 +186,7 @@ static ncclResult_t comm_wrap(MPI_Comm mc, int blocking, const char *fn, ncclCom
   c->mpi = mc;
   MPI_Comm_rank(mc, &c->rank);
   MPI_Comm_size(mc, &c->nranks);
-  c->blocking = blocking;
+  c->blocking = blocking = env_blocking(blocking);
   c->pending = !blocking;
   registry_add(c);
   *newcomm = c;
