@@ -112,6 +112,17 @@ static void world_comm(tcomm *c, const char *name, ncclConfig_t *config) {
   members(c);
 }
 
+/* A new non-blocking communicator (r: what its creation answered) is
+ * polled until ready, then joined to the world's MPI mirror. */
+static void nonblocking_ready(tcomm *c, ncclResult_t r, const char *what) {
+  check(r == ncclSuccess || r == ncclInProgress, "%s: %d", what, (int)r);
+  ncclResult_t state = ncclInProgress;
+  for (int i = 0; i < 1000 && state == ncclInProgress; i++) NCCL_OK(ncclCommGetAsyncError(c->nc, &state));
+  check(state == ncclSuccess, "%s: state %d after polling", what, (int)state);
+  MPI_Comm_dup(MPI_COMM_WORLD, &c->mc);
+  members(c);
+}
+
 static void drop(tcomm *c) {
   MPI_Comm_free(&c->mc);
   c->nc = NULL;
@@ -481,12 +492,7 @@ static int run(const char *dir) {
   tcomm c6s;
   memset(&c6s, 0, sizeof c6s);
   c6s.name = "non-blocking split";
-  ncclResult_t sr = ncclCommSplit(c6.nc, 0, wrank, &c6s.nc, NULL);
-  check(sr == ncclSuccess || sr == ncclInProgress, "split of a non-blocking communicator: %d", (int)sr);
-  state = ncclInProgress;
-  for (int i = 0; i < 1000 && state == ncclInProgress; i++) NCCL_OK(ncclCommGetAsyncError(c6s.nc, &state));
-  MPI_Comm_dup(MPI_COMM_WORLD, &c6s.mc);
-  members(&c6s);
+  nonblocking_ready(&c6s, ncclCommSplit(c6.nc, 0, wrank, &c6s.nc, NULL), "split of a non-blocking communicator");
   tensor *t12s = tensor_new(14, 30000, wsize);
   float_call(&c6s, t12s, 0, ncclSum, 1.0f, 0, R_NONBLOCKING, "float sum on a non-blocking communicator's split");
   NCCL_OK(ncclCommDestroy(c6s.nc));
@@ -508,12 +514,7 @@ static int run(const char *dir) {
   memset(&c6e, 0, sizeof c6e);
   c6e.name = "NCCL_COMM_BLOCKING=0 without a config";
   ncclUniqueId id6e = new_id();
-  ncclResult_t ir = ncclCommInitRank(&c6e.nc, wsize, id6e, wrank);
-  check(ir == ncclSuccess || ir == ncclInProgress, "ncclCommInitRank under NCCL_COMM_BLOCKING=0: %d", (int)ir);
-  state = ncclInProgress;
-  for (int i = 0; i < 1000 && state == ncclInProgress; i++) NCCL_OK(ncclCommGetAsyncError(c6e.nc, &state));
-  MPI_Comm_dup(MPI_COMM_WORLD, &c6e.mc);
-  members(&c6e);
+  nonblocking_ready(&c6e, ncclCommInitRank(&c6e.nc, wsize, id6e, wrank), "ncclCommInitRank under NCCL_COMM_BLOCKING=0");
   tensor *t12e = tensor_new(16, 30000, wsize);
   float_call(&c6e, t12e, 0, ncclSum, 1.0f, 0, R_NONBLOCKING, "float sum on a communicator NCCL_COMM_BLOCKING=0 made non-blocking");
   NCCL_OK(ncclCommDestroy(c6e.nc));
