@@ -4,12 +4,16 @@
  * exact, 16-bit paths meet their error bound, top-k equals an independent
  * reference on every rank, error feedback conserves every input exactly.
  */
+#include <fenv.h>
 #include <math.h>
 #include <pthread.h>
 #include <time.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
 
 #include "codecs/codec.h"
 #include "engine/engine.h"
@@ -203,6 +207,67 @@ START_TEST(test_topk_matches_reference) {
   check_topk("", 0.01, 100003, 1);
   check_topk("", 0.05, 4096, 3);
   check_topk("", 0.001, 1 << 17, 1);
+}
+END_TEST
+
+/* An application may change the floating-point environment, on one rank
+ * only: the rounding mode (fesetround), flush-to-zero and
+ * denormals-are-zero (-ffast-math, torch.set_flush_denormal). Every
+ * codec's result is still the bits the default environment gives, on
+ * every rank.
+ * Inputs: uniform values, whose sums round, and subnormal ones, which
+ * denormals-are-zero would read as zeros. */
+static void odd_fp_env(int on) {
+  static int rm;
+#if defined(__x86_64__) || defined(__i386__)
+  static unsigned csr;
+  if (on) {
+    csr = _mm_getcsr();
+    _mm_setcsr(csr | 0x8040u); /* flush-to-zero, denormals-are-zero */
+  } else
+    _mm_setcsr(csr);
+#endif
+  if (on) {
+    rm = fegetround();
+    fesetround(FE_UPWARD);
+  } else
+    fesetround(rm);
+}
+
+START_TEST(test_codecs_ignore_a_ranks_fp_environment) {
+  const char *specs[] = {"SQUALL_COMPRESS=topk:0.25 SQUALL_ZSTD=0",
+                         "SQUALL_COMPRESS=topk:0.01 SQUALL_ZSTD=0",
+                         "SQUALL_COMPRESS=topk:0.25 SQUALL_TOPK_VALUES=fp16 SQUALL_ZSTD=0",
+                         "SQUALL_COMPRESS=fp16",
+                         "SQUALL_COMPRESS=bf16",
+                         "SQUALL_COMPRESS=fp16 SQUALL_HALF_ACCUM=half",
+                         "SQUALL_COMPRESS=int8",
+                         "SQUALL_COMPRESS=int4",
+                         "SQUALL_COMPRESS=fp8"};
+  size_t n = 40099;
+  float *g = malloc(n * 4), *want = malloc(n * 4), *got = malloc(n * 4);
+  for (size_t s = 0; s < sizeof specs / sizeof *specs; s++)
+    for (int tiny = 0; tiny < 2; tiny++) {
+      fill(g, n, 57 + (uint64_t)tiny, rank, gen_uniform);
+      if (tiny)
+        for (size_t i = 0; i < n; i++) g[i] *= 0x1p-130f;
+      use_config(specs[s]);
+      ck_assert_int_eq(squallMpiAllreduce(g, want, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+      squallMpiResetResiduals(MPI_COMM_WORLD);
+      if (rank == 0) odd_fp_env(1);
+      int rc = squallMpiAllreduce(g, got, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      if (rank == 0) odd_fp_env(0);
+      ck_assert_int_eq(rc, MPI_SUCCESS);
+      assert_identical_across_ranks(got, n * 4);
+      size_t bad = 0;
+      while (bad < n && memcmp(&got[bad], &want[bad], 4) == 0) bad++;
+      int all_same = bad == n; /* every rank fails together: none waits in the next call */
+      MPI_Allreduce(MPI_IN_PLACE, &all_same, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+      ck_assert_msg(all_same, "%s%s: element %zu is %a, %a in the default environment (rank %d)", specs[s],
+                    tiny ? " (subnormal inputs)" : "", bad, bad < n ? got[bad] : 0.0f, bad < n ? want[bad] : 0.0f,
+                    rank);
+    }
+  free(g); free(want); free(got);
 }
 END_TEST
 
@@ -857,6 +922,7 @@ static Suite *engine_suite(void) {
   tc = tcase(s, "topk");
   tcase_add_test(tc, test_topk_matches_reference);
   tcase_add_test(tc, test_topk_ratio_one_equals_dense);
+  tcase_add_test(tc, test_codecs_ignore_a_ranks_fp_environment);
   tcase_add_test(tc, test_topk_in_place);
   tc = tcase(s, "conservation");
   tcase_add_test(tc, test_conservation_topk);

@@ -26,7 +26,8 @@
  * is what sq_ftz does in the per-element definition, and no instruction
  * meets a subnormal it produced (x86 cores that take a microcode assist per
  * subnormal slowed whole calls 20x). Only FTZ, not DAZ: a subnormal input g
- * is used as it is, as the definition does.
+ * is used as it is, as the definition does; so DAZ is cleared, and the
+ * rounding mode set to nearest, whatever the application set.
  *
  * CPU features come from cpuid and xgetbv (squall__cpu_x86), not from
  * __builtin_cpu_supports, whose "f16c" name clang 14 does not know. */
@@ -60,10 +61,11 @@ int squall__cpu_x86(int feature) {
   return (cached & feature) == feature;
 }
 
-/* MXCSR with flush-to-zero (bit 15) for the duration of a hot loop. */
+/* MXCSR with flush-to-zero (bit 15) for the duration of a hot loop, and
+ * otherwise the default environment (squall__fp_default_begin). */
 static inline unsigned ftz_begin(void) {
   unsigned old = _mm_getcsr();
-  _mm_setcsr(old | 0x8000u);
+  _mm_setcsr((old & ~SQ_MXCSR_FTZ_RC_DAZ) | 0x8000u);
   return old;
 }
 static inline void ftz_end(unsigned old) { _mm_setcsr(old); }
@@ -377,16 +379,12 @@ float squall__absmax(const float *g, const float *res, size_t n) {
   float m = 0.0f;
   size_t i = 0;
 #ifdef SQ_HAVE_F16C_PATH
-  unsigned csr = 0;
-  int simd = squall__cpu_x86(SQ_CPU_AVX);
-  if (simd) {
-    csr = ftz_begin();
-    i = absmax_avx(g, res, n, &m);
-  }
+  unsigned csr = ftz_begin();
+  if (squall__cpu_x86(SQ_CPU_AVX)) i = absmax_avx(g, res, n, &m);
 #endif
   for (; i < n; i++) m = absmax_one(m, res ? sq_ftz(ldf(g, i) + ldf(res, i)) : ldf(g, i));
 #ifdef SQ_HAVE_F16C_PATH
-  if (simd) ftz_end(csr);
+  ftz_end(csr);
 #endif
   return m;
 }
@@ -499,6 +497,9 @@ static inline void decode_one(sq_half_kind kind, const uint16_t *in, float *out,
 void squall__half_decode(sq_half_kind kind, const uint16_t *in, float *out, size_t n, float scale,
                          int accumulate) {
   size_t i = 0;
+  /* every rank decodes the same codes: the same bits whatever its own
+   * rounding mode, flush-to-zero or denormals-are-zero */
+  const unsigned fp = squall__fp_default_begin();
 #ifdef SQ_HAVE_F16C_PATH
   int f16 = kind == SQ_HALF_FP16 && exact_reciprocal(scale) && have_f16c();
   int b16 = kind == SQ_HALF_BF16 && exact_reciprocal(scale) && have_avx2();
@@ -506,13 +507,16 @@ void squall__half_decode(sq_half_kind kind, const uint16_t *in, float *out, size
   if (b16) i = decode_bf16_avx2(in, out, n, scale, accumulate);
 #endif
   for (; i < n; i++) decode_one(kind, in, out, i, scale, accumulate);
+  squall__fp_default_end(fp);
 }
 
 void squall__half_sum(sq_half_kind kind, const uint16_t *a, uint16_t *b, size_t n) {
   size_t i = 0;
+  const unsigned fp = squall__fp_default_begin();
 #ifdef SQ_HAVE_F16C_PATH
   if (kind == SQ_HALF_FP16 && have_f16c()) i = sum_f16c(a, b, n);
   if (kind == SQ_HALF_BF16 && have_avx2()) i = sum_bf16_avx2(a, b, n);
 #endif
   for (; i < n; i++) st16(b, i, sq_half_from_f32(kind, sq_half_to_f32(kind, ld16(a, i)) + sq_half_to_f32(kind, ld16(b, i))));
+  squall__fp_default_end(fp);
 }

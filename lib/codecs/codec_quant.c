@@ -19,23 +19,16 @@
 
 #ifdef SQ_QUANT_HAVE_AVX2
 #include <immintrin.h>
-/* IEEE subnormals for the duration of a call (the MXCSR restored on
- * return): the definition, like the CUDA twin, flushes nothing, and an
- * application's denormals-are-zero or flush-to-zero (-ffast-math,
- * torch.set_flush_denormal) would flush in the multiplies of the scalar
- * code while the vector loops' tiny buckets, which form those products on
- * the bits, would not: within a bucket, or between ranks with and without
- * AVX2, the bits would differ. */
-static unsigned ieee_begin(void) {
-  unsigned old = _mm_getcsr();
-  _mm_setcsr(old & ~0x8040u); /* FTZ (bit 15), DAZ (bit 6) */
-  return old;
-}
-static void ieee_end(unsigned old) { _mm_setcsr(old); }
-#else
-static unsigned ieee_begin(void) { return 0; }
-static void ieee_end(unsigned old) { (void)old; }
 #endif
+/* IEEE arithmetic for the duration of a call (squall__fp_default_begin):
+ * the definition, like the CUDA twin, rounds to nearest and flushes
+ * nothing, and an application's denormals-are-zero or flush-to-zero
+ * (-ffast-math, torch.set_flush_denormal) would flush in the multiplies of
+ * the scalar code while the vector loops' tiny buckets, which form those
+ * products on the bits, would not: within a bucket, or between ranks with
+ * and without AVX2, the bits would differ. */
+#define ieee_begin squall__fp_default_begin
+#define ieee_end squall__fp_default_end
 
 /* Whether the AVX2 loops may run (once per call: tests switch it off). */
 static int use_avx2(void) {

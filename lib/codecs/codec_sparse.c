@@ -44,6 +44,7 @@ int squall__sparse_decode(const void *slots, int nranks, size_t k, squallValueTy
   if (n > 0) memset(dense, 0, n * sizeof *dense);
   if (!ok) return -1;
 
+  const unsigned fp = squall__fp_default_begin(); /* the same bits on every rank */
   for (int r = 0; r < nranks; r++) {
     const char *slot = base + (size_t)r * sb;
     const char *vals = slot + 4 * k;
@@ -68,6 +69,7 @@ int squall__sparse_decode(const void *slots, int nranks, size_t k, squallValueTy
       memcpy(at, &cur, sizeof cur);
     }
   }
+  squall__fp_default_end(fp);
   return 0;
 }
 
@@ -247,7 +249,9 @@ int squall__topk_finish(const float *g, float *res, size_t n, const void *slots,
     return -1;
   }
   int ndecode = dense && nranks <= FINISH_MAX_RANKS ? nranks : 0;
+  const unsigned fp = squall__fp_default_begin(); /* the same bits on every rank */
   finish_tiles(g, res, n, base, sb, ndecode, own, k, fp16, ndecode == nranks ? dense : NULL);
+  squall__fp_default_end(fp);
   /* Many ranks: the residual is done (g read), now the plain decoder. */
   if (dense && ndecode != nranks) return squall__sparse_decode(slots, nranks, k, values, dense, n);
   return 0;

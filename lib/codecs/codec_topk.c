@@ -63,6 +63,7 @@ size_t squall__topk_k(size_t count, double ratio) {
   if (count == 0) return 0;
   if (!(ratio > 0.0)) return 1; /* also NaN */
   if (ratio >= 1.0) return count;
+  const unsigned fp = squall__fp_default_begin(); /* every rank's k, whatever its rounding mode */
   double x = ratio * (double)count; /* < count <= 2^64, so the cast below is defined */
   size_t m = (size_t)x;             /* floor; x - m is exact (truncating a double is a double) */
   double frac = x - (double)m;
@@ -71,6 +72,7 @@ size_t squall__topk_k(size_t count, double ratio) {
    * exactly: 0.07*100 == 7.000000000000001. A fraction within 4 ulps of x is
    * that rounding, not a real remainder, and does not take one more entry. */
   size_t k = frac > 4.0 * DBL_EPSILON * x ? m + 1 : m;
+  squall__fp_default_end(fp);
   if (k < 1) k = 1;
   if (k > count) k = count;
   return k;
@@ -509,6 +511,10 @@ static int topk_run(const float *g, const float *res, float *out_res, size_t n, 
                     int *path) {
   /* Indices are u32, and a histogram bin counts in u32. */
   if (k > n || (uint64_t)n > UINT32_MAX) return -1;
+  /* a = g + res, the fp16 values and the residual as the definition and
+   * the CUDA twin form them, whatever the application's rounding mode,
+   * flush-to-zero or denormals-are-zero */
+  const unsigned fp = squall__fp_default_begin();
   const int fp16 = values == squallValueFp16;
   char *idx_out = (char *)slot;
   char *val_out = idx_out + 4 * k;
@@ -536,6 +542,7 @@ static int topk_run(const float *g, const float *res, float *out_res, size_t n, 
   } else {
     full_path(g, res, out_res, 0, n, k, fp16, scale, idx_out, val_out, workspace);
   }
+  squall__fp_default_end(fp);
   if (path) *path = taken;
   return 0;
 }

@@ -6,6 +6,7 @@
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
+#include <fenv.h>
 #include <stdio.h>
 
 #include "squall.h"
@@ -14,6 +15,19 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Decimal text and doubles converted as every rank converts them: glibc's
+ * strtod and printf follow the rounding mode, which an application may
+ * change on one rank (fesetround), and the ranks compare the configuration
+ * as text. Returns the mode squall__round_nearest_end restores. */
+static inline int squall__round_nearest_begin(void) {
+  int old = fegetround();
+  if (old != FE_TONEAREST) fesetround(FE_TONEAREST);
+  return old;
+}
+static inline void squall__round_nearest_end(int old) {
+  if (old != FE_TONEAREST) fesetround(old);
+}
 
 /* Records a formatted detail for squallGetLastError() and returns code. */
 squallResult_t squall__fail(squallResult_t code, const char *fmt, ...)

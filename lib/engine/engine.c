@@ -135,6 +135,7 @@ void squall__engine_free(squall_engine *e) {
 /* Everything that changes what goes on the wire or what the sum means. */
 static void describe(const squallConfig_t *c, char *out) {
   char codec[64];
+  int rm = squall__round_nearest_begin(); /* the same text on every rank */
   snprintf(out, DESC_BYTES, "compress=%s values=%s ef=%d min_bytes=%zu zstd=%d warmup=%d min_ranks=%d",
            squallConfigCodecString(c, codec, sizeof codec),
            c->topkValues == squallValueFp16 ? "fp16" : "fp32", c->errorFeedback, c->minBytes,
@@ -151,6 +152,7 @@ static void describe(const squallConfig_t *c, char *out) {
            c->costModel, c->linkGbps);
   if (c->codec == squallCodecTopk) /* the exact ratio, not %g's rounding */
     snprintf(out + strlen(out), DESC_BYTES - strlen(out), " ratio=%.17g", c->topkRatio);
+  squall__round_nearest_end(rm);
 }
 
 /* 62 bits of FNV-1a over the description: positive, so that its negation
