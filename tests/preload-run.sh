@@ -134,6 +134,32 @@ else
   echo "note: no NCCL interposer or no python3 with mpi4py: --mpi hint checks skipped"
 fi
 
+# 7b. A process whose SQUALL_ variables hold a bad value runs with
+#     compression off, says so once, and still writes the SQUALL_STATS file
+#     its own valid value asks for (the calls show as passed through).
+if test -n "$py" && "$py" -c 'import numpy' >/dev/null 2>&1; then
+  arrprog='from mpi4py import MPI
+import numpy as np
+c = MPI.COMM_WORLD
+x = np.ones(1 << 18, dtype=np.float32)
+y = np.empty_like(x)
+c.Allreduce(x, y)
+assert (y == c.Get_size()).all()
+print("array allreduce ok")'
+  SQUALL_COMPRESS=fp16 SQUALL_EF=7 SQUALL_STATS="$tmp/bad.%r.json" LD_PRELOAD=$mpilib \
+    "$b/tests/run-mpi.sh" 2 -x SQUALL_COMPRESS -x SQUALL_EF -x SQUALL_STATS -x LD_PRELOAD \
+    "$py" -c "$arrprog" > "$tmp/out" 2>&1
+  expect_status 0 $? "a bad SQUALL_EF"
+  expect_text "$tmp/out" "array allreduce ok" "a bad SQUALL_EF"
+  expect_text "$tmp/out" "compression is off for this process" "a bad SQUALL_EF"
+  for r in 0 1; do
+    if grep -q '"compressed_calls": 0' "$tmp/bad.$r.json" 2>/dev/null; then ok
+    else bad "a bad SQUALL_EF: rank $r wrote no statistics with 0 compressed calls to $tmp/bad.$r.json"; fi
+  done
+else
+  echo "note: no python3 with mpi4py and numpy: the bad-value statistics check is skipped"
+fi
+
 # 8. Usage errors, and a command that does not exist.
 "$run" --mpi > "$tmp/out" 2>&1
 expect_status 2 $? "no command"

@@ -586,6 +586,13 @@ static void config_load(void) {
     snprintf(why, sizeof why, "%s", squallGetLastError());
     squallConfigDefault(&c);
     c.codec = squallCodecNone;
+    /* What only reports keeps working where its own value is valid: the
+     * statistics file then shows the calls passed through. */
+    static const char *const reporting[] = {"SQUALL_DEBUG", "SQUALL_STATS"};
+    for (size_t i = 0; i < SQ_ARRAY_SIZE(reporting); i++) {
+      const char *v = getenv(reporting[i]);
+      if (v) (void)squallConfigSet(&c, reporting[i], v);
+    }
     squall__log_set_level(c.debug);
     SQ_WARN("%s; compression is off for this process (every call passes through)", why);
   }
