@@ -291,8 +291,11 @@ ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *send
   if (e == NULL) {
     /* Passing through alone could pair this rank's plain all-reduce with
      * its peers' compressed collectives: fail, as NCCL would. */
-    SQ_WARN("squallAllReduce(count=%zu): cannot set up squall state for the NCCL communicator: %s", count,
-            squallGetLastError());
+    char why[256]; /* the engine's reason where it gave one (a failed find() gives none) */
+    snprintf(why, sizeof why, "%s", s ? squallGetLastError() : "out of memory");
+    squall__fail(squallSystemError, "squallAllReduce(count=%zu): cannot set up squall state for the NCCL "
+                 "communicator: %s", count, why);
+    SQ_WARN("%s", squallGetLastError());
     return ncclSystemError;
   }
   ncclResult_t result = run_on_state(api, e, &call, device, datatype, op, comm, raised);

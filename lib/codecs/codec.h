@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include "squall.h"
 #include "codecs/codec_math.h"
+#include "common/fpenv.h" /* squall__fp_default_begin */
 
 #ifdef __cplusplus
 extern "C" {
@@ -22,34 +23,6 @@ int squall__cpu_x86(int feature_mask);
  * tests can run the scalar paths a CPU without them takes. Not for use
  * while other threads encode. */
 void squall__cpu_x86_disable(int feature_mask);
-
-/* The floating-point environment the codecs' definitions (and their CUDA
- * twins) assume, for the duration of a call: round to nearest, no
- * flush-to-zero, no denormals-are-zero. An application may set any of
- * them (fesetround, -ffast-math, torch.set_flush_denormal), and on one
- * rank only: where every rank forms the same value from the gathered
- * payloads (the top-k sum), other settings would give other bits. Returns
- * what squall__fp_default_end restores. */
-#if defined(__CUDACC__)
-/* device code has its own, fixed environment */
-#elif defined(__x86_64__) || defined(__i386__)
-#include <xmmintrin.h>
-#define SQ_MXCSR_FTZ_RC_DAZ 0xe040u /* flush-to-zero (15), rounding control (13-14), denormals-are-zero (6) */
-static inline unsigned squall__fp_default_begin(void) {
-  unsigned old = _mm_getcsr();
-  _mm_setcsr(old & ~SQ_MXCSR_FTZ_RC_DAZ);
-  return old;
-}
-static inline void squall__fp_default_end(unsigned old) { _mm_setcsr(old); }
-#else
-#include <fenv.h>
-static inline unsigned squall__fp_default_begin(void) {
-  int old = fegetround();
-  fesetround(FE_TONEAREST);
-  return (unsigned)old;
-}
-static inline void squall__fp_default_end(unsigned old) { fesetround((int)old); }
-#endif
 
 /* ---------------------------------------------------------------- 16-bit */
 

@@ -65,7 +65,7 @@ int squall__cpu_x86(int feature) {
  * otherwise the default environment (squall__fp_default_begin). */
 static inline unsigned ftz_begin(void) {
   unsigned old = _mm_getcsr();
-  _mm_setcsr((old & ~SQ_MXCSR_FTZ_RC_DAZ) | 0x8000u);
+  _mm_setcsr((old & ~SQ_MXCSR_FTZ_RC_DAZ) | SQ_MXCSR_MASK_ALL | 0x8000u);
   return old;
 }
 static inline void ftz_end(unsigned old) { _mm_setcsr(old); }

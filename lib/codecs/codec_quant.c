@@ -314,6 +314,7 @@ void squall__half_reduce(sq_half_kind kind, const uint16_t *blocks, int nblocks,
    * acc = d_0; acc = acc + d_r, as squall__half_decode computes it (whose
    * vector loops the fused one repeats, sums kept in registers). */
   size_t i0 = 0;
+  const unsigned fp = ieee_begin();
 #ifdef SQ_QUANT_HAVE_AVX2
   int cpu = squall__cpu_x86(kind == SQ_HALF_FP16 ? SQ_CPU_AVX2 | SQ_CPU_F16C : SQ_CPU_AVX2);
   if (cpu && nblocks > 0 && exact_reciprocal(scale))
@@ -321,4 +322,5 @@ void squall__half_reduce(sq_half_kind kind, const uint16_t *blocks, int nblocks,
 #endif
   for (int r = 0; r < nblocks; r++)
     squall__half_decode(kind, blocks + (size_t)r * block_elems + i0, out + i0, n - i0, scale, r > 0);
+  ieee_end(fp);
 }

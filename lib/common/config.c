@@ -77,9 +77,10 @@ static int parse_ratio(const char *v, double *out) {
   if (*p) return -1;
   char *end;
   errno = 0;
-  int rm = squall__round_nearest_begin();
+  fenv_t env;
+  squall__round_nearest_begin(&env);
   double r = strtod(v, &end);
-  squall__round_nearest_end(rm);
+  squall__round_nearest_end(&env);
   if (errno || end != p) return -1;
   *out = r;
   return 0;
@@ -90,12 +91,13 @@ static int parse_ratio(const char *v, double *out) {
  * squall-info and squallConfigCodecString print, set again, is the same
  * configuration (%g's 6 digits made another ratio). */
 static void print_double(char *b, size_t n, double v) {
-  int rm = squall__round_nearest_begin();
+  fenv_t env;
+  squall__round_nearest_begin(&env);
   for (int prec = 6; prec <= 17; prec++) {
     snprintf(b, n, "%.*g", prec, v);
     if (strtod(b, NULL) == v) break;
   }
-  squall__round_nearest_end(rm);
+  squall__round_nearest_end(&env);
 }
 
 static int parse_compress(squallConfig_t *c, const char *v) {

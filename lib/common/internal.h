@@ -19,15 +19,13 @@ extern "C" {
 /* Decimal text and doubles converted as every rank converts them: glibc's
  * strtod and printf follow the rounding mode, which an application may
  * change on one rank (fesetround), and the ranks compare the configuration
- * as text. Returns the mode squall__round_nearest_end restores. */
-static inline int squall__round_nearest_begin(void) {
-  int old = fegetround();
-  if (old != FE_TONEAREST) fesetround(FE_TONEAREST);
-  return old;
+ * as text. The whole environment is saved and restored (fegetround reads
+ * the x87 control word only, where MXCSR may hold another mode). */
+static inline void squall__round_nearest_begin(fenv_t *saved) {
+  fegetenv(saved);
+  fesetround(FE_TONEAREST);
 }
-static inline void squall__round_nearest_end(int old) {
-  if (old != FE_TONEAREST) fesetround(old);
-}
+static inline void squall__round_nearest_end(const fenv_t *saved) { fesetenv(saved); }
 
 /* Records a formatted detail for squallGetLastError() and returns code. */
 squallResult_t squall__fail(squallResult_t code, const char *fmt, ...)

@@ -135,7 +135,8 @@ void squall__engine_free(squall_engine *e) {
 /* Everything that changes what goes on the wire or what the sum means. */
 static void describe(const squallConfig_t *c, char *out) {
   char codec[64];
-  int rm = squall__round_nearest_begin(); /* the same text on every rank */
+  fenv_t env;
+  squall__round_nearest_begin(&env); /* the same text on every rank */
   snprintf(out, DESC_BYTES, "compress=%s values=%s ef=%d min_bytes=%zu zstd=%d warmup=%d min_ranks=%d",
            squallConfigCodecString(c, codec, sizeof codec),
            c->topkValues == squallValueFp16 ? "fp16" : "fp32", c->errorFeedback, c->minBytes,
@@ -152,7 +153,7 @@ static void describe(const squallConfig_t *c, char *out) {
            c->costModel, c->linkGbps);
   if (c->codec == squallCodecTopk) /* the exact ratio, not %g's rounding */
     snprintf(out + strlen(out), DESC_BYTES - strlen(out), " ratio=%.17g", c->topkRatio);
-  squall__round_nearest_end(rm);
+  squall__round_nearest_end(&env);
 }
 
 /* 62 bits of FNV-1a over the description: positive, so that its negation
@@ -455,7 +456,9 @@ static squallResult_t run_half(squall_engine *e, const squall_call *c, const squ
   double t1 = squall__now();
   SQ_FORWARD_IF_ERROR(e->tr.allreduce_max_f32(e->tr.ctx, s, &st->scalars[0], 1));
   /* The sum of p codes must stay finite: scale the global max to limit/p. */
+  unsigned fp = squall__fp_default_begin(); /* every rank's limit, whatever its rounding mode */
   float limit = (kind == SQ_HALF_FP16 ? SQ_F16_MAX : SQ_BF16_MAX) / (float)p;
+  squall__fp_default_end(fp);
   float max_scale = kind == SQ_HALF_FP16 ? sq_pow2(100) : 1.0f; /* bf16: range is float's */
   double t2 = squall__now();
   SQ_FORWARD_IF_ERROR(e->k.pow2_scale(s, &st->scalars[0], limit, max_scale, &st->scalars[1]));

@@ -21,7 +21,7 @@ static squallResult_t host_to_host(void *stream, void *dst, const void *src, siz
   return squallSuccess;
 }
 
-static squallResult_t host_flush(void *stream, const float *g, float *res, float *a, size_t n) {
+static squallResult_t host_flush_body(void *stream, const float *g, float *res, float *a, size_t n) {
   for (size_t i = 0; i < n; i++) {
     float r = res ? res[i] : 0.0f;
     a[i] = res ? g[i] + r : g[i];
@@ -30,8 +30,18 @@ static squallResult_t host_flush(void *stream, const float *g, float *res, float
   return squallSuccess;
 }
 
-static squallResult_t host_widen(void *stream, squall_dtype t, const void *src, float *dst, size_t n,
-                                 float scalar) {
+/* Each in the default floating-point environment (common/fpenv.h): every
+ * rank forms the same average, and its own flushed and pre-multiplied
+ * input as the definition does. */
+static squallResult_t host_flush(void *stream, const float *g, float *res, float *a, size_t n) {
+  unsigned fp = squall__fp_default_begin();
+  squallResult_t r = host_flush_body(stream, g, res, a, n);
+  squall__fp_default_end(fp);
+  return r;
+}
+
+static squallResult_t host_widen_body(void *stream, squall_dtype t, const void *src, float *dst, size_t n,
+                                      float scalar) {
   if (t == SQ_DT_F32) {
     const float *s = src;
     if (scalar == 1.0f) {
@@ -47,8 +57,16 @@ static squallResult_t host_widen(void *stream, squall_dtype t, const void *src, 
   return squallSuccess;
 }
 
-static squallResult_t host_narrow(void *stream, squall_dtype t, const float *src, void *dst, size_t n,
-                                  float divisor) {
+static squallResult_t host_widen(void *stream, squall_dtype t, const void *src, float *dst, size_t n,
+                                 float scalar) {
+  unsigned fp = squall__fp_default_begin();
+  squallResult_t r = host_widen_body(stream, t, src, dst, n, scalar);
+  squall__fp_default_end(fp);
+  return r;
+}
+
+static squallResult_t host_narrow_body(void *stream, squall_dtype t, const float *src, void *dst, size_t n,
+                                       float divisor) {
   if (t == SQ_DT_F32) {
     float *d = dst;
     if (divisor == 1.0f) {
@@ -62,6 +80,14 @@ static squallResult_t host_narrow(void *stream, squall_dtype t, const float *src
   sq_half_kind kind = squall__dtype_half_kind(t);
   for (size_t i = 0; i < n; i++) d[i] = sq_half_from_f32(kind, src[i] / divisor);
   return squallSuccess;
+}
+
+static squallResult_t host_narrow(void *stream, squall_dtype t, const float *src, void *dst, size_t n,
+                                  float divisor) {
+  unsigned fp = squall__fp_default_begin();
+  squallResult_t r = host_narrow_body(stream, t, src, dst, n, divisor);
+  squall__fp_default_end(fp);
+  return r;
 }
 
 static size_t host_absmax_ws(size_t n) { return 0; }

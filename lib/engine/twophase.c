@@ -309,7 +309,9 @@ squallResult_t squall__twophase_allreduce(const squall_transport *tr, const squa
     /* The owner re-encodes a sum of p codes in 16 bits: scale the global
      * max to max/(2p), a factor 2 of headroom for the rounding of the p
      * codes and the owner's residual. bf16 has float's range: scale 1. */
+    unsigned fp = squall__fp_default_begin(); /* every rank's limit, whatever its rounding mode */
     float limit = (cd->hkind == SQ_HALF_FP16 ? SQ_F16_MAX : SQ_BF16_MAX) / (float)(2 * p);
+    squall__fp_default_end(fp);
     float max_scale = cd->hkind == SQ_HALF_FP16 ? sq_pow2(100) : 1.0f;
     SQ_FORWARD_IF_ERROR(k->pow2_scale(stream, &scalars[0], limit, max_scale, &scalars[1]));
     t.wire += squall__ring_allreduce_wire(4, p);

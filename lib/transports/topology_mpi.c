@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/fpenv.h"
 #include "transports/topology_mpi.h"
 
 static squallResult_t fail_mpi(int rc, const char *what) {
@@ -99,7 +100,9 @@ static squallResult_t ring_reduce_scatter_f32(void *ctx, void *stream, const flo
     blk = (blk + p - 1) % p;
     const float *mine = send + (size_t)blk * s;
     float *dst = step == p - 1 ? recv : acc; /* the last block is this rank's */
+    const unsigned fp = squall__fp_default_begin(); /* the definition's sums, whatever the caller set */
     for (size_t i = 0; i < s; i++) dst[i] = in[i] + mine[i];
+    squall__fp_default_end(fp);
     out = acc;
   }
   return squallSuccess;
