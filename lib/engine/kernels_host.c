@@ -33,11 +33,16 @@ static squallResult_t host_flush_body(void *stream, const float *g, float *res, 
 /* Each in the default floating-point environment (common/fpenv.h): every
  * rank forms the same average, and its own flushed and pre-multiplied
  * input as the definition does. */
+#define IN_DEFAULT_FP_ENV(call)                         \
+  do {                                                  \
+    const unsigned saved_fp = squall__fp_default_begin(); \
+    const squallResult_t result = (call);               \
+    squall__fp_default_end(saved_fp);                   \
+    return result;                                      \
+  } while (0)
+
 static squallResult_t host_flush(void *stream, const float *g, float *res, float *a, size_t n) {
-  unsigned fp = squall__fp_default_begin();
-  squallResult_t r = host_flush_body(stream, g, res, a, n);
-  squall__fp_default_end(fp);
-  return r;
+  IN_DEFAULT_FP_ENV(host_flush_body(stream, g, res, a, n));
 }
 
 static squallResult_t host_widen_body(void *stream, squall_dtype t, const void *src, float *dst, size_t n,
@@ -59,10 +64,7 @@ static squallResult_t host_widen_body(void *stream, squall_dtype t, const void *
 
 static squallResult_t host_widen(void *stream, squall_dtype t, const void *src, float *dst, size_t n,
                                  float scalar) {
-  unsigned fp = squall__fp_default_begin();
-  squallResult_t r = host_widen_body(stream, t, src, dst, n, scalar);
-  squall__fp_default_end(fp);
-  return r;
+  IN_DEFAULT_FP_ENV(host_widen_body(stream, t, src, dst, n, scalar));
 }
 
 static squallResult_t host_narrow_body(void *stream, squall_dtype t, const float *src, void *dst, size_t n,
@@ -84,10 +86,7 @@ static squallResult_t host_narrow_body(void *stream, squall_dtype t, const float
 
 static squallResult_t host_narrow(void *stream, squall_dtype t, const float *src, void *dst, size_t n,
                                   float divisor) {
-  unsigned fp = squall__fp_default_begin();
-  squallResult_t r = host_narrow_body(stream, t, src, dst, n, divisor);
-  squall__fp_default_end(fp);
-  return r;
+  IN_DEFAULT_FP_ENV(host_narrow_body(stream, t, src, dst, n, divisor));
 }
 
 static size_t host_absmax_ws(size_t n) { return 0; }
