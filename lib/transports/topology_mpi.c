@@ -27,7 +27,9 @@ static squallResult_t mpi_reduce_scatter_f32(void *ctx, void *stream, const floa
   squall_mpi_ctx *c = ctx;
   SQ_RETURN_ERROR_IF(recvcount > INT_MAX, squallInvalidUsage,
                      "reduce-scatter block of %zu floats exceeds MPI's int count", recvcount);
+  const unsigned fp = squall__fp_default_begin(); /* MPI sums in the caller's environment */
   int rc = PMPI_Reduce_scatter_block(send, recv, (int)recvcount, MPI_FLOAT, MPI_SUM, c->comm);
+  squall__fp_default_end(fp);
   return rc == MPI_SUCCESS ? squallSuccess : fail_mpi(rc, "MPI_Reduce_scatter_block");
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "codecs/codec.h"
+#include "common/fpenv.h"
 #include "transports/transport_mpi.h"
 #include "transports/topology_mpi.h" /* two-level all-reduce */
 
@@ -43,14 +44,20 @@ static squallResult_t mpi_result(int rc, const char *what) {
 /* MPI counts are int: large buffers go in pieces. */
 #define CHUNK ((size_t)1 << 30)
 
+/* MPI sums in the calling thread's floating-point environment: squall's
+ * own collectives run in the default one (common/fpenv.h), so that a rank's
+ * rounding mode or flush-to-zero cannot change the sum every rank gets. */
 static squallResult_t allreduce_chunked(MPI_Comm comm, const void *send, void *recv, size_t n,
                                         size_t elsize, MPI_Datatype t, MPI_Op op, const char *what) {
-  for (size_t off = 0; off < n; off += CHUNK) {
+  const unsigned fp = squall__fp_default_begin();
+  squallResult_t r = squallSuccess;
+  for (size_t off = 0; off < n && r == squallSuccess; off += CHUNK) {
     size_t m = n - off < CHUNK ? n - off : CHUNK;
     const void *s = send == MPI_IN_PLACE ? MPI_IN_PLACE : (const char *)send + off * elsize;
-    SQ_FORWARD_IF_ERROR(mpi_result(PMPI_Allreduce(s, (char *)recv + off * elsize, (int)m, t, op, comm), what));
+    r = mpi_result(PMPI_Allreduce(s, (char *)recv + off * elsize, (int)m, t, op, comm), what);
   }
-  return squallSuccess;
+  squall__fp_default_end(fp);
+  return r;
 }
 
 static squallResult_t mpi_allreduce_half(void *ctx, void *stream, uint16_t *buf, size_t n, sq_half_kind kind) {
