@@ -233,22 +233,16 @@ static ncclResult_t run_on_state(const squall_nccl_api *api, squall_engine *e, s
 ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *sendbuff, void *recvbuff, size_t count,
                                     ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
                                     int in_group, int *raised) {
-#define PASS() api->allReduce(sendbuff, recvbuff, count, datatype, op, comm, stream)
   int raised_here;
   if (!raised) raised = &raised_here;
-  *raised = 1; /* cleared on each way to NCCL */
-  if (comm == NULL || recvbuff == NULL || (sendbuff == NULL && count > 0)) { /* NCCL reports it */
-    *raised = 0;
-    return PASS();
-  }
+  *raised = 1; /* squall's, but on each way to NCCL */
+#define PASS() (*raised = 0, api->allReduce(sendbuff, recvbuff, count, datatype, op, comm, stream))
+  if (comm == NULL || recvbuff == NULL || (sendbuff == NULL && count > 0)) return PASS(); /* NCCL reports it */
   /* A communicator that is not (or no longer) one, one still initialising
    * (non-blocking: ncclInProgress), or one in error is NCCL's business: the
    * call goes to NCCL as it is, which reports it. */
   ncclResult_t async = ncclSuccess;
-  if (api->commGetAsyncError(comm, &async) != ncclSuccess || async != ncclSuccess) {
-    *raised = 0;
-    return PASS();
-  }
+  if (api->commGetAsyncError(comm, &async) != ncclSuccess || async != ncclSuccess) return PASS();
   squall_call call = {.send = sendbuff, .recv = recvbuff, .count = count, .premul = 1.0f, .in_group = in_group,
                       .stream = (void *)stream};
   call.dtype = dtype_of(datatype, &call.elsize);
@@ -285,7 +279,6 @@ ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *send
     int p = 1;
     api->commCount(comm, &p);
     squall__engine_record_unrun(&call, squallPassNonblocking, p);
-    *raised = 0;
     return PASS();
   }
   if (e == NULL) {

@@ -20,15 +20,13 @@
 #ifdef SQ_QUANT_HAVE_AVX2
 #include <immintrin.h>
 #endif
-/* IEEE arithmetic for the duration of a call (squall__fp_default_begin):
- * the definition, like the CUDA twin, rounds to nearest and flushes
- * nothing, and an application's denormals-are-zero or flush-to-zero
- * (-ffast-math, torch.set_flush_denormal) would flush in the multiplies of
- * the scalar code while the vector loops' tiny buckets, which form those
- * products on the bits, would not: within a bucket, or between ranks with
- * and without AVX2, the bits would differ. */
-#define ieee_begin squall__fp_default_begin
-#define ieee_end squall__fp_default_end
+/* IEEE arithmetic for the duration of a call (squall__fp_default_begin
+ * around each entry point): the definition, like the CUDA twin, rounds to
+ * nearest and flushes nothing, and an application's denormals-are-zero or
+ * flush-to-zero (-ffast-math, torch.set_flush_denormal) would flush in the
+ * multiplies of the scalar code while the vector loops' tiny buckets,
+ * which form those products on the bits, would not: within a bucket, or
+ * between ranks with and without AVX2, the bits would differ. */
 
 /* Whether the AVX2 loops may run (once per call: tests switch it off). */
 static int use_avx2(void) {
@@ -162,13 +160,13 @@ void squall__quant_encode(sq_quant_kind k, size_t bucket, const float *g, float 
                           size_t n) {
   size_t stride = sq_quant_bucket_bytes(k, bucket);
   int simd = use_avx2();
-  unsigned csr = ieee_begin();
+  unsigned csr = squall__fp_default_begin();
   for (size_t b0 = 0; b0 < n; b0 += bucket, out += stride) {
     size_t m = n - b0 < bucket ? n - b0 : bucket;
     if (m < bucket) memset(out, 0, stride); /* the padding of the last bucket is defined */
     encode_bucket(k, g + b0, res ? res + b0 : NULL, out, m, simd);
   }
-  ieee_end(csr);
+  squall__fp_default_end(csr);
 }
 
 /* Values of every code at scale 1, the marker as NaN: a bucket without
@@ -239,14 +237,14 @@ void squall__quant_decode(sq_quant_kind k, size_t bucket, const uint8_t *in, flo
   code_table(k, tab);
   int simd = use_avx2();
   int nt = simd && !accumulate && n >= SQ_QUANT_NT_MIN_ELEMS;
-  unsigned csr = ieee_begin();
+  unsigned csr = squall__fp_default_begin();
   for (size_t b0 = 0; b0 < n; b0 += bucket, in += stride)
     decode_bucket(k, tab, in, out + b0, n - b0 < bucket ? n - b0 : bucket, accumulate, simd,
                   nt && (uintptr_t)(out + b0) % 32 == 0);
 #ifdef SQ_QUANT_HAVE_AVX2
   if (nt) __builtin_ia32_sfence(); /* the streamed stores are ordered before what follows */
 #endif
-  ieee_end(csr);
+  squall__fp_default_end(csr);
 }
 
 #ifdef SQ_QUANT_HAVE_AVX2
@@ -283,7 +281,7 @@ void squall__quant_reduce(sq_quant_kind k, size_t bucket, const uint8_t *blocks,
   int simd = use_avx2() && nblocks > 0;
 #endif
   /* Bucket by bucket, all ranks in order: the partial sums stay in cache. */
-  unsigned csr = ieee_begin();
+  unsigned csr = squall__fp_default_begin();
   for (size_t b0 = 0, j = 0; b0 < n; b0 += bucket, j++) {
     size_t m = n - b0 < bucket ? n - b0 : bucket;
     const uint8_t *first = blocks + j * stride;
@@ -295,7 +293,7 @@ void squall__quant_reduce(sq_quant_kind k, size_t bucket, const uint8_t *blocks,
 #endif
     for (int r = 0; r < nblocks; r++) decode_range(k, tab, first + (size_t)r * block_bytes, out + b0, 0, m, r > 0);
   }
-  ieee_end(csr);
+  squall__fp_default_end(csr);
 }
 
 #ifdef SQ_QUANT_HAVE_AVX2
@@ -314,7 +312,7 @@ void squall__half_reduce(sq_half_kind kind, const uint16_t *blocks, int nblocks,
    * acc = d_0; acc = acc + d_r, as squall__half_decode computes it (whose
    * vector loops the fused one repeats, sums kept in registers). */
   size_t i0 = 0;
-  const unsigned fp = ieee_begin();
+  const unsigned fp = squall__fp_default_begin();
 #ifdef SQ_QUANT_HAVE_AVX2
   int cpu = squall__cpu_x86(kind == SQ_HALF_FP16 ? SQ_CPU_AVX2 | SQ_CPU_F16C : SQ_CPU_AVX2);
   if (cpu && nblocks > 0 && exact_reciprocal(scale))
@@ -322,5 +320,5 @@ void squall__half_reduce(sq_half_kind kind, const uint16_t *blocks, int nblocks,
 #endif
   for (int r = 0; r < nblocks; r++)
     squall__half_decode(kind, blocks + (size_t)r * block_elems + i0, out + i0, n - i0, scale, r > 0);
-  ieee_end(fp);
+  squall__fp_default_end(fp);
 }

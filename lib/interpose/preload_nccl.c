@@ -214,10 +214,9 @@ static ncclResult_t missing(int fn) {
  * needs to know whether the program used NCCL's all-reduce at all. */
 static int allreduce_seen;
 
-/* ------------------------------------------------------------ all-reduce */
-/* ------------------------------------------------------------ last error
- * Frameworks print ncclGetLastError beside a failed call's code. A failure
- * that squall raised itself leaves NCCL's text as it was, describing some
+/* ------------------------------------------------------------ all-reduce
+ * and its last error. Frameworks print ncclGetLastError beside a failed
+ * call's code. A failure that squall raised itself leaves NCCL's text as it was, describing some
  * older error; so this thread's squall message is the last error from then
  * until NCCL's own text changes (a later NCCL failure). Where NCCL's text
  * changed during the call (squall failed because a collective of its own
@@ -282,7 +281,6 @@ EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t c
   GUARDED(AllReduce, (sendbuff, recvbuff, count, datatype, op, comm, stream),
           allreduce(sendbuff, recvbuff, count, datatype, op, comm, stream));
 }
-
 
 /* ------------------------------------------------------------ groups */
 static ncclResult_t group_entered(ncclResult_t r) {
