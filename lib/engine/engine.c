@@ -374,8 +374,12 @@ static squallConfig_t run_config(const squallConfig_t *cfg, const squall_call *c
   return rc;
 }
 
-/* The residual's address hint: a shard's is the caller's tensor. */
-static const void *hint_of(const squall_call *c) { return c->key ? c->key : c->send; }
+/* The residual's address hint: a shard's is the caller's tensor's. */
+static squall_tensor_key hint_of(const squall_call *c) {
+  squall_tensor_key k = {c->send, c->recv};
+  if (c->key) k = (squall_tensor_key){c->key, c->key_recv};
+  return k;
+}
 
 /* Step 1: everything the call needs, before anything collective; st->L
  * holds the layout already. */
@@ -394,8 +398,9 @@ static squallResult_t prepare(squall_engine *e, const squall_call *c, const squa
     /* a shard prepared ahead (squall__engine_prepare_shard): its slot, looked up once */
     squall_tensor *ahead = e->shard_slot;
     e->shard_slot = NULL;
-    st->slot = c->shard && ahead && ahead->key == hint_of(c) && ahead->count == c->count
-                   ? ahead : squall__residuals_slot(e->residuals, hint_of(c), c->count, c->dtype);
+    squall_tensor_key key = hint_of(c);
+    st->slot = c->shard && ahead && ahead->key.send == key.send && ahead->key.recv == key.recv && ahead->count == c->count
+                   ? ahead : squall__residuals_slot(e->residuals, key, c->count, c->dtype);
     SQ_RETURN_ERROR_IF(st->slot == NULL, squallSystemError, "out of memory for tensor state");
     st->fresh |= st->slot->residual == NULL;
     SQ_FORWARD_IF_ERROR(squall__residuals_ensure(e->residuals, st->slot, cfg->efMaxBytes, c->stream));
@@ -1087,7 +1092,7 @@ squallResult_t squall__engine_undo_shard(squall_engine *e, void *stream) {
 
 squallResult_t squall__engine_get_residual(squall_engine *e, const void *key, size_t count, int dtype,
                                            float *out) {
-  squall_tensor *t = squall__residuals_find(e->residuals, key, count, dtype);
+  squall_tensor *t = squall__residuals_find(e->residuals, (squall_tensor_key){key, NULL}, count, dtype);
   int flat = t != NULL && t->residual != NULL, shard = 0;
   if (flat) SQ_FORWARD_IF_ERROR(e->k.to_host(e->last_stream, out, t->residual, count * sizeof(float)));
   /* two-level all-reduce: this rank's shard residual, in its place */

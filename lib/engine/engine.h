@@ -37,8 +37,9 @@ typedef struct {
   int shard;        /* one shard of a two-level call, across nodes: the outer call has
                        exchanged the header, decided and counted the warm-up; the shard
                        runs the route decide() gives it or fails, never passes through */
-  const void *key;  /* the residual's address hint when not send (a shard: the caller's
-                       tensor, since every shard runs in the same scratch) */
+  /* the residual's address hint where it is not (send, recv): a shard's is the
+     caller's buffers, since every shard runs in the same scratch */
+  const void *key, *key_recv;
   int raw_slots;    /* top-k without the lossless stage: set by the engine on the call's
                        variant (SQUALL_COST_MODEL), passed on to a two-level call's shards */
 } squall_call;
@@ -85,7 +86,7 @@ squallResult_t squall__engine_allreduce(squall_engine *engine, const squall_call
 /* Zeroes all residuals of this communicator (on the last call's stream). */
 squallResult_t squall__engine_reset_residuals(squall_engine *engine);
 
-/* Copies the residual of the tensor whose send buffer is key (count floats,
+/* Copies the residual of the tensor last sent from key (count floats,
  * kernel memory) into out (host memory). squallInvalidArgument when none
  * is kept. */
 squallResult_t squall__engine_get_residual(squall_engine *engine, const void *key, size_t count,

@@ -268,7 +268,7 @@ static void shape_of(const squall_hier *h, const squall_call *c, shape *sh) {
 static squall_call shard_call(const squall_call *c, float *shard, size_t s) {
   squall_call ic = {.send = shard, .recv = shard, .count = s, .dtype = SQ_DT_F32, .elsize = 4,
                     .op = SQ_OP_SUM, .premul = 1.0f, .stream = c->stream, .capturing = c->capturing,
-                    .shard = 1, .key = c->send, .raw_slots = c->raw_slots};
+                    .shard = 1, .key = c->send, .key_recv = c->recv, .raw_slots = c->raw_slots};
   return ic;
 }
 

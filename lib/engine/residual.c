@@ -79,11 +79,16 @@ uint64_t squall__residuals_count_call(squall_residuals *s, size_t count, int dty
   return sh ? sh->calls++ : UINT64_MAX;
 }
 
-squall_tensor *squall__residuals_find(squall_residuals *s, const void *key, size_t count, int dtype) {
+static int same_key(squall_tensor_key a, squall_tensor_key b) { return a.send == b.send && a.recv == b.recv; }
+
+squall_tensor *squall__residuals_find(squall_residuals *s, squall_tensor_key key, size_t count, int dtype) {
   shape *sh = shape_of(s, count, dtype, 0);
-  for (squall_tensor *t = sh ? sh->slots : NULL; t; t = t->next)
-    if (t->key == key) return t;
-  return NULL;
+  squall_tensor *latest = NULL;
+  for (squall_tensor *t = sh ? sh->slots : NULL; t; t = t->next) {
+    if (key.recv && same_key(t->key, key)) return t;
+    if (!key.recv && t->key.send == key.send && (latest == NULL || t->last_use > latest->last_use)) latest = t;
+  }
+  return latest;
 }
 
 /* Drops the least recently used empty slot while there are too many:
@@ -105,26 +110,34 @@ static void trim(shape *sh) {
   }
 }
 
-/* An address not seen before inherits the residual of the least recently
- * used slot that is older than one round: the number of lookups of this
- * shape after which known addresses come back (a model with m tensors of
- * the shape at stable addresses: m). Such a slot's buffer is gone, or its
- * tensor is not part of the current loop; a slot used within the round is
- * another live tensor and keeps its residual. */
-squall_tensor *squall__residuals_slot(squall_residuals *s, const void *key, size_t count, int dtype) {
+/* Whether t is a better donor than d for a call sent from send: one sent
+ * from the same buffer first (the same tensor with a new output), then
+ * the least recently used. */
+static int better_donor(const squall_tensor *t, const squall_tensor *d, const void *send) {
+  if (d == NULL) return 1;
+  int t_same = t->key.send == send, d_same = d->key.send == send;
+  return t_same != d_same ? t_same : t->last_use < d->last_use;
+}
+
+/* An address pair not seen before inherits the residual of a slot that is
+ * older than one round: the number of lookups of this shape after which
+ * known pairs come back (a model with m tensors of the shape at stable
+ * addresses: m). Such a slot's buffers are gone, or its tensor is not part
+ * of the current loop; a slot used within the round is another live tensor
+ * and keeps its residual. */
+squall_tensor *squall__residuals_slot(squall_residuals *s, squall_tensor_key key, size_t count, int dtype) {
   shape *sh = shape_of(s, count, dtype, 1);
   if (sh == NULL) return NULL;
   uint64_t now = ++sh->clock;
   squall_tensor *donor = NULL;
   for (squall_tensor *t = sh->slots; t; t = t->next) {
-    if (t->key == key) {
+    if (same_key(t->key, key)) {
       sh->round = now - t->last_use;
       t->hits++;
       t->last_use = now;
       return t;
     }
-    if (t->residual && now - t->last_use > sh->round && (donor == NULL || t->last_use < donor->last_use))
-      donor = t;
+    if (t->residual && now - t->last_use > sh->round && better_donor(t, donor, key.send)) donor = t;
   }
   squall_tensor *t = calloc(1, sizeof *t);
   if (t == NULL) return NULL;

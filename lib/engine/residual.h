@@ -3,21 +3,27 @@
  * residuals and the call counts that drive warm-up.
  *
  * Identity. A residual belongs to a slot of one shape (count, dtype). The
- * send buffer's address is only a hint:
- *   - an address seen before finds its slot (a model whose tensors live at
- *     stable addresses gets one residual per tensor);
- *   - an address not seen before inherits the residual of the
- *     least-recently-used slot of its shape that was not used within the
- *     last round (the number of lookups of the shape after which known
- *     addresses come back), so a loop that hands a freshly allocated array
- *     each step (mpi4py/NumPy, JAX) carries its residual from step to step
- *     instead of starting from zero, and stale residuals are recycled;
+ * buffers' addresses, send and receive together (the same address for an
+ * in-place call), are only a hint:
+ *   - an address pair seen before finds its slot (a model whose tensors
+ *     live at stable addresses gets one residual per tensor; so do tensors
+ *     sent from one staging buffer or from temporaries the allocator puts
+ *     at one address, as long as each has its own receive buffer);
+ *   - a pair not seen before inherits the residual of a slot of its shape
+ *     that was not used within the last round (the number of lookups of
+ *     the shape after which known pairs come back): one with the same send
+ *     buffer if there is one (a tensor whose output is allocated afresh),
+ *     else the least recently used, so a loop that hands a freshly
+ *     allocated array each step (mpi4py/NumPy, JAX) carries its residual
+ *     from step to step instead of starting from zero, and stale residuals
+ *     are recycled;
  *   - empty slots are dropped beyond a fixed number per shape,
  * so an allocate-each-step loop uses bounded memory. Moving a residual
  * never loses mass: the sum of all residuals is what was not yet sent,
  * whichever slot holds it. The first step of a model with several tensors
  * of one shape moves a residual from one to the next once, before their
- * addresses have come back.
+ * addresses have come back. Tensors that share both addresses (a staging
+ * buffer used in place) cannot be told apart and share one residual.
  *
  * Warm-up counts calls per shape, not per address: every rank makes the
  * same calls with the same shapes, so every rank counts alike whatever its
@@ -32,8 +38,13 @@
 #include <stdint.h>
 #include "engine/kernels.h"
 
+/* The addresses a call's tensor is known by (see Identity above). */
+typedef struct {
+  const void *send, *recv;
+} squall_tensor_key;
+
 typedef struct squall_tensor {
-  const void *key;  /* the address this slot answers to */
+  squall_tensor_key key; /* the addresses this slot answers to */
   size_t count;
   int dtype;
   float *residual;  /* count floats in the kernels' memory; NULL means zero */
@@ -59,13 +70,14 @@ int squall__residuals_add_shape(squall_residuals *store, size_t count, int dtype
  * it (the warm-up ordinal); UINT64_MAX when out of memory. */
 uint64_t squall__residuals_count_call(squall_residuals *store, size_t count, int dtype);
 
-/* The slot for a call with send buffer key (see the identity rules above),
+/* The slot for a call with these buffers (see the identity rules above),
  * created or inherited as needed; NULL only when out of memory. */
-squall_tensor *squall__residuals_slot(squall_residuals *store, const void *key, size_t count,
+squall_tensor *squall__residuals_slot(squall_residuals *store, squall_tensor_key key, size_t count,
                                       int dtype);
 
-/* The slot bound to key if there is one (never creates or moves). */
-squall_tensor *squall__residuals_find(squall_residuals *store, const void *key, size_t count,
+/* The slot bound to key if there is one (never creates or moves); with
+ * key.recv NULL, the most recently used slot sent from key.send. */
+squall_tensor *squall__residuals_find(squall_residuals *store, squall_tensor_key key, size_t count,
                                       int dtype);
 
 /* Makes sure t holds residual memory (zeroed, enqueued on stream).
