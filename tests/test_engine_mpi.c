@@ -442,6 +442,50 @@ START_TEST(test_engine_average_and_halves) {
 }
 END_TEST
 
+/* Averages and pre-multiplied sums (NCCL's ncclAvg and PreMulSum, which
+ * MPI's entry point cannot express) give the default environment's bits
+ * too when one rank rounds upward with flush-to-zero and
+ * denormals-are-zero: the division by the rank count (inexact on 3 ranks)
+ * and the multiplier (0.3, inexact everywhere) round to nearest. */
+START_TEST(test_average_and_premul_ignore_a_ranks_fp_environment) {
+  squall_mpi_ctx ctx;
+  squall_transport tr;
+  ck_assert_int_eq(squall__transport_mpi_init(&tr, &ctx, MPI_COMM_WORLD), squallSuccess);
+  squall_engine *e = squall__engine_create(&tr, &squall__kernels_host);
+  ck_assert_ptr_nonnull(e);
+  size_t n = 4099;
+  float *g = malloc(n * 4), *want = malloc(n * 4), *got = malloc(n * 4);
+  fill(g, n, 63, rank, gen_uniform);
+  const char *specs[] = {"SQUALL_COMPRESS=fp16", "SQUALL_COMPRESS=bf16", "SQUALL_COMPRESS=topk:0.01 SQUALL_ZSTD=0",
+                         "SQUALL_COMPRESS=int8"};
+  for (size_t s = 0; s < sizeof specs / sizeof *specs; s++)
+    for (int avg = 0; avg < 2; avg++) {
+      use_config(specs[s]);
+      squall_call c = {.send = g, .recv = want, .count = n, .dtype = SQ_DT_F32, .elsize = 4,
+                       .op = avg ? SQ_OP_AVG : SQ_OP_SUM, .premul = avg ? 1.0f : 0.3f};
+      squall_decision d;
+      ck_assert_int_eq(squall__engine_reset_residuals(e), squallSuccess);
+      ck_assert_int_eq(squall__engine_allreduce(e, &c, &d), squallSuccess);
+      ck_assert_int_ne(d.route, SQ_ROUTE_PASS);
+      ck_assert_int_eq(squall__engine_reset_residuals(e), squallSuccess);
+      c.recv = got;
+      if (rank == 0) odd_fp_env(1);
+      squallResult_t r = squall__engine_allreduce(e, &c, &d);
+      if (rank == 0) odd_fp_env(0);
+      ck_assert_int_eq(r, squallSuccess);
+      size_t bad = 0;
+      while (bad < n && memcmp(&got[bad], &want[bad], 4) == 0) bad++;
+      int all_same = bad == n; /* every rank fails together */
+      MPI_Allreduce(MPI_IN_PLACE, &all_same, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+      ck_assert_msg(all_same, "%s %s: element %zu is %a, %a in the default environment (rank %d)", specs[s],
+                    avg ? "average" : "premul 0.3", bad, bad < n ? got[bad] : 0.0f, bad < n ? want[bad] : 0.0f, rank);
+    }
+  squall__engine_free(e);
+  squall__transport_mpi_fini(&ctx);
+  free(g); free(want); free(got);
+}
+END_TEST
+
 /* An engine over MPI_COMM_WORLD with kernel set k (which must outlive it):
  * for tests that change what the engine sees of its kernels. */
 typedef struct {
@@ -908,6 +952,43 @@ START_TEST(test_same_shape_stable_tensors_keep_their_own_residuals) {
 }
 END_TEST
 
+/* Tensors of one shape sent from one buffer (a staging copy, or NumPy
+ * temporaries the allocator puts at one address, Allreduce(g * 1.0, out))
+ * keep their own residuals when each has its own output: an all-zero
+ * tensor's result stays exactly zero beside a busy one (sharing the send
+ * address's residual, it received the other's unsent mass), and the busy
+ * one's residual conserves its own inputs exactly. */
+START_TEST(test_one_send_buffer_distinct_outputs_keep_their_own_residuals) {
+  use_config("SQUALL_COMPRESS=topk:0.01");
+  size_t n = 12017; /* a shape no other test uses */
+  float *stage = malloc(n * 4), *out_zero = malloc(n * 4), *out_busy = malloc(n * 4), *res = malloc(n * 4);
+  double *sum_in = calloc(n, 8), *sum_out = calloc(n, 8);
+  for (int t = 0; t < 6; t++) {
+    memset(stage, 0, n * 4);
+    ck_assert_int_eq(squallMpiAllreduce(stage, out_zero, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+    for (size_t i = 0; i < n; i++)
+      ck_assert_msg(out_zero[i] == 0.0f, "step %d: the all-zero tensor's element %zu is %g", t, i, out_zero[i]);
+    fill(stage, n, 800 + (uint64_t)t, rank, gen_dyadic);
+    for (size_t i = 0; i < n; i++)
+      for (int r = 0; r < nranks; r++) sum_in[i] += gen_dyadic(800 + (uint64_t)t, r, i);
+    ck_assert_int_eq(squallMpiAllreduce(stage, out_busy, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+    for (size_t i = 0; i < n; i++) sum_out[i] += out_busy[i];
+  }
+  /* the residual of the tensor last sent from stage: the busy one's */
+  ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, stage, (int)n, MPI_FLOAT, res), MPI_SUCCESS);
+  double *mine = malloc(n * 8), *kept = malloc(n * 8), total = 0;
+  for (size_t i = 0; i < n; i++) mine[i] = res[i];
+  MPI_Allreduce(mine, kept, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  for (size_t i = 0; i < n; i++) {
+    ck_assert_msg(sum_out[i] + kept[i] == sum_in[i], "element %zu: sent %.17g + kept %.17g != %.17g", i,
+                  sum_out[i], kept[i], sum_in[i]);
+    total += fabs(kept[i]);
+  }
+  ck_assert(total > 0); /* top-k at 1% keeps most of it back */
+  free(stage); free(out_zero); free(out_busy); free(res); free(sum_in); free(sum_out); free(mine); free(kept);
+}
+END_TEST
+
 static TCase *tcase(Suite *s, const char *name) {
   TCase *tc = tcase_create(name);
   tcase_set_timeout(tc, 120);
@@ -941,6 +1022,7 @@ static Suite *engine_suite(void) {
   tc = tcase(s, "edge");
   tcase_add_test(tc, test_small_and_odd_counts);
   tcase_add_test(tc, test_engine_average_and_halves);
+  tcase_add_test(tc, test_average_and_premul_ignore_a_ranks_fp_environment);
   tcase_add_test(tc, test_topk_limit_of_kernel_set_goes_dense);
   tcase_add_test(tc, test_scratch_kept_for_captured_graphs);
   tcase_add_test(tc, test_stream_fence_orders_calls);
@@ -958,6 +1040,7 @@ static Suite *engine_suite(void) {
   tcase_add_test(tc, test_ef_memory_cap);
   tcase_add_test(tc, test_fresh_buffer_each_step_keeps_one_residual);
   tcase_add_test(tc, test_fresh_buffer_each_step_bounded_memory);
+  tcase_add_test(tc, test_one_send_buffer_distinct_outputs_keep_their_own_residuals);
   tcase_add_test(tc, test_same_shape_stable_tensors_keep_their_own_residuals);
   return s;
 }
