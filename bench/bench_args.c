@@ -1,6 +1,7 @@
 /*
  * bench_args.c - squall-bench's command line, in nccl-tests' spelling
- * (-b -e -f -i -n -w -d -o -c) plus squall's own (-C, -J, --plot,
+ * (-b -e -f -i -n -w -d -o -c, and -t -g -m -N -a -z -G -p -y -R -r -T -M at the
+ * value that describes squall-bench) plus squall's own (-C, -J, --plot,
  * --backend, -S). Every error names the flag, the value and what is
  * accepted; nothing is silently clamped.
  */
@@ -68,6 +69,8 @@ static void usage(FILE *f) {
           "                          nonfinite (1 in 4096 NaN or +-Inf)\n"
           "      --no-progress       no progress lines on stderr\n"
           "  -h, --help              this help\n"
+          "nccl-tests' -g 1, -t 1, -m 1, -N 1, -a 3, -z 0, -G 0, -p 0, -y 0, -R 0, -r 0, -T 0 and\n"
+          "-M 0 are accepted (they say what squall-bench does); other values say why not.\n"
           "SIZE: bytes with an optional K, M or G (also KiB, MiB, GiB or KB, MB, GB, any case;\n"
           "      powers of 1024), e.g. 64M.\n",
           bench_backend_list());
@@ -134,7 +137,10 @@ static int parse_codecs(const char *list, bench_options *opt, FILE *err) {
     squallConfig_t cfg;
     squallConfigDefault(&cfg);
     if (squallConfigSet(&cfg, "SQUALL_COMPRESS", name) != squallSuccess) {
-      if (err) fprintf(err, "squall-bench: -C: codec '%s' is invalid: %s\n", name, squallGetLastError());
+      if (err) fprintf(err, "squall-bench: -C: codec '%s' is invalid: %s%s\n", name, squallGetLastError(),
+                       !strcmp(list, "0") || !strcmp(list, "1")
+                           ? " (nccl-tests' -C 0|1, --report_cputime, is not supported: here -C lists codecs)"
+                           : "");
       return -1;
     }
     /* The canonical spelling, so that "TOPK:0.010" and "topk:0.01" match. */
@@ -148,6 +154,42 @@ static int parse_codecs(const char *list, bench_options *opt, FILE *err) {
     if (!comma) return 0;
     p = comma + 1;
   }
+}
+
+/* nccl-tests options that squall-bench takes only at the value that says
+ * what it does anyway (one GPU and one thread per rank, plain stream-ordered
+ * calls), so that a command line copied from nccl-tests runs, or says why
+ * not instead of "unknown option". */
+typedef struct {
+  int flag;
+  const char *name; /* nccl-tests' long name */
+  long accepted;
+  const char *why;  /* what squall-bench does instead */
+} nccl_tests_option;
+
+static const nccl_tests_option nccl_tests_options[] = {
+    {'t', "nthreads", 1, "squall-bench runs one thread per MPI rank; start one rank per GPU instead"},
+    {'g', "ngpus", 1, "squall-bench drives one GPU per MPI rank; start one rank per GPU instead"},
+    {'m', "agg_iters", 1, "aggregated (grouped) calls pass through squall uncompressed, so there is "
+                          "nothing to compare; each call is timed alone"},
+    {'N', "run_cycles", 1, "squall-bench runs one cycle; run it again for another"},
+    {'a', "average", 3, "squall-bench reports the slowest rank's median iteration (nccl-tests' -a 3)"},
+    {'z', "blocking", 0, "the timed calls are the plain stream-ordered ones"},
+    {'G', "cudagraph", 0, "CUDA graph launches are not benchmarked"},
+    {'p', "parallel_init", 0, "there is one thread per rank, so nothing to initialise in parallel"},
+    {'y', "stream_null", 0, "the calls run on a stream of their own"},
+    {'R', "local_register", 0, "buffers are not registered with NCCL"},
+    {'r', "root", 0, "an all-reduce has no root"},
+    {'T', "timeout", 0, "squall-bench has no per-test timeout; bound the run from outside (timeout(1))"},
+    {'M', "memory_report", 0, "squall-bench prints no memory report"},
+};
+#define NUM_NCCL_TESTS_OPTIONS (int)(sizeof nccl_tests_options / sizeof nccl_tests_options[0])
+
+/* The entry for an nccl-tests flag, or NULL. */
+static const nccl_tests_option *nccl_tests_option_of(int flag) {
+  for (int i = 0; i < NUM_NCCL_TESTS_OPTIONS; i++)
+    if (nccl_tests_options[i].flag == flag) return &nccl_tests_options[i];
+  return NULL;
 }
 
 #define FAIL(...)                                  \
@@ -168,6 +210,13 @@ int bench_parse_args(int argc, char **argv, bench_options *opt, FILE *out, FILE 
       {"backend", required_argument, 0, OPT_BACKEND}, {"squall", required_argument, 0, 'S'},
       {"seed", required_argument, 0, OPT_SEED},    {"no-progress", no_argument, 0, OPT_NO_PROGRESS},
       {"data", required_argument, 0, OPT_DATA},
+      {"nthreads", required_argument, 0, 't'},     {"ngpus", required_argument, 0, 'g'},
+      {"agg_iters", required_argument, 0, 'm'},    {"run_cycles", required_argument, 0, 'N'},
+      {"average", required_argument, 0, 'a'},      {"blocking", required_argument, 0, 'z'},
+      {"cudagraph", required_argument, 0, 'G'},    {"parallel_init", required_argument, 0, 'p'},
+      {"stream_null", required_argument, 0, 'y'},  {"local_register", required_argument, 0, 'R'},
+      {"root", required_argument, 0, 'r'},         {"timeout", required_argument, 0, 'T'},
+      {"memory_report", required_argument, 0, 'M'},
       {"help", no_argument, 0, 'h'},               {0, 0, 0, 0}};
   memset(opt, 0, sizeof *opt);
   opt->min_bytes = 1u << 20;
@@ -188,7 +237,7 @@ int bench_parse_args(int argc, char **argv, bench_options *opt, FILE *out, FILE 
   optind = 1;
   int c;
   long x;
-  while ((c = getopt_long(argc, argv, ":b:e:f:i:n:w:d:o:c:C:J:S:h", longopts, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, ":b:e:f:i:n:w:d:o:c:C:J:S:ht:g:m:N:a:z:G:p:y:R:r:T:M:", longopts, NULL)) != -1) {
     const char *v = optarg;
     switch (c) {
     case 'b':
@@ -269,6 +318,16 @@ int bench_parse_args(int argc, char **argv, bench_options *opt, FILE *out, FILE 
         FAIL("--data '%s' is invalid: accepted are uniform, normal, lognormal, constant, tiny, "
              "sparse and nonfinite\n", v);
       break;
+    case 't': case 'g': case 'm': case 'N': case 'a': case 'z': case 'G': case 'p': case 'y': case 'R': case 'r':
+    case 'T': case 'M': {
+      const nccl_tests_option *nt = nccl_tests_option_of(c);
+      if (parse_int(v, 0, LONG_MAX, &x))
+        FAIL("-%c (nccl-tests' --%s) '%s' is invalid: accepted is %ld only\n", c, nt->name, v, nt->accepted);
+      if (x != nt->accepted)
+        FAIL("-%c %ld (nccl-tests' --%s) is not supported: %s; accepted is %ld only\n", c, x, nt->name, nt->why,
+             nt->accepted);
+      break;
+    }
     case 'h':
       if (out) usage(out);
       return 1;

@@ -207,6 +207,12 @@ expect_error "backend nccl: not" --backend nccl
 expect_error "-b 2048 is larger than -e 1024" -b 2K -e 1K
 expect_error "unknown option '--frobnicate'" --frobnicate
 expect_error "--data 'bogus' is invalid" --data bogus
+# nccl-tests' options: other values than squall-bench's own say why not
+expect_error "-g 8 (nccl-tests' --ngpus) is not supported: squall-bench drives one GPU per MPI rank" -g 8
+expect_error "-a 1 (nccl-tests' --average) is not supported" -a 1
+expect_error "-G 5 (nccl-tests' --cudagraph) is not supported: CUDA graph launches" -G 0 -G 5
+expect_error "-z (nccl-tests' --blocking) 'yes' is invalid" -z yes
+expect_error "report_cputime, is not supported: here -C lists codecs" -C 1
 # an output that cannot be written is found before the run, not after it
 expect_error "-J $tmp/no-such-dir/x.json: cannot write there" -b 4K -e 4K -C none -J "$tmp/no-such-dir/x.json"
 expect_error "--plot $tmp/no-such-dir/x.png: cannot write there" -b 4K -e 4K -C none --plot "$tmp/no-such-dir/x.png"
@@ -214,6 +220,16 @@ expect_error "-J $tmp: cannot write there" -b 4K -e 4K -C none -J "$tmp"
 # a SQUALL_ variable the library rejects: the library alone would run its
 # defaults, so the rows would not be what was asked for
 SQUALL_ZSTD=99 expect_error "the environment: SQUALL_ZSTD='99' is invalid" -b 4K -e 4K -C none
+
+# ---- a command line copied from nccl-tests runs where its options say
+# what squall-bench does
+"$run" 2 "$bench" -b 4K -e 4K -n 1 -w 0 -C none -g 1 -t 1 -m 1 -N 1 -a 3 -z 0 -G 0 --ngpus=1 -c 1 \
+  --no-progress >"$tmp/nt.txt" 2>&1
+rc=$?
+if test $rc -ne 0 || ! grep -q "^ *4096 .* none" "$tmp/nt.txt"; then
+  bad "nccl-tests options at squall-bench's values: exit $rc, expected 0 and a 4096-byte row"
+  cat "$tmp/nt.txt" >&2
+fi
 
 # ---- a missing plotter is a message, not a crash: exit 1 after the results
 SQUALL_BENCH_GNUPLOT="$tmp/no-such-gnuplot" "$run" 2 "$bench" -b 4K -e 4K -n 1 -w 0 -C none \
