@@ -245,6 +245,32 @@ def run(mode, outdir):
         fail(f"fresh 4 MiB arrays: maximum resident memory grew by {grown_mib:.0f} MiB over "
              f"{steps6 - 20} steps")
 
+    # 7. Two tensors of one shape sent from one staging array (or NumPy
+    #    temporaries at one address), each into its own output: each keeps
+    #    its own residual. The all-zero tensor's result stays exactly zero
+    #    (sharing the staging address's residual, it received the busy
+    #    one's unsent mass), and the busy one matches the model of its own.
+    n7 = 30011
+    stage, out_zero, out_busy = (np.empty(n7, np.float32) for _ in range(3))
+    model7 = model_for(n7, p)
+    zeros = np.zeros(n7, np.float32)
+    for step in range(4):
+        stage[:] = 0.0
+        comm.Allreduce(stage, out_zero, op=MPI.SUM)
+        identical_across(comm, f"zero tensor step {step}", out_zero)
+        if compressing:
+            expect["compressed"] += 1
+            expect["bytes_compressed"] += out_zero.nbytes
+        if not same_bits(out_zero, zeros):
+            fail(f"zero tensor step {step}: {np.count_nonzero(out_zero)} nonzero elements (another "
+                 f"tensor's residual)")
+        grads = [inputs(9, step, r, n7) for r in range(p)]
+        stage[:] = grads[rank]
+        comm.Allreduce(stage, out_busy, op=MPI.SUM)
+        exact = np.sum(np.stack(grads).astype(np.float64), axis=0).astype(np.float32)
+        eligible(comm, f"busy tensor from the staging array step {step}", out_busy, exact,
+                 model7.step(grads) if model7 else None, max(float(np.max(np.abs(g))) for g in grads))
+
     for f in failures:
         print(f"preload_mpi4py: rank {rank}: FAIL: {f}", flush=True)
     total = comm.allreduce(len(failures))  # a pickled object: MPI's own reduce, not MPI_Allreduce
