@@ -3,7 +3,7 @@
  * choice among them. An NCCL backend, when the NCCL transport exists, is
  * declared in bench_backend.h, defined in its own file and listed here
  * under SQUALL_BENCH_HAVE_NCCL; until then --backend nccl says it was not
- * built.
+ * built. Also the text of an MPI error code, for every backend's messages.
  */
 #include <stdio.h>
 #include <string.h>
@@ -57,4 +57,14 @@ const bench_backend *bench_backend_find(const char *name, char *why, size_t len)
   snprintf(why, len, "--backend '%s' is unknown: accepted values are auto, mpi and nccl (built: %s)",
            name, bench_backend_list());
   return NULL;
+}
+
+const char *bench_mpi_error_text(int err, char *buf, size_t len) {
+  char text[MPI_MAX_ERROR_STRING];
+  int n = 0;
+  if (MPI_Error_string(err, text, &n) == MPI_SUCCESS)
+    snprintf(buf, len, "%s", text);
+  else
+    snprintf(buf, len, "MPI error %d", err);
+  return buf;
 }

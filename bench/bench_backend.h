@@ -60,6 +60,11 @@ const bench_backend *bench_backend_find(const char *name, char *why, size_t len)
 /* The backends compiled into this binary, comma-separated, for -h. */
 const char *bench_backend_list(void);
 
+/* MPI's text for error code err in buf (len bytes), or "MPI error N" where
+ * MPI has none; returns buf. For messages about squall-bench's own MPI
+ * calls, which return errors rather than end the job. */
+const char *bench_mpi_error_text(int err, char *buf, size_t len);
+
 extern const bench_backend bench_backend_mpi;
 
 #endif

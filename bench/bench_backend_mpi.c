@@ -27,10 +27,9 @@ static int run(mpi_allreduce_fn fn, const char *name, const void *send, void *re
                MPI_Comm comm, char *why, size_t len) {
   int rc = fn(send, recv, (int)count, MPI_FLOAT, MPI_SUM, comm);
   if (rc != MPI_SUCCESS) {
-    char msg[MPI_MAX_ERROR_STRING] = "";
-    int n = 0;
-    MPI_Error_string(rc, msg, &n);
-    snprintf(why, len, "%s(count=%zu) failed: %s (%s)", name, count, msg, squallGetLastError());
+    char msg[MPI_MAX_ERROR_STRING];
+    snprintf(why, len, "%s(count=%zu) failed: %s (%s)", name, count, bench_mpi_error_text(rc, msg, sizeof msg),
+             squallGetLastError());
     return -1;
   }
   /* MPI has no average op: sum, then divide here, inside the timed call, as

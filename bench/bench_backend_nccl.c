@@ -34,9 +34,7 @@ static int nccl_supports(bench_dtype t) { return t == BENCH_F32; }
 static void mpi_or_abort(int e, const char *call, int rank, MPI_Comm comm, FILE *err) {
   if (e == MPI_SUCCESS) return;
   char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  if (MPI_Error_string(e, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "MPI error %d", e);
-  fprintf(err, "squall-bench: rank %d: %s failed: %s\n", rank, call, text);
+  fprintf(err, "squall-bench: rank %d: %s failed: %s\n", rank, call, bench_mpi_error_text(e, text, sizeof text));
   MPI_Abort(comm, 3);
 }
 

@@ -46,9 +46,7 @@ static void die(bench_ctx *c, const char *what) {
 static void mpi_ok(bench_ctx *c, int err, const char *call) {
   if (err == MPI_SUCCESS) return;
   char msg[MPI_MAX_ERROR_STRING + 64], text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  if (MPI_Error_string(err, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "MPI error %d", err);
-  snprintf(msg, sizeof msg, "%s failed: %s", call, text);
+  snprintf(msg, sizeof msg, "%s failed: %s", call, bench_mpi_error_text(err, text, sizeof text));
   die(c, msg);
 }
 
