@@ -399,7 +399,7 @@ static squallResult_t prepare(squall_engine *e, const squall_call *c, const squa
     squall_tensor *ahead = e->shard_slot;
     e->shard_slot = NULL;
     squall_tensor_key key = hint_of(c);
-    st->slot = c->shard && ahead && ahead->key.send == key.send && ahead->key.recv == key.recv && ahead->count == c->count
+    st->slot = c->shard && ahead && squall__tensor_key_eq(ahead->key, key) && ahead->count == c->count
                    ? ahead : squall__residuals_slot(e->residuals, key, c->count, c->dtype);
     SQ_RETURN_ERROR_IF(st->slot == NULL, squallSystemError, "out of memory for tensor state");
     st->fresh |= st->slot->residual == NULL;
@@ -913,6 +913,8 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   uint64_t bytes_in = (uint64_t)c->count * c->elsize;
   if (settled_plain(e, c, bytes_in)) {
     d->reason = squallPassNotPaying;
+    /* no lookup: the tensor is still live all the same */
+    if (cfg.errorFeedback) squall__residuals_touch(e->residuals, hint_of(c), c->count, c->dtype);
     squall__cost_declined(&e->cost, bytes_in); /* counts toward the next exploration */
     squall__cost_judged(&e->cost, bytes_in, 1);
     return squallSuccess;
@@ -1092,7 +1094,7 @@ squallResult_t squall__engine_undo_shard(squall_engine *e, void *stream) {
 
 squallResult_t squall__engine_get_residual(squall_engine *e, const void *key, size_t count, int dtype,
                                            float *out) {
-  squall_tensor *t = squall__residuals_find(e->residuals, (squall_tensor_key){key, NULL}, count, dtype);
+  squall_tensor *t = squall__residuals_latest_from(e->residuals, key, count, dtype);
   int flat = t != NULL && t->residual != NULL, shard = 0;
   if (flat) SQ_FORWARD_IF_ERROR(e->k.to_host(e->last_stream, out, t->residual, count * sizeof(float)));
   /* two-level all-reduce: this rank's shard residual, in its place */

@@ -15,8 +15,8 @@ typedef struct shape {
   size_t count;
   int dtype;
   uint64_t calls; /* eligible calls (warm-up) */
-  uint64_t clock; /* slot lookups: the unit of a slot's age */
-  uint64_t round; /* the age at which the last known address came back */
+  uint64_t clock; /* slot lookups and touches: the unit of a slot's age */
+  uint64_t round; /* the age at which the last known pair came back */
   squall_tensor *slots;
   struct shape *next;
 } shape;
@@ -79,15 +79,18 @@ uint64_t squall__residuals_count_call(squall_residuals *s, size_t count, int dty
   return sh ? sh->calls++ : UINT64_MAX;
 }
 
-static int same_key(squall_tensor_key a, squall_tensor_key b) { return a.send == b.send && a.recv == b.recv; }
-
 squall_tensor *squall__residuals_find(squall_residuals *s, squall_tensor_key key, size_t count, int dtype) {
   shape *sh = shape_of(s, count, dtype, 0);
+  for (squall_tensor *t = sh ? sh->slots : NULL; t; t = t->next)
+    if (squall__tensor_key_eq(t->key, key)) return t;
+  return NULL;
+}
+
+squall_tensor *squall__residuals_latest_from(squall_residuals *s, const void *send, size_t count, int dtype) {
+  shape *sh = shape_of(s, count, dtype, 0);
   squall_tensor *latest = NULL;
-  for (squall_tensor *t = sh ? sh->slots : NULL; t; t = t->next) {
-    if (key.recv && same_key(t->key, key)) return t;
-    if (!key.recv && t->key.send == key.send && (latest == NULL || t->last_use > latest->last_use)) latest = t;
-  }
+  for (squall_tensor *t = sh ? sh->slots : NULL; t; t = t->next)
+    if (t->key.send == send && (latest == NULL || t->last_use > latest->last_use)) latest = t;
   return latest;
 }
 
@@ -110,41 +113,75 @@ static void trim(shape *sh) {
   }
 }
 
-/* Whether t is a better donor than d for a call sent from send: one sent
- * from the same buffer first (the same tensor with a new output), then
- * the least recently used. */
-static int better_donor(const squall_tensor *t, const squall_tensor *d, const void *send) {
-  if (d == NULL) return 1;
-  int t_same = t->key.send == send, d_same = d->key.send == send;
-  return t_same != d_same ? t_same : t->last_use < d->last_use;
+/* A use of slot t at clock now: it came back. */
+static void used(shape *sh, squall_tensor *t, uint64_t now) {
+  t->period = now - t->last_use;
+  sh->round = t->period;
+  t->hits++;
+  t->last_use = now;
 }
 
-/* An address pair not seen before inherits the residual of a slot that is
- * older than one round: the number of lookups of this shape after which
- * known pairs come back (a model with m tensors of the shape at stable
- * addresses: m). Such a slot's buffers are gone, or its tensor is not part
- * of the current loop; a slot used within the round is another live tensor
- * and keeps its residual. */
+/* Whether t's tensor may be gone at clock now, by its own history: it has
+ * missed its return period twice, or it never came back (a buffer of an
+ * allocate-each-step loop, or a tensor seen once so far). */
+static int may_be_gone(const squall_tensor *t, uint64_t now) {
+  return t->hits == 0 || now - t->last_use > 2 * t->period;
+}
+
+/* Whether slot t is related to key: the same send or receive buffer. */
+static int related(const squall_tensor *t, squall_tensor_key key) {
+  return t->key.send == key.send || t->key.recv == key.recv;
+}
+
+/* Whether t is a better donor than d for key: the same send buffer first
+ * (the same tensor with a new output), then the same receive buffer (a new
+ * temporary input, the same output), then the least recently used. */
+static int better_donor(const squall_tensor *t, const squall_tensor *d, squall_tensor_key key) {
+  if (d == NULL) return 1;
+  int ts = t->key.send == key.send, ds = d->key.send == key.send;
+  if (ts != ds) return ts;
+  int tr = t->key.recv == key.recv, dr = d->key.recv == key.recv;
+  if (tr != dr) return tr;
+  return t->last_use < d->last_use;
+}
+
+/* The donor for a pair not seen before (see Identity in residual.h). A
+ * slot sharing a buffer with the pair is its tensor's past: its residual
+ * is taken where that tensor may have moved on, and where none can give
+ * one the tensor starts afresh rather than take an unrelated tensor's. Only
+ * a pair with no relative takes an unrelated slot's residual, one older
+ * than a round (the age at which known pairs come back), so that a live
+ * tensor keeps its own. */
+static squall_tensor *donor_for(shape *sh, squall_tensor_key key, uint64_t now) {
+  squall_tensor *kin = NULL, *other = NULL;
+  int has_kin = 0;
+  for (squall_tensor *t = sh->slots; t; t = t->next) {
+    if (related(t, key)) {
+      has_kin = 1;
+      if (t->residual && may_be_gone(t, now) && better_donor(t, kin, key)) kin = t;
+    } else if (t->residual && may_be_gone(t, now) && now - t->last_use > sh->round && better_donor(t, other, key)) {
+      other = t;
+    }
+  }
+  return has_kin ? kin : other;
+}
+
 squall_tensor *squall__residuals_slot(squall_residuals *s, squall_tensor_key key, size_t count, int dtype) {
   shape *sh = shape_of(s, count, dtype, 1);
   if (sh == NULL) return NULL;
   uint64_t now = ++sh->clock;
-  squall_tensor *donor = NULL;
-  for (squall_tensor *t = sh->slots; t; t = t->next) {
-    if (same_key(t->key, key)) {
-      sh->round = now - t->last_use;
-      t->hits++;
-      t->last_use = now;
+  for (squall_tensor *t = sh->slots; t; t = t->next)
+    if (squall__tensor_key_eq(t->key, key)) {
+      used(sh, t, now);
       return t;
     }
-    if (t->residual && now - t->last_use > sh->round && better_donor(t, donor, key.send)) donor = t;
-  }
+  squall_tensor *donor = donor_for(sh, key, now);
   squall_tensor *t = calloc(1, sizeof *t);
   if (t == NULL) return NULL;
   t->key = key;
   t->count = count;
   t->dtype = dtype;
-  if (donor) { /* the residual moves with the tensor to its new buffer */
+  if (donor) { /* the residual moves with the tensor to its new buffers */
     t->residual = donor->residual;
     t->no_residual = donor->no_residual;
     t->last_scale = donor->last_scale;
@@ -156,6 +193,17 @@ squall_tensor *squall__residuals_slot(squall_residuals *s, squall_tensor_key key
   sh->slots = t;
   trim(sh);
   return t;
+}
+
+void squall__residuals_touch(squall_residuals *s, squall_tensor_key key, size_t count, int dtype) {
+  shape *sh = shape_of(s, count, dtype, 0);
+  if (sh == NULL) return;
+  uint64_t now = ++sh->clock;
+  for (squall_tensor *t = sh->slots; t; t = t->next)
+    if (squall__tensor_key_eq(t->key, key)) {
+      used(sh, t, now);
+      return;
+    }
 }
 
 squallResult_t squall__residuals_ensure(squall_residuals *s, squall_tensor *t, size_t max_bytes,

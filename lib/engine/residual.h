@@ -5,25 +5,39 @@
  * Identity. A residual belongs to a slot of one shape (count, dtype). The
  * buffers' addresses, send and receive together (the same address for an
  * in-place call), are only a hint:
- *   - an address pair seen before finds its slot (a model whose tensors
- *     live at stable addresses gets one residual per tensor; so do tensors
- *     sent from one staging buffer or from temporaries the allocator puts
- *     at one address, as long as each has its own receive buffer);
- *   - a pair not seen before inherits the residual of a slot of its shape
- *     that was not used within the last round (the number of lookups of
- *     the shape after which known pairs come back): one with the same send
- *     buffer if there is one (a tensor whose output is allocated afresh),
- *     else the least recently used, so a loop that hands a freshly
- *     allocated array each step (mpi4py/NumPy, JAX) carries its residual
+ *   - a pair seen before finds its slot: a model whose tensors live at
+ *     stable addresses gets one residual per tensor, and so do tensors sent
+ *     from one staging buffer (or NumPy temporaries the allocator puts at
+ *     one address) each into an output of its own at a stable address;
+ *   - a pair not seen before whose send or receive buffer some slot shares
+ *     is that tensor with a new buffer: it takes the residual of such a
+ *     slot whose tensor may have moved on (its pair never came back, or it
+ *     has missed its own return period twice), the same send buffer first,
+ *     then the same receive buffer, then the least recently used; where
+ *     none can give one it starts afresh, never taking an unrelated
+ *     tensor's. So an output (or input) allocated afresh each step carries
+ *     its tensor's residual however other tensors of the shape come and go;
+ *   - a pair sharing no buffer with any slot (both allocated afresh, as
+ *     mpi4py/NumPy or JAX loops do) inherits the least recently used
+ *     residual of the shape not used within the last round (the age at
+ *     which known pairs come back), so such a loop carries its residual
  *     from step to step instead of starting from zero, and stale residuals
  *     are recycled;
+ *   - a call passed through without a lookup (the cost model's settled
+ *     sizes) still marks its pair as used (squall__residuals_touch), so a
+ *     live tensor whose calls pass through does not look gone;
  *   - empty slots are dropped beyond a fixed number per shape,
  * so an allocate-each-step loop uses bounded memory. Moving a residual
  * never loses mass: the sum of all residuals is what was not yet sent,
- * whichever slot holds it. The first step of a model with several tensors
- * of one shape moves a residual from one to the next once, before their
- * addresses have come back. Tensors that share both addresses (a staging
- * buffer used in place) cannot be told apart and share one residual.
+ * whichever slot holds it.
+ * What addresses cannot tell: on the first step of a model with several
+ * tensors of one shape a residual can move from one to the next once,
+ * before their pairs have come back (with both buffers fresh every step
+ * there is nothing to go by, and residuals keep moving between such
+ * tensors); one tensor whose output alternates between K buffers keeps K
+ * residuals, each carried to the next call into its buffer, as K tensors
+ * sharing a staging buffer must; and tensors that share both addresses (a
+ * staging buffer used in place) share one.
  *
  * Warm-up counts calls per shape, not per address: every rank makes the
  * same calls with the same shapes, so every rank counts alike whatever its
@@ -43,6 +57,10 @@ typedef struct {
   const void *send, *recv;
 } squall_tensor_key;
 
+static inline int squall__tensor_key_eq(squall_tensor_key a, squall_tensor_key b) {
+  return a.send == b.send && a.recv == b.recv;
+}
+
 typedef struct squall_tensor {
   squall_tensor_key key; /* the addresses this slot answers to */
   size_t count;
@@ -51,7 +69,8 @@ typedef struct squall_tensor {
   int no_residual;  /* the cap refused one: run without error feedback */
   float last_scale; /* the 16-bit scale of its last call (host kernels); 0: none yet */
   uint64_t hits;    /* times key came back after the first sight */
-  uint64_t last_use; /* the shape's lookup clock at its last use */
+  uint64_t last_use; /* the shape's clock at its last use */
+  uint64_t period;  /* the shape's clock between its last two uses (hits > 0) */
   struct squall_tensor *next; /* slots of the same shape */
 } squall_tensor;
 
@@ -75,10 +94,18 @@ uint64_t squall__residuals_count_call(squall_residuals *store, size_t count, int
 squall_tensor *squall__residuals_slot(squall_residuals *store, squall_tensor_key key, size_t count,
                                       int dtype);
 
-/* The slot bound to key if there is one (never creates or moves); with
- * key.recv NULL, the most recently used slot sent from key.send. */
+/* The slot bound to key if there is one (never creates or moves). */
 squall_tensor *squall__residuals_find(squall_residuals *store, squall_tensor_key key, size_t count,
                                       int dtype);
+
+/* The most recently used slot sent from send, whatever its receive
+ * buffer (never creates or moves); NULL when there is none. */
+squall_tensor *squall__residuals_latest_from(squall_residuals *store, const void *send, size_t count,
+                                             int dtype);
+
+/* Marks key's slot, if it has one, as used by a call that passed through
+ * without looking it up (never creates, moves or allocates). */
+void squall__residuals_touch(squall_residuals *store, squall_tensor_key key, size_t count, int dtype);
 
 /* Makes sure t holds residual memory (zeroed, enqueued on stream).
  * squallSuccess with t->residual set, or with t->no_residual set when the

@@ -1,0 +1,253 @@
+/*
+ * test_residual.c - which residual a call finds (lib/engine/residual.c),
+ * over call patterns that real programs make: tensors at stable addresses,
+ * one staging buffer for several tensors, outputs allocated afresh,
+ * alternating outputs, recycled allocations, calls the cost model passes
+ * through.
+ *
+ * A model of error feedback with unit masses: tensor j's call delivers
+ * whatever its residual holds (the previous calls' unsent mass), then keeps
+ * one unit of its own back. The residual has one element per tensor, so a
+ * delivery says whose mass it was: "foreign" mass is another tensor's,
+ * delivered in this tensor's result (the fault that keying by the send
+ * address alone had with a staging buffer). Every pattern conserves mass:
+ * delivered + kept == calls.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "check_util.h"
+#include "engine/residual.h"
+
+enum { MAX_TENSORS = 4 };
+
+typedef struct {
+  squall_residuals *store;
+  double own, foreign; /* delivered so far */
+  int calls;
+  int zero_starts; /* calls of a tensor seen before that found nothing kept */
+  int seen[MAX_TENSORS];
+} sim;
+
+static void sim_init(sim *m) {
+  memset(m, 0, sizeof *m);
+  m->store = squall__residuals_create(&squall__kernels_host);
+  ck_assert_ptr_nonnull(m->store);
+}
+
+/* A compressed call of tensor j from send into recv. Returns the foreign
+ * mass it delivered. */
+static double call(sim *m, int j, const void *send, const void *recv) {
+  squall_tensor *t = squall__residuals_slot(m->store, (squall_tensor_key){send, recv}, MAX_TENSORS, 0);
+  ck_assert_ptr_nonnull(t);
+  ck_assert_int_eq(squall__residuals_ensure(m->store, t, 0, NULL), squallSuccess);
+  float *r = t->residual;
+  double foreign = 0;
+  for (int i = 0; i < MAX_TENSORS; i++)
+    if (i != j) foreign += r[i];
+  if (m->seen[j] && r[j] == 0.0f) m->zero_starts++;
+  m->own += r[j];
+  m->foreign += foreign;
+  memset(r, 0, MAX_TENSORS * sizeof(float));
+  r[j] = 1.0f; /* this call's unsent mass */
+  m->calls++;
+  m->seen[j] = 1;
+  return foreign;
+}
+
+/* A call the cost model passed through without looking its slot up. */
+static void passed(sim *m, const void *send, const void *recv) {
+  squall__residuals_touch(m->store, (squall_tensor_key){send, recv}, MAX_TENSORS, 0);
+}
+
+/* Mass kept in every residual of the shape. */
+static double kept(sim *m, const void *const *sends, const void *const *recvs, int pairs) {
+  double k = 0;
+  for (int p = 0; p < pairs; p++) {
+    squall_tensor *t = squall__residuals_find(m->store, (squall_tensor_key){sends[p], recvs[p]}, MAX_TENSORS, 0);
+    for (int i = 0; t && t->residual && i < MAX_TENSORS; i++) k += t->residual[i];
+  }
+  return k;
+}
+
+static void sim_free(sim *m) { squall__residuals_free(m->store); }
+
+static char buf[128][16]; /* distinct addresses */
+#define A(i) ((const void *)buf[i])
+
+/* Tensors at stable addresses: after the first step's documented move,
+ * each delivers exactly its own mass, every step. */
+START_TEST(test_stable_tensors) {
+  sim m;
+  sim_init(&m);
+  for (int step = 0; step < 20; step++)
+    for (int j = 0; j < 3; j++) {
+      double own0 = m.own, f = call(&m, j, A(j), A(10 + j));
+      if (step >= 2) {
+        ck_assert_msg(f == 0 && m.own - own0 == 1, "step %d tensor %d: own %g foreign %g", step, j, m.own - own0, f);
+      }
+    }
+  const void *s[] = {A(0), A(1), A(2)}, *r[] = {A(10), A(11), A(12)};
+  ck_assert(m.own + m.foreign + kept(&m, s, r, 3) == m.calls);
+  sim_free(&m);
+}
+END_TEST
+
+/* Several tensors sent from one staging buffer, each into its own output:
+ * the same as separate tensors (with the send address alone they shared
+ * one residual and each delivered the others' mass). */
+START_TEST(test_staging_buffer_own_outputs) {
+  sim m;
+  sim_init(&m);
+  for (int step = 0; step < 20; step++)
+    for (int j = 0; j < 3; j++) {
+      double own0 = m.own, f = call(&m, j, A(0), A(10 + j));
+      if (step >= 2) ck_assert_msg(f == 0 && m.own - own0 == 1, "step %d tensor %d: foreign %g", step, j, f);
+    }
+  sim_free(&m);
+}
+END_TEST
+
+/* The same while the cost model passes calls through: a tensor whose
+ * calls passed through is still live, and a tensor's first compressed
+ * call, much later, must not take its residual. */
+START_TEST(test_staging_buffer_with_passed_through_calls) {
+  sim m;
+  sim_init(&m);
+  /* step 0: the busy tensor compressed, the zero one passed through */
+  passed(&m, A(0), A(10));
+  call(&m, 1, A(0), A(11));
+  for (int step = 1; step < 3; step++) { /* both passed through */
+    passed(&m, A(0), A(10));
+    passed(&m, A(0), A(11));
+  }
+  for (int step = 3; step < 20; step++) {
+    double f = call(&m, 0, A(0), A(10));
+    ck_assert_msg(f == 0, "step %d: the zero tensor delivered %g of the busy one's mass", step, f);
+    double own0 = m.own;
+    f = call(&m, 1, A(0), A(11));
+    ck_assert_msg(f == 0 && m.own - own0 == 1, "step %d: busy tensor own %g foreign %g", step, m.own - own0, f);
+  }
+  ck_assert_int_eq(m.zero_starts, 0);
+  sim_free(&m);
+}
+END_TEST
+
+/* A stable send buffer with an output allocated afresh every step (all
+ * alive, so no address comes back), beside an in-place tensor that comes
+ * only every 10th step: each fresh-output tensor carries its own residual
+ * from step to step however long the in-place one takes to come back. */
+START_TEST(test_fresh_outputs_beside_a_rare_tensor) {
+  sim m;
+  sim_init(&m);
+  int next = 20;
+  for (int step = 0; step < 40; step++) {
+    for (int j = 0; j < 2; j++) {
+      double own0 = m.own, f = call(&m, j, A(j), A(next++));
+      if (step >= 2) /* after the first step's move */
+        ck_assert_msg(f == 0 && m.own - own0 == 1, "step %d tensor %d: own %g foreign %g", step, j, m.own - own0, f);
+    }
+    if (step % 10 == 0) {
+      double own0 = m.own, f = call(&m, 2, A(5), A(5));
+      if (step >= 20) ck_assert_msg(f == 0 && m.own - own0 == 1, "step %d in place: foreign %g", step, f);
+    }
+  }
+  ck_assert_int_le(next, 128);
+  sim_free(&m);
+}
+END_TEST
+
+/* Both buffers fresh every step: one tensor carries its residual from
+ * step to step; several of one shape keep their mass (nothing is lost,
+ * one residual per tensor) though, with no address to go by, the first
+ * step's move keeps them passing residuals on (see residual.h). */
+START_TEST(test_fresh_buffers) {
+  sim m;
+  sim_init(&m);
+  int next = 0;
+  for (int step = 0; step < 15; step++) {
+    double own0 = m.own, f = call(&m, 0, A(next), A(next + 1));
+    next += 2;
+    if (step >= 1) ck_assert_msg(f == 0 && m.own - own0 == 1, "step %d: own %g foreign %g", step, m.own - own0, f);
+  }
+  sim_free(&m);
+  sim_init(&m);
+  size_t bytes0 = squall__residuals_process_bytes();
+  const void *s[64], *r[64];
+  next = 0;
+  for (int step = 0; step < 15; step++)
+    for (int j = 0; j < 2; j++) {
+      s[next / 2] = A(next);
+      r[next / 2] = A(next + 1);
+      call(&m, j, A(next), A(next + 1));
+      next += 2;
+    }
+  ck_assert(m.own + m.foreign + kept(&m, s, r, next / 2) == m.calls);
+  ck_assert_uint_le(squall__residuals_process_bytes() - bytes0, 2 * MAX_TENSORS * sizeof(float));
+  sim_free(&m);
+}
+END_TEST
+
+/* One tensor whose output alternates between two buffers keeps a residual
+ * per output (documented): each call delivers the mass of the call two
+ * before it, nothing is lost, and memory stays at two residuals. */
+START_TEST(test_alternating_outputs) {
+  sim m;
+  sim_init(&m);
+  size_t bytes0 = squall__residuals_process_bytes(), bytes2 = 0;
+  for (int step = 0; step < 20; step++) {
+    double own0 = m.own, f = call(&m, 0, A(0), A(10 + step % 2));
+    ck_assert(f == 0);
+    if (step >= 3) ck_assert_msg(m.own - own0 == 1, "step %d: delivered %g", step, m.own - own0);
+    if (step == 2) bytes2 = squall__residuals_process_bytes();
+  }
+  ck_assert_uint_eq(bytes2 - bytes0, 2 * MAX_TENSORS * sizeof(float));
+  ck_assert_uint_eq(squall__residuals_process_bytes(), bytes2);
+  const void *s[] = {A(0), A(0)}, *r[] = {A(10), A(11)};
+  ck_assert(m.own + kept(&m, s, r, 2) == m.calls);
+  sim_free(&m);
+}
+END_TEST
+
+/* An allocator that recycles a few addresses in any order, for both
+ * buffers of one tensor: nothing is lost, memory stays bounded by the
+ * addresses in play. */
+START_TEST(test_recycled_addresses) {
+  sim m;
+  sim_init(&m);
+  size_t bytes0 = squall__residuals_process_bytes();
+  unsigned x = 12345;
+  const void *s[64], *r[64];
+  int pairs = 0;
+  for (int step = 0; step < 500; step++) {
+    x = x * 1103515245u + 12345u;
+    int a = (int)(x >> 16) % 3, b = 3 + (int)(x >> 8) % 3;
+    ck_assert(call(&m, 0, A(a), A(b)) == 0);
+    int known = 0;
+    for (int p = 0; p < pairs; p++) known |= s[p] == A(a) && r[p] == A(b);
+    if (!known) {
+      s[pairs] = A(a);
+      r[pairs++] = A(b);
+    }
+  }
+  ck_assert(m.own + kept(&m, s, r, pairs) == m.calls);
+  ck_assert_uint_le(squall__residuals_process_bytes() - bytes0, 9 * MAX_TENSORS * sizeof(float));
+  sim_free(&m);
+}
+END_TEST
+
+static Suite *residual_suite(void) {
+  Suite *s = suite_create("residual");
+  TCase *tc = tcase_create("identity");
+  tcase_add_test(tc, test_stable_tensors);
+  tcase_add_test(tc, test_staging_buffer_own_outputs);
+  tcase_add_test(tc, test_staging_buffer_with_passed_through_calls);
+  tcase_add_test(tc, test_fresh_outputs_beside_a_rare_tensor);
+  tcase_add_test(tc, test_fresh_buffers);
+  tcase_add_test(tc, test_alternating_outputs);
+  tcase_add_test(tc, test_recycled_addresses);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return tu_run(residual_suite()); }
