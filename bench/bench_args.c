@@ -69,7 +69,7 @@ static void usage(FILE *f) {
           "                          nonfinite (1 in 4096 NaN or +-Inf)\n"
           "      --no-progress       no progress lines on stderr\n"
           "  -h, --help              this help\n"
-          "nccl-tests' -g 1, -t 1, -m 1, -N 1, -a 3, -z 0, -G 0, -p 0, -y 0, -R 0, -r 0, -T 0 and\n"
+          "nccl-tests' -g 1, -t 1, -m 1, -N 1, -a 3, -z 1, -G 0, -p 0, -y 0, -R 0, -r 0, -T 0 and\n"
           "-M 0 are accepted (they say what squall-bench does); other values say why not.\n"
           "SIZE: bytes with an optional K, M or G (also KiB, MiB, GiB or KB, MB, GB, any case;\n"
           "      powers of 1024), e.g. 64M.\n",
@@ -173,8 +173,9 @@ static const nccl_tests_option nccl_tests_options[] = {
     {'m', "agg_iters", 1, "aggregated (grouped) calls pass through squall uncompressed, so there is "
                           "nothing to compare; each call is timed alone"},
     {'N', "run_cycles", 1, "squall-bench runs one cycle; run it again for another"},
-    {'a', "average", 3, "squall-bench reports the slowest rank's median iteration (nccl-tests' -a 3)"},
-    {'z', "blocking", 0, "the timed calls are the plain stream-ordered ones"},
+    {'a', "average", 3, "squall-bench reports the slowest rank's median iteration (closest to nccl-tests' "
+                        "-a 3, the slowest rank's mean)"},
+    {'z', "blocking", 1, "squall-bench waits for each timed call to finish before the next (nccl-tests' -z 1)"},
     {'G', "cudagraph", 0, "CUDA graph launches are not benchmarked"},
     {'p', "parallel_init", 0, "there is one thread per rank, so nothing to initialise in parallel"},
     {'y', "stream_null", 0, "the calls run on a stream of their own"},
@@ -199,7 +200,7 @@ static const nccl_tests_option *nccl_tests_option_of(int flag) {
   } while (0)
 
 int bench_parse_args(int argc, char **argv, bench_options *opt, FILE *out, FILE *err) {
-  enum { OPT_PLOT = 256, OPT_BACKEND, OPT_SEED, OPT_NO_PROGRESS, OPT_DATA };
+  enum { OPT_PLOT = 256, OPT_BACKEND, OPT_SEED, OPT_NO_PROGRESS, OPT_DATA, OPT_CPUTIME };
   static const struct option longopts[] = {
       {"minbytes", required_argument, 0, 'b'},     {"maxbytes", required_argument, 0, 'e'},
       {"stepfactor", required_argument, 0, 'f'},   {"stepbytes", required_argument, 0, 'i'},
@@ -216,7 +217,7 @@ int bench_parse_args(int argc, char **argv, bench_options *opt, FILE *out, FILE 
       {"cudagraph", required_argument, 0, 'G'},    {"parallel_init", required_argument, 0, 'p'},
       {"stream_null", required_argument, 0, 'y'},  {"local_register", required_argument, 0, 'R'},
       {"root", required_argument, 0, 'r'},         {"timeout", required_argument, 0, 'T'},
-      {"memory_report", required_argument, 0, 'M'},
+      {"memory_report", required_argument, 0, 'M'}, {"report_cputime", required_argument, 0, OPT_CPUTIME},
       {"help", no_argument, 0, 'h'},               {0, 0, 0, 0}};
   memset(opt, 0, sizeof *opt);
   opt->min_bytes = 1u << 20;
@@ -302,7 +303,10 @@ int bench_parse_args(int argc, char **argv, bench_options *opt, FILE *out, FILE 
       squallConfig_t cfg;
       squallConfigDefault(&cfg);
       if (squallConfigParse(&cfg, v) != squallSuccess)
-        FAIL("-S '%s' is invalid: %s\n", v, squallGetLastError());
+        FAIL("-S '%s' is invalid: %s%s\n", v, squallGetLastError(),
+             !strcmp(v, "0") || !strcmp(v, "1")
+                 ? " (nccl-tests' -S 0|1, --report_timestamps, is not supported: here -S takes squall options)"
+                 : "");
       if (cfg.codec != squallCodecNone)
         FAIL("-S '%s' sets SQUALL_COMPRESS: choose codecs with -C instead\n", v);
       opt->squall_spec = v;
@@ -328,6 +332,9 @@ int bench_parse_args(int argc, char **argv, bench_options *opt, FILE *out, FILE 
              nt->accepted);
       break;
     }
+    case OPT_CPUTIME:
+      FAIL("--report_cputime (nccl-tests' -C) is not supported: squall-bench reports wall time, and the "
+           "codec's own time per call in the codec column; here -C lists codecs\n");
     case 'h':
       if (out) usage(out);
       return 1;

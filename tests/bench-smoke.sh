@@ -213,6 +213,8 @@ expect_error "-a 1 (nccl-tests' --average) is not supported" -a 1
 expect_error "-G 5 (nccl-tests' --cudagraph) is not supported: CUDA graph launches" -G 0 -G 5
 expect_error "-z (nccl-tests' --blocking) 'yes' is invalid" -z yes
 expect_error "report_cputime, is not supported: here -C lists codecs" -C 1
+expect_error "--report_cputime (nccl-tests' -C) is not supported" --report_cputime 1
+expect_error "report_timestamps, is not supported: here -S takes squall options" -S 0
 # an output that cannot be written is found before the run, not after it
 expect_error "-J $tmp/no-such-dir/x.json: cannot write there" -b 4K -e 4K -C none -J "$tmp/no-such-dir/x.json"
 expect_error "--plot $tmp/no-such-dir/x.png: cannot write there" -b 4K -e 4K -C none --plot "$tmp/no-such-dir/x.png"
@@ -223,7 +225,7 @@ SQUALL_ZSTD=99 expect_error "the environment: SQUALL_ZSTD='99' is invalid" -b 4K
 
 # ---- a command line copied from nccl-tests runs where its options say
 # what squall-bench does
-"$run" 2 "$bench" -b 4K -e 4K -n 1 -w 0 -C none -g 1 -t 1 -m 1 -N 1 -a 3 -z 0 -G 0 --ngpus=1 -c 1 \
+"$run" 2 "$bench" -b 4K -e 4K -n 1 -w 0 -C none -g 1 -t 1 -m 1 -N 1 -a 3 -z 1 -G 0 --ngpus=1 -c 1 \
   --no-progress >"$tmp/nt.txt" 2>&1
 rc=$?
 if test $rc -ne 0 || ! grep -q "^ *4096 .* none" "$tmp/nt.txt"; then
