@@ -100,6 +100,10 @@ if test -x "$b/squall-info"; then
   SQUALL_EF=7 "$run" --mpi -- true > "$tmp/out" 2>&1
   expect_status 2 $? "bad SQUALL_EF in the environment"
   expect_text "$tmp/out" "environment variable SQUALL_EF (not set by a flag)" "bad SQUALL_EF"
+  # a misspelt name, which the library alone would only warn about
+  SQUALL_COMPRES=fp16 "$run" --mpi -- true > "$tmp/out" 2>&1
+  expect_status 2 $? "misspelt SQUALL_COMPRES"
+  expect_text "$tmp/out" "SQUALL_COMPRES is not a squall option (did you mean SQUALL_COMPRESS?)" "misspelt SQUALL_COMPRES"
 else
   echo "note: $b/squall-info not built: validation checks skipped"
 fi

@@ -361,7 +361,8 @@ static const option_t options[] = {
     {"SQUALL_HALF_ACCUM", "halfAccum", "fp32", "fp32 or half",
      "Where fp16 and bf16 codes are summed: fp32 runs the two-phase all-reduce (each rank sums "
      "its shard in fp32, so the error does not grow with the rank count); half all-reduces the "
-     "16-bit codes, rounding after every addition.",
+     "16-bit codes, rounding after every addition (those roundings belong to no rank's residual: "
+     "they are neither sent nor kept).",
      parse_half_accum, print_half_accum, check_half_accum},
     {"SQUALL_HIERARCHY", "hierarchy", "auto", "auto or flat",
      "auto: where there are at least 2 nodes with the same number (at least 2) of ranks each, sum "

@@ -7,16 +7,18 @@ squallResult_t squallGetVersion(int *version) {
   return squallSuccess;
 }
 
+/* What the build contains, not what a process uses: an MPI job on a
+ * machine without a GPU prints "built with cuda kernels" all the same. */
 const char *squallVersionString(void) {
   return PACKAGE_VERSION
 #ifdef HAVE_CUDA
-      " (cuda kernels"
+      " (built with cuda kernels"
 #ifdef HAVE_NCCL
       "; nccl transport"
 #endif
       ")"
 #else
-      " (host codecs only)"
+      " (built with host codecs only)"
 #endif
       ;
 }
