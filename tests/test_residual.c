@@ -236,6 +236,35 @@ START_TEST(test_recycled_addresses) {
 }
 END_TEST
 
+/* A program whose sizes vary (one new size per step, beside a tensor of a
+ * fixed size): at most SQ_RESIDUAL_MAX_SHAPES sizes keep residuals, the
+ * least recently used lose theirs, and the size in use every step keeps
+ * its mass throughout. */
+START_TEST(test_sizes_that_vary) {
+  squall_residuals *st = squall__residuals_create(&squall__kernels_host);
+  size_t bytes0 = squall__residuals_process_bytes();
+  enum { SIZES = SQ_RESIDUAL_MAX_SHAPES + 50 };
+  for (int i = 0; i < SIZES; i++) {
+    squall_tensor *hot = squall__residuals_slot(st, (squall_tensor_key){A(0), A(1)}, 2, 0);
+    ck_assert_int_eq(squall__residuals_ensure(st, hot, 0, NULL), squallSuccess);
+    hot->residual[0] += 1.0f;
+    squall_tensor *t = squall__residuals_slot(st, (squall_tensor_key){A(2), A(3)}, 4 + (size_t)i, 0);
+    ck_assert_int_eq(squall__residuals_ensure(st, t, 0, NULL), squallSuccess);
+    t->residual[0] = 1.0f;
+  }
+  squall_tensor *hot = squall__residuals_find(st, (squall_tensor_key){A(0), A(1)}, 2, 0);
+  ck_assert(hot && hot->residual && hot->residual[0] == (float)SIZES);
+  /* the hot size and the last MAX - 1 sizes hold residuals, no others */
+  size_t want = 2 * sizeof(float);
+  for (int i = SIZES - (SQ_RESIDUAL_MAX_SHAPES - 1); i < SIZES; i++) want += (4 + (size_t)i) * sizeof(float);
+  ck_assert_uint_eq(squall__residuals_process_bytes() - bytes0, want);
+  squall_tensor *first = squall__residuals_find(st, (squall_tensor_key){A(2), A(3)}, 4, 0);
+  ck_assert(first && first->residual == NULL);
+  squall__residuals_free(st);
+  ck_assert_uint_eq(squall__residuals_process_bytes(), bytes0);
+}
+END_TEST
+
 static Suite *residual_suite(void) {
   Suite *s = suite_create("residual");
   TCase *tc = tcase_create("identity");
@@ -246,6 +275,7 @@ static Suite *residual_suite(void) {
   tcase_add_test(tc, test_fresh_buffers);
   tcase_add_test(tc, test_alternating_outputs);
   tcase_add_test(tc, test_recycled_addresses);
+  tcase_add_test(tc, test_sizes_that_vary);
   suite_add_tcase(s, tc);
   return s;
 }

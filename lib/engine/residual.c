@@ -17,6 +17,7 @@ typedef struct shape {
   uint64_t calls; /* eligible calls (warm-up) */
   uint64_t clock; /* slot lookups and touches: the unit of a slot's age */
   uint64_t round; /* the age at which the last known pair came back */
+  uint64_t last_use; /* the store's clock at its last lookup or touch */
   squall_tensor *slots;
   struct shape *next;
 } shape;
@@ -24,6 +25,7 @@ typedef struct shape {
 struct squall_residuals {
   const squall_kernels *kernels;
   shape *shapes;
+  uint64_t clock; /* lookups and touches of any shape: the unit of a shape's age */
 };
 
 static size_t process_bytes; /* atomically updated */
@@ -170,6 +172,7 @@ squall_tensor *squall__residuals_slot(squall_residuals *s, squall_tensor_key key
   shape *sh = shape_of(s, count, dtype, 1);
   if (sh == NULL) return NULL;
   uint64_t now = ++sh->clock;
+  sh->last_use = ++s->clock;
   for (squall_tensor *t = sh->slots; t; t = t->next)
     if (squall__tensor_key_eq(t->key, key)) {
       used(sh, t, now);
@@ -199,11 +202,44 @@ void squall__residuals_touch(squall_residuals *s, squall_tensor_key key, size_t 
   shape *sh = shape_of(s, count, dtype, 0);
   if (sh == NULL) return;
   uint64_t now = ++sh->clock;
+  sh->last_use = ++s->clock;
   for (squall_tensor *t = sh->slots; t; t = t->next)
     if (squall__tensor_key_eq(t->key, key)) {
       used(sh, t, now);
       return;
     }
+}
+
+static int holds_residual(const shape *sh) {
+  for (const squall_tensor *t = sh->slots; t; t = t->next)
+    if (t->residual) return 1;
+  return 0;
+}
+
+/* At most SQ_RESIDUAL_MAX_SHAPES shapes keep residuals: a program whose
+ * sizes vary (a sequence length, a last short batch) would otherwise keep
+ * one for every size it ever saw, and memory would grow without end. The
+ * least recently used shape's go (a size that does not come back never
+ * delivers its residual anyway), said once per process. */
+static void limit_shapes(squall_residuals *s) {
+  for (;;) {
+    int held = 0;
+    shape *lru = NULL;
+    for (shape *sh = s->shapes; sh; sh = sh->next) {
+      if (!holds_residual(sh)) continue;
+      held++;
+      if (lru == NULL || sh->last_use < lru->last_use) lru = sh;
+    }
+    if (held <= SQ_RESIDUAL_MAX_SHAPES) return;
+    SQ_WARN_ONCE("more than %d tensor sizes with error-feedback residuals on one communicator: the least "
+                 "recently used size's residuals are dropped, what they had not yet sent with them (first: "
+                 "%zu elements); a program whose sizes vary should run them with SQUALL_EF=0",
+                 SQ_RESIDUAL_MAX_SHAPES, lru->count);
+    for (squall_tensor *t = lru->slots; t; t = t->next) {
+      release(s, t);
+      t->last_scale = 0.0f;
+    }
+  }
 }
 
 squallResult_t squall__residuals_ensure(squall_residuals *s, squall_tensor *t, size_t max_bytes,
@@ -225,6 +261,7 @@ squallResult_t squall__residuals_ensure(squall_residuals *s, squall_tensor *t, s
     return squall__fail(squallSystemError, "cannot allocate a %zu-byte residual (%s memory)", bytes,
                         s->kernels->name);
   }
+  limit_shapes(s);
   return squallSuccess;
 }
 

@@ -44,6 +44,9 @@
  * allocator does.
  *
  * Residual memory is charged against the process-wide SQUALL_EF_MAX_BYTES.
+ * At most SQ_RESIDUAL_MAX_SHAPES shapes of one store keep residuals: the
+ * least recently used shape's are dropped beyond that (a program whose
+ * sizes vary would otherwise keep one per size it ever saw).
  */
 #ifndef SQUALL_RESIDUAL_H
 #define SQUALL_RESIDUAL_H
@@ -51,6 +54,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "engine/kernels.h"
+
+#define SQ_RESIDUAL_MAX_SHAPES 256
 
 /* The addresses a call's tensor is known by (see Identity above). */
 typedef struct {
