@@ -177,10 +177,14 @@ int main(int argc, char **argv) {
       use(specs[s]);
       float *a = malloc(n * 4), *b = malloc(n * 4), *ra = malloc(n * 4), *rb = malloc(n * 4);
       for (size_t i = 0; i < n; i++) a[i] = b[i] = gen(20, rank, i) * 0.61f;
+      check(squallResetResiduals(nb) == ncclSuccess, "reset residuals"); /* from zero, as the reference */
       squallStatsGet(&before);
       r = squallAllReduce(a, ra, n, ncclFloat32, ncclSum, nb, NULL);
       squallStatsGet(&after);
       ncclCommGetAsyncError(nb, &state);
+      /* the reference from a zero residual too: b and rb may sit at the
+       * addresses of earlier tensors of this size, whose residual they take */
+      check(squallMpiResetResiduals(MPI_COMM_WORLD) == MPI_SUCCESS, "reset the reference's residuals");
       check(squallMpiAllreduce(b, rb, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS, "mpi reference");
       char what[160];
       snprintf(what, sizeof what, "%s on a non-blocking communicator: success (%d), compressed, idle after (%d), "

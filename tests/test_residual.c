@@ -144,7 +144,7 @@ START_TEST(test_fresh_outputs_beside_a_rare_tensor) {
   for (int step = 0; step < 40; step++) {
     for (int j = 0; j < 2; j++) {
       double own0 = m.own, f = call(&m, j, A(j), A(next++));
-      if (step >= 2) /* after the first step's move */
+      if (step >= 3) /* after the first steps' moves (a send seen once is no kin yet) */
         ck_assert_msg(f == 0 && m.own - own0 == 1, "step %d tensor %d: own %g foreign %g", step, j, m.own - own0, f);
     }
     if (step % 10 == 0) {
@@ -184,6 +184,59 @@ START_TEST(test_fresh_buffers) {
     }
   ck_assert(m.own + m.foreign + kept(&m, s, r, next / 2) == m.calls);
   ck_assert_uint_le(squall__residuals_process_bytes() - bytes0, 2 * MAX_TENSORS * sizeof(float));
+  sim_free(&m);
+}
+END_TEST
+
+/* Several tensors sent from one temporary whose address moves every step
+ * (comm.Allreduce(g * s, out) when the allocator moves the temporary),
+ * each into its own stable output: each carries its own residual, and
+ * memory stays at one residual per tensor. */
+START_TEST(test_moving_temporary_into_stable_outputs) {
+  sim m;
+  sim_init(&m);
+  size_t bytes0 = squall__residuals_process_bytes();
+  for (int step = 0; step < 40; step++)
+    for (int j = 0; j < 2; j++) {
+      double own0 = m.own, f = call(&m, j, A(20 + step), A(10 + j));
+      if (step >= 3) ck_assert_msg(f == 0 && m.own - own0 == 1, "step %d tensor %d: own %g foreign %g", step, j, m.own - own0, f);
+    }
+  ck_assert_uint_le(squall__residuals_process_bytes() - bytes0, 2 * MAX_TENSORS * sizeof(float));
+  sim_free(&m);
+}
+END_TEST
+
+/* A temporary shared by a tensor with a stable output and one whose
+ * output is fresh every step: neither takes the other's residual, and
+ * memory stays bounded. */
+START_TEST(test_temporary_shared_with_a_fresh_tensor) {
+  sim m;
+  sim_init(&m);
+  size_t bytes0 = squall__residuals_process_bytes();
+  for (int step = 0; step < 40; step++) {
+    double own0 = m.own, f = call(&m, 0, A(20 + step), A(10));
+    if (step >= 3) ck_assert_msg(f == 0 && m.own - own0 == 1, "step %d tensor 0: own %g foreign %g", step, m.own - own0, f);
+    own0 = m.own, f = call(&m, 1, A(20 + step), A(70 + step % 50));
+    if (step >= 3) ck_assert_msg(f == 0 && m.own - own0 == 1, "step %d tensor 1: own %g foreign %g", step, m.own - own0, f);
+  }
+  ck_assert_uint_le(squall__residuals_process_bytes() - bytes0, 3 * MAX_TENSORS * sizeof(float));
+  sim_free(&m);
+}
+END_TEST
+
+/* A residual a captured CUDA graph uses (pinned) is never given to another
+ * pair, however long eager calls of its shape run without it. */
+START_TEST(test_pinned_residual_stays) {
+  sim m;
+  sim_init(&m);
+  call(&m, 0, A(0), A(1));
+  squall_tensor *g = squall__residuals_find(m.store, (squall_tensor_key){A(0), A(1)}, MAX_TENSORS, 0);
+  ck_assert(g && g->residual);
+  float *mem = g->residual;
+  g->pinned = 1;
+  for (int step = 0; step < 30; step++) /* fresh buffers every step: they would inherit */
+    ck_assert(call(&m, 1, A(10 + 2 * step), A(11 + 2 * step)) == 0);
+  ck_assert(g->residual == mem && g->residual[0] == 1.0f);
   sim_free(&m);
 }
 END_TEST
@@ -273,6 +326,9 @@ static Suite *residual_suite(void) {
   tcase_add_test(tc, test_staging_buffer_with_passed_through_calls);
   tcase_add_test(tc, test_fresh_outputs_beside_a_rare_tensor);
   tcase_add_test(tc, test_fresh_buffers);
+  tcase_add_test(tc, test_moving_temporary_into_stable_outputs);
+  tcase_add_test(tc, test_temporary_shared_with_a_fresh_tensor);
+  tcase_add_test(tc, test_pinned_residual_stays);
   tcase_add_test(tc, test_alternating_outputs);
   tcase_add_test(tc, test_recycled_addresses);
   tcase_add_test(tc, test_sizes_that_vary);

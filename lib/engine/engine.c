@@ -405,6 +405,7 @@ static squallResult_t prepare(squall_engine *e, const squall_call *c, const squa
     st->fresh |= st->slot->residual == NULL;
     SQ_FORWARD_IF_ERROR(squall__residuals_ensure(e->residuals, st->slot, cfg->efMaxBytes, c->stream));
     st->res = st->slot->residual;
+    if (c->capturing) st->slot->pinned = 1; /* the graph's now: replays never come back here */
   } else { /* decide() counts the call per shape: the shape must exist */
     SQ_RETURN_ERROR_IF(squall__residuals_add_shape(e->residuals, c->count, c->dtype) != 0,
                        squallSystemError, "out of memory for tensor state");

@@ -130,38 +130,38 @@ static int may_be_gone(const squall_tensor *t, uint64_t now) {
   return t->hits == 0 || now - t->last_use > 2 * t->period;
 }
 
-/* Whether slot t is related to key: the same send or receive buffer. */
-static int related(const squall_tensor *t, squall_tensor_key key) {
-  return t->key.send == key.send || t->key.recv == key.recv;
-}
+/* Whether slot t may give its residual away at all: not while a captured
+ * CUDA graph uses it (graph replays never come back through here). */
+static int movable(const squall_tensor *t) { return t->residual && !t->pinned; }
 
-/* Whether t is a better donor than d for key: the same send buffer first
- * (the same tensor with a new output), then the same receive buffer (a new
- * temporary input, the same output), then the least recently used. */
-static int better_donor(const squall_tensor *t, const squall_tensor *d, squall_tensor_key key) {
-  if (d == NULL) return 1;
-  int ts = t->key.send == key.send, ds = d->key.send == key.send;
-  if (ts != ds) return ts;
-  int tr = t->key.recv == key.recv, dr = d->key.recv == key.recv;
-  if (tr != dr) return tr;
-  return t->last_use < d->last_use;
-}
-
-/* The donor for a pair not seen before (see Identity in residual.h). A
- * slot sharing a buffer with the pair is its tensor's past: its residual
- * is taken where that tensor may have moved on, and where none can give
- * one the tensor starts afresh rather than take an unrelated tensor's. Only
- * a pair with no relative takes an unrelated slot's residual, one older
- * than a round (the age at which known pairs come back), so that a live
- * tensor keeps its own. */
+/* The donor for a pair not seen before (see Identity in residual.h).
+ *
+ * Kin: a slot that shares with the pair a buffer that recurs, one found in
+ * at least two slots of the shape already (a tensor's stable send or
+ * output); a buffer seen once (a temporary, a staging buffer on its first
+ * use) says little about whose it is. Kin is the tensor's own past: its
+ * residual is taken where that tensor may have moved on, the least recently
+ * used first, and where none can give one the tensor starts afresh rather
+ * than take an unrelated tensor's.
+ *
+ * A pair with no kin takes the least recently used residual that may be
+ * gone and is older than a round (the age at which known pairs come back),
+ * so that a live tensor keeps its own. */
 static squall_tensor *donor_for(shape *sh, squall_tensor_key key, uint64_t now) {
+  int sends = 0, recvs = 0;
+  for (squall_tensor *t = sh->slots; t; t = t->next) {
+    sends += t->key.send == key.send;
+    recvs += t->key.recv == key.recv;
+  }
   squall_tensor *kin = NULL, *other = NULL;
   int has_kin = 0;
   for (squall_tensor *t = sh->slots; t; t = t->next) {
-    if (related(t, key)) {
+    int is_kin = (sends >= 2 && t->key.send == key.send) || (recvs >= 2 && t->key.recv == key.recv);
+    int may_give = movable(t) && may_be_gone(t, now);
+    if (is_kin) {
       has_kin = 1;
-      if (t->residual && may_be_gone(t, now) && better_donor(t, kin, key)) kin = t;
-    } else if (t->residual && may_be_gone(t, now) && now - t->last_use > sh->round && better_donor(t, other, key)) {
+      if (may_give && (kin == NULL || t->last_use < kin->last_use)) kin = t;
+    } else if (may_give && now - t->last_use > sh->round && (other == NULL || t->last_use < other->last_use)) {
       other = t;
     }
   }
@@ -216,11 +216,18 @@ static int holds_residual(const shape *sh) {
   return 0;
 }
 
+static int holds_pinned(const shape *sh) {
+  for (const squall_tensor *t = sh->slots; t; t = t->next)
+    if (t->residual && t->pinned) return 1;
+  return 0;
+}
+
 /* At most SQ_RESIDUAL_MAX_SHAPES shapes keep residuals: a program whose
  * sizes vary (a sequence length, a last short batch) would otherwise keep
  * one for every size it ever saw, and memory would grow without end. The
  * least recently used shape's go (a size that does not come back never
- * delivers its residual anyway), said once per process. */
+ * delivers its residual anyway), said once per process; never one that a
+ * captured CUDA graph uses. */
 static void limit_shapes(squall_residuals *s) {
   for (;;) {
     int held = 0;
@@ -228,9 +235,9 @@ static void limit_shapes(squall_residuals *s) {
     for (shape *sh = s->shapes; sh; sh = sh->next) {
       if (!holds_residual(sh)) continue;
       held++;
-      if (lru == NULL || sh->last_use < lru->last_use) lru = sh;
+      if (!holds_pinned(sh) && (lru == NULL || sh->last_use < lru->last_use)) lru = sh;
     }
-    if (held <= SQ_RESIDUAL_MAX_SHAPES) return;
+    if (held <= SQ_RESIDUAL_MAX_SHAPES || lru == NULL) return;
     SQ_WARN_ONCE("more than %d tensor sizes with error-feedback residuals on one communicator: the least "
                  "recently used size's residuals are dropped, what they had not yet sent with them (first: "
                  "%zu elements); a program whose sizes vary should run them with SQUALL_EF=0",

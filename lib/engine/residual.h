@@ -9,20 +9,23 @@
  *     stable addresses gets one residual per tensor, and so do tensors sent
  *     from one staging buffer (or NumPy temporaries the allocator puts at
  *     one address) each into an output of its own at a stable address;
- *   - a pair not seen before whose send or receive buffer some slot shares
- *     is that tensor with a new buffer: it takes the residual of such a
- *     slot whose tensor may have moved on (its pair never came back, or it
- *     has missed its own return period twice), the same send buffer first,
- *     then the same receive buffer, then the least recently used; where
- *     none can give one it starts afresh, never taking an unrelated
+ *   - a pair not seen before that shares a recurring buffer (one already in
+ *     two slots: a tensor's stable send or output) with some slots is that
+ *     tensor with a new other buffer: it takes the residual of the least
+ *     recently used such slot whose tensor may have moved on (its pair
+ *     never came back, or it has missed its own return period twice);
+ *     where none can give one it starts afresh, never taking an unrelated
  *     tensor's. So an output (or input) allocated afresh each step carries
- *     its tensor's residual however other tensors of the shape come and go;
- *   - a pair sharing no buffer with any slot (both allocated afresh, as
- *     mpi4py/NumPy or JAX loops do) inherits the least recently used
- *     residual of the shape not used within the last round (the age at
+ *     its tensor's residual however other tensors of the shape come and go,
+ *     and a temporary shared by several tensors (a buffer seen once says
+ *     little about whose it is) does not pass residuals between them;
+ *   - any other new pair (both buffers allocated afresh, as mpi4py/NumPy or
+ *     JAX loops do) inherits the least recently used residual of the shape
+ *     that may be gone and was not used within the last round (the age at
  *     which known pairs come back), so such a loop carries its residual
  *     from step to step instead of starting from zero, and stale residuals
  *     are recycled;
+ *   - a residual a captured CUDA graph uses is never moved or dropped;
  *   - a call passed through without a lookup (the cost model's settled
  *     sizes) still marks its pair as used (squall__residuals_touch), so a
  *     live tensor whose calls pass through does not look gone;
@@ -76,6 +79,7 @@ typedef struct squall_tensor {
   uint64_t hits;    /* times key came back after the first sight */
   uint64_t last_use; /* the shape's clock at its last use */
   uint64_t period;  /* the shape's clock between its last two uses (hits > 0) */
+  int pinned;       /* a captured CUDA graph uses the residual: never moved or dropped */
   struct squall_tensor *next; /* slots of the same shape */
 } squall_tensor;
 
