@@ -442,17 +442,32 @@ START_TEST(test_engine_average_and_halves) {
 }
 END_TEST
 
+/* An engine over MPI_COMM_WORLD with kernel set k (which must outlive it):
+ * for tests below the MPI entry point, or that change what the engine sees
+ * of its kernels. */
+typedef struct {
+  squall_mpi_ctx ctx;
+  squall_transport tr;
+  squall_engine *e;
+} test_engine;
+static void engine_with(test_engine *t, const squall_kernels *k) {
+  ck_assert_int_eq(squall__transport_mpi_init(&t->tr, &t->ctx, MPI_COMM_WORLD), squallSuccess);
+  ck_assert_ptr_nonnull(t->e = squall__engine_create(&t->tr, k));
+}
+static void engine_done(test_engine *t) {
+  squall__engine_free(t->e);
+  squall__transport_mpi_fini(&t->ctx);
+}
+
 /* Averages and pre-multiplied sums (NCCL's ncclAvg and PreMulSum, which
  * MPI's entry point cannot express) give the default environment's bits
  * too when one rank rounds upward with flush-to-zero and
  * denormals-are-zero: the division by the rank count (inexact on 3 ranks)
  * and the multiplier (0.3, inexact everywhere) round to nearest. */
 START_TEST(test_average_and_premul_ignore_a_ranks_fp_environment) {
-  squall_mpi_ctx ctx;
-  squall_transport tr;
-  ck_assert_int_eq(squall__transport_mpi_init(&tr, &ctx, MPI_COMM_WORLD), squallSuccess);
-  squall_engine *e = squall__engine_create(&tr, &squall__kernels_host);
-  ck_assert_ptr_nonnull(e);
+  test_engine te;
+  engine_with(&te, &squall__kernels_host);
+  squall_engine *e = te.e;
   size_t n = 4099;
   float *g = malloc(n * 4), *want = malloc(n * 4), *got = malloc(n * 4);
   fill(g, n, 63, rank, gen_uniform);
@@ -480,27 +495,10 @@ START_TEST(test_average_and_premul_ignore_a_ranks_fp_environment) {
       ck_assert_msg(all_same, "%s %s: element %zu is %a, %a in the default environment (rank %d)", specs[s],
                     avg ? "average" : "premul 0.3", bad, bad < n ? got[bad] : 0.0f, bad < n ? want[bad] : 0.0f, rank);
     }
-  squall__engine_free(e);
-  squall__transport_mpi_fini(&ctx);
+  engine_done(&te);
   free(g); free(want); free(got);
 }
 END_TEST
-
-/* An engine over MPI_COMM_WORLD with kernel set k (which must outlive it):
- * for tests that change what the engine sees of its kernels. */
-typedef struct {
-  squall_mpi_ctx ctx;
-  squall_transport tr;
-  squall_engine *e;
-} test_engine;
-static void engine_with(test_engine *t, const squall_kernels *k) {
-  ck_assert_int_eq(squall__transport_mpi_init(&t->tr, &t->ctx, MPI_COMM_WORLD), squallSuccess);
-  ck_assert_ptr_nonnull(t->e = squall__engine_create(&t->tr, k));
-}
-static void engine_done(test_engine *t) {
-  squall__engine_free(t->e);
-  squall__transport_mpi_fini(&t->ctx);
-}
 
 /* A kernel set whose top-k takes fewer elements than the call (the CUDA
  * set's int counts) sends the call to top-k's dense route on every rank,
