@@ -870,6 +870,24 @@ START_TEST(test_set_config_from_another_thread) {
 END_TEST
 
 /* ---------------------------------------------------- residual identity */
+/* Every rank's residual of the tensor last sent from send, added to the
+ * outputs so far, is exactly the inputs so far (dyadic data); and top-k at
+ * 1% kept something back, so the residual did carry. */
+static void assert_conserved_with(const void *send, size_t n, const double *sum_in, const double *sum_out) {
+  float *res = malloc(n * 4);
+  double *mine = malloc(n * 8), *kept = malloc(n * 8), total = 0;
+  ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, send, (int)n, MPI_FLOAT, res), MPI_SUCCESS);
+  for (size_t i = 0; i < n; i++) mine[i] = res[i];
+  MPI_Allreduce(mine, kept, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  for (size_t i = 0; i < n; i++) {
+    ck_assert_msg(sum_out[i] + kept[i] == sum_in[i], "element %zu: sent %.17g + kept %.17g != %.17g", i,
+                  sum_out[i], kept[i], sum_in[i]);
+    total += fabs(kept[i]);
+  }
+  ck_assert(total > 0);
+  free(res); free(mine); free(kept);
+}
+
 /* A loop that hands a new buffer every step (as mpi4py/NumPy code does)
  * keeps one residual: memory stays flat, error feedback carries over, and
  * conservation is exact with the last buffer's residual. All buffers stay
@@ -880,7 +898,7 @@ START_TEST(test_fresh_buffer_each_step_keeps_one_residual) {
   size_t n = 12007; /* a shape no other test uses */
   enum { STEPS = 40 };
   double *sum_in = calloc(n, 8), *sum_out = calloc(n, 8);
-  float *out = malloc(n * 4), *res = malloc(n * 4), *bufs[STEPS];
+  float *out = malloc(n * 4), *bufs[STEPS];
   size_t bytes_after_first = 0;
   for (int t = 0; t < STEPS; t++) {
     float *g = bufs[t] = malloc(n * 4);
@@ -894,18 +912,10 @@ START_TEST(test_fresh_buffer_each_step_keeps_one_residual) {
                   "step %d: residual bytes grew from %zu to %zu", t, bytes_after_first,
                   squall__residuals_process_bytes());
   }
-  ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, bufs[STEPS - 1], (int)n, MPI_FLOAT, res), MPI_SUCCESS);
-  double *mine = malloc(n * 8), *kept = malloc(n * 8), total = 0;
-  for (size_t i = 0; i < n; i++) mine[i] = res[i];
-  MPI_Allreduce(mine, kept, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  for (size_t i = 0; i < n; i++) {
-    ck_assert_msg(sum_out[i] + kept[i] == sum_in[i], "element %zu: sent %.17g + kept %.17g != %.17g", i,
-                  sum_out[i], kept[i], sum_in[i]);
-    total += fabs(kept[i]);
-  }
-  ck_assert(total > 0); /* top-k at 1% keeps most of it back: the residual carried */
+  /* top-k at 1% keeps most of it back: the residual carried */
+  assert_conserved_with(bufs[STEPS - 1], n, sum_in, sum_out);
   for (int t = 0; t < STEPS; t++) free(bufs[t]);
-  free(sum_in); free(sum_out); free(out); free(res); free(mine); free(kept);
+  free(sum_in); free(sum_out); free(out);
 }
 END_TEST
 
@@ -959,7 +969,7 @@ END_TEST
 START_TEST(test_one_send_buffer_distinct_outputs_keep_their_own_residuals) {
   use_config("SQUALL_COMPRESS=topk:0.01");
   size_t n = 12017; /* a shape no other test uses */
-  float *stage = malloc(n * 4), *out_zero = malloc(n * 4), *out_busy = malloc(n * 4), *res = malloc(n * 4);
+  float *stage = malloc(n * 4), *out_zero = malloc(n * 4), *out_busy = malloc(n * 4);
   double *sum_in = calloc(n, 8), *sum_out = calloc(n, 8);
   for (int t = 0; t < 6; t++) {
     memset(stage, 0, n * 4);
@@ -973,17 +983,8 @@ START_TEST(test_one_send_buffer_distinct_outputs_keep_their_own_residuals) {
     for (size_t i = 0; i < n; i++) sum_out[i] += out_busy[i];
   }
   /* the residual of the tensor last sent from stage: the busy one's */
-  ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, stage, (int)n, MPI_FLOAT, res), MPI_SUCCESS);
-  double *mine = malloc(n * 8), *kept = malloc(n * 8), total = 0;
-  for (size_t i = 0; i < n; i++) mine[i] = res[i];
-  MPI_Allreduce(mine, kept, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  for (size_t i = 0; i < n; i++) {
-    ck_assert_msg(sum_out[i] + kept[i] == sum_in[i], "element %zu: sent %.17g + kept %.17g != %.17g", i,
-                  sum_out[i], kept[i], sum_in[i]);
-    total += fabs(kept[i]);
-  }
-  ck_assert(total > 0); /* top-k at 1% keeps most of it back */
-  free(stage); free(out_zero); free(out_busy); free(res); free(sum_in); free(sum_out); free(mine); free(kept);
+  assert_conserved_with(stage, n, sum_in, sum_out);
+  free(stage); free(out_zero); free(out_busy); free(sum_in); free(sum_out);
 }
 END_TEST
 
