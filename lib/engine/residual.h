@@ -37,7 +37,10 @@
  * tensors of one shape a residual can move from one to the next once,
  * before their pairs have come back (with both buffers fresh every step
  * there is nothing to go by, and residuals keep moving between such
- * tensors); one tensor whose output alternates between K buffers keeps K
+ * tensors, or between one such and a tensor of the shape that comes back
+ * only after the loop's churn has trimmed its slot, MAX_EMPTY steps or
+ * more; beside one that comes back every P steps such a loop keeps up to
+ * about P residuals, the round being P); one tensor whose output alternates between K buffers keeps K
  * residuals, each carried to the next call into its buffer, as K tensors
  * sharing a staging buffer must; and tensors that share both addresses (a
  * staging buffer used in place) share one.
