@@ -168,16 +168,25 @@ static squall_tensor *donor_for(shape *sh, squall_tensor_key key, uint64_t now) 
   return has_kin ? kin : other;
 }
 
-squall_tensor *squall__residuals_slot(squall_residuals *s, squall_tensor_key key, size_t count, int dtype) {
-  shape *sh = shape_of(s, count, dtype, 1);
-  if (sh == NULL) return NULL;
-  uint64_t now = ++sh->clock;
+/* A use of shape sh by key (a lookup or a touch): the clocks move on, and
+ * key's slot, if it has one, came back (returned); *now: the shape's clock. */
+static squall_tensor *use_of(squall_residuals *s, shape *sh, squall_tensor_key key, uint64_t *now) {
+  *now = ++sh->clock;
   sh->last_use = ++s->clock;
   for (squall_tensor *t = sh->slots; t; t = t->next)
     if (squall__tensor_key_eq(t->key, key)) {
-      used(sh, t, now);
+      used(sh, t, *now);
       return t;
     }
+  return NULL;
+}
+
+squall_tensor *squall__residuals_slot(squall_residuals *s, squall_tensor_key key, size_t count, int dtype) {
+  shape *sh = shape_of(s, count, dtype, 1);
+  if (sh == NULL) return NULL;
+  uint64_t now;
+  squall_tensor *known = use_of(s, sh, key, &now);
+  if (known) return known;
   squall_tensor *donor = donor_for(sh, key, now);
   squall_tensor *t = calloc(1, sizeof *t);
   if (t == NULL) return NULL;
@@ -200,25 +209,14 @@ squall_tensor *squall__residuals_slot(squall_residuals *s, squall_tensor_key key
 
 void squall__residuals_touch(squall_residuals *s, squall_tensor_key key, size_t count, int dtype) {
   shape *sh = shape_of(s, count, dtype, 0);
-  if (sh == NULL) return;
-  uint64_t now = ++sh->clock;
-  sh->last_use = ++s->clock;
-  for (squall_tensor *t = sh->slots; t; t = t->next)
-    if (squall__tensor_key_eq(t->key, key)) {
-      used(sh, t, now);
-      return;
-    }
+  uint64_t now;
+  if (sh) use_of(s, sh, key, &now);
 }
 
-static int holds_residual(const shape *sh) {
+/* Whether a slot of sh holds a residual (pinned_only: one a graph uses). */
+static int holds(const shape *sh, int pinned_only) {
   for (const squall_tensor *t = sh->slots; t; t = t->next)
-    if (t->residual) return 1;
-  return 0;
-}
-
-static int holds_pinned(const shape *sh) {
-  for (const squall_tensor *t = sh->slots; t; t = t->next)
-    if (t->residual && t->pinned) return 1;
+    if (t->residual && (t->pinned || !pinned_only)) return 1;
   return 0;
 }
 
@@ -233,9 +231,9 @@ static void limit_shapes(squall_residuals *s) {
     int held = 0;
     shape *lru = NULL;
     for (shape *sh = s->shapes; sh; sh = sh->next) {
-      if (!holds_residual(sh)) continue;
+      if (!holds(sh, 0)) continue;
       held++;
-      if (!holds_pinned(sh) && (lru == NULL || sh->last_use < lru->last_use)) lru = sh;
+      if (!holds(sh, 1) && (lru == NULL || sh->last_use < lru->last_use)) lru = sh;
     }
     if (held <= SQ_RESIDUAL_MAX_SHAPES || lru == NULL) return;
     SQ_WARN_ONCE("more than %d tensor sizes with error-feedback residuals on one communicator: the least "

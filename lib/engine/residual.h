@@ -40,10 +40,11 @@
  * tensors, or between one such and a tensor of the shape that comes back
  * only after the loop's churn has trimmed its slot, MAX_EMPTY steps or
  * more; beside one that comes back every P steps such a loop keeps up to
- * about P residuals, the round being P); one tensor whose output alternates between K buffers keeps K
- * residuals, each carried to the next call into its buffer, as K tensors
- * sharing a staging buffer must; and tensors that share both addresses (a
- * staging buffer used in place) share one.
+ * about P residuals, the round being P); one tensor whose output
+ * alternates between K buffers keeps K residuals, each carried to the next
+ * call into its buffer, as K tensors sharing a staging buffer must; and
+ * tensors that share both addresses (a staging buffer used in place) share
+ * one.
  *
  * Warm-up counts calls per shape, not per address: every rank makes the
  * same calls with the same shapes, so every rank counts alike whatever its
