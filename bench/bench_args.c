@@ -76,6 +76,10 @@ static void usage(FILE *f) {
           bench_backend_list());
 }
 
+/* "0" or "1": what nccl-tests' -C and -S (report options) take, where
+ * squall-bench's -C and -S take codecs and squall options. */
+static int is_0_or_1(const char *v) { return !strcmp(v, "0") || !strcmp(v, "1"); }
+
 static int parse_int(const char *v, long lo, long hi, long *out) {
   char *end;
   errno = 0;
@@ -138,7 +142,7 @@ static int parse_codecs(const char *list, bench_options *opt, FILE *err) {
     squallConfigDefault(&cfg);
     if (squallConfigSet(&cfg, "SQUALL_COMPRESS", name) != squallSuccess) {
       if (err) fprintf(err, "squall-bench: -C: codec '%s' is invalid: %s%s\n", name, squallGetLastError(),
-                       !strcmp(list, "0") || !strcmp(list, "1")
+                       is_0_or_1(list)
                            ? " (nccl-tests' -C 0|1, --report_cputime, is not supported: here -C lists codecs)"
                            : "");
       return -1;
@@ -304,7 +308,7 @@ int bench_parse_args(int argc, char **argv, bench_options *opt, FILE *out, FILE 
       squallConfigDefault(&cfg);
       if (squallConfigParse(&cfg, v) != squallSuccess)
         FAIL("-S '%s' is invalid: %s%s\n", v, squallGetLastError(),
-             !strcmp(v, "0") || !strcmp(v, "1")
+             is_0_or_1(v)
                  ? " (nccl-tests' -S 0|1, --report_timestamps, is not supported: here -S takes squall options)"
                  : "");
       if (cfg.codec != squallCodecNone)
@@ -322,16 +326,6 @@ int bench_parse_args(int argc, char **argv, bench_options *opt, FILE *out, FILE 
         FAIL("--data '%s' is invalid: accepted are uniform, normal, lognormal, constant, tiny, "
              "sparse and nonfinite\n", v);
       break;
-    case 't': case 'g': case 'm': case 'N': case 'a': case 'z': case 'G': case 'p': case 'y': case 'R': case 'r':
-    case 'T': case 'M': {
-      const nccl_tests_option *nt = nccl_tests_option_of(c);
-      if (parse_int(v, 0, LONG_MAX, &x))
-        FAIL("-%c (nccl-tests' --%s) '%s' is invalid: accepted is %ld only\n", c, nt->name, v, nt->accepted);
-      if (x != nt->accepted)
-        FAIL("-%c %ld (nccl-tests' --%s) is not supported: %s; accepted is %ld only\n", c, x, nt->name, nt->why,
-             nt->accepted);
-      break;
-    }
     case OPT_CPUTIME:
       FAIL("--report_cputime (nccl-tests' -C) is not supported: squall-bench reports wall time, and the "
            "codec's own time per call in the codec column; here -C lists codecs\n");
@@ -340,10 +334,20 @@ int bench_parse_args(int argc, char **argv, bench_options *opt, FILE *out, FILE 
       return 1;
     case ':':
       FAIL("option '%s' needs a value (see squall-bench -h)\n", argv[optind - 1]);
-    default:
+    default: {
+      const nccl_tests_option *nt = nccl_tests_option_of(c); /* the table's letters, in getopt's string */
+      if (nt) {
+        if (parse_int(v, 0, LONG_MAX, &x))
+          FAIL("-%c (nccl-tests' --%s) '%s' is invalid: accepted is %ld only\n", c, nt->name, v, nt->accepted);
+        if (x != nt->accepted)
+          FAIL("-%c %ld (nccl-tests' --%s) is not supported: %s; accepted is %ld only\n", c, x, nt->name,
+               nt->why, nt->accepted);
+        break;
+      }
       if (optopt)
         FAIL("unknown option '-%c' (see squall-bench -h)\n", optopt);
       FAIL("unknown option '%s' (see squall-bench -h)\n", argv[optind - 1]);
+    }
     }
   }
   if (optind < argc)
