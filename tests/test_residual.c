@@ -55,6 +55,14 @@ static double call(sim *m, int j, const void *send, const void *recv) {
   return foreign;
 }
 
+/* A call of tensor j that, from step `from` on, must deliver exactly one
+ * unit of its own mass (the call before's) and nothing of another's. */
+static void call_own(sim *m, int step, int from, int j, const void *send, const void *recv) {
+  double own0 = m->own, f = call(m, j, send, recv);
+  if (step >= from)
+    ck_assert_msg(f == 0 && m->own - own0 == 1, "step %d tensor %d: own %g foreign %g", step, j, m->own - own0, f);
+}
+
 /* A call the cost model passed through without looking its slot up. */
 static void passed(sim *m, const void *send, const void *recv) {
   squall__residuals_touch(m->store, (squall_tensor_key){send, recv}, MAX_TENSORS, 0);
@@ -81,12 +89,7 @@ START_TEST(test_stable_tensors) {
   sim m;
   sim_init(&m);
   for (int step = 0; step < 20; step++)
-    for (int j = 0; j < 3; j++) {
-      double own0 = m.own, f = call(&m, j, A(j), A(10 + j));
-      if (step >= 2) {
-        ck_assert_msg(f == 0 && m.own - own0 == 1, "step %d tensor %d: own %g foreign %g", step, j, m.own - own0, f);
-      }
-    }
+    for (int j = 0; j < 3; j++) call_own(&m, step, 2, j, A(j), A(10 + j));
   const void *s[] = {A(0), A(1), A(2)}, *r[] = {A(10), A(11), A(12)};
   ck_assert(m.own + m.foreign + kept(&m, s, r, 3) == m.calls);
   sim_free(&m);
@@ -100,10 +103,7 @@ START_TEST(test_staging_buffer_own_outputs) {
   sim m;
   sim_init(&m);
   for (int step = 0; step < 20; step++)
-    for (int j = 0; j < 3; j++) {
-      double own0 = m.own, f = call(&m, j, A(0), A(10 + j));
-      if (step >= 2) ck_assert_msg(f == 0 && m.own - own0 == 1, "step %d tensor %d: foreign %g", step, j, f);
-    }
+    for (int j = 0; j < 3; j++) call_own(&m, step, 2, j, A(0), A(10 + j));
   sim_free(&m);
 }
 END_TEST
@@ -124,9 +124,7 @@ START_TEST(test_staging_buffer_with_passed_through_calls) {
   for (int step = 3; step < 20; step++) {
     double f = call(&m, 0, A(0), A(10));
     ck_assert_msg(f == 0, "step %d: the zero tensor delivered %g of the busy one's mass", step, f);
-    double own0 = m.own;
-    f = call(&m, 1, A(0), A(11));
-    ck_assert_msg(f == 0 && m.own - own0 == 1, "step %d: busy tensor own %g foreign %g", step, m.own - own0, f);
+    call_own(&m, step, 0, 1, A(0), A(11)); /* the busy tensor */
   }
   ck_assert_int_eq(m.zero_starts, 0);
   sim_free(&m);
@@ -142,15 +140,9 @@ START_TEST(test_fresh_outputs_beside_a_rare_tensor) {
   sim_init(&m);
   int next = 20;
   for (int step = 0; step < 40; step++) {
-    for (int j = 0; j < 2; j++) {
-      double own0 = m.own, f = call(&m, j, A(j), A(next++));
-      if (step >= 3) /* after the first steps' moves (a send seen once is no kin yet) */
-        ck_assert_msg(f == 0 && m.own - own0 == 1, "step %d tensor %d: own %g foreign %g", step, j, m.own - own0, f);
-    }
-    if (step % 10 == 0) {
-      double own0 = m.own, f = call(&m, 2, A(5), A(5));
-      if (step >= 20) ck_assert_msg(f == 0 && m.own - own0 == 1, "step %d in place: foreign %g", step, f);
-    }
+    for (int j = 0; j < 2; j++) /* after the first steps' moves (a send seen once is no kin yet) */
+      call_own(&m, step, 3, j, A(j), A(next++));
+    if (step % 10 == 0) call_own(&m, step, 20, 2, A(5), A(5)); /* in place */
   }
   ck_assert_int_le(next, 128);
   sim_free(&m);
@@ -166,9 +158,8 @@ START_TEST(test_fresh_buffers) {
   sim_init(&m);
   int next = 0;
   for (int step = 0; step < 15; step++) {
-    double own0 = m.own, f = call(&m, 0, A(next), A(next + 1));
+    call_own(&m, step, 1, 0, A(next), A(next + 1));
     next += 2;
-    if (step >= 1) ck_assert_msg(f == 0 && m.own - own0 == 1, "step %d: own %g foreign %g", step, m.own - own0, f);
   }
   sim_free(&m);
   sim_init(&m);
@@ -197,10 +188,7 @@ START_TEST(test_moving_temporary_into_stable_outputs) {
   sim_init(&m);
   size_t bytes0 = squall__residuals_process_bytes();
   for (int step = 0; step < 40; step++)
-    for (int j = 0; j < 2; j++) {
-      double own0 = m.own, f = call(&m, j, A(20 + step), A(10 + j));
-      if (step >= 3) ck_assert_msg(f == 0 && m.own - own0 == 1, "step %d tensor %d: own %g foreign %g", step, j, m.own - own0, f);
-    }
+    for (int j = 0; j < 2; j++) call_own(&m, step, 3, j, A(20 + step), A(10 + j));
   ck_assert_uint_le(squall__residuals_process_bytes() - bytes0, 2 * MAX_TENSORS * sizeof(float));
   sim_free(&m);
 }
@@ -214,10 +202,8 @@ START_TEST(test_temporary_shared_with_a_fresh_tensor) {
   sim_init(&m);
   size_t bytes0 = squall__residuals_process_bytes();
   for (int step = 0; step < 40; step++) {
-    double own0 = m.own, f = call(&m, 0, A(20 + step), A(10));
-    if (step >= 3) ck_assert_msg(f == 0 && m.own - own0 == 1, "step %d tensor 0: own %g foreign %g", step, m.own - own0, f);
-    own0 = m.own, f = call(&m, 1, A(20 + step), A(70 + step % 50));
-    if (step >= 3) ck_assert_msg(f == 0 && m.own - own0 == 1, "step %d tensor 1: own %g foreign %g", step, m.own - own0, f);
+    call_own(&m, step, 3, 0, A(20 + step), A(10));
+    call_own(&m, step, 3, 1, A(20 + step), A(70 + step % 50));
   }
   ck_assert_uint_le(squall__residuals_process_bytes() - bytes0, 3 * MAX_TENSORS * sizeof(float));
   sim_free(&m);
