@@ -443,6 +443,47 @@ START_TEST(test_alloc_failure_on_one_rank_passes_through_together) {
 }
 END_TEST
 
+/* Ranks other than 0 pass a larger count in call 1 (an erroneous program:
+ * MPI requires one count everywhere). Every rank compresses such a call,
+ * so the call header finds it: MPI_ERR_ARG on every rank, the output as it
+ * was, the residuals exact, the ranks in step. Plain MPI fails on some
+ * ranks only, or hangs, or corrupts memory. */
+START_TEST(test_rank_dependent_count_fails_everywhere) {
+  if (nranks < 2) return;
+  size_t n = 6007, extra[] = {1, 512, 6007};
+  const char *specs[] = {"SQUALL_COMPRESS=topk:0.02", "SQUALL_COMPRESS=fp16", "SQUALL_COMPRESS=int8",
+                         "SQUALL_COMPRESS=topk:1"};
+  for (size_t s = 0; s < sizeof specs / sizeof specs[0]; s++)
+    for (size_t x = 0; x < sizeof extra / sizeof extra[0]; x++) {
+      use_config(specs[s]);
+      squallMpiResetResiduals(MPI_COMM_WORLD);
+      float *g = calloc(n + extra[x], 4), *out = malloc((n + extra[x]) * 4), *res = malloc(n * 4);
+      ledger l;
+      ledger_init(&l, n);
+      for (int step = 0; step < 3; step++) {
+        int seed = 4000 + step, odd = step == 1 && rank != 0;
+        for (size_t i = 0; i < n; i++) g[i] = gen_dyadic(seed, rank, i);
+        memset(out, 0x5a, (n + extra[x]) * 4);
+        int rc = squallMpiAllreduce(g, out, (int)(odd ? n + extra[x] : n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        ck_assert_msg(rc == (step == 1 ? MPI_ERR_ARG : MPI_SUCCESS), "%s, +%zu, step %d: returned %d", specs[s],
+                      extra[x], step, rc);
+        if (rc == MPI_SUCCESS) {
+          ledger_add(&l, seed, out);
+          continue;
+        }
+        for (size_t i = 0; i < n + extra[x]; i++)
+          ck_assert_msg(((const unsigned char *)out)[4 * i] == 0x5a, "%s: the output changed at %zu", specs[s], i);
+      }
+      int has = squallMpiGetResidual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res) == MPI_SUCCESS;
+      ledger_check(&l, has ? res : NULL, specs[s]);
+      assert_in_step(11);
+      free(g);
+      free(out);
+      free(res);
+    }
+}
+END_TEST
+
 static Suite *faults_suite(void) {
   Suite *s = suite_create("faults");
   TCase *tc = tcase_create("collective");
@@ -455,6 +496,7 @@ static Suite *faults_suite(void) {
   tc = tcase_create("arguments");
   tcase_add_test(tc, test_aliased_buffers_rejected_alike);
   tcase_add_test(tc, test_null_buffers_rejected_alike);
+  tcase_add_test(tc, test_rank_dependent_count_fails_everywhere);
   suite_add_tcase(s, tc);
   tc = tcase_create("alloc");
   tcase_add_test(tc, test_alloc_failure_on_one_rank_passes_through_together);

@@ -68,15 +68,29 @@ static void check_in_step(ncclComm_t comm, const char *ctx) {
          "ranks in step afterwards", ctx);
 }
 
+/* What call 1 goes wrong by: a fault the test NCCL injects (FAKENCCL_FAULT),
+ * or arguments that ranks other than 0 pass differently (an erroneous
+ * program: NCCL requires the same count, type and operation everywhere). */
+typedef struct {
+  const char *fault;   /* FAKENCCL_FAULT, or NULL */
+  size_t extra;        /* the others' count is n + extra */
+  ncclDataType_t type; /* the others' type and operation */
+  ncclRedOp_t op;
+} call_fault;
+
 /* Four calls of one tensor with the fault set for call 1; then a flush
  * (SQUALL_COMPRESS=topk:1 with a zero input sends g + residual = the
  * residual, and empties it), so that
- *   sum of successful outputs + flush == sum of successful inputs. */
-static void run_fault(ncclComm_t comm, const char *spec, const char *fault, int in_place, ncclResult_t want) {
-  char ctx[160];
-  snprintf(ctx, sizeof ctx, "%s, FAKENCCL_FAULT=%s%s", spec, fault, in_place ? ", in place" : "");
+ *   sum of successful outputs + flush == sum of successful inputs.
+ * Mismatched arguments are refused before anything changed: the caller's
+ * output is untouched as well. */
+static void run_case(ncclComm_t comm, const char *spec, const call_fault *f, int in_place, ncclResult_t want) {
+  char ctx[200];
+  snprintf(ctx, sizeof ctx, "%s, %s%s (others: +%zu elements, type %d, op %d)%s", spec,
+           f->fault ? "FAKENCCL_FAULT=" : "mismatch", f->fault ? f->fault : "", f->extra, (int)f->type,
+           (int)f->op, in_place ? ", in place" : "");
   size_t n = 20011;
-  float *g = malloc(n * 4), *out = malloc(n * 4);
+  float *g = calloc(n + f->extra, 4), *out = calloc(n + f->extra, 4), *before = malloc(n * 4);
   double *in_sum = calloc(n, 8), *out_sum = calloc(n, 8);
   use(spec);
   squallResetResiduals(comm);
@@ -88,10 +102,16 @@ static void run_fault(ncclComm_t comm, const char *spec, const char *fault, int 
       memcpy(out, g, n * 4);
       send = out;
     }
-    if (step == 1) setenv("FAKENCCL_FAULT", fault, 1);
-    ncclResult_t r = squallAllReduce(send, out, n, ncclFloat32, ncclSum, comm, NULL);
+    int odd = step == 1 && !f->fault && rank != 0;
+    if (step == 1 && f->fault) setenv("FAKENCCL_FAULT", f->fault, 1);
+    if (step == 1 && !in_place) memset(out, 0x5a, n * 4);
+    memcpy(before, out, n * 4);
+    ncclResult_t r = squallAllReduce(send, out, odd ? n + f->extra : n, odd ? f->type : ncclFloat32,
+                                     odd ? f->op : ncclSum, comm, NULL);
     unsetenv("FAKENCCL_FAULT");
     CHECKS(same_everywhere(r), "every rank returns the same", ctx);
+    if (r != ncclSuccess && !f->fault)
+      CHECKS(memcmp(before, out, n * 4) == 0, "refused arguments leave the output as it was", ctx);
     if (r == ncclSuccess) {
       for (size_t i = 0; i < n; i++) {
         for (int q = 0; q < nranks; q++) in_sum[i] += gen(10 + step, q, i);
@@ -114,8 +134,14 @@ static void run_fault(ncclComm_t comm, const char *spec, const char *fault, int 
   check_in_step(comm, ctx);
   free(g);
   free(out);
+  free(before);
   free(in_sum);
   free(out_sum);
+}
+
+static void run_fault(ncclComm_t comm, const char *spec, const char *fault, int in_place, ncclResult_t want) {
+  call_fault f = {fault, 0, ncclFloat32, ncclSum};
+  run_case(comm, spec, &f, in_place, want);
 }
 
 /* Rank 0 cannot allocate the scratch of a new shape: every rank passes that
@@ -167,6 +193,18 @@ int main(int argc, char **argv) {
     }
     run_fault(comm, "SQUALL_COMPRESS=topk:1", "fail:2", ip, ncclSystemError);
   }
+  /* Arguments that differ between ranks, where every rank would compress
+   * the call: found in the call header, ncclInvalidArgument everywhere
+   * (they used to hang, or to fail on some ranks only). */
+  const call_fault odd[] = {{NULL, 1, ncclFloat32, ncclSum},
+                            {NULL, 4096, ncclFloat32, ncclSum},
+                            {NULL, 0, ncclFloat32, ncclAvg},
+                            {NULL, 0, ncclFloat16, ncclSum},
+                            {NULL, 0, ncclBfloat16, ncclAvg}};
+  const char *codecs[] = {topk, "SQUALL_COMPRESS=fp16", "SQUALL_COMPRESS=int8", "SQUALL_COMPRESS=topk:1"};
+  if (nranks > 1)
+    for (size_t k = 0; k < sizeof codecs / sizeof codecs[0]; k++)
+      for (size_t m = 0; m < sizeof odd / sizeof odd[0]; m++) run_case(comm, codecs[k], &odd[m], (int)(m % 2), ncclInvalidArgument);
   run_alloc_fault(comm, topk, 70001);
   run_alloc_fault(comm, "SQUALL_COMPRESS=fp16", 90001);
 

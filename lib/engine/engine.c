@@ -639,16 +639,40 @@ static squallResult_t run(squall_engine *e, const squall_call *c, const squallCo
 }
 
 /* ------------------------------------------------------------- header */
-/* Step 2: one all-reduce(min) of [ok, digest, -digest] and the cost
- * model's [-forced, -t_comp, -t_plain, -t_variant...] (maxima, through the
- * minimum). */
-#define HEADER_WORDS (6 + SQ_COST_VARIANTS)
+static const char *dtype_name(int t) {
+  return t == SQ_DT_F32 ? "float32" : t == SQ_DT_F16 ? "float16" : t == SQ_DT_BF16 ? "bfloat16" : "other";
+}
+
+/* The call's arguments every rank must pass alike (MPI and NCCL require
+ * it; premul is per rank by design): the type and the operation. */
+static int64_t call_signature(const squall_call *c) { return (int64_t)c->dtype * 16 + (int64_t)c->op; }
+
+/* Step 2: one all-reduce(min) of [ok, digest, -digest], the cost model's
+ * [-forced, -t_comp, -t_plain, -t_variant...] (maxima, through the
+ * minimum), and [count, -count, signature, -signature]: a rank that passed
+ * another count, type or operation is found here, before anything has
+ * changed, where otherwise the collectives that follow would mismatch
+ * (a hang, a truncation error on some ranks only, or a silent wrong sum). */
+#define HEADER_WORDS (10 + SQ_COST_VARIANTS)
 static squallResult_t header(squall_engine *e, const squall_call *c, const squallConfig_t *cfg, uint64_t gen,
                              int ok, int *agreed, int *all_ok, cost_verdict *v) {
-  int64_t d = digest(cfg), h[HEADER_WORDS] = {ok ? 1 : 0, d, -d, -(int64_t)v->forced, -v->comp_ns, -v->plain_ns};
-  for (int i = 0; i < SQ_COST_VARIANTS; i++) h[6 + i] = -v->variant_ns[i];
+  int64_t d = digest(cfg), sig = call_signature(c), n = (int64_t)c->count;
+  int64_t h[HEADER_WORDS] = {ok ? 1 : 0, d, -d, -(int64_t)v->forced, -v->comp_ns, -v->plain_ns, n, -n, sig, -sig};
+  for (int i = 0; i < SQ_COST_VARIANTS; i++) h[10 + i] = -v->variant_ns[i];
   SQ_FORWARD_IF_ERROR(e->tr.allreduce_min_i64_host(e->tr.ctx, c->stream, h, HEADER_WORDS));
   squall__stats_record_header(&e->stats);
+  /* Every rank sees the same minima: all of them return this error (not
+   * where the ok word is neither 0 nor 1: a header that came back garbled
+   * says nothing about the arguments, and is not "all ok" below). */
+  int formed = h[0] == 0 || h[0] == 1;
+  SQ_RETURN_ERROR_IF(formed && h[6] != -h[7], squallInvalidArgument,
+                     "ranks passed different counts to one all-reduce (from %lld to %lld elements; "
+                     "this rank %zu): nothing was changed",
+                     (long long)h[6], (long long)-h[7], c->count);
+  SQ_RETURN_ERROR_IF(formed && h[8] != -h[9], squallInvalidArgument,
+                     "ranks passed different datatypes or operations to one %zu-element all-reduce "
+                     "(this rank: %s, %s): nothing was changed",
+                     c->count, dtype_name(c->dtype), c->op == SQ_OP_AVG ? "average" : "sum");
   *all_ok = h[0] == 1;
   *agreed = h[1] == -h[2];
   /* The slowest rank sets a collective's time: compare the largest
@@ -656,7 +680,7 @@ static squallResult_t header(squall_engine *e, const squall_call *c, const squal
   v->forced = h[3] < 0;
   v->comp_ns = -h[4];
   v->plain_ns = -h[5];
-  for (int i = 0; i < SQ_COST_VARIANTS; i++) v->variant_ns[i] = -h[6 + i];
+  for (int i = 0; i < SQ_COST_VARIANTS; i++) v->variant_ns[i] = -h[10 + i];
   e->agreed_gen = gen;
   e->agreed_valid = 1;
   e->agreed_ok = *agreed;
