@@ -482,6 +482,8 @@ static int run(const char *dir) {
   tcomm c6;
   ncclConfig_t nb = NCCL_CONFIG_INITIALIZER;
   nb.blocking = 0;
+  ncclConfig_t blocking_cfg = NCCL_CONFIG_INITIALIZER;
+  blocking_cfg.blocking = 1;
   world_comm(&c6, "non-blocking", &nb);
   ncclResult_t state = ncclInProgress;
   for (int i = 0; i < 1000 && state == ncclInProgress; i++) NCCL_OK(ncclCommGetAsyncError(c6.nc, &state));
@@ -497,6 +499,28 @@ static int run(const char *dir) {
   float_call(&c6s, t12s, 0, ncclSum, 1.0f, 0, R_NONBLOCKING, "float sum on a non-blocking communicator's split");
   NCCL_OK(ncclCommDestroy(c6s.nc));
   drop(&c6s);
+  /* NCCL's recovery: revoke, then shrink without a config. The revoke
+   * drops squall's state of the communicator but not its mode, so the
+   * child is non-blocking too. */
+  if (wsize > 2) {
+    tcomm c6r;
+    memset(&c6r, 0, sizeof c6r);
+    c6r.name = "shrink of a revoked non-blocking communicator";
+    int last = wsize - 1;
+    NCCL_OK(ncclCommRevoke(c6.nc, NCCL_REVOKE_DEFAULT));
+    MPI_Comm_split(MPI_COMM_WORLD, wrank == last ? MPI_UNDEFINED : 0, wrank, &c6r.mc);
+    if (wrank != last) {
+      ncclResult_t r = ncclCommShrink(c6.nc, &last, 1, &c6r.nc, NULL, NCCL_SHRINK_DEFAULT);
+      check(r == ncclSuccess || r == ncclInProgress, "shrink of a revoked communicator: %d", (int)r);
+      ncclResult_t st = ncclInProgress;
+      for (int i = 0; i < 1000 && st == ncclInProgress; i++) NCCL_OK(ncclCommGetAsyncError(c6r.nc, &st));
+      members(&c6r);
+      tensor *t12r = tensor_new(18, 30000, wsize);
+      float_call(&c6r, t12r, 0, ncclSum, 1.0f, 0, R_NONBLOCKING, "float sum on the shrink of a revoked non-blocking communicator");
+      NCCL_OK(ncclCommDestroy(c6r.nc));
+      MPI_Comm_free(&c6r.mc);
+    }
+  }
   NCCL_OK(ncclCommFinalize(c6.nc));
   NCCL_OK(ncclCommDestroy(c6.nc));
   drop(&c6);
@@ -520,6 +544,23 @@ static int run(const char *dir) {
   NCCL_OK(ncclCommDestroy(c6e.nc));
   drop(&c6e);
   unsetenv("NCCL_COMM_BLOCKING");
+  /* The mode is each rank's own: rank 0 non-blocking, the others blocking.
+   * The call header tells every rank, and every rank passes through (a
+   * blocking rank that compressed alone would pair its collectives with
+   * rank 0's plain all-reduce). */
+  if (wsize > 1) {
+    tcomm c6m;
+    memset(&c6m, 0, sizeof c6m);
+    c6m.name = "non-blocking on rank 0 only";
+    ncclUniqueId id6m = new_id();
+    nonblocking_ready(&c6m, ncclCommInitRankConfig(&c6m.nc, wsize, id6m, wrank, wrank == 0 ? &nb : &blocking_cfg),
+                      "ncclCommInitRankConfig, non-blocking on rank 0 only");
+    tensor *t12m = tensor_new(17, 30000, wsize);
+    for (int step = 0; step < 2; step++)
+      float_call(&c6m, t12m, step, ncclSum, 1.0f, 0, R_NONBLOCKING, "float sum, non-blocking on rank 0 only");
+    NCCL_OK(ncclCommDestroy(c6m.nc));
+    drop(&c6m);
+  }
 
   /* 11. InitRankScalable with one id. */
   tcomm c7;

@@ -255,7 +255,6 @@ ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *send
     return ncclInvalidArgument;
   }
   int device = squall__cuda_is_device_pointer(sendbuff);
-  int nonblocking = 0;
   pthread_mutex_lock(&lock);
   if (is_lost(comm, (int)op)) {
     pthread_mutex_unlock(&lock);
@@ -271,16 +270,14 @@ ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *send
       call.op = SQ_OP_SUM;
       call.premul = p->scalar;
     }
-  if (s && s->nonblocking) nonblocking = 1;
-  squall_engine *e = s && !nonblocking ? engine_of(s, api, device) : NULL;
+  /* A non-blocking communicator's calls pass through, but only the engine
+   * can say so to every rank (the call header): a rank whose communicator
+   * is blocking would otherwise run compressed collectives against this
+   * rank's plain one. */
+  call.nonblocking = s && s->nonblocking;
+  squall_engine *e = s ? engine_of(s, api, device) : NULL;
   if (e) s->users++;
   pthread_mutex_unlock(&lock);
-  if (nonblocking) { /* every rank's communicator is non-blocking alike */
-    int p = 1;
-    api->commCount(comm, &p);
-    squall__engine_record_unrun(&call, squallPassNonblocking, p);
-    return PASS();
-  }
   if (e == NULL) {
     /* Passing through alone could pair this rank's plain all-reduce with
      * its peers' compressed collectives: fail, as NCCL would. */

@@ -61,6 +61,7 @@ struct squall_engine {
   squall_kernels k;
   squall_residuals *residuals;
   int header_every_call; /* host memory: the header costs no synchronisation */
+  int agreed_nonblocking; /* the last header: some rank's communicator is non-blocking */
   uint64_t agreed_gen;   /* configuration generation of the last header */
   int agreed_valid, agreed_ok;
   uint64_t warned_gen; /* disagreement logged for this generation */
@@ -194,6 +195,7 @@ typedef struct {
   int pays;                  /* the cost model: the largest compressed prediction over the ranks
                                 is below the largest plain one (or it explores); 1 where the
                                 model does not run */
+  int nonblocking;           /* some rank's communicator is non-blocking (from the header) */
 } decide_in;
 
 /* Reasons that follow from the call alone (identical on every rank: MPI
@@ -234,6 +236,10 @@ static squall_route decide(const decide_in *in, squallPassReason_t *why) {
    * inputs everywhere, and counted the warm-up; only the codec's route on
    * the shard is left (a pass-through here is the outer call's error). */
   if (c->shard) goto route;
+  /* Non-blocking communicators pass through (a call must be able to
+   * return ncclInProgress); the mode is each rank's own, so it counts
+   * where the header has combined it over the ranks. */
+  if (in->nonblocking) { *why = squallPassNonblocking; return SQ_ROUTE_PASS; }
   if (!in->agreed) { *why = squallPassMismatch; return SQ_ROUTE_PASS; }
   if (in->nranks < cfg->minRanks) { *why = squallPassSingleRank; return SQ_ROUTE_PASS; }
   if (cfg->codec == squallCodecNone) { *why = squallPassDisabled; return SQ_ROUTE_PASS; }
@@ -649,16 +655,19 @@ static int64_t call_signature(const squall_call *c) { return (int64_t)c->dtype *
 
 /* Step 2: one all-reduce(min) of [ok, digest, -digest], the cost model's
  * [-forced, -t_comp, -t_plain, -t_variant...] (maxima, through the
- * minimum), and [count, -count, signature, -signature]: a rank that passed
+ * minimum), [count, -count, signature, -signature]: a rank that passed
  * another count, type or operation is found here, before anything has
  * changed, where otherwise the collectives that follow would mismatch
- * (a hang, a truncation error on some ranks only, or a silent wrong sum). */
-#define HEADER_WORDS (10 + SQ_COST_VARIANTS)
+ * (a hang, a truncation error on some ranks only, or a silent wrong sum);
+ * and [-nonblocking]: a communicator's blocking mode is each rank's own
+ * choice, and one non-blocking rank makes every rank pass through. */
+#define HEADER_WORDS (11 + SQ_COST_VARIANTS)
 static squallResult_t header(squall_engine *e, const squall_call *c, const squallConfig_t *cfg, uint64_t gen,
                              int ok, int *agreed, int *all_ok, cost_verdict *v) {
   int64_t d = digest(cfg), sig = call_signature(c), n = (int64_t)c->count;
-  int64_t h[HEADER_WORDS] = {ok ? 1 : 0, d, -d, -(int64_t)v->forced, -v->comp_ns, -v->plain_ns, n, -n, sig, -sig};
-  for (int i = 0; i < SQ_COST_VARIANTS; i++) h[10 + i] = -v->variant_ns[i];
+  int64_t h[HEADER_WORDS] = {ok ? 1 : 0, d, -d, -(int64_t)v->forced, -v->comp_ns, -v->plain_ns, n, -n, sig, -sig,
+                             c->nonblocking ? -1 : 0};
+  for (int i = 0; i < SQ_COST_VARIANTS; i++) h[11 + i] = -v->variant_ns[i];
   SQ_FORWARD_IF_ERROR(e->tr.allreduce_min_i64_host(e->tr.ctx, c->stream, h, HEADER_WORDS));
   squall__stats_record_header(&e->stats);
   /* Every rank sees the same minima: all of them return this error (not
@@ -680,7 +689,8 @@ static squallResult_t header(squall_engine *e, const squall_call *c, const squal
   v->forced = h[3] < 0;
   v->comp_ns = -h[4];
   v->plain_ns = -h[5];
-  for (int i = 0; i < SQ_COST_VARIANTS; i++) v->variant_ns[i] = -h[10 + i];
+  for (int i = 0; i < SQ_COST_VARIANTS; i++) v->variant_ns[i] = -h[11 + i];
+  e->agreed_nonblocking = formed && h[10] < 0; /* for device calls without a header, too */
   e->agreed_gen = gen;
   e->agreed_valid = 1;
   e->agreed_ok = *agreed;
@@ -879,11 +889,6 @@ static void record(squall_engine *e, const squall_call *c, const squall_decision
   }
 }
 
-void squall__engine_record_unrun(const squall_call *c, squallPassReason_t reason, int nranks) {
-  uint64_t bytes = (uint64_t)c->count * c->elsize;
-  squall__stats_record(NULL, (int)reason, bytes, squall__ring_allreduce_wire(bytes, nranks), 0.0);
-}
-
 /* Under CUDA graph capture nothing may allocate or wait: the call runs only
  * when the header is not due and its memory is in place. */
 static int capture_ready(squall_engine *e, const squall_call *c, const squallConfig_t *cfg, uint64_t gen,
@@ -1013,6 +1018,7 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
     if (prep != squallSuccess) return prep;
     in.agreed = e->agreed_ok;
   }
+  in.nonblocking = e->agreed_nonblocking;
   in.count = e->residuals;
   d->route = decide(&in, &d->reason);
   int declined = d->route == SQ_ROUTE_PASS && d->reason == squallPassNotPaying;

@@ -32,6 +32,8 @@ typedef struct {
   int in_group;     /* inside a user's group call: pass through */
   int intercomm;    /* an MPI intercommunicator: pass through */
   int capturing;    /* CUDA graph capture: no allocation, no host wait */
+  int nonblocking;  /* this rank's NCCL communicator is non-blocking: such calls pass through,
+                       and the header tells every rank (a rank-local fact: see decide()) */
   void *stream;     /* the caller's stream (cudaStream_t), NULL for host */
   /* ---- two-level all-reduce (engine/hierarchy.c) */
   int shard;        /* one shard of a two-level call, across nodes: the outer call has
@@ -119,9 +121,5 @@ uint64_t squall__ring_allreduce_wire(uint64_t bytes, int p);
  * since d->t_start (the header included, as compressed calls' are) took
  * `whole_seconds`. */
 void squall__engine_note_plain(squall_engine *engine, uint64_t bytes, double seconds, double whole_seconds);
-
-/* Records a call that never reached an engine (a non-blocking NCCL
- * communicator) in the process-wide statistics. */
-void squall__engine_record_unrun(const squall_call *call, squallPassReason_t reason, int nranks);
 
 #endif

@@ -410,8 +410,18 @@ EXPORT ncclResult_t ncclCommAbort(ncclComm_t comm) {
 }
 
 #ifdef HAVE_COMM_REVOKE
+/* A revoked communicator's residuals go, but its mode stays known: NCCL's
+ * recovery shrinks it next, and a shrink without a config takes the
+ * parent's mode (note_blocking). */
+static int forget_revoked(ncclComm_t comm) {
+  int nonblocking = comm != NULL && squall__nccl_is_nonblocking(comm);
+  forget(comm);
+  if (nonblocking) squall__nccl_mark_nonblocking(comm);
+  return 0;
+}
+
 EXPORT ncclResult_t ncclCommRevoke(ncclComm_t comm, int revokeFlags) {
-  INTERCEPT(CommRevoke, (comm, revokeFlags), (forget(comm), REAL(CommRevoke)(comm, revokeFlags)));
+  INTERCEPT(CommRevoke, (comm, revokeFlags), (forget_revoked(comm), REAL(CommRevoke)(comm, revokeFlags)));
 }
 #endif
 
