@@ -258,7 +258,7 @@ static void usage(FILE *f) {
              "  --data DIST   uniform (default), normal, lognormal, constant, tiny, sparse,\n"
              "                nonfinite, or all\n"
              "  --ratio R     top-k ratio (default 0.01)\n"
-             "  --bucket B    elements per scale of int8, int4, fp8 (default 512, as SQUALL_BUCKET)\n");
+             "  --bucket B    elements per scale of int8, int4, fp8 (default 512; what SQUALL_BUCKET accepts)\n");
 }
 
 int main(int argc, char **argv) {
@@ -298,12 +298,17 @@ int main(int argc, char **argv) {
       ratio = x;
       i++;
     } else if (!strcmp(a, "--bucket") && v) {
-      unsigned long long x = strtoull(v, &end, 10);
-      if (*end || x < 2 || x > 1048576 || x % 2) {
-        fprintf(stderr, "squall-codec-bench: --bucket '%s' is invalid: accepted is an even count from 2 to 1048576\n", v);
+      /* read as SQUALL_BUCKET is, so that only buckets the library runs are timed */
+      squallConfig_t c;
+      char spec[64];
+      squallConfigDefault(&c);
+      snprintf(spec, sizeof spec, "SQUALL_BUCKET=%s", v);
+      if (strlen(v) > 32 || strpbrk(v, " \t\n") || squallConfigParse(&c, spec) != squallSuccess) {
+        fprintf(stderr, "squall-codec-bench: --bucket '%s' is invalid: %s\n", v,
+                strlen(v) > 32 || strpbrk(v, " \t\n") ? "one count is wanted" : squallGetLastError());
         return 2;
       }
-      bucket = (size_t)x;
+      bucket = c.bucket;
       i++;
     } else if (!strcmp(a, "--data") && v) {
       if (!strcmp(v, "all")) all = 1;

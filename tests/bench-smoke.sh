@@ -183,6 +183,10 @@ if test -x "$codecbench"; then
   "$codecbench" --data bogus >"$tmp/cbe.txt" 2>&1
   rc=$?
   test $rc -eq 2 && grep -q "data 'bogus' is invalid" "$tmp/cbe.txt" || bad "squall-codec-bench --data bogus: exit $rc"
+  # only buckets the library runs (SQUALL_BUCKET's rule: multiples of 8)
+  "$codecbench" -n 4096 -r 1 --bucket 12 >"$tmp/cbb.txt" 2>&1
+  rc=$?
+  test $rc -eq 2 && grep -q "multiple of 8" "$tmp/cbb.txt" || bad "squall-codec-bench --bucket 12: exit $rc"
 else
   bad "$codecbench was not built"
 fi
