@@ -357,6 +357,61 @@ START_TEST(test_topk_lossless_or_raw) {
 }
 END_TEST
 
+/* A call the cost model declines (a link so fast that compressing never
+ * pays; the first calls compress all the same, to time the codec) runs
+ * plain with the tensor's residual folded into its contribution: the
+ * residual is empty after every declined call that had a header, mass is
+ * conserved exactly, and nothing waits for the next compressed call. In
+ * place and not. */
+START_TEST(test_declined_calls_carry_the_residual) {
+  if (nranks == 1) return;
+  size_t n = 1 << 14;
+  for (int in_place = 0; in_place < 2; in_place++) {
+    use_config("SQUALL_COMPRESS=topk:0.01 SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=100000");
+    squallMpiResetResiduals(MPI_COMM_WORLD);
+    float *g = malloc(n * 4), *out = malloc(n * 4), *res = malloc(n * 4);
+    double *sum_out = calloc(n, 8), *sum_in = calloc(n, 8);
+    int compressed = 0, folds = 0, unsent = 0;
+    for (int t = 0; t < 40; t++) {
+      fill(g, n, 500 + (uint64_t)t, rank, gen_dyadic);
+      for (size_t i = 0; i < n; i++)
+        for (int r = 0; r < nranks; r++) sum_in[i] += gen_dyadic(500 + (uint64_t)t, r, i);
+      if (in_place) memcpy(out, g, n * 4);
+      squallStats_t a, b;
+      squallStatsGet(&a);
+      ck_assert_int_eq(squallMpiAllreduce(in_place ? MPI_IN_PLACE : g, out, (int)n, MPI_FLOAT, MPI_SUM,
+                                          MPI_COMM_WORLD), MPI_SUCCESS);
+      squallStatsGet(&b);
+      for (size_t i = 0; i < n; i++) sum_out[i] += out[i];
+      int comp = b.compressedCalls > a.compressedCalls;
+      int headed_decline = b.passthrough[squallPassNotPaying] > a.passthrough[squallPassNotPaying] &&
+                           b.headers > a.headers;
+      compressed += comp;
+      if (comp) unsent = 1;
+      if (headed_decline) {
+        ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, in_place ? out : g, (int)n, MPI_FLOAT, res),
+                         MPI_SUCCESS);
+        for (size_t i = 0; i < n; i++)
+          ck_assert_msg(res[i] == 0.0f, "step %d: a declined call left residual[%zu] = %g", t, i, res[i]);
+        folds += unsent;
+        unsent = 0;
+      }
+    }
+    ck_assert_msg(compressed > 0 && folds > 0, "in place %d: %d compressed calls, %d declined after them",
+                  in_place, compressed, folds);
+    ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, in_place ? out : g, (int)n, MPI_FLOAT, res),
+                     MPI_SUCCESS);
+    double *kept = calloc(n, 8), *mine = malloc(n * 8);
+    for (size_t i = 0; i < n; i++) mine[i] = res[i];
+    MPI_Allreduce(mine, kept, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    for (size_t i = 0; i < n; i++)
+      ck_assert_msg(sum_out[i] + kept[i] == sum_in[i], "in place %d: element %zu: sent %.17g + kept %.17g != %.17g",
+                    in_place, i, sum_out[i], kept[i], sum_in[i]);
+    free(g); free(out); free(res); free(sum_out); free(sum_in); free(kept); free(mine);
+  }
+}
+END_TEST
+
 START_TEST(test_conservation_topk) { check_conservation("SQUALL_COMPRESS=topk:0.01 SQUALL_ZSTD=1"); }
 END_TEST
 START_TEST(test_conservation_topk_fp16_values) {
@@ -1018,6 +1073,7 @@ static Suite *engine_suite(void) {
   tcase_add_test(tc, test_conservation_fp16);
   tcase_add_test(tc, test_conservation_bf16);
   tcase_add_test(tc, test_topk_lossless_or_raw);
+  tcase_add_test(tc, test_declined_calls_carry_the_residual);
   tc = tcase(s, "edge");
   tcase_add_test(tc, test_small_and_odd_counts);
   tcase_add_test(tc, test_engine_average_and_halves);

@@ -376,7 +376,8 @@ static void counts_identical(uint64_t v, const char *what) {
 /* A link said to be 100 Tbit/s: plain must win once the codec's speed is
  * known. Calls 1 (new memory: not measured) and 2 (the codec measured)
  * are compressed; then every call passes through as would_not_pay, bit
- * for bit the plain all-reduce, on every rank alike, except every 32nd
+ * for bit the plain all-reduce (of g + the residual the compressed calls
+ * left, which the first declined call carries), on every rank alike, except every 32nd
  * declined call, compressed to refresh the figures. Two declines through
  * the header settle the class: its calls then skip the header, except
  * every 16th declined call and the exploring one (and the two after it). A
@@ -384,7 +385,7 @@ static void counts_identical(uint64_t v, const char *what) {
  * compressed. */
 START_TEST(test_cost_model) {
   size_t n = 200003;
-  float *g = malloc(n * 4), *a = malloc(n * 4), *b = malloc(n * 4);
+  float *g = malloc(n * 4), *a = malloc(n * 4), *b = malloc(n * 4), *res = malloc(n * 4);
   const char *specs[] = {"SQUALL_COMPRESS=fp16", "SQUALL_COMPRESS=int8", "SQUALL_COMPRESS=topk:0.01"};
   for (size_t s = 0; s < sizeof specs / sizeof specs[0]; s++) {
     char spec[256];
@@ -396,6 +397,7 @@ START_TEST(test_cost_model) {
     squallStatsGet(&first);
     for (int t = 0; t < 40; t++) {
       for (size_t i = 0; i < n; i++) g[i] = gen_uniform(60 + (uint64_t)t, rank, i);
+      if (squallMpiGetResidual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res) != MPI_SUCCESS) memset(res, 0, n * 4);
       squallStatsGet(&before);
       ck_assert_int_eq(squallMpiAllreduce(g, a, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
       squallStatsGet(&after);
@@ -417,9 +419,18 @@ START_TEST(test_cost_model) {
                       t, t - last_compressed, counted, headed[t]);
       }
       ck_assert_msg(c + d == 1, "%s call %d: neither compressed nor declined", spec, t);
-      if (d) { /* passed through: exactly the plain sum */
-        PMPI_Allreduce(g, b, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+      if (d) { /* passed through: exactly the plain sum, of g + the residual where one was carried */
+        int carried = 0;
+        for (size_t i = 0; i < n; i++) {
+          carried |= res[i] != 0.0f;
+          res[i] += g[i];
+        }
+        if (carried) ck_assert_msg(headed[t], "%s call %d: a residual carried without a header", spec, t);
+        PMPI_Allreduce(carried ? res : g, b, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
         ck_assert_msg(memcmp(a, b, n * 4) == 0, "%s call %d: declined but not the plain all-reduce", spec, t);
+        if (squallMpiGetResidual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res) == MPI_SUCCESS && headed[t])
+          for (size_t i = 0; i < n; i++)
+            ck_assert_msg(res[i] == 0.0f, "%s call %d: residual[%zu] = %g left", spec, t, i, res[i]);
       }
       if (t < 2) ck_assert_msg(c, "%s call %d: declined before the codec was measured", spec, t);
       compressed += c;
@@ -452,7 +463,7 @@ START_TEST(test_cost_model) {
     ck_assert_msg(first_compressed >= 0 && first_compressed < SQ_COST_RECHECK,
                   "%s: a slow link given, first compressed call %d", spec, first_compressed);
   }
-  free(g); free(a); free(b);
+  free(g); free(a); free(b); free(res);
 }
 END_TEST
 

@@ -148,16 +148,22 @@ int squallMpiAllreduce(const void *sendbuf, void *recvbuf, int count, MPI_Dataty
       .op = op == MPI_SUM ? SQ_OP_SUM : SQ_OP_OTHER,
       .premul = 1.0f,
       .intercomm = inter,
+      .can_fold = 1,
   };
   squall__transport_mpi_take_error(); /* what follows is this call's */
   squall_decision d;
   squallResult_t r = squall__engine_allreduce(s->engine, &call, &d);
   if (r != squallSuccess) return fail(comm, to_mpi_error(r)); /* the engine logged it */
   if (d.route != SQ_ROUTE_PASS) return MPI_SUCCESS;
+  /* a fold in place is in recvbuf already */
+  const void *send = d.fold && sendbuf != MPI_IN_PLACE ? (const void *)d.fold : sendbuf;
   double t0 = squall__now(); /* the plain call's time tells the cost model the link's speed */
-  int rc = PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+  int rc = PMPI_Allreduce(send, recvbuf, count, datatype, op, comm);
   double t1 = squall__now();
-  if (rc == MPI_SUCCESS) squall__engine_note_plain(s->engine, (uint64_t)count * (uint64_t)size, t1 - t0, t1 - d.t_start);
+  if (rc == MPI_SUCCESS) {
+    squall__engine_note_plain(s->engine, (uint64_t)count * (uint64_t)size, t1 - t0, t1 - d.t_start);
+    if (d.fold) squall__engine_fold_done(s->engine, &d);
+  }
   return rc;
 }
 

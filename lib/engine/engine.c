@@ -617,6 +617,7 @@ static squallResult_t run(squall_engine *e, const squall_call *c, const squallCo
    * residual changes only after the last step that can fail (run_topk). */
   int fatal = e->tr.failures_fatal && e->tr.failures_fatal(e->tr.ctx);
   st->fatal = fatal;
+  if (st->slot && st->res) st->slot->unsent = 1; /* what the codec leaves, until a fold empties it */
   /* a shard's communicator is a split of the caller's, whose error handler
    * may have changed since, and the outer call may still fail after the
    * shard's: shards always keep the way back */
@@ -854,6 +855,47 @@ static void variant_agree(squall_engine *e, const squallConfig_t *cfg, unsigned 
   squall__cost_variant_count(&e->cost, (int)cfg->codec, allowed, variant, bytes_in);
 }
 
+/* A call the cost model declined runs plain, and would leave the tensor's
+ * residual to wait for its next compressed call, which in a size class
+ * that does not pay can be hundreds of calls away (the explorations). The
+ * residual rides along instead where the caller can send it
+ * (c->can_fold: MPI's sum of floats on host memory): its contribution
+ * becomes a = g + e, formed here in st->work (in place, in the receive
+ * buffer), and e is emptied once the plain call succeeded. The collective
+ * is the caller's plain one whether this rank folds or not, so a choice
+ * made from this rank's residual alone cannot make ranks mismatch. Only
+ * calls with a header get here: in a settled class that is every 16th, so
+ * the mass waits at most that long. */
+static void fold_into_plain(squall_engine *e, const squall_call *c, const squallConfig_t *cfg, run_state *st,
+                            squall_decision *d) {
+  squall_tensor *t = st->slot;
+  if (!c->can_fold || !cfg->errorFeedback || !e->header_every_call || c->capturing || c->shard ||
+      c->dtype != SQ_DT_F32 || c->op != SQ_OP_SUM || c->premul != 1.0f || t == NULL || t->residual == NULL ||
+      !t->unsent || t->pinned)
+    return;
+  float *a = c->send == c->recv ? (float *)c->recv : st->work;
+  if (a == NULL) return;
+  const float *g = c->send, *r = t->residual;
+  double t0 = squall__now();
+  const unsigned fp = squall__fp_default_begin(); /* the sum every other path forms */
+  for (size_t i = 0; i < c->count; i++) a[i] = g[i] + r[i];
+  squall__fp_default_end(fp);
+  /* the plain call's whole time, which the model compares with compressed
+   * ones, leaves out this pass: only the first declined call after
+   * compressed ones makes it */
+  d->t_start += squall__now() - t0;
+  d->fold = a;
+  d->fold_slot = t;
+  SQ_TRACE("rank %d: %zu elements: the residual rides along the plain call", e->tr.rank, c->count);
+}
+
+void squall__engine_fold_done(squall_engine *e, const squall_decision *d) {
+  squall_tensor *t = d->fold_slot;
+  if (t == NULL || t->residual == NULL) return;
+  e->k.zero(NULL, t->residual, t->count * sizeof(float));
+  t->unsent = 0;
+}
+
 void squall__engine_note_plain(squall_engine *e, uint64_t bytes, double seconds, double whole_seconds) {
   squall__cost_note_link(&e->cost, 1, squall__ring_allreduce_wire(bytes, e->tr.nranks), seconds);
   squall__cost_note_call(&e->cost, -1, bytes, whole_seconds);
@@ -1036,6 +1078,7 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
     if (d->reason == squallPassError)
       SQ_WARN("rank %d: a rank could not prepare a %zu-element all-reduce: every rank passes it through",
               e->tr.rank, c->count);
+    if (d->reason == squallPassNotPaying) fold_into_plain(e, c, &cfg, st, d);
     return squallSuccess;
   }
   if (in.two_level < 0) {
@@ -1089,6 +1132,8 @@ squallResult_t squall__engine_allreduce(squall_engine *e, const squall_call *c, 
   memset(&st, 0, sizeof st);
   st.t_start = squall__now();
   d->t_start = st.t_start;
+  d->fold = NULL;
+  d->fold_slot = NULL;
   squallResult_t r = squallSuccess;
   /* The scratch may still be in use by the last compressed call's work on
    * another stream (not under capture: a graph's launches are ordered by

@@ -32,6 +32,7 @@ typedef struct {
   int in_group;     /* inside a user's group call: pass through */
   int intercomm;    /* an MPI intercommunicator: pass through */
   int capturing;    /* CUDA graph capture: no allocation, no host wait */
+  int can_fold;     /* the caller can send g + residual in its plain call (squall_decision.fold) */
   int nonblocking;  /* this rank's NCCL communicator is non-blocking: such calls pass through,
                        and the header tells every rank (a rank-local fact: see decide()) */
   void *stream;     /* the caller's stream (cudaStream_t), NULL for host */
@@ -62,6 +63,13 @@ typedef struct {
   squall_route route;
   squallPassReason_t reason; /* why, when route is SQ_ROUTE_PASS */
   double t_start;            /* when the engine took the call (squall__now()) */
+  /* A pass-through the cost model chose, of a tensor whose residual holds
+   * mass (call.can_fold only): the caller's plain all-reduce sends fold
+   * (g + residual; the receive buffer itself when in place) instead of
+   * its input, and calls squall__engine_fold_done once it succeeded. NULL
+   * otherwise. */
+  const float *fold;
+  struct squall_tensor *fold_slot;
 } squall_decision;
 
 typedef struct squall_engine squall_engine;
@@ -121,5 +129,9 @@ uint64_t squall__ring_allreduce_wire(uint64_t bytes, int p);
  * since d->t_start (the header included, as compressed calls' are) took
  * `whole_seconds`. */
 void squall__engine_note_plain(squall_engine *engine, uint64_t bytes, double seconds, double whole_seconds);
+
+/* The plain all-reduce that carried d->fold succeeded: the residual it
+ * carried is delivered, and emptied. */
+void squall__engine_fold_done(squall_engine *engine, const squall_decision *d);
 
 #endif

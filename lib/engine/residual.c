@@ -41,6 +41,7 @@ static void release(squall_residuals *s, squall_tensor *t) {
   s->kernels->free(NULL, t->residual);
   __atomic_sub_fetch(&process_bytes, t->count * sizeof(float), __ATOMIC_RELAXED);
   t->residual = NULL;
+  t->unsent = 0;
 }
 
 void squall__residuals_free(squall_residuals *s) {
@@ -197,6 +198,8 @@ squall_tensor *squall__residuals_slot(squall_residuals *s, squall_tensor_key key
     t->residual = donor->residual;
     t->no_residual = donor->no_residual;
     t->last_scale = donor->last_scale;
+    t->unsent = donor->unsent;
+    donor->unsent = 0;
     donor->residual = NULL;
     donor->no_residual = 0;
   }
@@ -274,8 +277,10 @@ squallResult_t squall__residuals_reset(squall_residuals *s, void *stream) {
   if (s == NULL) return squallSuccess;
   for (shape *sh = s->shapes; sh; sh = sh->next)
     for (squall_tensor *t = sh->slots; t; t = t->next)
-      if (t->residual)
+      if (t->residual) {
         SQ_FORWARD_IF_ERROR(s->kernels->zero(stream, t->residual, t->count * sizeof(float)));
+        t->unsent = 0;
+      }
   return squallSuccess;
 }
 

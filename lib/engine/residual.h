@@ -84,6 +84,7 @@ typedef struct squall_tensor {
   uint64_t last_use; /* the shape's clock at its last use */
   uint64_t period;  /* the shape's clock between its last two uses (hits > 0) */
   int pinned;       /* a captured CUDA graph uses the residual: never moved or dropped */
+  int unsent;       /* a compressed call ran since the residual was last emptied: it may hold mass */
   struct squall_tensor *next; /* slots of the same shape */
 } squall_tensor;
 
