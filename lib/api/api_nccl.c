@@ -44,9 +44,10 @@ static nccl_state *states;
 
 /* What could not be recorded for lack of memory: a PreMulSum op (its calls
  * would pass through here while the peers, who recorded it, compress them)
- * or a communicator's non-blocking mark (its calls would compress here
- * while the peers pass them through). Either way this rank would take
- * another path than its peers: a hang or a wrong sum. Such calls fail
+ * or a communicator's non-blocking mark (the call header would still make
+ * every rank pass through where a peer has the mark, but not where every
+ * rank lost it). A lost op makes this rank take another path than its
+ * peers: a hang or a wrong sum. Such calls fail
  * instead, with ncclSystemError and the reason, as NCCL fails a call it
  * cannot set up; the caller then aborts the communicator as after any
  * NCCL error. Failing was chosen over preallocating because the ops and

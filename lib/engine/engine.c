@@ -1024,7 +1024,15 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
                                         (guess == SQ_ROUTE_TWOLEVEL && squall__hier_grows(e->hier, c)));
   if (guess == SQ_ROUTE_TWOLEVEL && squall__hier_grows(e->hier, c)) st->fresh = 1; /* new memory: not timed */
   int explored = 0;
-  squallResult_t prep = guess == SQ_ROUTE_PASS ? squallSuccess : prepare(e, c, &rc, guess, st);
+  int headed = e->header_every_call || grow || !e->agreed_valid || e->agreed_gen != gen;
+  /* A call that passes through as non-blocking prepares nothing (no
+   * scratch, no residual charged to SQUALL_EF_MAX_BYTES): where the header
+   * decides, when this rank's communicator is non-blocking or the last
+   * header found one (then it says "not ready", which passes through too
+   * should the mode have changed); without a header, when the last one
+   * found one, which decides then. */
+  int skip = headed ? c->nonblocking || (e->agreed_valid && e->agreed_nonblocking) : e->agreed_nonblocking;
+  squallResult_t prep = guess == SQ_ROUTE_PASS || skip ? squallSuccess : prepare(e, c, &rc, guess, st);
   if (c->shard) { /* the outer call exchanged the header: a failure now is an error */
     if (prep != squallSuccess) return prep;
     d->route = decide(&in, &d->reason);
@@ -1037,13 +1045,12 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
 
   cost_verdict v;
   memset(&v, 0, sizeof v);
-  int headed = e->header_every_call || grow || !e->agreed_valid || e->agreed_gen != gen;
   int model_pays = 1; /* the model's own verdict, before a plain probe */
   if (headed) {
     cost_vote(e, c, &rc, guess, &st->L, &v);
     variant_vote(e, c, &cfg, &in_nodes, guess == SQ_ROUTE_PASS ? 0 : allowed, &v);
     explored = v.explored;
-    SQ_FORWARD_IF_ERROR(header(e, c, &cfg, gen, prep == squallSuccess, &in.agreed, &in.all_ok, &v));
+    SQ_FORWARD_IF_ERROR(header(e, c, &cfg, gen, prep == squallSuccess && !skip, &in.agreed, &in.all_ok, &v));
     in.pays = model_pays = v.forced || squall__cost_pays((double)v.comp_ns, (double)v.plain_ns);
     /* the model would compress but cannot be sure (squall__cost_probe_plain): measure
      * plain (not where the link is given: whole calls do not overrule the model then) */
