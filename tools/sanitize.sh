@@ -29,7 +29,13 @@ while [ $# -gt 0 ]; do
     *) echo "sanitize.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
-skip="tests/preload-mpi4py.sh tests/preload-run.sh tests/train-short.sh tests/timeouts.sh"
+# The widest MPI suites run uninstrumented only: under ASan each rank is
+# 20-30 times slower, and on a slow 2-core host test_twophase_mpi took
+# 20 minutes on 2 ranks and longer on 3 (2026-12-02), which would take the
+# stage past CI's time. Their code runs instrumented on fewer ranks
+# (twophase-2/3, hierarchy-4/3), as the same paths with other shard counts.
+skip="tests/preload-mpi4py.sh tests/preload-run.sh tests/train-short.sh tests/timeouts.sh tests/twophase-4.sh"
+skip="$skip tests/hierarchy-6.sh"
 
 san="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
 [ -x "$top/configure" ] || (cd "$top" && autoreconf -fi >/dev/null 2>&1)
