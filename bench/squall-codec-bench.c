@@ -303,9 +303,10 @@ int main(int argc, char **argv) {
       char spec[64];
       squallConfigDefault(&c);
       snprintf(spec, sizeof spec, "SQUALL_BUCKET=%s", v);
-      if (strlen(v) > 32 || strpbrk(v, " \t\n") || squallConfigParse(&c, spec) != squallSuccess) {
+      int one = strlen(v) <= 32 && !strpbrk(v, " \t\n"); /* not a list of settings */
+      if (!one || squallConfigParse(&c, spec) != squallSuccess) {
         fprintf(stderr, "squall-codec-bench: --bucket '%s' is invalid: %s\n", v,
-                strlen(v) > 32 || strpbrk(v, " \t\n") ? "one count is wanted" : squallGetLastError());
+                one ? squallGetLastError() : "one count is wanted");
         return 2;
       }
       bucket = c.bucket;

@@ -299,9 +299,28 @@ END_TEST
 
 /* ------------------------------------------------- conservation (exact) */
 /* wire (may be NULL): this rank's bytes on the wire at each step */
+/* Every rank's residual of the tensor last sent from send, added to the
+ * outputs so far, is exactly the inputs so far (dyadic data); want_kept:
+ * and something was kept back (top-k at 1%), so the residual did carry. */
+static void assert_conserved_with(const char *what, const void *send, size_t n, const double *sum_in,
+                                  const double *sum_out, int want_kept) {
+  float *res = malloc(n * 4);
+  double *mine = malloc(n * 8), *kept = malloc(n * 8), total = 0;
+  ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, send, (int)n, MPI_FLOAT, res), MPI_SUCCESS);
+  for (size_t i = 0; i < n; i++) mine[i] = res[i];
+  MPI_Allreduce(mine, kept, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  for (size_t i = 0; i < n; i++) {
+    ck_assert_msg(sum_out[i] + kept[i] == sum_in[i], "%s: element %zu: sent %.17g + kept %.17g != %.17g", what, i,
+                  sum_out[i], kept[i], sum_in[i]);
+    total += fabs(kept[i]);
+  }
+  if (want_kept) ck_assert_msg(total > 0, "%s: kept nothing back", what);
+  free(res); free(mine); free(kept);
+}
+
 static void check_conservation_steps(const char *spec, size_t n, int steps, uint64_t *wire) {
   use_config(spec);
-  float *g = malloc(n * 4), *out = malloc(n * 4), *res = malloc(n * 4);
+  float *g = malloc(n * 4), *out = malloc(n * 4);
   double *sum_out = calloc(n, 8), *sum_in = calloc(n, 8);
   squallMpiResetResiduals(MPI_COMM_WORLD);
   for (int t = 0; t < steps; t++) {
@@ -315,18 +334,8 @@ static void check_conservation_steps(const char *spec, size_t n, int steps, uint
     if (wire) wire[t] = after.bytesWire - before.bytesWire;
     for (size_t i = 0; i < n; i++) sum_out[i] += out[i];
   }
-  ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res), MPI_SUCCESS);
-  double *res_sum = calloc(n, 8), *mine = malloc(n * 8);
-  for (size_t i = 0; i < n; i++) mine[i] = res[i];
-  MPI_Allreduce(mine, res_sum, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  double kept = 0;
-  for (size_t i = 0; i < n; i++) {
-    ck_assert_msg(sum_out[i] + res_sum[i] == sum_in[i], "%s: element %zu: sent %.17g + kept %.17g != %.17g",
-                  spec, i, sum_out[i], res_sum[i], sum_in[i]);
-    kept += fabs(res_sum[i]);
-  }
-  if (strstr(spec, "topk")) ck_assert_msg(kept > 0, "%s: top-k kept nothing back", spec);
-  free(g); free(out); free(res); free(sum_out); free(sum_in); free(res_sum); free(mine);
+  assert_conserved_with(spec, g, n, sum_in, sum_out, strstr(spec, "topk") != NULL);
+  free(g); free(out); free(sum_out); free(sum_in);
 }
 
 static void check_conservation(const char *spec) { check_conservation_steps(spec, 3001, 20, NULL); }
@@ -399,15 +408,8 @@ START_TEST(test_declined_calls_carry_the_residual) {
     }
     ck_assert_msg(compressed > 0 && folds > 0, "in place %d: %d compressed calls, %d declined after them",
                   in_place, compressed, folds);
-    ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, in_place ? out : g, (int)n, MPI_FLOAT, res),
-                     MPI_SUCCESS);
-    double *kept = calloc(n, 8), *mine = malloc(n * 8);
-    for (size_t i = 0; i < n; i++) mine[i] = res[i];
-    MPI_Allreduce(mine, kept, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-    for (size_t i = 0; i < n; i++)
-      ck_assert_msg(sum_out[i] + kept[i] == sum_in[i], "in place %d: element %zu: sent %.17g + kept %.17g != %.17g",
-                    in_place, i, sum_out[i], kept[i], sum_in[i]);
-    free(g); free(out); free(res); free(sum_out); free(sum_in); free(kept); free(mine);
+    assert_conserved_with(in_place ? "declined, in place" : "declined", in_place ? out : g, n, sum_in, sum_out, 0);
+    free(g); free(out); free(res); free(sum_out); free(sum_in);
   }
 }
 END_TEST
@@ -925,23 +927,6 @@ START_TEST(test_set_config_from_another_thread) {
 END_TEST
 
 /* ---------------------------------------------------- residual identity */
-/* Every rank's residual of the tensor last sent from send, added to the
- * outputs so far, is exactly the inputs so far (dyadic data); and top-k at
- * 1% kept something back, so the residual did carry. */
-static void assert_conserved_with(const void *send, size_t n, const double *sum_in, const double *sum_out) {
-  float *res = malloc(n * 4);
-  double *mine = malloc(n * 8), *kept = malloc(n * 8), total = 0;
-  ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, send, (int)n, MPI_FLOAT, res), MPI_SUCCESS);
-  for (size_t i = 0; i < n; i++) mine[i] = res[i];
-  MPI_Allreduce(mine, kept, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  for (size_t i = 0; i < n; i++) {
-    ck_assert_msg(sum_out[i] + kept[i] == sum_in[i], "element %zu: sent %.17g + kept %.17g != %.17g", i,
-                  sum_out[i], kept[i], sum_in[i]);
-    total += fabs(kept[i]);
-  }
-  ck_assert(total > 0);
-  free(res); free(mine); free(kept);
-}
 
 /* A loop that hands a new buffer every step (as mpi4py/NumPy code does)
  * keeps one residual: memory stays flat, error feedback carries over, and
@@ -968,7 +953,7 @@ START_TEST(test_fresh_buffer_each_step_keeps_one_residual) {
                   squall__residuals_process_bytes());
   }
   /* top-k at 1% keeps most of it back: the residual carried */
-  assert_conserved_with(bufs[STEPS - 1], n, sum_in, sum_out);
+  assert_conserved_with("rotating outputs", bufs[STEPS - 1], n, sum_in, sum_out, 1);
   for (int t = 0; t < STEPS; t++) free(bufs[t]);
   free(sum_in); free(sum_out); free(out);
 }
@@ -1038,7 +1023,7 @@ START_TEST(test_one_send_buffer_distinct_outputs_keep_their_own_residuals) {
     for (size_t i = 0; i < n; i++) sum_out[i] += out_busy[i];
   }
   /* the residual of the tensor last sent from stage: the busy one's */
-  assert_conserved_with(stage, n, sum_in, sum_out);
+  assert_conserved_with("staging buffer", stage, n, sum_in, sum_out, 1);
   free(stage); free(out_zero); free(out_busy); free(sum_in); free(sum_out);
 }
 END_TEST

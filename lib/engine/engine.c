@@ -1031,7 +1031,7 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
    * header found one (then it says "not ready", which passes through too
    * should the mode have changed); without a header, when the last one
    * found one, which decides then. */
-  int skip = headed ? c->nonblocking || (e->agreed_valid && e->agreed_nonblocking) : e->agreed_nonblocking;
+  int skip = e->agreed_nonblocking || (headed && c->nonblocking); /* agreed_nonblocking: 0 before any header */
   squallResult_t prep = guess == SQ_ROUTE_PASS || skip ? squallSuccess : prepare(e, c, &rc, guess, st);
   if (c->shard) { /* the outer call exchanged the header: a failure now is an error */
     if (prep != squallSuccess) return prep;
