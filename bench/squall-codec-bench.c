@@ -6,6 +6,7 @@
  * read g and the residual, write the residual).
  *
  *   squall-codec-bench [-n COUNT] [-r REPS] [--data DIST|all] [--ratio R]
+ *                      [--bucket B] [--stores learn|plain|stream]
  *
  * A separate program, not a squall-bench mode: squall-bench times whole
  * all-reduces under MPI (transport, engine, codec together), while this one
@@ -39,8 +40,13 @@
  * "x bound" (fp16, bf16): the same over the 16-bit codecs' traffic bound,
  * two passes that move their bytes and compute nothing (bit operations
  * only): read g and e, write e, stream 2 bytes of codes; read the codes,
- * write the output. What the codec takes beyond it is its arithmetic; the
- * bound itself over the floor is what the traffic costs on this host.
+ * write the output (with the decoders' stores). What the codec takes
+ * beyond it is its arithmetic; the bound itself over the floor is what the
+ * traffic costs on this host.
+ * Outputs of SQ_OUT_COLD_BYTES or more are decoded as the engine decodes a
+ * call that large: cold, with the stores the library learns are faster on
+ * this host (cold_stores.c), learned before the first row is timed, as a
+ * long-running job has by then; --stores plain or stream imposes them.
  */
 #define _POSIX_C_SOURCE 200809L /* clock_gettime under -std=c11 */
 #include <stdio.h>
@@ -123,23 +129,37 @@ __attribute__((target("avx"), noinline)) static void bound_encode_avx(const floa
   }
   if (cold) _mm_sfence();
 }
-__attribute__((target("avx"), noinline)) static void bound_decode_avx(const uint16_t *codes, float *out, size_t n) {
+__attribute__((target("avx"), noinline)) static void bound_decode_avx(const uint16_t *codes, float *out, size_t n,
+                                                                      int stream) {
   for (size_t i = 0; i + 16 <= n; i += 16) {
     __m256 x = _mm256_loadu_ps((const float *)(codes + i));
-    _mm256_storeu_ps(out + i, x);
-    _mm256_storeu_ps(out + i + 8, x);
+    if (stream) { /* out: 32-byte aligned (bound_pass) */
+      _mm256_stream_ps(out + i, x);
+      _mm256_stream_ps(out + i + 8, x);
+    } else {
+      _mm256_storeu_ps(out + i, x);
+      _mm256_storeu_ps(out + i + 8, x);
+    }
   }
+  if (stream) _mm_sfence();
 }
 #endif
+
+/* The stores the decoders use for n elements of output: streamed where the
+ * output is cold and this process learned (or was told) that streaming is
+ * faster. */
+static int decode_streams(size_t n) {
+  return n * sizeof(float) >= SQ_OUT_COLD_BYTES && squall__cold_stores_learned(SQ_COLD_HALF, NULL) == SQ_STORE_STREAM;
+}
 
 /* Seconds of the bound for n elements, or 0 where it is not measured (no
  * AVX; fewer than 4096 elements, where timing so little means nothing). */
 static double bound_pass(const float *g, float *scratch, uint16_t *codes, size_t n) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-  if (!squall__cpu_x86(SQ_CPU_AVX) || (uintptr_t)codes % 16 || n < 4096) return 0;
+  if (!squall__cpu_x86(SQ_CPU_AVX) || (uintptr_t)codes % 16 || (uintptr_t)scratch % 32 || n < 4096) return 0;
   double t0 = now();
   bound_encode_avx(g, scratch, codes, n, n * sizeof(uint16_t) >= SQ_CODES_COLD_BYTES);
-  bound_decode_avx(codes, scratch, n);
+  bound_decode_avx(codes, scratch, n, decode_streams(n));
   return now() - t0;
 #else
   (void)g, (void)scratch, (void)codes, (void)n;
@@ -178,7 +198,10 @@ static void run_quant(sq_quant_kind k, bufs *b, double parts[4]) {
   if (blocks > 1 && (size_t)(blocks - 1) * se + len > n) blocks--;
   squall__quant_reduce(k, b->bucket, codes, blocks, bb, b->out + n - len, len);
   double t2 = now();
-  squall__quant_decode(k, b->bucket, codes, b->out, n, 0);
+  if (n * sizeof(float) >= SQ_OUT_COLD_BYTES) /* as the engine decodes a call this large */
+    squall__quant_decode_cold(k, b->bucket, codes, b->out, n);
+  else
+    squall__quant_decode(k, b->bucket, codes, b->out, n, 0);
   double t3 = now();
   parts[0] = 0;
   parts[1] = t1 - t0;
@@ -186,10 +209,12 @@ static void run_quant(sq_quant_kind k, bufs *b, double parts[4]) {
   parts[3] = (t2 - t1) * (double)n / (double)(blocks * len); /* per element decoded, scaled to n */
 }
 
-/* The 16-bit scale for a maximum, as the engine picks it (bf16 has
- * float's range: at most 1). */
+/* The 16-bit scale for a maximum, as the two-phase engine picks it for
+ * BENCH_REDUCE_RANKS ranks (bf16 has float's range: at most 1). */
 static float half_scale(sq_half_kind kind, float absmax) {
-  float s = sq_pow2_scale(absmax, kind == SQ_HALF_FP16 ? SQ_F16_MAX : SQ_BF16_MAX);
+  /* twophase.c's limit for BENCH_REDUCE_RANKS: the format's largest over 2p */
+  float limit = (kind == SQ_HALF_FP16 ? SQ_F16_MAX : SQ_BF16_MAX) / (float)(2 * BENCH_REDUCE_RANKS);
+  float s = sq_pow2_scale(absmax, limit);
   return kind == SQ_HALF_BF16 && s > 1.0f ? 1.0f : s;
 }
 
@@ -216,7 +241,10 @@ static void run_codec(int c, bufs *b, double parts[4]) {
     if (squall__half_guess_missed(kind, s, m, scale)) squall__half_rescale(kind, b->res, b->codes, n, s, scale);
     s = scale;
     t2 = now();
-    squall__half_decode(kind, b->codes, b->out, n, s, 0);
+    if (n * sizeof(float) >= SQ_OUT_COLD_BYTES) /* as the engine decodes a call this large */
+      squall__half_decode_cold(kind, b->codes, b->out, n, s);
+    else
+      squall__half_decode(kind, b->codes, b->out, n, s, 0);
     t3 = now();
     /* the two-phase reduce: shards of ceil(n / ranks) codes, summed into
      * the upper end of out (as twophase.c, whole shards only) */
@@ -249,6 +277,36 @@ static void run_codec(int c, bufs *b, double parts[4]) {
   parts[3] = tr;
 }
 
+/* Decodes cold outputs until the library has learned which stores write
+ * them faster, for the 16-bit and the quantised decoders (the trials
+ * alternate; each is a whole decode of n). */
+static void learn_stores(bufs *b) {
+  squall__half_encode(SQ_HALF_FP16, b->g, NULL, b->codes, b->n, 1.0f);
+  for (int i = 0; i < 4 * SQ_COLD_TRIALS_PER_KIND && squall__cold_stores_learned(SQ_COLD_HALF, NULL) < 0; i++)
+    squall__half_decode_cold(SQ_HALF_FP16, b->codes, b->out, b->n, 1.0f);
+  squall__quant_encode(SQ_QUANT_INT8, b->bucket, b->g, NULL, (uint8_t *)b->codes, b->n);
+  for (int i = 0; i < 4 * SQ_COLD_TRIALS_PER_KIND && squall__cold_stores_learned(SQ_COLD_QUANT, NULL) < 0; i++)
+    squall__quant_decode_cold(SQ_QUANT_INT8, b->bucket, (const uint8_t *)b->codes, b->out, b->n);
+}
+
+static void print_stores(size_t n, int stores) {
+  static const char *const who[SQ_COLD_SITES] = {"16-bit", "int8, int4, fp8"};
+  for (int site = 0; site < SQ_COLD_SITES; site++) {
+    double ns[2];
+    int kind = squall__cold_stores_learned((sq_cold_site)site, ns);
+    printf("# %s decode stores: ", who[site]);
+    if (n * sizeof(float) < SQ_OUT_COLD_BYTES)
+      printf("plain (outputs under %zu MiB are not cold)\n", SQ_OUT_COLD_BYTES >> 20);
+    else if (stores >= 0)
+      printf("%s (--stores)\n", stores == SQ_STORE_STREAM ? "streamed" : "plain");
+    else if (kind >= 0)
+      printf("%s, learned by timing both (best of %d: plain %.3f, streamed %.3f ns/element)\n",
+             kind == SQ_STORE_STREAM ? "streamed" : "plain", SQ_COLD_TRIALS_PER_KIND, ns[0], ns[1]);
+    else
+      printf("not learned yet (plain meanwhile)\n");
+  }
+}
+
 static void usage(FILE *f) {
   fprintf(f, "usage: squall-codec-bench [-n COUNT] [-r REPS] [--data DIST|all] [--ratio R] [--bucket B]\n"
              "Times each host codec's encode + decode per element on one core, beside the\n"
@@ -258,7 +316,9 @@ static void usage(FILE *f) {
              "  --data DIST   uniform (default), normal, lognormal, constant, tiny, sparse,\n"
              "                nonfinite, or all\n"
              "  --ratio R     top-k ratio (default 0.01)\n"
-             "  --bucket B    elements per scale of int8, int4, fp8 (default 512; what SQUALL_BUCKET accepts)\n");
+             "  --bucket B    elements per scale of int8, int4, fp8 (default 512; what SQUALL_BUCKET accepts)\n"
+             "  --stores S    how the decoders write outputs of 16 MiB or more: learn (default:\n"
+             "                what the library does, timing both first), plain or stream\n");
 }
 
 int main(int argc, char **argv) {
@@ -266,6 +326,7 @@ int main(int argc, char **argv) {
   int reps = 5, all = 0;
   double ratio = 0.01;
   size_t bucket = 512;
+  int stores = -1; /* learn */
   bench_dist dist = BENCH_DIST_UNIFORM;
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -311,6 +372,15 @@ int main(int argc, char **argv) {
       }
       bucket = c.bucket;
       i++;
+    } else if (!strcmp(a, "--stores") && v) {
+      if (!strcmp(v, "learn")) stores = -1;
+      else if (!strcmp(v, "plain")) stores = SQ_STORE_PLAIN;
+      else if (!strcmp(v, "stream")) stores = SQ_STORE_STREAM;
+      else {
+        fprintf(stderr, "squall-codec-bench: --stores '%s' is invalid: accepted are learn, plain and stream\n", v);
+        return 2;
+      }
+      i++;
     } else if (!strcmp(a, "--data") && v) {
       if (!strcmp(v, "all")) all = 1;
       else if (bench_dist_parse(v, &dist)) {
@@ -329,7 +399,7 @@ int main(int argc, char **argv) {
   b.g = malloc(n * sizeof(float));
   b.res = malloc(n * sizeof(float));
   b.out = malloc(n * sizeof(float));
-  b.scratch = malloc(n * sizeof(float));
+  if (posix_memalign((void **)&b.scratch, 64, n * sizeof(float))) b.scratch = NULL; /* the bound may stream */
   /* 16-bit codes, or the quantised codecs' bytes (at most n + 2 per bucket + a bucket) */
   size_t code_bytes = n * sizeof(uint16_t);
   if (squall__quant_bytes(SQ_QUANT_INT8, bucket, n) > code_bytes) code_bytes = squall__quant_bytes(SQ_QUANT_INT8, bucket, n);
@@ -347,6 +417,11 @@ int main(int argc, char **argv) {
   memset(b.codes, 0, code_bytes);
   memset(b.ws, 0, squall__topk_workspace_bytes(n));
 
+  /* What a long-running job has done by the time it matters: learnt the
+   * decoders' stores for cold outputs (or been told). */
+  squall__cold_stores_force(stores);
+  if (stores < 0 && n * sizeof(float) >= SQ_OUT_COLD_BYTES) learn_stores(&b);
+
   char cpu[256];
   printf("# squall-codec-bench: %zu elements, %d repetitions (median), top-k ratio %g (k = %zu), "
          "bucket %zu\n", n, reps, ratio, b.k, bucket);
@@ -360,6 +435,7 @@ int main(int argc, char **argv) {
          "# bound (fp16, bf16) = their bytes moved without arithmetic: read g and e, write e, stream\n"
          "# 2 bytes of codes; read the codes, write the output; x bound = median of total / bound\n",
          BENCH_REDUCE_RANKS);
+  print_stores(n, stores);
   printf("#%-10s %-8s %8s %8s %8s %8s %8s %8s %9s %8s %8s\n", "data", "codec", "absmax", "encode", "decode",
          "total", "reduce", "floor", "x floor", "bound", "x bound");
   int first = all ? 0 : (int)dist, last = all ? BENCH_NUM_DISTS - 1 : (int)dist;

@@ -123,7 +123,8 @@ static squallResult_t dev_half_encode(void *stream, sq_half_kind kind, const flo
 }
 
 static squallResult_t dev_half_decode(void *stream, sq_half_kind kind, const uint16_t *in, float *out, size_t n,
-                                      const float *scale) {
+                                      const float *scale, int cold) {
+  (void)cold; /* a host hint */
   return cuda_result(squall__cuda_half_decode(kind, in, out, n, scale, 0, stream_of(stream)), "16-bit decode");
 }
 

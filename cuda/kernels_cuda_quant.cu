@@ -29,7 +29,8 @@ squallResult_t squall__dev_quant_encode(void *stream, sq_quant_kind k, size_t bu
 }
 
 squallResult_t squall__dev_quant_decode(void *stream, sq_quant_kind k, size_t bucket, const uint8_t *in,
-                                        float *out, size_t n) {
+                                        float *out, size_t n, int cold) {
+  (void)cold; /* a host hint */
   return quant_result(squall__cuda_quant_decode(k, bucket, in, out, n, quant_stream(stream)),
                       "quantised decode");
 }

@@ -367,6 +367,37 @@ START_TEST(test_pipelined_identical) {
 }
 END_TEST
 
+/* A result large enough to be written cold (SQ_OUT_COLD_BYTES) has the
+ * same bits whichever stores the decoders use: streamed, plain, or
+ * alternating while the process learns (its trials fall on the chunks of
+ * the first such call). Every rank learns on its own. */
+START_TEST(test_cold_outputs_identical) {
+  enum { T = 2 };
+  const char *specs[] = {"SQUALL_COMPRESS=fp16", "SQUALL_COMPRESS=int8"};
+  const int modes[] = {SQ_STORE_PLAIN, SQ_STORE_STREAM, -1 /* learn */};
+  size_t n = SQ_OUT_COLD_BYTES / sizeof(float) + 1001;
+  float *ref = malloc((size_t)T * n * 4), *got = malloc((size_t)T * n * 4);
+  float *ref_res = malloc(n * 4), *got_res = malloc(n * 4);
+  for (size_t s = 0; s < sizeof specs / sizeof specs[0]; s++)
+    for (size_t m = 0; m < sizeof modes / sizeof modes[0]; m++) {
+      uint64_t pipelined;
+      squall__cold_stores_force(modes[m]);
+      run_steps(specs[s], "4M", n, T, m ? got : ref, m ? got_res : ref_res, &pipelined);
+      ck_assert_msg(pipelined == T, "%s: %llu of %d calls pipelined", specs[s], (unsigned long long)pipelined, T);
+      if (m == 0) continue;
+      size_t i = 0; /* ck_assert per element of 4M would cost a system call each */
+      while (i < (size_t)T * n && memcmp(&ref[i], &got[i], 4) == 0) i++;
+      if (i < (size_t)T * n)
+        ck_abort_msg("%s, stores %d: step %zu elem %zu: %a, plain stores %a", specs[s], modes[m], i / n, i % n,
+                     (double)got[i], (double)ref[i]);
+      ck_assert_msg(memcmp(ref_res, got_res, n * 4) == 0, "%s, stores %d: residuals differ", specs[s], modes[m]);
+      assert_identical_across_ranks(got, (size_t)T * n * 4, specs[s]);
+    }
+  squall__cold_stores_force(-1);
+  free(ref); free(got); free(ref_res); free(got_res);
+}
+END_TEST
+
 /* ------------------------------------------------------- cost model */
 
 static void counts_identical(uint64_t v, const char *what) {
@@ -655,6 +686,7 @@ static Suite *suite(void) {
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, test_pipelined_identical);
   tcase_add_test(tc, test_owner_routes_identical);
+  tcase_add_test(tc, test_cold_outputs_identical);
   suite_add_tcase(s, tc);
   tc = tcase_create("cost_model");
   tcase_set_timeout(tc, 600);

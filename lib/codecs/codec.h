@@ -1,6 +1,7 @@
 /*
  * codec.h - the host codecs: pure functions over buffers, no communication,
- * no global state. cuda/codec_cuda.h declares the device twins, which
+ * no global state but which stores write cold outputs faster on this host
+ * (cold_stores.c), which never changes a bit. cuda/codec_cuda.h declares the device twins, which
  * produce the same bits (both use codec_math.h per element).
  */
 #ifndef SQUALL_CODEC_H
@@ -74,6 +75,41 @@ void squall__half_rescale(sq_half_kind kind, float *res, uint16_t *codes, size_t
 /* out[i] = in[i] / scale (accumulate != 0: out[i] += in[i] / scale). */
 void squall__half_decode(sq_half_kind kind, const uint16_t *in, float *out, size_t n,
                          float scale, int accumulate);
+
+/* squall__half_decode (accumulate 0) into a cold output (SQ_OUT_COLD_BYTES):
+ * with the stores this process learned are faster for such outputs
+ * (cold_stores.c). The same bits as squall__half_decode. */
+void squall__half_decode_cold(sq_half_kind kind, const uint16_t *in, float *out, size_t n, float scale);
+
+/* ------------------------------------------------------- cold outputs */
+
+/* A call whose whole output has at least this many bytes writes it cold:
+ * by the time the caller reads it, it has left a core's share of the
+ * cache, so reading each line for ownership before writing it buys
+ * nothing. (16 MiB: half the last-level cache of the 2-core EPYC machines,
+ * which two ranks share.) */
+#define SQ_OUT_COLD_BYTES ((size_t)16 << 20)
+
+/* Learning which stores write a cold output faster on this host
+ * (cold_stores.c): a decoder asks before it runs and reports after. The
+ * process's first SQ_COLD_TRIALS_PER_KIND decodes of each kind, of at least
+ * SQ_COLD_TRIAL_ELEMS elements, are the trials. */
+enum { SQ_STORE_PLAIN = 0, SQ_STORE_STREAM = 1 };
+typedef enum { SQ_COLD_HALF = 0, SQ_COLD_QUANT = 1, SQ_COLD_SITES = 2 } sq_cold_site; /* who learns */
+#define SQ_COLD_TRIALS_PER_KIND 4
+#define SQ_COLD_TRIAL_ELEMS ((size_t)1 << 14)
+typedef struct {
+  int kind; /* SQ_STORE_PLAIN or SQ_STORE_STREAM: what to use now */
+  int slot; /* the trial's slot, or -1 when this decode is not timed */
+  double t0;
+} sq_cold_trial;
+sq_cold_trial squall__cold_stores_begin(sq_cold_site site, size_t n);
+void squall__cold_stores_end(sq_cold_site site, const sq_cold_trial *t, size_t n);
+/* The learned kind (-1 while learning); ns_per_elem (may be NULL)
+ * receives each kind's best trial. */
+int squall__cold_stores_learned(sq_cold_site site, double ns_per_elem[2]);
+/* Tests and the codec bench: always `kind` from now on (-1: learn). */
+void squall__cold_stores_force(int kind);
 
 /* b[i] = a[i] + b[i] in kind's format, rounded to nearest even (what a
  * 16-bit accumulator computes; the MPI transport's reduction op). */
@@ -168,6 +204,9 @@ void squall__quant_encode(sq_quant_kind k, size_t bucket, const float *g, float 
 /* out[i] = decode (accumulate != 0: out[i] += decode) of n elements. */
 void squall__quant_decode(sq_quant_kind k, size_t bucket, const uint8_t *in, float *out, size_t n,
                           int accumulate);
+/* squall__quant_decode (accumulate 0) into a cold output, as
+ * squall__half_decode_cold: the same bits, the stores learned faster. */
+void squall__quant_decode_cold(sq_quant_kind k, size_t bucket, const uint8_t *in, float *out, size_t n);
 
 /* out[i] = sum over r = 0..nblocks-1, in that order, in fp32, of the decode
  * of block r (blocks block_bytes apart, each holding n encoded elements):

@@ -225,18 +225,15 @@ static void decode_bucket(sq_quant_kind k, const float *tab, const uint8_t *in, 
   decode_range(k, tab, in, out, i0, m, accumulate);
 }
 
-/* Outputs of at least this many elements are decoded with non-temporal
- * stores: they exceed the caches anyway. (The 16-bit decoder measured
- * slower with them and uses plain stores; this one measured the same.) */
-#define SQ_QUANT_NT_MIN_ELEMS ((size_t)1 << 22)
-
-void squall__quant_decode(sq_quant_kind k, size_t bucket, const uint8_t *in, float *out, size_t n,
-                          int accumulate) {
+/* stream: with non-temporal stores where the vector loops write (cold
+ * outputs; squall__quant_decode_cold). */
+static void quant_decode(sq_quant_kind k, size_t bucket, const uint8_t *in, float *out, size_t n, int accumulate,
+                         int stream) {
   size_t stride = sq_quant_bucket_bytes(k, bucket);
   float tab[256];
   code_table(k, tab);
   int simd = use_avx2();
-  int nt = simd && !accumulate && n >= SQ_QUANT_NT_MIN_ELEMS;
+  int nt = simd && !accumulate && stream;
   unsigned csr = squall__fp_default_begin();
   for (size_t b0 = 0; b0 < n; b0 += bucket, in += stride)
     decode_bucket(k, tab, in, out + b0, n - b0 < bucket ? n - b0 : bucket, accumulate, simd,
@@ -245,6 +242,17 @@ void squall__quant_decode(sq_quant_kind k, size_t bucket, const uint8_t *in, flo
   if (nt) __builtin_ia32_sfence(); /* the streamed stores are ordered before what follows */
 #endif
   squall__fp_default_end(csr);
+}
+
+void squall__quant_decode(sq_quant_kind k, size_t bucket, const uint8_t *in, float *out, size_t n,
+                          int accumulate) {
+  quant_decode(k, bucket, in, out, n, accumulate, 0);
+}
+
+void squall__quant_decode_cold(sq_quant_kind k, size_t bucket, const uint8_t *in, float *out, size_t n) {
+  sq_cold_trial t = squall__cold_stores_begin(SQ_COLD_QUANT, n);
+  quant_decode(k, bucket, in, out, n, 0, t.kind == SQ_STORE_STREAM);
+  squall__cold_stores_end(SQ_COLD_QUANT, &t, n);
 }
 
 #ifdef SQ_QUANT_HAVE_AVX2

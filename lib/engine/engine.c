@@ -479,7 +479,8 @@ static squallResult_t run_half(squall_engine *e, const squall_call *c, const squ
   SQ_FORWARD_IF_ERROR(e->tr.allreduce_half(e->tr.ctx, s, st->codes, n, kind));
   double t4 = squall__now();
   float *out = fp32_out(c, st);
-  SQ_FORWARD_IF_ERROR(e->k.half_decode(s, kind, st->codes, out, n, &st->scalars[1]));
+  int cold = n * sizeof(float) >= SQ_OUT_COLD_BYTES;
+  SQ_FORWARD_IF_ERROR(e->k.half_decode(s, kind, st->codes, out, n, &st->scalars[1], cold));
   SQ_FORWARD_IF_ERROR(finish(e, c, out));
   st->codec_s += (t1 - t0) + (t3 - t2) + (squall__now() - t4);
   st->wire += squall__ring_allreduce_wire(2 * (uint64_t)n, p) + squall__ring_allreduce_wire(4, p);

@@ -57,8 +57,10 @@ typedef struct squall_kernels {
                                float *scale);
   squallResult_t (*half_encode)(void *stream, sq_half_kind kind, const float *g, float *res,
                                 uint16_t *out, size_t n, const float *scale);
+  /* cold: the whole call's output is SQ_OUT_COLD_BYTES or more (a hint:
+   * the bits are the same). */
   squallResult_t (*half_decode)(void *stream, sq_half_kind kind, const uint16_t *in, float *out,
-                                size_t n, const float *scale);
+                                size_t n, const float *scale, int cold);
   size_t (*topk_workspace_bytes)(size_t n, size_t k);
   /* The selection and the residual update in one go (squall__topk_encode):
    * for where nothing has to be restored without a backup. */
@@ -86,7 +88,7 @@ typedef struct squall_kernels {
   squallResult_t (*quant_encode)(void *stream, sq_quant_kind k, size_t bucket, const float *g,
                                  float *res, uint8_t *out, size_t n);
   squallResult_t (*quant_decode)(void *stream, sq_quant_kind k, size_t bucket, const uint8_t *in,
-                                 float *out, size_t n);
+                                 float *out, size_t n, int cold);
   squallResult_t (*quant_reduce)(void *stream, sq_quant_kind k, size_t bucket, const uint8_t *blocks,
                                  int nblocks, size_t block_bytes, float *out, size_t n);
   squallResult_t (*half_reduce)(void *stream, sq_half_kind kind, const uint16_t *blocks, int nblocks,
@@ -124,7 +126,7 @@ typedef struct squall_kernels {
 squallResult_t squall__host_quant_encode(void *stream, sq_quant_kind k, size_t bucket, const float *g,
                                          float *res, uint8_t *out, size_t n);
 squallResult_t squall__host_quant_decode(void *stream, sq_quant_kind k, size_t bucket,
-                                         const uint8_t *in, float *out, size_t n);
+                                         const uint8_t *in, float *out, size_t n, int cold);
 squallResult_t squall__host_quant_reduce(void *stream, sq_quant_kind k, size_t bucket,
                                          const uint8_t *blocks, int nblocks, size_t block_bytes,
                                          float *out, size_t n);
@@ -146,7 +148,7 @@ extern const squall_kernels squall__kernels_cuda;
 squallResult_t squall__dev_quant_encode(void *stream, sq_quant_kind k, size_t bucket, const float *g,
                                         float *res, uint8_t *out, size_t n);
 squallResult_t squall__dev_quant_decode(void *stream, sq_quant_kind k, size_t bucket,
-                                        const uint8_t *in, float *out, size_t n);
+                                        const uint8_t *in, float *out, size_t n, int cold);
 squallResult_t squall__dev_quant_reduce(void *stream, sq_quant_kind k, size_t bucket,
                                         const uint8_t *blocks, int nblocks, size_t block_bytes,
                                         float *out, size_t n);

@@ -111,8 +111,11 @@ static squallResult_t host_half_encode(void *stream, sq_half_kind kind, const fl
 }
 
 static squallResult_t host_half_decode(void *stream, sq_half_kind kind, const uint16_t *in, float *out,
-                                       size_t n, const float *scale) {
-  squall__half_decode(kind, in, out, n, *scale, 0);
+                                       size_t n, const float *scale, int cold) {
+  if (cold)
+    squall__half_decode_cold(kind, in, out, n, *scale);
+  else
+    squall__half_decode(kind, in, out, n, *scale, 0);
   return squallSuccess;
 }
 

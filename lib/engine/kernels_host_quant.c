@@ -14,8 +14,11 @@ squallResult_t squall__host_quant_encode(void *stream, sq_quant_kind k, size_t b
 }
 
 squallResult_t squall__host_quant_decode(void *stream, sq_quant_kind k, size_t bucket,
-                                         const uint8_t *in, float *out, size_t n) {
-  squall__quant_decode(k, bucket, in, out, n, 0);
+                                         const uint8_t *in, float *out, size_t n, int cold) {
+  if (cold)
+    squall__quant_decode_cold(k, bucket, in, out, n);
+  else
+    squall__quant_decode(k, bucket, in, out, n, 0);
   return squallSuccess;
 }
 

@@ -106,6 +106,7 @@ typedef struct {
   char *scratch;
   char *coded;  /* the whole call's codes, encoded at the guess; NULL: encoded chunk by chunk */
   int coded_cold; /* so many codes that they leave the cache before they are sent */
+  int out_cold;   /* so large a result that it leaves the cache before the caller reads it */
   float guess;
   float *absmax_mine; /* kernel memory: this rank's maximum */
   squall_request a2a[3], gat[3]; /* in flight, per buffer set */
@@ -150,8 +151,8 @@ static squallResult_t encode(tp_call *t, const float *g, float *res, void *codes
 
 static squallResult_t decode(tp_call *t, const void *codes, float *out, size_t m) {
   if (m == 0) return squallSuccess;
-  if (t->cd->quant) return t->k->quant_decode(t->stream, t->cd->qkind, t->cd->bucket, codes, out, m);
-  return t->k->half_decode(t->stream, t->cd->hkind, codes, out, m, t->scale);
+  if (t->cd->quant) return t->k->quant_decode(t->stream, t->cd->qkind, t->cd->bucket, codes, out, m, t->out_cold);
+  return t->k->half_decode(t->stream, t->cd->hkind, codes, out, m, t->scale, t->out_cold);
 }
 
 /* Where chunk j of shard r lies in t->coded. */
@@ -287,6 +288,7 @@ squallResult_t squall__twophase_allreduce(const squall_transport *tr, const squa
   tp_call t = {.tr = tr, .k = k, .cd = cd, .stream = stream, .g = g, .res = res, .out = out,
                .scale = &scalars[1], .n = n, .p = p, .me = tr->rank, .scratch = scratch};
   plan(cd, n, p, &t.pl);
+  t.out_cold = n * sizeof(float) >= SQ_OUT_COLD_BYTES;
   t.pipelined = t.pl.chunks > 1;
   SQ_RETURN_ERROR_IF(t.pipelined && (!tr->ialltoall || !tr->iallgather || !tr->wait), squallInternalError,
                      "a pipelined two-phase all-reduce on a transport without non-blocking collectives");
