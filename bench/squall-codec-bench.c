@@ -236,7 +236,7 @@ static void run_codec(int c, bufs *b, double parts[4]) {
      * after the first call. */
     float s = half_scale(kind, squall__absmax(b->g, b->res, n));
     t0 = t1 = now();
-    float m = squall__half_encode_guess(kind, b->g, b->res, b->codes, n, s, n * 2 >= SQ_CODES_COLD_BYTES);
+    float m = squall__half_encode_guess(kind, b->g, b->res, b->codes, n, s, n * 2 >= SQ_CODES_COLD_BYTES, NULL);
     float scale = half_scale(kind, m);
     if (squall__half_guess_missed(kind, s, m, scale)) squall__half_rescale(kind, b->res, b->codes, n, s, scale);
     s = scale;

@@ -789,6 +789,7 @@ START_TEST(test_encode_guess) {
   static float g[N], r0[N], rr[N], r1[N], r2[N];
   static uint16_t hr[N], h1[N], h2[N];
   static _Alignas(16) unsigned char hc[2 * N + 16];
+  static _Alignas(32) float bk[N + 8]; /* backups at offsets 0..7 floats */
   tu_rng r = {4242};
   int clamped_overflow = 0;
   for (int kind = 0; kind < 2; kind++)
@@ -819,8 +820,14 @@ START_TEST(test_encode_guess) {
           float *res = simd ? r1 : r2;
           uint16_t *h = simd ? h1 : h2, *hw = cold ? (uint16_t *)(hc + (mode == 3 ? 6 : 1)) : h;
           memcpy(res, r0, sizeof r1);
+          /* the backup at every float offset from a 32-byte boundary over
+           * the guesses: streamed where aligned after the codes' head */
+          float *backup = bk + gi % 8;
+          memset(bk, 0, sizeof bk);
           squall__cpu_x86_disable(simd ? 0 : SQ_CPU_AVX | SQ_CPU_AVX2 | SQ_CPU_F16C);
-          float mg = squall__half_encode_guess((sq_half_kind)kind, g, res, hw, N, guess, cold);
+          float mg = squall__half_encode_guess((sq_half_kind)kind, g, res, hw, N, guess, cold, backup);
+          ck_assert_msg(memcmp(backup, r0, sizeof r0) == 0, "kind %d guess %a mode %d: the backup is not the residual",
+                        kind, (double)guess, mode);
           int missed = squall__half_guess_missed((sq_half_kind)kind, guess, mg, scale);
           if (missed) squall__half_rescale((sq_half_kind)kind, res, hw, N, guess, scale);
           squall__cpu_x86_disable(0);
@@ -853,8 +860,10 @@ START_TEST(test_encode_guess) {
         uint16_t *hw = (uint16_t *)(hc + at);
         memcpy(r1, r0, sizeof r1);
         memcpy(r2, r0, sizeof r2);
-        float m1 = squall__half_encode_guess((sq_half_kind)kind, g, r1, h1, n, 1.0f, 0);
-        float m2 = squall__half_encode_guess((sq_half_kind)kind, g, r2, hw, n, 1.0f, 1);
+        float m1 = squall__half_encode_guess((sq_half_kind)kind, g, r1, h1, n, 1.0f, 0, NULL);
+        memset(bk, 0, sizeof bk);
+        float m2 = squall__half_encode_guess((sq_half_kind)kind, g, r2, hw, n, 1.0f, 1, bk + at / 2 % 8);
+        ck_assert_msg(memcmp(bk + at / 2 % 8, r0, n * 4) == 0, "kind %d n %zu at %zu: backup differs", kind, n, at);
         ck_assert_msg(tu_bits(m1) == tu_bits(m2), "kind %d n %zu at %zu: max differs", kind, n, at);
         ck_assert_msg(memcmp(h1, hw, n * 2) == 0, "kind %d n %zu at %zu: cold codes differ", kind, n, at);
         ck_assert_msg(memcmp(r1, r2, n * 4) == 0, "kind %d n %zu at %zu: residuals differ", kind, n, at);
@@ -878,7 +887,7 @@ START_TEST(test_rescale_conserves) {
     for (size_t i = 0; i < N; i++) a[i] = g[i] + res[i];
     float guess = 0x1p100f, scale = sq_pow2_scale(squall__absmax(g, res, N), SQ_F16_MAX);
     if (kind == SQ_HALF_BF16 && scale > 1.0f) scale = 1.0f;
-    float m = squall__half_encode_guess((sq_half_kind)kind, g, res, h, N, kind ? 0x1p127f : guess, 0);
+    float m = squall__half_encode_guess((sq_half_kind)kind, g, res, h, N, kind ? 0x1p127f : guess, 0, NULL);
     ck_assert(squall__half_guess_missed((sq_half_kind)kind, kind ? 0x1p127f : guess, m, scale));
     squall__half_rescale((sq_half_kind)kind, res, h, N, kind ? 0x1p127f : guess, scale);
     squall__half_decode((sq_half_kind)kind, h, out, N, scale, 0);

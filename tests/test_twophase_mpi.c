@@ -141,7 +141,7 @@ static void check_against_model(const char *spec, size_t n) {
   float amp = kind == SQ_HALF_BF16 ? 0.75f : 1.0f;
   use_config(spec);
   ck_assert_int_eq(squallMpiResetResiduals(MPI_COMM_WORLD), MPI_SUCCESS);
-  size_t se = (n + (size_t)P - 1) / (size_t)P;
+  size_t se = ((n + (size_t)P - 1) / (size_t)P + 63) / 64 * 64; /* shards of whole lines of 64 */
   float *g = malloc(n * 4), *out = malloc(n * 4), *res = malloc(n * 4), *want = malloc(n * 4);
   float *mg = malloc((size_t)P * n * 4), *me = calloc((size_t)P * n, 4), *sum = malloc(se * 4);
   uint16_t *codes = malloc((size_t)P * se * P * 2 + 2), *blocks = malloc((size_t)P * se * 2 + 2);
@@ -610,19 +610,28 @@ START_TEST(test_disagreement_passes_through) {
 }
 END_TEST
 
-/* The two-phase call itself, on the MPI transport, with kernel set k. */
+/* The two-phase call itself, on the MPI transport, with kernel set k; the
+ * backup it takes of the residual (in the encoding pass where it guesses
+ * the scale, else by a copy) is the residual as it was. */
 static void twophase_direct(const squall_transport *tr, const squall_kernels *k, const squall_twophase_codec *cd,
                             const float *g, float *res, float *out, size_t n, float *last_scale) {
   float scalars[4] = {0};
   void *ws = malloc(k->absmax_workspace_bytes(n) + 1);
   void *scratch = malloc(squall__twophase_scratch_bytes(cd, n, tr->nranks) + 1);
+  float *backup = malloc(n * 4 + 4), *before = malloc(n * 4 + 4);
+  if (res) memcpy(before, res, n * 4);
   double codec_s = 0;
   uint64_t wire = 0;
+  int backed_up = -1;
   ck_assert_int_eq(squall__twophase_allreduce(tr, k, cd, NULL, g, res, out, n, scalars, ws, scratch, last_scale,
-                                              &codec_s, &wire),
+                                              res ? backup : NULL, &backed_up, &codec_s, &wire),
                    squallSuccess);
+  ck_assert_int_eq(backed_up, res != NULL);
+  if (res) ck_assert_msg(memcmp(backup, before, n * 4) == 0, "n=%zu: the backup is not the residual as it was", n);
   free(ws);
   free(scratch);
+  free(backup);
+  free(before);
 }
 
 /* The host kernels sum and re-encode an owner's 16-bit shard in one pass

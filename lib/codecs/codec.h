@@ -47,9 +47,12 @@ void squall__half_encode(sq_half_kind kind, const float *g, float *res, uint16_t
  * be NULL: squall__half_rescale re-forms a from it when the guess missed.
  * cold != 0: the caller reads the codes only after they have left the
  * cache, so they are written with non-temporal stores, which skip the read
- * for ownership of each line (the same bits; see SQ_CODES_COLD_BYTES). */
+ * for ownership of each line (the same bits; see SQ_CODES_COLD_BYTES).
+ * backup (may be NULL) receives res as it was, in the same pass: what
+ * restores it if the call fails later (streamed past the cache where
+ * backup + i is 32-byte aligned once the codes are). */
 float squall__half_encode_guess(sq_half_kind kind, const float *g, float *res, uint16_t *out, size_t n,
-                                float guess, int cold);
+                                float guess, int cold, float *backup);
 
 /* Codes of at least this many bytes, all written before any is read (the
  * engine encodes a whole tensor at the guessed scale before it sends a

@@ -288,16 +288,25 @@ __attribute__((target("avx2"))) static inline void store_codes8(uint16_t *out, _
     _mm_storeu_si128((__m128i *)out, h);
 }
 
+/* Where squall__half_encode_guess copies the residual before it changes:
+ * nowhere, with plain stores, or streamed past the cache (32-byte aligned). */
+enum { BACKUP_NONE, BACKUP_PLAIN, BACKUP_STREAM };
+
 /* One 8-lane step of squall__half_encode_guess: codes, and the residual
  * a - d as store_residual8 but a itself where a is finite and d is not
- * (the guess was too large a scale for a). Returns |a| where a is finite,
- * else 0: the lanes' share of the maximum. */
+ * (the guess was too large a scale for a); the residual as it was goes to
+ * backup first. Returns |a| where a is finite, else 0: the lanes' share of
+ * the maximum. */
 __attribute__((target("f16c,avx2"))) static inline __m256 encode_guess8(sq_half_kind kind, const float *g, float *res,
-                                                                          uint16_t *out, __m256 s, __m256 inv,
-                                                                          __m256 safe, int cold) {
+                                                                          uint16_t *out, float *backup, __m256 s,
+                                                                          __m256 inv, __m256 safe, int cold,
+                                                                          int backup_mode) {
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const __m256 inf = _mm256_set1_ps(__builtin_inff());
-  __m256 a = _mm256_add_ps(_mm256_loadu_ps(g), _mm256_loadu_ps(res)), d;
+  __m256 r = _mm256_loadu_ps(res);
+  if (backup_mode == BACKUP_STREAM) _mm256_stream_ps(backup, r);
+  if (backup_mode == BACKUP_PLAIN) _mm256_storeu_ps(backup, r);
+  __m256 a = _mm256_add_ps(_mm256_loadu_ps(g), r), d;
   __m256 abs_a = _mm256_and_ps(a, absmask);
   /* the common case: every lane finite and far from overflow, so d is
    * finite too, the residual is plainly a - d, and bf16 needs no NaN lanes */
@@ -315,10 +324,10 @@ __attribute__((target("f16c,avx2"))) static inline __m256 encode_guess8(sq_half_
 
 /* squall__half_encode_guess: the absolute maximum rides along with the
  * encoder's own loads (two chains of max). Inlined into one loop per
- * format, so that the format is not tested per step. */
+ * format, store kind and backup, so that none is tested per step. */
 __attribute__((target("f16c,avx2"), always_inline)) static inline size_t
-encode_guess_loop(sq_half_kind kind, const float *g, float *res, uint16_t *out, size_t n, float scale, float *absmax,
-                  int cold) {
+encode_guess_loop(sq_half_kind kind, const float *g, float *res, uint16_t *out, float *backup, size_t n, float scale,
+                  float *absmax, int cold, int backup_mode) {
   const __m256 s = _mm256_set1_ps(scale), inv = _mm256_set1_ps(1.0f / scale);
   /* |a| below this cannot overflow at this scale, nor its decode: a * scale
    * < 2^15 for fp16 (largest 65504), a < 2^126 for bf16 (float's range) */
@@ -329,25 +338,32 @@ encode_guess_loop(sq_half_kind kind, const float *g, float *res, uint16_t *out, 
   for (; i + 16 <= n; i += 16) {
     prefetch_ahead(g + i);
     prefetch_ahead(res + i);
-    m0 = _mm256_max_ps(m0, encode_guess8(kind, g + i, res + i, out + i, s, inv, safe, cold));
-    m1 = _mm256_max_ps(m1, encode_guess8(kind, g + i + 8, res + i + 8, out + i + 8, s, inv, safe, cold));
+    m0 = _mm256_max_ps(m0, encode_guess8(kind, g + i, res + i, out + i, backup + i, s, inv, safe, cold, backup_mode));
+    m1 = _mm256_max_ps(m1, encode_guess8(kind, g + i + 8, res + i + 8, out + i + 8, backup + i + 8, s, inv, safe, cold,
+                                         backup_mode));
   }
-  for (; i + 8 <= n; i += 8) m0 = _mm256_max_ps(m0, encode_guess8(kind, g + i, res + i, out + i, s, inv, safe, cold));
-  if (cold) _mm_sfence(); /* the streamed codes are visible before they are sent */
+  for (; i + 8 <= n; i += 8)
+    m0 = _mm256_max_ps(m0, encode_guess8(kind, g + i, res + i, out + i, backup + i, s, inv, safe, cold, backup_mode));
+  if (cold || backup_mode == BACKUP_STREAM) _mm_sfence(); /* the streamed stores are visible before what follows */
   *absmax = hmax8(_mm256_max_ps(m0, m1));
   return i;
 }
 
+#define SQ_GUESS_LOOP(K, C, B) encode_guess_loop(K, g, res, out, backup, n, scale, absmax, C, B)
+#define SQ_GUESS_KIND(C, B) (kind == SQ_HALF_FP16 ? SQ_GUESS_LOOP(SQ_HALF_FP16, C, B) : SQ_GUESS_LOOP(SQ_HALF_BF16, C, B))
+#define SQ_GUESS_BACKUP(C)                                                                                  \
+  (backup_mode == BACKUP_STREAM  ? SQ_GUESS_KIND(C, BACKUP_STREAM)                                         \
+   : backup_mode == BACKUP_PLAIN ? SQ_GUESS_KIND(C, BACKUP_PLAIN)                                          \
+                                 : SQ_GUESS_KIND(C, BACKUP_NONE))
 __attribute__((target("f16c,avx2"))) static size_t encode_guess_simd(sq_half_kind kind, const float *g, float *res,
-                                                                       uint16_t *out, size_t n, float scale,
-                                                                       float *absmax, int cold) {
-  /* one loop per format and store kind: neither is tested per step */
-  if (cold)
-    return kind == SQ_HALF_FP16 ? encode_guess_loop(SQ_HALF_FP16, g, res, out, n, scale, absmax, 1)
-                                : encode_guess_loop(SQ_HALF_BF16, g, res, out, n, scale, absmax, 1);
-  return kind == SQ_HALF_FP16 ? encode_guess_loop(SQ_HALF_FP16, g, res, out, n, scale, absmax, 0)
-                              : encode_guess_loop(SQ_HALF_BF16, g, res, out, n, scale, absmax, 0);
+                                                                       uint16_t *out, float *backup, size_t n,
+                                                                       float scale, float *absmax, int cold,
+                                                                       int backup_mode) {
+  return cold ? SQ_GUESS_BACKUP(1) : SQ_GUESS_BACKUP(0);
 }
+#undef SQ_GUESS_BACKUP
+#undef SQ_GUESS_KIND
+#undef SQ_GUESS_LOOP
 
 /* squall__half_rescale, 8 lanes at a time. */
 __attribute__((target("f16c,avx2"))) static size_t rescale_simd(sq_half_kind kind, float *res, uint16_t *codes,
@@ -462,8 +478,17 @@ static inline uint16_t encode_guess_one(sq_half_kind kind, float g, float *res, 
   return h;
 }
 
+/* One element of squall__half_encode_guess, through its backup. */
+static inline void encode_guess_elem(sq_half_kind kind, const float *g, float *res, uint16_t *out, float *backup,
+                                     size_t i, float guess, float *m) {
+  float r = ldf(res, i);
+  if (backup) stf(backup, i, r);
+  st16(out, i, encode_guess_one(kind, ldf(g, i), &r, guess, m));
+  stf(res, i, r);
+}
+
 float squall__half_encode_guess(sq_half_kind kind, const float *g, float *res, uint16_t *out, size_t n,
-                                float guess, int cold) {
+                                float guess, int cold, float *backup) {
   float m = 0.0f;
   size_t i = 0;
 #ifdef SQ_HAVE_F16C_PATH
@@ -475,23 +500,21 @@ float squall__half_encode_guess(sq_half_kind kind, const float *g, float *res, u
     uintptr_t at = (uintptr_t)out;
     size_t head = cold && at % 2 == 0 ? (16 - at % 16) % 16 / 2 : 0;
     if (head > n) head = n;
-    for (; i < head; i++) {
-      float r = ldf(res, i);
-      st16(out, i, encode_guess_one(kind, ldf(g, i), &r, guess, &m));
-      stf(res, i, r);
-    }
+    for (; i < head; i++) encode_guess_elem(kind, g, res, out, backup, i, guess, &m);
+    /* the backup is only read after a failure: streamed where it is
+     * 32-byte aligned from here on (the engine places it so) */
+    int backup_mode = !backup                                 ? BACKUP_NONE
+                      : (uintptr_t)(backup + i) % 32 == 0 ? BACKUP_STREAM
+                                                              : BACKUP_PLAIN;
     float ms = 0.0f;
-    i += encode_guess_simd(kind, g + i, res + i, out + i, n - i, guess, &ms, cold && at % 2 == 0);
+    float *to = backup ? backup + i : res + i; /* without a backup, never written: no offsets from NULL */
+    i += encode_guess_simd(kind, g + i, res + i, out + i, to, n - i, guess, &ms, cold && at % 2 == 0, backup_mode);
     if (ms > m) m = ms;
   }
 #else
   (void)cold;
 #endif
-  for (; i < n; i++) {
-    float r = ldf(res, i);
-    st16(out, i, encode_guess_one(kind, ldf(g, i), &r, guess, &m));
-    stf(res, i, r);
-  }
+  for (; i < n; i++) encode_guess_elem(kind, g, res, out, backup, i, guess, &m);
 #ifdef SQ_HAVE_F16C_PATH
   ftz_end(csr);
 #endif

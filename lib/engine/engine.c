@@ -359,6 +359,7 @@ typedef struct {
   float *work;     /* count floats */
   float *res;      /* residual or NULL */
   float *backup;   /* copy of res taken before it changes */
+  int backed_up;   /* backup holds all of res as it was */
   float *scalars;
   void *absmax_ws, *mine, *slots, *topk_ws;
   uint16_t *codes;
@@ -592,15 +593,18 @@ static squallResult_t run_twophase(squall_engine *e, const squall_call *c, run_s
   float *out = fp32_out(c, st);
   SQ_FORWARD_IF_ERROR(squall__twophase_allreduce(&e->tr, &e->k, &st->L.tp, c->stream, st->g, st->res, out,
                                                  c->count, st->scalars, st->absmax_ws, st->twophase,
-                                                 st->res ? &st->slot->last_scale : NULL, &st->codec_s, &st->wire));
+                                                 st->res ? &st->slot->last_scale : NULL, st->backup, &st->backed_up,
+                                                 &st->codec_s, &st->wire));
   return finish(e, c, out);
 }
 
 /* Step 4. The residual is backed up before any encoder touches it and put
  * back when anything fails: the mass it holds is never lost, whatever
- * step failed. A copy costs one pass over n floats, small next to the
- * encoders' own passes; exact, unlike undoing an encode. Top-k needs none:
- * it writes the residual after everything that can fail (run_topk). */
+ * step failed. Exact, unlike undoing an encode. A copy costs a pass over
+ * n floats, a third of a host 16-bit call's codec time: the two-phase
+ * call makes it in its encoding pass where it guesses the scale (streamed
+ * past the cache; twophase.c). Top-k needs none: it writes the residual
+ * after everything that can fail (run_topk). */
 static squallResult_t run(squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
                           squall_route route, run_state *st) {
   size_t n = c->count;
@@ -622,23 +626,26 @@ static squallResult_t run(squall_engine *e, const squall_call *c, const squallCo
   /* a shard's communicator is a split of the caller's, whose error handler
    * may have changed since, and the outer call may still fail after the
    * shard's: shards always keep the way back */
-  if (st->res && st->backup && (c->shard || (!fatal && route != SQ_ROUTE_TOPK)))
-    SQ_FORWARD_IF_ERROR(e->k.widen(c->stream, SQ_DT_F32, st->res, st->backup, n, 1.0f));
-  else
+  st->backed_up = 0;
+  if (!st->res || !(c->shard || (!fatal && route != SQ_ROUTE_TOPK)))
     st->backup = NULL;
+  else if (st->backup && route != SQ_ROUTE_TWOPHASE) { /* the two-phase call takes it itself */
+    SQ_FORWARD_IF_ERROR(e->k.widen(c->stream, SQ_DT_F32, st->res, st->backup, n, 1.0f));
+    st->backed_up = 1;
+  }
   st->codec_s += squall__now() - t0;
   squallResult_t r = route == SQ_ROUTE_TOPK       ? run_topk(e, c, cfg, st)
                      : route == SQ_ROUTE_DENSE    ? run_dense(e, c, st)
                      : route == SQ_ROUTE_TWOPHASE ? run_twophase(e, c, st)
                                                   : run_half(e, c, cfg, st);
-  if (r != squallSuccess && st->res && st->backup) {
+  if (r != squallSuccess && st->res && st->backed_up) {
     char why[512];
     snprintf(why, sizeof why, "%s", squallGetLastError());
     if (e->k.widen(c->stream, SQ_DT_F32, st->backup, st->res, n, 1.0f) != squallSuccess)
       SQ_WARN("restoring a %zu-element residual after a failure failed too: %s", n, squallGetLastError());
     squall__fail(r, "%s", why); /* keep the first failure as the detail */
   }
-  if (r == squallSuccess && c->shard && st->backup) { /* the outer call may still fail: keep the way back */
+  if (r == squallSuccess && c->shard && st->backed_up) { /* the outer call may still fail: keep the way back */
     e->undo_res = st->res;
     e->undo_backup = st->backup;
     e->undo_n = n;

@@ -96,9 +96,12 @@ typedef struct squall_kernels {
   /* ---- optional (NULL: absmax, then half_encode at the agreed scale).
    * squall__half_encode_guess, with *absmax = max(*absmax, the maximum);
    * res is never NULL; cold: the codes go cold before they are read (a
-   * hint: the bits are the same). */
+   * hint: the bits are the same); backup (may be NULL) receives res as it
+   * was. It cannot fail (host memory only): a backup made in its pass is
+   * whole once the encoding pass is. */
   squallResult_t (*half_encode_guess)(void *stream, sq_half_kind kind, const float *g, float *res,
-                                      uint16_t *out, size_t n, float guess, float *absmax, int cold);
+                                      uint16_t *out, size_t n, float guess, float *absmax, int cold,
+                                      float *backup);
   /* Where squall__half_guess_missed(kind, guess, *absmax, *scale) (absmax:
    * the maximum half_encode_guess found): squall__half_rescale. */
   squallResult_t (*half_rescale)(void *stream, sq_half_kind kind, float *res, uint16_t *codes, size_t n,

@@ -8,7 +8,16 @@
 #include "codecs/codec.h"
 #include "engine/kernels.h"
 
-static void *host_alloc(void *stream, size_t bytes) { return calloc(1, bytes ? bytes : 1); }
+/* Zeroed and 64-byte aligned: buffers carved at the same offsets from two
+ * of them (a residual and its backup, twophase.c's shards) then share
+ * their alignment, which the streamed stores need. */
+static void *host_alloc(void *stream, size_t bytes) {
+  size_t rounded = (bytes + 63) / 64 * 64;
+  if (rounded < bytes) return NULL; /* overflow */
+  void *p = aligned_alloc(64, rounded ? rounded : 64);
+  if (p) memset(p, 0, rounded);
+  return p;
+}
 static void host_free(void *stream, void *p) { free(p); }
 
 static squallResult_t host_zero(void *stream, void *p, size_t bytes) {
@@ -120,8 +129,9 @@ static squallResult_t host_half_decode(void *stream, sq_half_kind kind, const ui
 }
 
 static squallResult_t host_half_encode_guess(void *stream, sq_half_kind kind, const float *g, float *res,
-                                             uint16_t *out, size_t n, float guess, float *absmax, int cold) {
-  float m = squall__half_encode_guess(kind, g, res, out, n, guess, cold);
+                                             uint16_t *out, size_t n, float guess, float *absmax, int cold,
+                                             float *backup) {
+  float m = squall__half_encode_guess(kind, g, res, out, n, guess, cold, backup);
   if (m > *absmax) *absmax = m;
   return squallSuccess;
 }

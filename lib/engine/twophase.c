@@ -33,8 +33,8 @@ void squall__twophase_geometry(const squall_twophase_codec *cd, size_t n, int p,
     size_t nb = (n + cd->bucket - 1) / cd->bucket, sb = (nb + (size_t)p - 1) / (size_t)p;
     *shard_elems = sb * cd->bucket;
     *block_bytes = sb * sq_quant_bucket_bytes(cd->qkind, cd->bucket);
-  } else {
-    *shard_elems = (n + (size_t)p - 1) / (size_t)p;
+  } else { /* whole lines of 64: a shard starts where its buffers' lines do (host_alloc) */
+    *shard_elems = ((n + (size_t)p - 1) / (size_t)p + 63) / 64 * 64;
     *block_bytes = *shard_elems * sizeof(uint16_t);
   }
 }
@@ -109,6 +109,7 @@ typedef struct {
   int out_cold;   /* so large a result that it leaves the cache before the caller reads it */
   float guess;
   float *absmax_mine; /* kernel memory: this rank's maximum */
+  float *backup;      /* the residual as it was (NULL: none kept), in the encoding pass */
   squall_request a2a[3], gat[3]; /* in flight, per buffer set */
   int a2a_live[3], gat_live[3];
   double codec_s;
@@ -176,7 +177,8 @@ static squallResult_t encode_guessed(tp_call *t, size_t j, int rescale) {
                                              t->absmax_mine, t->scale));
     else
       SQ_FORWARD_IF_ERROR(t->k->half_encode_guess(t->stream, t->cd->hkind, t->g + lo, t->res + lo, codes, cnt,
-                                                  t->guess, t->absmax_mine, t->coded_cold));
+                                                  t->guess, t->absmax_mine, t->coded_cold,
+                                                  t->backup ? t->backup + lo : NULL));
     t->codec_s += squall__now() - t0;
     if (rescale) SQ_FORWARD_IF_ERROR(poke(t));
   }
@@ -263,10 +265,30 @@ static squallResult_t stage_decode(tp_call *t, size_t j) {
   return squallSuccess;
 }
 
+/* One rank: the sum is its own contribution, whose codes the owner's
+ * reduce and re-encode would only make again (decode(c) + e' == a), at
+ * twice the memory traffic of the codec. So each chunk is encoded and
+ * decoded straight away, while its codes are in the cache, and nothing is
+ * exchanged. */
+static squallResult_t run_alone(tp_call *t) {
+  for (size_t j = 0; j < t->pl.chunks; j++) {
+    size_t lo, cnt;
+    range_of(t, j, 0, &lo, &cnt);
+    char *codes = t->coded ? coded_block(t, j, 0) : buf_send(t, 0);
+    if (t->coded) SQ_FORWARD_IF_ERROR(encode_guessed(t, j, 1)); /* again only where the guess missed */
+    double t0 = squall__now();
+    if (!t->coded) SQ_FORWARD_IF_ERROR(encode(t, t->g + lo, t->res ? t->res + lo : NULL, codes, cnt));
+    SQ_FORWARD_IF_ERROR(decode(t, codes, t->out + lo, cnt));
+    t->codec_s += squall__now() - t0;
+  }
+  return squallSuccess;
+}
+
 /* Chunk j is encoded while j-1 is exchanged and j-2 gathered: one stage of
  * each per step, every wait placed as late as it can be. */
 static squallResult_t run_chunks(tp_call *t) {
   size_t C = t->pl.chunks;
+  if (t->p == 1) return run_alone(t);
   for (size_t j = 0; j < C + 2; j++) {
     if (j < C) SQ_FORWARD_IF_ERROR(stage_encode(t, j));
     if (j >= 1 && j - 1 < C) SQ_FORWARD_IF_ERROR(stage_reduce(t, j - 1));
@@ -278,9 +300,10 @@ static squallResult_t run_chunks(tp_call *t) {
 squallResult_t squall__twophase_allreduce(const squall_transport *tr, const squall_kernels *k,
                                           const squall_twophase_codec *cd, void *stream, const float *g,
                                           float *res, float *out, size_t n, float *scalars,
-                                          void *absmax_ws, void *scratch, float *last_scale,
-                                          double *codec_s, uint64_t *wire) {
+                                          void *absmax_ws, void *scratch, float *last_scale, float *backup,
+                                          int *backed_up, double *codec_s, uint64_t *wire) {
   int p = tr->nranks;
+  *backed_up = 0;
   SQ_RETURN_ERROR_IF(tr->alltoall == NULL, squallInvalidUsage,
                      "the transport has no all-to-all: the two-phase all-reduce cannot run");
   SQ_RETURN_ERROR_IF(cd->quant && (cd->bucket < 1 || cd->bucket % 2), squallInvalidArgument,
@@ -293,14 +316,24 @@ squallResult_t squall__twophase_allreduce(const squall_transport *tr, const squa
   SQ_RETURN_ERROR_IF(t.pipelined && (!tr->ialltoall || !tr->iallgather || !tr->wait), squallInternalError,
                      "a pipelined two-phase all-reduce on a transport without non-blocking collectives");
 
+  int guessing = !cd->quant && cd->guess && res && last_scale && *last_scale > 0.0f && k->half_encode_guess &&
+                 k->half_rescale;
+  if (backup && res && !guessing) { /* a pass of its own, before anything changes the residual */
+    double t0 = squall__now();
+    SQ_FORWARD_IF_ERROR(k->widen(stream, SQ_DT_F32, res, backup, n, 1.0f));
+    t.codec_s += squall__now() - t0;
+    *backed_up = 1;
+  }
   if (!cd->quant) { /* one global scale, before any chunk */
     t.guess = last_scale ? *last_scale : 0.0f;
-    if (cd->guess && res && t.guess > 0.0f && k->half_encode_guess && k->half_rescale) {
+    if (guessing) {
       t.coded = (char *)scratch + t.pl.slots * slot_bytes(&t.pl, p);
       t.coded_cold = n * sizeof(uint16_t) >= SQ_CODES_COLD_BYTES;
       t.absmax_mine = &scalars[3];
+      t.backup = backup; /* copied in the encoding pass, which reads the residual anyway */
       SQ_FORWARD_IF_ERROR(k->zero(stream, t.absmax_mine, sizeof(float)));
       for (size_t j = 0; j < t.pl.chunks; j++) SQ_FORWARD_IF_ERROR(encode_guessed(&t, j, 0));
+      *backed_up = backup != NULL; /* every element: the chunks cover the call */
       SQ_FORWARD_IF_ERROR(k->widen(stream, SQ_DT_F32, t.absmax_mine, &scalars[0], 1, 1.0f)); /* a copy */
     } else {
       double t0 = squall__now();

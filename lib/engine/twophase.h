@@ -13,6 +13,9 @@
  * Conservation: out + sum of all residuals after the call equals sum of g
  * + sum of residuals before it, exactly wherever fp32 sums are exact.
  * Wire bytes per rank: 2 (P-1) blocks of about n/P codes.
+ * One rank (SQUALL_MIN_RANKS=1) runs steps 1 and 4 only, chunk by chunk:
+ * its sum is its own contribution, and the re-encode of decode(c) with e'
+ * would make the same codes again (decode(c) + e' == a).
  *
  * Pipelining (host transports with non-blocking collectives): every shard
  * is cut into chunks of the same number of elements, and chunk j of the
@@ -75,11 +78,15 @@ size_t squall__twophase_scratch_bytes(const squall_twophase_codec *cd, size_t n,
  * scratch: the bytes above. last_scale (host memory, NULL: none): the
  * tensor's previous 16-bit scale, 0 when unknown, set to this call's;
  * used where cd->guess and res are set. stream: the call's stream (NULL
- * on the host). Adds the codec seconds and the wire bytes this rank sent. */
+ * on the host). backup (n floats, NULL: none) receives res as it was:
+ * in the encoding pass where the scale is guessed (the residual is read
+ * there anyway), else by a copy before anything changes res; *backed_up
+ * becomes 1 once it holds all of it. Adds the codec seconds and the wire
+ * bytes this rank sent. */
 squallResult_t squall__twophase_allreduce(const squall_transport *tr, const squall_kernels *k,
                                           const squall_twophase_codec *cd, void *stream, const float *g,
                                           float *res, float *out, size_t n, float *scalars,
-                                          void *absmax_ws, void *scratch, float *last_scale,
-                                          double *codec_s, uint64_t *wire);
+                                          void *absmax_ws, void *scratch, float *last_scale, float *backup,
+                                          int *backed_up, double *codec_s, uint64_t *wire);
 
 #endif
