@@ -331,9 +331,10 @@ int main(int argc, char **argv) {
     return 2;
   }
   c.base.codec = squallCodecNone;
-  if (c.nranks < 2 && err)
-    fprintf(err, "squall-bench: warning: one rank: squall passes every call through (nothing to "
-                 "exchange); run it under mpirun -n 2 or more\n");
+  if (c.nranks < c.base.minRanks && err)
+    fprintf(err, "squall-bench: warning: %d rank%s, fewer than SQUALL_MIN_RANKS=%d: squall passes every call "
+                 "through; run it under mpirun -n %d or more\n", c.nranks, c.nranks == 1 ? "" : "s",
+            c.base.minRanks, c.base.minRanks);
 
   MPI_Comm_dup(MPI_COMM_WORLD, &c.comm);
   /* An all-reduce that fails returns its error to the benchmark, which
