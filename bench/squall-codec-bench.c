@@ -145,11 +145,14 @@ __attribute__((target("avx"), noinline)) static void bound_decode_avx(const uint
 }
 #endif
 
-/* The stores the decoders use for n elements of output: streamed where the
- * output is cold and this process learned (or was told) that streaming is
- * faster. */
+static int forced_stores = -1; /* --stores plain or stream; -1: learned */
+
+/* The stores the 16-bit decoders use for n elements of output: streamed
+ * where the output is cold and this process was told, or learned, that
+ * streaming is faster. */
 static int decode_streams(size_t n) {
-  return n * sizeof(float) >= SQ_OUT_COLD_BYTES && squall__cold_stores_learned(SQ_COLD_HALF, NULL) == SQ_STORE_STREAM;
+  int kind = forced_stores >= 0 ? forced_stores : squall__cold_stores_learned(SQ_COLD_HALF, NULL);
+  return n * sizeof(float) >= SQ_OUT_COLD_BYTES && kind == SQ_STORE_STREAM;
 }
 
 /* Seconds of the bound for n elements, or 0 where it is not measured (no
@@ -246,7 +249,7 @@ static void run_codec(int c, bufs *b, double parts[4]) {
     else
       squall__half_decode(kind, b->codes, b->out, n, s, 0);
     t3 = now();
-    /* the two-phase reduce: shards of ceil(n / ranks) codes, summed into
+    /* the two-phase reduce: shards of about n / ranks codes, summed into
      * the upper end of out (as twophase.c, whole shards only) */
     size_t se = (n + BENCH_REDUCE_RANKS - 1) / BENCH_REDUCE_RANKS;
     int blocks = (int)(n / se);
@@ -398,7 +401,9 @@ int main(int argc, char **argv) {
   bufs b = {.n = n, .k = squall__topk_k(n, ratio), .bucket = bucket};
   b.g = malloc(n * sizeof(float));
   b.res = malloc(n * sizeof(float));
-  b.out = malloc(n * sizeof(float));
+  /* on a line, as the engine's scratch and PyTorch's tensors are: where
+   * the quantised decoders can stream (codec_quant.c) */
+  if (posix_memalign((void **)&b.out, 64, n * sizeof(float))) b.out = NULL;
   if (posix_memalign((void **)&b.scratch, 64, n * sizeof(float))) b.scratch = NULL; /* the bound may stream */
   /* 16-bit codes, or the quantised codecs' bytes (at most n + 2 per bucket + a bucket) */
   size_t code_bytes = n * sizeof(uint16_t);
@@ -420,6 +425,7 @@ int main(int argc, char **argv) {
   /* What a long-running job has done by the time it matters: learnt the
    * decoders' stores for cold outputs (or been told). */
   squall__cold_stores_force(stores);
+  forced_stores = stores;
   if (stores < 0 && n * sizeof(float) >= SQ_OUT_COLD_BYTES) learn_stores(&b);
 
   char cpu[256];

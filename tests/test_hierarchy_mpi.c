@@ -360,8 +360,11 @@ static squallResult_t wrapping_split(void *ctx, void *stream, int color, int key
   return r;
 }
 
-START_TEST(test_failure_after_shard_restores_residual) {
-  if (!two_level) return; /* flat layouts: the flat path's faults tests cover it */
+/* spec: top-k, whose residual changes after its exchange; fp16, whose
+ * shard call takes its backup in its encoding pass once the scale is
+ * guessed (from the second call on). mul: 1, or a factor that makes the
+ * data inexact in fp16, so that the residual to restore is not zero. */
+static void shard_failure_case(const char *spec, float mul) {
   squall_mpi_ctx ctx[2];
   squall_transport tr[2];
   MPI_Comm dup[2];
@@ -375,13 +378,14 @@ START_TEST(test_failure_after_shard_restores_residual) {
   intra_ctx = NULL;
   fail_intra = 0;
   for (int i = 0; i < 2; i++) ck_assert_ptr_nonnull(e[i] = squall__engine_create(&tr[i], &squall__kernels_host));
-  use_config("SQUALL_COMPRESS=topk:0.01");
+  use_config(spec);
   size_t n = 4003; /* not a multiple of the node size: a padded shard */
   float *g = malloc(n * 4), *out = malloc(n * 4), *ref = malloc(n * 4);
   float *res0 = malloc(n * 4), *res1 = malloc(n * 4), *rref = malloc(n * 4);
   squall_decision d;
   squallStats_t a, b;
   fill(g, n, 71, rank);
+  for (size_t i = 0; i < n; i++) g[i] *= mul;
   squall_call c = {.send = g, .recv = out, .count = n, .dtype = SQ_DT_F32, .elsize = 4, .op = SQ_OP_SUM, .premul = 1.0f};
   squall_call cr = c;
   cr.recv = ref;
@@ -391,7 +395,11 @@ START_TEST(test_failure_after_shard_restores_residual) {
   }
   ck_assert_ptr_nonnull(intra_ctx);
   ck_assert_int_eq(squall__engine_get_residual(e[0], g, n, SQ_DT_F32, res0), squallSuccess);
+  size_t kept = 0;
+  for (size_t i = 0; i < n; i++) kept += res0[i] != 0.0f;
+  ck_assert_msg(kept > 0, "%s: nothing in the residual to restore", spec);
   fill(g, n, 72, rank);
+  for (size_t i = 0; i < n; i++) g[i] *= mul;
   fail_intra = 1;
   squallStatsGet(&a);
   ck_assert_int_eq(squall__engine_allreduce(e[0], &c, &d), squallSystemError);
@@ -400,7 +408,7 @@ START_TEST(test_failure_after_shard_restores_residual) {
   ck_assert_uint_eq(b.twoLevelCalls - a.twoLevelCalls, 0);
   fail_intra = 0;
   ck_assert_int_eq(squall__engine_get_residual(e[0], g, n, SQ_DT_F32, res1), squallSuccess);
-  ck_assert_msg(memcmp(res0, res1, n * 4) == 0, "the residual changed in a failed call");
+  ck_assert_msg(memcmp(res0, res1, n * 4) == 0, "%s: the residual changed in a failed call", spec);
   /* the retry and the engine that never failed: the same bits, the same residual */
   ck_assert_int_eq(squall__engine_allreduce(e[0], &c, &d), squallSuccess);
   ck_assert_int_eq(squall__engine_allreduce(e[1], &cr, &d), squallSuccess);
@@ -414,6 +422,12 @@ START_TEST(test_failure_after_shard_restores_residual) {
     MPI_Comm_free(&dup[i]);
   }
   free(g); free(out); free(ref); free(res0); free(res1); free(rref);
+}
+
+START_TEST(test_failure_after_shard_restores_residual) {
+  if (!two_level) return; /* flat layouts: the flat path's faults tests cover it */
+  shard_failure_case("SQUALL_COMPRESS=topk:0.01", 1.0f);
+  shard_failure_case("SQUALL_COMPRESS=fp16", 1.1f);
 }
 END_TEST
 

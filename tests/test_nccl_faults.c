@@ -38,25 +38,18 @@ static void check(int ok, const char *fmt, const char *what) {
 #define CHECK(cond, what) check((cond), what, "")
 #define CHECKS(cond, what, ctx) check((cond), what ": ", ctx)
 
-/* ------------------------- one failing allocation (calloc, aligned_alloc) */
+/* -------------------------------------- one failing allocation (calloc) */
 extern void *__libc_calloc(size_t n, size_t size);
-extern void *__libc_memalign(size_t alignment, size_t size);
-static size_t alloc_min = 0; /* armed when nonzero: fail the next allocation of at least this */
+static size_t calloc_min = 0; /* armed when nonzero: fail the next calloc of at least this */
 
-static int fails_now(size_t bytes, const char *what) {
-  if (!alloc_min || bytes < alloc_min) return 0;
-  alloc_min = 0;
-  if (getenv("TEST_DEBUG")) fprintf(stderr, "%s of %zu bytes fails\n", what, bytes);
-  return 1;
-}
-
-/* default visibility (the build hides symbols): libsquall.so must bind to
- * them (the host kernel set allocates with aligned_alloc) */
+/* default visibility (the build hides symbols): libsquall.so must bind to it */
 __attribute__((visibility("default"))) void *calloc(size_t n, size_t size) {
-  return fails_now(n * size, "calloc") ? NULL : __libc_calloc(n, size);
-}
-__attribute__((visibility("default"))) void *aligned_alloc(size_t alignment, size_t size) {
-  return fails_now(size, "aligned_alloc") ? NULL : __libc_memalign(alignment, size);
+  if (calloc_min && n * size >= calloc_min) {
+    calloc_min = 0;
+    if (getenv("TEST_DEBUG")) fprintf(stderr, "calloc(%zu, %zu) fails\n", n, size);
+    return NULL;
+  }
+  return __libc_calloc(n, size);
 }
 
 /* --------------------------------------------------------------- helpers */
@@ -160,9 +153,9 @@ static void run_alloc_fault(ncclComm_t comm, const char *spec, size_t n) {
   use(spec);
   squallStats_t before, after;
   squallStatsGet(&before);
-  if (rank == 0) alloc_min = 64 * 1024;
+  if (rank == 0) calloc_min = 64 * 1024;
   ncclResult_t r = squallAllReduce(g, out, n, ncclFloat32, ncclSum, comm, NULL);
-  alloc_min = 0;
+  calloc_min = 0;
   squallStatsGet(&after);
   CHECKS(r == ncclSuccess, "a local allocation failure before anything collective is not an error", spec);
   CHECKS(after.passthrough[squallPassError] == before.passthrough[squallPassError] + 1,

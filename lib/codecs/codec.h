@@ -101,12 +101,15 @@ enum { SQ_STORE_PLAIN = 0, SQ_STORE_STREAM = 1 };
 typedef enum { SQ_COLD_HALF = 0, SQ_COLD_QUANT = 1, SQ_COLD_SITES = 2 } sq_cold_site; /* who learns */
 #define SQ_COLD_TRIALS_PER_KIND 4
 #define SQ_COLD_TRIAL_ELEMS ((size_t)1 << 14)
+#define SQ_COLD_MARGIN 0.05 /* streaming is learned where it is faster by this fraction */
 typedef struct {
   int kind; /* SQ_STORE_PLAIN or SQ_STORE_STREAM: what to use now */
   int slot; /* the trial's slot, or -1 when this decode is not timed */
   double t0;
 } sq_cold_trial;
-sq_cold_trial squall__cold_stores_begin(sq_cold_site site, size_t n);
+/* can_stream: the decoder's vector loops would stream this output (else
+ * plain stores, and no trial) */
+sq_cold_trial squall__cold_stores_begin(sq_cold_site site, size_t n, int can_stream);
 void squall__cold_stores_end(sq_cold_site site, const sq_cold_trial *t, size_t n);
 /* The learned kind (-1 while learning); ns_per_elem (may be NULL)
  * receives each kind's best trial. */

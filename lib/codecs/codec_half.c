@@ -553,6 +553,16 @@ static inline void decode_one(sq_half_kind kind, const uint16_t *in, float *out,
   stf(out, i, accumulate ? ldf(out, i) + d : d);
 }
 
+/* Whether the decoder's vector loops run for this format and scale. */
+static int decode_simd(sq_half_kind kind, float scale) {
+#ifdef SQ_HAVE_F16C_PATH
+  return exact_reciprocal(scale) && (kind == SQ_HALF_FP16 ? have_f16c() : have_avx2());
+#else
+  (void)kind, (void)scale;
+  return 0;
+#endif
+}
+
 static void half_decode(sq_half_kind kind, const uint16_t *in, float *out, size_t n, float scale, int mode) {
   int accumulate = mode == DECODE_ADD;
   size_t i = 0;
@@ -560,8 +570,8 @@ static void half_decode(sq_half_kind kind, const uint16_t *in, float *out, size_
    * rounding mode, flush-to-zero or denormals-are-zero */
   const unsigned fp = squall__fp_default_begin();
 #ifdef SQ_HAVE_F16C_PATH
-  int f16 = kind == SQ_HALF_FP16 && exact_reciprocal(scale) && have_f16c();
-  int b16 = kind == SQ_HALF_BF16 && exact_reciprocal(scale) && have_avx2();
+  int f16 = kind == SQ_HALF_FP16 && decode_simd(kind, scale);
+  int b16 = kind == SQ_HALF_BF16 && decode_simd(kind, scale);
   if (mode == DECODE_STREAM && (f16 || b16)) {
     /* streamed stores need 32-byte alignment: the elements before it go
      * through the scalar step (an output at an odd address is not streamed) */
@@ -584,7 +594,8 @@ void squall__half_decode(sq_half_kind kind, const uint16_t *in, float *out, size
 }
 
 void squall__half_decode_cold(sq_half_kind kind, const uint16_t *in, float *out, size_t n, float scale) {
-  sq_cold_trial t = squall__cold_stores_begin(SQ_COLD_HALF, n);
+  /* only the vector loops stream, from a float-aligned output on */
+  sq_cold_trial t = squall__cold_stores_begin(SQ_COLD_HALF, n, (uintptr_t)out % 4 == 0 && decode_simd(kind, scale));
   half_decode(kind, in, out, n, scale, t.kind == SQ_STORE_STREAM ? DECODE_STREAM : DECODE_SET);
   squall__cold_stores_end(SQ_COLD_HALF, &t, n);
 }

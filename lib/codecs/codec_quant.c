@@ -209,8 +209,8 @@ static void decode_range(sq_quant_kind k, const float *tab, const uint8_t *in, f
 }
 
 /* out[0..m) = (or +=) the decode of one bucket; simd: the AVX2 loops take
- * the leading whole vectors (stream: with non-temporal stores, out 32-byte
- * aligned). */
+ * the leading whole vectors (stream: with non-temporal stores, out 64-byte
+ * aligned: see quant_can_stream). */
 static void decode_bucket(sq_quant_kind k, const float *tab, const uint8_t *in, float *out, size_t m,
                           int accumulate, int simd, int stream) {
   size_t i0 = 0;
@@ -249,8 +249,19 @@ void squall__quant_decode(sq_quant_kind k, size_t bucket, const uint8_t *in, flo
   quant_decode(k, bucket, in, out, n, accumulate, 0);
 }
 
+/* Whether the vector loops can stream out. Only whole lines: a bucket is
+ * decoded on its own, so the scalar ends of buckets that do not start on a
+ * line would share their lines with streamed stores, and a partly streamed
+ * line costs memory a read and a write (streaming measured 3x slower than
+ * plain stores so, against a third faster for the 16-bit decoder, whose
+ * one range per call has such a line at its ends only). So the output
+ * starts on a line, and buckets are whole lines of 16 floats. */
+static int quant_can_stream(const float *out, size_t bucket) {
+  return use_avx2() && (uintptr_t)out % 64 == 0 && bucket % 16 == 0;
+}
+
 void squall__quant_decode_cold(sq_quant_kind k, size_t bucket, const uint8_t *in, float *out, size_t n) {
-  sq_cold_trial t = squall__cold_stores_begin(SQ_COLD_QUANT, n);
+  sq_cold_trial t = squall__cold_stores_begin(SQ_COLD_QUANT, n, quant_can_stream(out, bucket));
   quant_decode(k, bucket, in, out, n, 0, t.kind == SQ_STORE_STREAM);
   squall__cold_stores_end(SQ_COLD_QUANT, &t, n);
 }

@@ -11,7 +11,10 @@
  * cold decodes of at least SQ_COLD_TRIAL_ELEMS elements alternate the two,
  * timed in thread CPU time (a descheduled rank does not count against
  * either), and the kind with the smaller best time per element is kept
- * from then on. Until then other cold decodes use plain stores.
+ * from then on (streaming must be faster by 5%). Until then other cold
+ * decodes use plain stores, as do those whose vector loops cannot stream
+ * (a scale without an exact reciprocal, an output at an odd address),
+ * which are no trials either.
  *
  * Each family of decoders (sq_cold_site) learns on its own: their trials
  * would not compare. The bits are the same either way, so ranks may learn
@@ -40,8 +43,9 @@ static double thread_seconds(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-sq_cold_trial squall__cold_stores_begin(sq_cold_site site, size_t n) {
+sq_cold_trial squall__cold_stores_begin(sq_cold_site site, size_t n, int can_stream) {
   sq_cold_trial t = {SQ_STORE_PLAIN, -1, 0.0};
+  if (!can_stream) return t; /* and no trial: it would time plain stores as streamed ones */
   int f = __atomic_load_n(&forced, __ATOMIC_RELAXED);
   int l = __atomic_load_n(&sites[site].learned, __ATOMIC_ACQUIRE);
   if (f >= 0 || l >= 0) {
@@ -62,11 +66,14 @@ void squall__cold_stores_end(sq_cold_site site, const sq_cold_trial *t, size_t n
   double *per_elem = sites[site].per_elem;
   per_elem[t->slot] = (thread_seconds() - t->t0) / (double)n;
   if (__atomic_add_fetch(&sites[site].finished, 1u, __ATOMIC_ACQ_REL) != TRIALS) return;
-  /* the best of each kind: interruptions only ever add time */
+  /* the best of each kind: interruptions only ever add time; streaming
+   * must win by SQ_COLD_MARGIN, so that a near tie keeps the plain stores
+   * the output would have had anyway */
   double best[2] = {per_elem[0], per_elem[1]};
   for (int i = 2; i < TRIALS; i++)
     if (per_elem[i] < best[i % 2]) best[i % 2] = per_elem[i];
-  __atomic_store_n(&sites[site].learned, best[1] < best[0] ? SQ_STORE_STREAM : SQ_STORE_PLAIN, __ATOMIC_RELEASE);
+  int stream = best[1] < best[0] * (1.0 - SQ_COLD_MARGIN);
+  __atomic_store_n(&sites[site].learned, stream ? SQ_STORE_STREAM : SQ_STORE_PLAIN, __ATOMIC_RELEASE);
 }
 
 int squall__cold_stores_learned(sq_cold_site site, double ns_per_elem[2]) {

@@ -306,6 +306,7 @@ static void layout_for(const squall_engine *e, const squall_call *c, const squal
   } else if (route == SQ_ROUTE_TWOPHASE) {
     squall__twophase_select(cfg, c->dtype, &L->tp);
     L->tp.guess = cfg->errorFeedback && e->k.half_encode_guess != NULL; /* the tensor keeps its last scale */
+    L->tp.alone = p == 1 && strcmp(e->k.name, "host") == 0;
     /* chunks overlap only where the transport has non-blocking calls */
     if (!e->tr.ialltoall || !e->tr.iallgather || !e->tr.wait) L->tp.chunk_bytes = 0;
     PLACE(twophase, squall__twophase_scratch_bytes(&L->tp, n, p));
@@ -759,9 +760,13 @@ static int cost_call(const squall_engine *e, const squall_call *c, const squallC
   } else if (route == SQ_ROUTE_TWOPHASE) {
     size_t se, bb;
     squall__twophase_geometry(&L->tp, n, p, &se, &bb);
-    cc->chunks = squall__twophase_chunks(&L->tp, n, p);
     cc->wire = 2 * (uint64_t)(p - 1) * bb;
-    cc->collectives = 2 * (int)cc->chunks + (L->tp.quant ? 0 : 1);
+    if (L->tp.alone) { /* one rank: the max of the 16-bit scale, nothing exchanged, nothing pipelined */
+      cc->collectives = L->tp.quant ? 0 : 1;
+    } else {
+      cc->chunks = squall__twophase_chunks(&L->tp, n, p);
+      cc->collectives = 2 * (int)cc->chunks + (L->tp.quant ? 0 : 1);
+    }
   } else {
     return 0;
   }

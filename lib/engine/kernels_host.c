@@ -10,15 +10,21 @@
 
 /* Zeroed and 64-byte aligned: buffers carved at the same offsets from two
  * of them (a residual and its backup, twophase.c's shards) then share
- * their alignment, which the streamed stores need. */
+ * their alignment, which the streamed stores need. From calloc, aligned
+ * by hand with calloc's pointer kept just below, so that a large block
+ * stays untouched zero pages until it is used. */
 static void *host_alloc(void *stream, size_t bytes) {
-  size_t rounded = (bytes + 63) / 64 * 64;
-  if (rounded < bytes) return NULL; /* overflow */
-  void *p = aligned_alloc(64, rounded ? rounded : 64);
-  if (p) memset(p, 0, rounded);
-  return p;
+  const size_t extra = 64 + sizeof(void *);
+  if (bytes > SIZE_MAX - extra) return NULL;
+  unsigned char *raw = calloc(1, bytes + extra);
+  if (raw == NULL) return NULL;
+  uintptr_t p = ((uintptr_t)raw + sizeof(void *) + 63) & ~(uintptr_t)63;
+  ((void **)p)[-1] = raw;
+  return (void *)p;
 }
-static void host_free(void *stream, void *p) { free(p); }
+static void host_free(void *stream, void *p) {
+  if (p) free(((void **)p)[-1]);
+}
 
 static squallResult_t host_zero(void *stream, void *p, size_t bytes) {
   memset(p, 0, bytes);

@@ -265,11 +265,13 @@ static squallResult_t stage_decode(tp_call *t, size_t j) {
   return squallSuccess;
 }
 
-/* One rank: the sum is its own contribution, whose codes the owner's
- * reduce and re-encode would only make again (decode(c) + e' == a), at
- * twice the memory traffic of the codec. So each chunk is encoded and
- * decoded straight away, while its codes are in the cache, and nothing is
- * exchanged. */
+/* One rank on the host: the sum is its own contribution, whose codes the
+ * owner's reduce and re-encode would only make again (and leave e' as it
+ * is), at twice the memory traffic of the codec. So each chunk is encoded
+ * and decoded straight away, while its codes are in the cache, and nothing
+ * is exchanged. The device keeps the exchange: one GPU's checks run one
+ * rank, and it is their only way to run NCCL's all-to-all and all-gather
+ * and the device layout of the exchange. */
 static squallResult_t run_alone(tp_call *t) {
   for (size_t j = 0; j < t->pl.chunks; j++) {
     size_t lo, cnt;
@@ -288,7 +290,7 @@ static squallResult_t run_alone(tp_call *t) {
  * each per step, every wait placed as late as it can be. */
 static squallResult_t run_chunks(tp_call *t) {
   size_t C = t->pl.chunks;
-  if (t->p == 1) return run_alone(t);
+  if (t->p == 1 && t->cd->alone) return run_alone(t);
   for (size_t j = 0; j < C + 2; j++) {
     if (j < C) SQ_FORWARD_IF_ERROR(stage_encode(t, j));
     if (j >= 1 && j - 1 < C) SQ_FORWARD_IF_ERROR(stage_reduce(t, j - 1));
@@ -312,7 +314,7 @@ squallResult_t squall__twophase_allreduce(const squall_transport *tr, const squa
                .scale = &scalars[1], .n = n, .p = p, .me = tr->rank, .scratch = scratch};
   plan(cd, n, p, &t.pl);
   t.out_cold = n * sizeof(float) >= SQ_OUT_COLD_BYTES;
-  t.pipelined = t.pl.chunks > 1;
+  t.pipelined = t.pl.chunks > 1 && !(p == 1 && cd->alone); /* alone: chunks, but no exchange to overlap */
   SQ_RETURN_ERROR_IF(t.pipelined && (!tr->ialltoall || !tr->iallgather || !tr->wait), squallInternalError,
                      "a pipelined two-phase all-reduce on a transport without non-blocking collectives");
 

@@ -12,10 +12,11 @@
  *   4. Every rank decodes all shards: the same bits on every rank.
  * Conservation: out + sum of all residuals after the call equals sum of g
  * + sum of residuals before it, exactly wherever fp32 sums are exact.
- * Wire bytes per rank: 2 (P-1) blocks of about n/P codes.
- * One rank (SQUALL_MIN_RANKS=1) runs steps 1 and 4 only, chunk by chunk:
- * its sum is its own contribution, and the re-encode of decode(c) with e'
- * would make the same codes again (decode(c) + e' == a).
+ * Wire bytes per rank: 2 (P-1) blocks of ceil(n/P) codes, 16-bit shards
+ * rounded up to whole lines of 64.
+ * One rank (SQUALL_MIN_RANKS=1) on host memory runs steps 1 and 4 only,
+ * chunk by chunk: its sum is its own contribution, whose re-encode with e'
+ * gives the same codes and leaves e' as it is.
  *
  * Pipelining (host transports with non-blocking collectives): every shard
  * is cut into chunks of the same number of elements, and chunk j of the
@@ -55,6 +56,7 @@ typedef struct {
   size_t chunk_bytes;  /* fp32 bytes per pipeline chunk (all shards together); 0: one
                           chunk (also where the transport has no non-blocking calls) */
   int guess;           /* 16-bit: room for encoding the whole call at a guessed scale */
+  int alone;           /* one rank encodes and decodes only (host kernels; see run_alone) */
 } squall_twophase_codec;
 
 /* 1 when the configuration runs the two-phase path for this element type
