@@ -30,8 +30,8 @@ static void fill(float *f, size_t n, unsigned seed) {
 }
 
 /* Output starting `off` bytes past a 64-byte boundary: the streamed loops
- * must peel the elements before a 32-byte boundary, and leave an output
- * at an odd address alone. */
+ * must peel the elements before a 32-byte boundary (a float is 4-byte
+ * aligned, so every offset is a multiple of 4). */
 static unsigned char *out_at(unsigned char **base, size_t bytes, size_t off) {
   *base = aligned_alloc(64, (bytes + off + 127) / 64 * 64);
   if (*base == NULL) abort();
@@ -39,7 +39,7 @@ static unsigned char *out_at(unsigned char **base, size_t bytes, size_t off) {
   return *base + off;
 }
 
-static const size_t offsets[] = {0, 1, 2, 4, 8, 12, 16, 20, 24, 28, 36};
+static const size_t offsets[] = {0, 4, 8, 12, 16, 20, 24, 28, 36, 44, 60};
 static const size_t lengths[] = {0, 1, 3, 7, 8, 31, 32, 33, 100, 1029, 65536 + 45};
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -117,13 +117,8 @@ static void half_learns(void) {
   for (int i = 0; i < 100; i++) squall__half_decode_cold(SQ_HALF_FP16, codes, out, n - 1, 1.0f);
   if (squall__cold_stores_learned(SQ_COLD_HALF, NULL) != -1) FAIL("decodes shorter than a trial were counted");
   /* decodes that cannot stream (the scalar path of a scale without an
-   * exact reciprocal; an output at an odd address) are no trials */
-  unsigned char *odd = malloc(n * sizeof(float) + 1);
-  for (int i = 0; i < 20; i++) {
-    squall__half_decode_cold(SQ_HALF_FP16, codes, out, n, 3.0f);
-    squall__half_decode_cold(SQ_HALF_BF16, codes, (float *)(odd + 1), n, 1.0f);
-  }
-  free(odd);
+   * exact reciprocal) are no trials */
+  for (int i = 0; i < 20; i++) squall__half_decode_cold(SQ_HALF_FP16, codes, out, n, 3.0f);
   if (squall__cold_stores_learned(SQ_COLD_HALF, NULL) != -1) FAIL("decodes that cannot stream were counted");
   for (int i = 0; i < 2 * SQ_COLD_TRIALS_PER_KIND - 1; i++) {
     squall__half_decode_cold(SQ_HALF_BF16, codes, out, n, 1.0f);
