@@ -362,7 +362,8 @@ static squallResult_t wrapping_split(void *ctx, void *stream, int color, int key
 
 /* spec: top-k, whose residual changes after its exchange; fp16, whose
  * shard call takes its backup in its encoding pass once the scale is
- * guessed (from the second call on). mul: 1, or a factor that makes the
+ * guessed (from the second call on); int8, whose encoder backs up each
+ * block as it encodes it. mul: 1, or a factor that makes the
  * data inexact in fp16, so that the residual to restore is not zero. */
 static void shard_failure_case(const char *spec, float mul) {
   squall_mpi_ctx ctx[2];
@@ -428,6 +429,7 @@ START_TEST(test_failure_after_shard_restores_residual) {
   if (!two_level) return; /* flat layouts: the flat path's faults tests cover it */
   shard_failure_case("SQUALL_COMPRESS=topk:0.01", 1.0f);
   shard_failure_case("SQUALL_COMPRESS=fp16", 1.1f);
+  shard_failure_case("SQUALL_COMPRESS=int8", 1.0f);
 }
 END_TEST
 

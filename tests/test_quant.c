@@ -723,6 +723,57 @@ START_TEST(test_simd_decode_streaming) {
 }
 END_TEST
 
+/* The encoder that backs the residual up on its way: the same codes and
+ * residual as the plain encoder, and a backup that holds the residual as
+ * it was, bit for bit (NaN-free by construction, -0 included), into a
+ * backup on a 32-byte boundary (streamed) or off it, with AVX2 on and off;
+ * nothing written past the end; no residual: no backup written. */
+START_TEST(test_encode_backup) {
+  static const size_t lens[] = {1, 9, 512, 513, 4000, 9 * 512 + 17};
+  enum { NMAX = 9 * 512 + 17, PAD = 16 }; /* the longest of lens */
+  float *g = malloc(NMAX * sizeof(float)), *res0 = malloc(NMAX * sizeof(float));
+  float *res1 = malloc(NMAX * sizeof(float)), *res2 = malloc(NMAX * sizeof(float));
+  float *bk = aligned_alloc(64, ((NMAX + PAD) * sizeof(float) + 63) / 64 * 64);
+  uint8_t *c1 = malloc(2 * NMAX + 4096), *c2 = malloc(2 * NMAX + 4096);
+  ck_assert(g && res0 && res1 && res2 && bk && c1 && c2);
+  tu_rng r = {61};
+  for (int avx = 0; avx < 2; avx++)
+    for (int ki = 0; ki < 3; ki++)
+      for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++)
+        for (size_t off = 0; off <= 3; off += 3) {
+          sq_quant_kind k = kinds[ki];
+          size_t n = lens[li], bucket = li % 2 ? 100 : 512, nb = squall__quant_bytes(k, bucket, n);
+          fill_kinds(&r, g, res0, n, bucket);
+          memcpy(res1, res0, n * sizeof(float));
+          memcpy(res2, res0, n * sizeof(float));
+          memset(bk, 0xa5, (NMAX + PAD) * sizeof(float));
+          squall__cpu_x86_disable(avx ? 0 : SQ_CPU_AVX2);
+          squall__quant_encode(k, bucket, g, res1, c1, n);
+          squall__quant_encode_backup(k, bucket, g, res2, c2, n, bk + off);
+          squall__cpu_x86_disable(0);
+          TU_CHECK(memcmp(c1, c2, nb) == 0, "%s n %zu: codes differ with a backup", kname[ki], n);
+          TU_CHECK(memcmp(res1, res2, n * sizeof(float)) == 0, "%s n %zu: residuals differ with a backup", kname[ki],
+                   n);
+          TU_CHECK(memcmp(bk + off, res0, n * sizeof(float)) == 0,
+                   "%s n %zu backup offset %zu avx2 %d: the backup is not the residual as it was", kname[ki], n, off,
+                   avx);
+          const unsigned char *tail = (const unsigned char *)(bk + off + n);
+          for (size_t i = 0; i < 4 * (PAD - off); i++)
+            TU_CHECK(tail[i] == 0xa5, "%s n %zu: the backup was written past its end", kname[ki], n);
+          memset(bk, 0xa5, sizeof(float));
+          squall__quant_encode_backup(k, bucket, g, NULL, c2, n, bk); /* no residual */
+          TU_CHECK(((const unsigned char *)bk)[0] == 0xa5, "%s: a backup was written without a residual", kname[ki]);
+        }
+  free(g);
+  free(res0);
+  free(res1);
+  free(res2);
+  free(bk);
+  free(c1);
+  free(c2);
+}
+END_TEST
+
 /* The reduce with AVX2 on and off: rank counts around the vector loop's
  * group of 32, buckets where some ranks have non-finite flags (the scalar
  * path for that bucket), tails, blocks further apart than their bytes. */
@@ -854,6 +905,7 @@ static Suite *quant_suite(void) {
   tcase_add_test(tc, test_simd_tiny_buckets);
   tcase_add_test(tc, test_simd_decode_random_bytes);
   tcase_add_test(tc, test_simd_decode_streaming);
+  tcase_add_test(tc, test_encode_backup);
   tcase_add_test(tc, test_simd_reduce_matches_scalar);
   tcase_add_test(tc, test_simd_half_reduce_matches_scalar);
   suite_add_tcase(s, tc);

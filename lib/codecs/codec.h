@@ -206,6 +206,12 @@ size_t squall__quant_bytes(sq_quant_kind k, size_t bucket, size_t n);
  * element (as values: int codes have no -0). Non-finite a: res' = 0. */
 void squall__quant_encode(sq_quant_kind k, size_t bucket, const float *g, float *res, uint8_t *out,
                           size_t n);
+/* squall__quant_encode that first copies res as it was into backup (n
+ * floats; streamed past the cache where backup is 32-byte aligned), a
+ * bucket at a time, so that the residual is read from memory once: the
+ * engine's way back after a failure, made in the encoding pass. */
+void squall__quant_encode_backup(sq_quant_kind k, size_t bucket, const float *g, float *res, uint8_t *out,
+                                 size_t n, float *backup);
 
 /* out[i] = decode (accumulate != 0: out[i] += decode) of n elements. */
 void squall__quant_decode(sq_quant_kind k, size_t bucket, const uint8_t *in, float *out, size_t n,

@@ -156,17 +156,41 @@ static void encode_bucket(sq_quant_kind k, const float *g, float *res, uint8_t *
   }
 }
 
-void squall__quant_encode(sq_quant_kind k, size_t bucket, const float *g, float *res, uint8_t *out,
-                          size_t n) {
+/* backup[0..m) = res[0..m): streamed where backup is aligned (it is only
+ * read after a failure), and the bucket's residual stays in the cache for
+ * the encoder that reads it next. Returns whether it streamed. */
+static int backup_bucket(float *backup, const float *res, size_t m, int simd) {
+  size_t i = 0;
+#ifdef SQ_QUANT_HAVE_AVX2
+  if (simd && (uintptr_t)backup % 32 == 0) i = squall__qx_copy_stream(backup, res, m);
+#else
+  (void)simd;
+#endif
+  memcpy(backup + i, res + i, (m - i) * sizeof(float));
+  return i > 0;
+}
+
+void squall__quant_encode_backup(sq_quant_kind k, size_t bucket, const float *g, float *res, uint8_t *out,
+                                 size_t n, float *backup) {
   size_t stride = sq_quant_bucket_bytes(k, bucket);
-  int simd = use_avx2();
+  int simd = use_avx2(), streamed = 0;
+  if (res == NULL) backup = NULL;
   unsigned csr = squall__fp_default_begin();
   for (size_t b0 = 0; b0 < n; b0 += bucket, out += stride) {
     size_t m = n - b0 < bucket ? n - b0 : bucket;
     if (m < bucket) memset(out, 0, stride); /* the padding of the last bucket is defined */
+    if (backup) streamed |= backup_bucket(backup + b0, res + b0, m, simd);
     encode_bucket(k, g + b0, res ? res + b0 : NULL, out, m, simd);
   }
+#ifdef SQ_QUANT_HAVE_AVX2
+  if (streamed) __builtin_ia32_sfence(); /* the backup is whole before what follows */
+#endif
   squall__fp_default_end(csr);
+}
+
+void squall__quant_encode(sq_quant_kind k, size_t bucket, const float *g, float *res, uint8_t *out,
+                          size_t n) {
+  squall__quant_encode_backup(k, bucket, g, res, out, n, NULL);
 }
 
 /* Values of every code at scale 1, the marker as NaN: a bucket without

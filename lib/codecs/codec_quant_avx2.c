@@ -293,6 +293,14 @@ SQ_AVX2 size_t squall__qx_encode(sq_quant_kind k, const float *g, float *res, ui
 #undef SQ_ENCODE_CASE
 #undef SQ_ENCODE_RES
 
+/* ----------------------------------------------------------------- copy */
+
+SQ_AVX2 size_t squall__qx_copy_stream(float *dst, const float *src, size_t m) {
+  size_t i = 0;
+  for (; i + 8 <= m; i += 8) _mm256_stream_ps(dst + i, _mm256_loadu_ps(src + i));
+  return i;
+}
+
 /* --------------------------------------------------------------- decode */
 
 /* 16 e4m3 codes times inv, the marker lanes mv. Every e4m3 value is a

@@ -30,6 +30,10 @@ uint32_t squall__qx_absmax(const float *g, const float *res, size_t m, float *am
 size_t squall__qx_encode(sq_quant_kind k, const float *g, float *res, uint8_t *c, size_t m, float p,
                          float inv, int flagged);
 
+/* dst[0..i) = src[0..i) with non-temporal stores, dst 32-byte aligned;
+ * returns i, a multiple of 8 (the caller copies the rest). */
+size_t squall__qx_copy_stream(float *dst, const float *src, size_t m);
+
 /* out[0..i) = (accumulate: +=) the decode of the leading codes of a bucket,
  * inv = 2^-s, marker = sq_quant_marker_value(flags); returns i, a multiple
  * of 16. stream != 0 (with accumulate == 0): out is 32-byte aligned, written

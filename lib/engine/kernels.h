@@ -113,6 +113,12 @@ typedef struct squall_kernels {
   squallResult_t (*half_reduce_encode)(void *stream, sq_half_kind kind, const uint16_t *blocks, int nblocks,
                                        size_t block_elems, float *out, float *res, uint16_t *codes, size_t n,
                                        const float *scale);
+  /* quant_encode that copies res as it was into backup first, bucket by
+   * bucket (squall__quant_encode_backup). It cannot fail (host memory
+   * only), so the part of a call it has encoded is always backed up.
+   * NULL: the caller copies the residual in a pass of its own. */
+  squallResult_t (*quant_encode_backup)(void *stream, sq_quant_kind k, size_t bucket, const float *g, float *res,
+                                        uint8_t *out, size_t n, float *backup);
   /* ---- optional (NULL where work on one stream is done when it returns,
    * as on the host). Calls on one communicator share its scratch, but may
    * come on different streams: a call on another stream than the last
@@ -128,6 +134,8 @@ typedef struct squall_kernels {
 /* The host entries of the quantised codecs (engine/kernels_host_quant.c). */
 squallResult_t squall__host_quant_encode(void *stream, sq_quant_kind k, size_t bucket, const float *g,
                                          float *res, uint8_t *out, size_t n);
+squallResult_t squall__host_quant_encode_backup(void *stream, sq_quant_kind k, size_t bucket, const float *g,
+                                                float *res, uint8_t *out, size_t n, float *backup);
 squallResult_t squall__host_quant_decode(void *stream, sq_quant_kind k, size_t bucket,
                                          const uint8_t *in, float *out, size_t n, int cold);
 squallResult_t squall__host_quant_reduce(void *stream, sq_quant_kind k, size_t bucket,

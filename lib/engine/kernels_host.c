@@ -202,4 +202,5 @@ const squall_kernels squall__kernels_host = {
     .half_encode_guess = host_half_encode_guess,
     .half_rescale = host_half_rescale,
     .half_reduce_encode = squall__host_half_reduce_encode,
+    .quant_encode_backup = squall__host_quant_encode_backup,
 };

@@ -13,6 +13,12 @@ squallResult_t squall__host_quant_encode(void *stream, sq_quant_kind k, size_t b
   return squallSuccess;
 }
 
+squallResult_t squall__host_quant_encode_backup(void *stream, sq_quant_kind k, size_t bucket, const float *g,
+                                                float *res, uint8_t *out, size_t n, float *backup) {
+  squall__quant_encode_backup(k, bucket, g, res, out, n, backup);
+  return squallSuccess;
+}
+
 squallResult_t squall__host_quant_decode(void *stream, sq_quant_kind k, size_t bucket,
                                          const uint8_t *in, float *out, size_t n, int cold) {
   if (cold)

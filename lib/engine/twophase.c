@@ -110,6 +110,7 @@ typedef struct {
   float guess;
   float *absmax_mine; /* kernel memory: this rank's maximum */
   float *backup;      /* the residual as it was (NULL: none kept), in the encoding pass */
+  size_t backed;      /* quantised: blocks (chunk j, shard r: j * p + r + 1) whose encode backed them up */
   squall_request a2a[3], gat[3]; /* in flight, per buffer set */
   int a2a_live[3], gat_live[3];
   double codec_s;
@@ -148,6 +149,30 @@ static squallResult_t encode(tp_call *t, const float *g, float *res, void *codes
   if (m == 0) return squallSuccess;
   if (t->cd->quant) return t->k->quant_encode(t->stream, t->cd->qkind, t->cd->bucket, g, res, codes, m);
   return t->k->half_encode(t->stream, t->cd->hkind, g, res, codes, m, t->scale);
+}
+
+/* Rank r's range [lo, lo + m) of chunk j, this rank's contribution: where
+ * the quantised encoder keeps the backup, it copies the residual in the
+ * same pass. */
+static squallResult_t encode_contribution(tp_call *t, size_t j, int r, size_t lo, void *codes, size_t m) {
+  if (t->backup && t->cd->quant && m > 0)
+    SQ_FORWARD_IF_ERROR(t->k->quant_encode_backup(t->stream, t->cd->qkind, t->cd->bucket, t->g + lo, t->res + lo,
+                                                  codes, m, t->backup + lo));
+  else
+    SQ_FORWARD_IF_ERROR(encode(t, t->g + lo, t->res ? t->res + lo : NULL, codes, m));
+  t->backed = j * (size_t)t->p + (size_t)r + 1;
+  return squallSuccess;
+}
+
+/* After a failure, the blocks the quantised encoder had not reached yet:
+ * their residual is as it was, so copying it completes the backup. */
+static squallResult_t complete_backup(tp_call *t) {
+  for (size_t b = t->backed; b < t->pl.chunks * (size_t)t->p; b++) {
+    size_t lo, cnt;
+    range_of(t, b / (size_t)t->p, (int)(b % (size_t)t->p), &lo, &cnt);
+    if (cnt > 0) SQ_FORWARD_IF_ERROR(t->k->widen(t->stream, SQ_DT_F32, t->res + lo, t->backup + lo, cnt, 1.0f));
+  }
+  return squallSuccess;
 }
 
 static squallResult_t decode(tp_call *t, const void *codes, float *out, size_t m) {
@@ -194,7 +219,7 @@ static squallResult_t stage_encode(tp_call *t, size_t j) {
     size_t lo, cnt;
     range_of(t, j, r, &lo, &cnt);
     double t0 = squall__now();
-    SQ_FORWARD_IF_ERROR(encode(t, t->g + lo, t->res ? t->res + lo : NULL, send + (size_t)r * cbb, cnt));
+    SQ_FORWARD_IF_ERROR(encode_contribution(t, j, r, lo, send + (size_t)r * cbb, cnt));
     t->codec_s += squall__now() - t0; /* the codec's time only: MPI's progress is the exchange's */
     SQ_FORWARD_IF_ERROR(poke(t));
   }
@@ -279,7 +304,7 @@ static squallResult_t run_alone(tp_call *t) {
     char *codes = t->coded ? coded_block(t, j, 0) : buf_send(t, 0);
     if (t->coded) SQ_FORWARD_IF_ERROR(encode_guessed(t, j, 1)); /* again only where the guess missed */
     double t0 = squall__now();
-    if (!t->coded) SQ_FORWARD_IF_ERROR(encode(t, t->g + lo, t->res ? t->res + lo : NULL, codes, cnt));
+    if (!t->coded) SQ_FORWARD_IF_ERROR(encode_contribution(t, j, 0, lo, codes, cnt));
     SQ_FORWARD_IF_ERROR(decode(t, codes, t->out + lo, cnt));
     t->codec_s += squall__now() - t0;
   }
@@ -320,7 +345,11 @@ squallResult_t squall__twophase_allreduce(const squall_transport *tr, const squa
 
   int guessing = !cd->quant && cd->guess && res && last_scale && *last_scale > 0.0f && k->half_encode_guess &&
                  k->half_rescale;
-  if (backup && res && !guessing) { /* a pass of its own, before anything changes the residual */
+  /* the quantised encoder copies each block's residual as it encodes it
+   * where the kernel set can (failures: complete_backup) */
+  int fused = backup && res && cd->quant && k->quant_encode_backup;
+  if (fused) t.backup = backup;
+  if (backup && res && !guessing && !fused) { /* a pass of its own, before anything changes the residual */
     double t0 = squall__now();
     SQ_FORWARD_IF_ERROR(k->widen(stream, SQ_DT_F32, res, backup, n, 1.0f));
     t.codec_s += squall__now() - t0;
@@ -363,6 +392,7 @@ squallResult_t squall__twophase_allreduce(const squall_transport *tr, const squa
       if (t.gat_live[s]) tr->wait(tr->ctx, &t.gat[s]);
     }
   }
+  if (fused) *backed_up = r == squallSuccess || complete_backup(&t) == squallSuccess;
   *codec_s += t.codec_s;
   *wire += t.wire;
   return r;
