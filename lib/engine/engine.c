@@ -603,8 +603,9 @@ static squallResult_t run_twophase(squall_engine *e, const squall_call *c, run_s
  * back when anything fails: the mass it holds is never lost, whatever
  * step failed. Exact, unlike undoing an encode. A copy costs a pass over
  * n floats, a third of a host 16-bit call's codec time: the two-phase
- * call makes it in its encoding pass where it guesses the scale (streamed
- * past the cache; twophase.c). Top-k needs none: it writes the residual
+ * call makes it in its encoding pass where it guesses the scale, and the
+ * quantised encoder block by block as it encodes (streamed past the
+ * cache; twophase.c). Top-k needs none: it writes the residual
  * after everything that can fail (run_topk). */
 static squallResult_t run(squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
                           squall_route route, run_state *st) {
