@@ -85,8 +85,8 @@ size_t squall__twophase_scratch_bytes(const squall_twophase_codec *cd, size_t n,
  * there anyway), by the quantised encoder block by block as it encodes
  * (the kernel set's quant_encode_backup; after a failure the blocks it
  * had not reached, unchanged, are copied then), else by a copy before
- * anything changes res; *backed_up becomes 1 once it holds all of it. Adds the codec seconds and the wire
- * bytes this rank sent. */
+ * anything changes res; *backed_up becomes 1 once it holds all of it.
+ * Adds the codec seconds and the wire bytes this rank sent. */
 squallResult_t squall__twophase_allreduce(const squall_transport *tr, const squall_kernels *k,
                                           const squall_twophase_codec *cd, void *stream, const float *g,
                                           float *res, float *out, size_t n, float *scalars,
