@@ -1,0 +1,35 @@
+#!/bin/sh
+# Every host codec whose source asks for software prefetches has them in
+# its compiled code. GCC deletes a call to a function that only prefetches
+# (it finds no side effects) unless the call was inlined first: for a while
+# codec_half.c's loops lost every prefetch that way, and the 16-bit encoder
+# ran 20-30% slower, with the same bits, so no other test could see it.
+set -u
+s=$SQUALL_SRCDIR
+b=$SQUALL_BUILDDIR
+lib=$b/.libs/libsquall_base.a
+test -f "$lib" || { echo "SKIP: $lib is not built"; exit 77; }
+command -v objdump >/dev/null 2>&1 || { echo "SKIP: no objdump"; exit 77; }
+case $(uname -m) in
+x86_64) ;;
+*) echo "SKIP: the prefetch instructions are named for x86_64 only"; exit 77 ;;
+esac
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/squall-prefetch.XXXXXX") || exit 1
+trap 'rm -rf "$tmp"' EXIT
+fails=0 checked=0
+for src in $(grep -l '_mm_prefetch\|__builtin_prefetch' "$s"/lib/codecs/*.c); do
+  base=$(basename "$src" .c)
+  member=$(ar t "$lib" | grep -- "-$base\.o\$" | head -n 1)
+  test -n "$member" || { echo "FAIL: no object for $base.c in $lib"; fails=1; continue; }
+  (cd "$tmp" && ar x "$lib" "$member") || { echo "FAIL: cannot extract $member"; fails=1; continue; }
+  count=$(objdump -d "$tmp/$member" | grep -cE '^ *[0-9a-f]+:.*[[:space:]]prefetch')
+  checked=$((checked + 1))
+  if test "$count" -eq 0; then
+    echo "FAIL: $base.c asks for prefetches, and its object $member has none"
+    fails=1
+  else
+    echo "ok: $base.c: $count prefetch instructions"
+  fi
+done
+test "$checked" -gt 0 || { echo "FAIL: no codec source asks for prefetches (the check found nothing to check)"; exit 1; }
+exit $fails
