@@ -399,8 +399,13 @@ int main(int argc, char **argv) {
   }
 
   bufs b = {.n = n, .k = squall__topk_k(n, ratio), .bucket = bucket};
+  /* g as malloc places it (16 bytes past a line, as numpy's arrays are):
+   * the codecs read the user's tensor wherever it lies */
   b.g = malloc(n * sizeof(float));
-  b.res = malloc(n * sizeof(float));
+  /* the residual and the codes on a line, as the engine allocates them
+   * (host_alloc); a residual 16 bytes off a line measured its 16-bit
+   * encode 25% slower (line-split stores), a case the engine never has */
+  if (posix_memalign((void **)&b.res, 64, n * sizeof(float))) b.res = NULL;
   /* on a line, as the engine's scratch and PyTorch's tensors are: where
    * the quantised decoders can stream (codec_quant.c) */
   if (posix_memalign((void **)&b.out, 64, n * sizeof(float))) b.out = NULL;
@@ -408,7 +413,7 @@ int main(int argc, char **argv) {
   /* 16-bit codes, or the quantised codecs' bytes (at most n + 2 per bucket + a bucket) */
   size_t code_bytes = n * sizeof(uint16_t);
   if (squall__quant_bytes(SQ_QUANT_INT8, bucket, n) > code_bytes) code_bytes = squall__quant_bytes(SQ_QUANT_INT8, bucket, n);
-  b.codes = malloc(code_bytes);
+  if (posix_memalign((void **)&b.codes, 64, code_bytes)) b.codes = NULL;
   b.slot = malloc(squall__topk_slot_bytes(b.k, squallValueFp32) + squall__topk_slot_bytes(b.k, squallValueFp16));
   b.ws = malloc(squall__topk_workspace_bytes(n));
   double *t = malloc(sizeof(double) * 9 * (size_t)reps);
