@@ -121,7 +121,7 @@ static void check_half(const char *codec, double unit_roundoff, float amplitude)
     double exact = 0;
     for (int r = 0; r < nranks; r++) exact += (double)(gen_uniform(21, r, i) * amplitude);
     for (int r = 0; r < nranks; r++) maxabs = fmax(maxabs, fabs((double)(gen_uniform(21, r, i) * amplitude)));
-    ck_assert_msg(isfinite(out[i]), "%s: element %zu is not finite", codec, i);
+    MC_CHECK(isfinite(out[i]), "%s: element %zu is not finite", codec, i);
     maxerr = fmax(maxerr, fabs((double)out[i] - exact));
   }
   /* each rank's code rounds once (u*max), the 16-bit sum rounds P-1 times
@@ -196,7 +196,7 @@ static void check_topk(const char *spec, double ratio, size_t n, int zstd) {
   size_t k = squall__topk_k(n, ratio);
   topk_reference(31, n, k, ref);
   for (size_t i = 0; i < n; i++)
-    ck_assert_msg(memcmp(&out[i], &ref[i], 4) == 0, "%s n=%zu: element %zu is %a, reference %a", full, n,
+    MC_CHECK(memcmp(&out[i], &ref[i], 4) == 0, "%s n=%zu: element %zu is %a, reference %a", full, n,
                   i, out[i], ref[i]);
   assert_identical_across_ranks(out, n * 4);
   free(g); free(out); free(ref);
@@ -310,7 +310,7 @@ static void assert_conserved_with(const char *what, const void *send, size_t n, 
   for (size_t i = 0; i < n; i++) mine[i] = res[i];
   MPI_Allreduce(mine, kept, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   for (size_t i = 0; i < n; i++) {
-    ck_assert_msg(sum_out[i] + kept[i] == sum_in[i], "%s: element %zu: sent %.17g + kept %.17g != %.17g", what, i,
+    MC_CHECK(sum_out[i] + kept[i] == sum_in[i], "%s: element %zu: sent %.17g + kept %.17g != %.17g", what, i,
                   sum_out[i], kept[i], sum_in[i]);
     total += fabs(kept[i]);
   }
@@ -401,7 +401,7 @@ START_TEST(test_declined_calls_carry_the_residual) {
         ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, in_place ? out : g, (int)n, MPI_FLOAT, res),
                          MPI_SUCCESS);
         for (size_t i = 0; i < n; i++)
-          ck_assert_msg(res[i] == 0.0f, "step %d: a declined call left residual[%zu] = %g", t, i, res[i]);
+          MC_CHECK(res[i] == 0.0f, "step %d: a declined call left residual[%zu] = %g", t, i, res[i]);
         folds += unsent;
         unsent = 0;
       }
@@ -436,7 +436,7 @@ START_TEST(test_small_and_odd_counts) {
       float *g = malloc(n * 4 + 4), *out = malloc(n * 4 + 4);
       fill(g, n, 51, rank, gen_dyadic);
       ck_assert_int_eq(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
-      for (size_t i = 0; i < n; i++) ck_assert(isfinite(out[i]));
+      for (size_t i = 0; i < n; i++) MC_CHECK(isfinite(out[i]), "element %zu is not finite", i);
       assert_identical_across_ranks(out, n * 4);
       free(g); free(out);
     }
@@ -477,7 +477,7 @@ START_TEST(test_engine_average_and_halves) {
     for (size_t i = 0; i < n; i++) {
       double exact = 0;
       for (int r = 0; r < nranks; r++) exact += gen_dyadic(61, r, i);
-      ck_assert_msg(fabs(out[i] - exact / nranks) <= 1e-2 * (fabs(exact / nranks) + 1), "%s avg element %zu", specs[s], i);
+      MC_CHECK(fabs(out[i] - exact / nranks) <= 1e-2 * (fabs(exact / nranks) + 1), "%s avg element %zu", specs[s], i);
     }
   }
   /* fp16 data, pre-multiplied by 0.5 (dyadic: exact), summed in fp16 */
@@ -491,7 +491,7 @@ START_TEST(test_engine_average_and_halves) {
   for (size_t i = 0; i < n; i++) {
     double exact = 0;
     for (int r = 0; r < nranks; r++) exact += 0.5 * gen_dyadic(62, r, i);
-    ck_assert_msg(sq_f16_to_f32(ho[i]) == (float)exact, "f16 premul element %zu: %g vs %g", i, sq_f16_to_f32(ho[i]), exact);
+    MC_CHECK(sq_f16_to_f32(ho[i]) == (float)exact, "f16 premul element %zu: %g vs %g", i, sq_f16_to_f32(ho[i]), exact);
   }
   squall__engine_free(e);
   squall__transport_mpi_fini(&ctx);
@@ -580,7 +580,7 @@ START_TEST(test_topk_limit_of_kernel_set_goes_dense) {
       for (size_t i = 0; i < n; i++) {
         float exact = 0;
         for (int r = 0; r < nranks; r++) exact += gen_dyadic(63, r, i);
-        ck_assert_msg(out[i] == exact, "dense route element %zu: %g vs %g", i, out[i], exact);
+        MC_CHECK(out[i] == exact, "dense route element %zu: %g vs %g", i, out[i], exact);
       }
     engine_done(&t);
   }
@@ -1015,7 +1015,7 @@ START_TEST(test_one_send_buffer_distinct_outputs_keep_their_own_residuals) {
     memset(stage, 0, n * 4);
     ck_assert_int_eq(squallMpiAllreduce(stage, out_zero, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
     for (size_t i = 0; i < n; i++)
-      ck_assert_msg(out_zero[i] == 0.0f, "step %d: the all-zero tensor's element %zu is %g", t, i, out_zero[i]);
+      MC_CHECK(out_zero[i] == 0.0f, "step %d: the all-zero tensor's element %zu is %g", t, i, out_zero[i]);
     fill(stage, n, 800 + (uint64_t)t, rank, gen_dyadic);
     for (size_t i = 0; i < n; i++)
       for (int r = 0; r < nranks; r++) sum_in[i] += gen_dyadic(800 + (uint64_t)t, r, i);

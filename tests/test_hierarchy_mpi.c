@@ -101,7 +101,7 @@ static void check_topk(size_t n, double ratio, int in_place, uint64_t seed) {
   const float *res = in_place ? g : out;
   (two_level ? model_two_level : model_flat)(seed, n, ratio, ref);
   for (size_t i = 0; i < n; i++)
-    ck_assert_msg(memcmp(&res[i], &ref[i], 4) == 0, "n=%zu%s: element %zu is %a, model %a", n,
+    MC_CHECK(memcmp(&res[i], &ref[i], 4) == 0, "n=%zu%s: element %zu is %a, model %a", n,
                   in_place ? " in place" : "", i, res[i], ref[i]);
   assert_identical_across_ranks(res, n * 4);
   ck_assert_uint_eq(b.compressedCalls - a.compressedCalls, 1);
@@ -177,7 +177,7 @@ static void check_conservation_steps(const char *spec, int steps, int mixed) {
   MPI_Allreduce(mine, res_sum, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   double kept = 0;
   for (size_t i = 0; i < n; i++) {
-    ck_assert_msg(sum_out[i] + res_sum[i] == sum_in[i], "%s: element %zu: sent %.17g + kept %.17g != %.17g",
+    MC_CHECK(sum_out[i] + res_sum[i] == sum_in[i], "%s: element %zu: sent %.17g + kept %.17g != %.17g",
                   spec, i, sum_out[i], res_sum[i], sum_in[i]);
     kept += fabs(res_sum[i]);
   }
@@ -225,7 +225,7 @@ START_TEST(test_small_counts_identical) {
       float *g = malloc(n * 4), *out = malloc(n * 4);
       fill(g, n, 51, rank);
       ck_assert_int_eq(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
-      for (size_t i = 0; i < n; i++) ck_assert(isfinite(out[i]));
+      for (size_t i = 0; i < n; i++) MC_CHECK(isfinite(out[i]), "element %zu is not finite", i);
       assert_identical_across_ranks(out, n * 4);
       free(g); free(out);
     }
@@ -299,7 +299,7 @@ START_TEST(test_engine_average_halves_nosplit) {
   for (size_t i = 0; i < n; i++) {
     float exact = 0;
     for (int r = 0; r < nranks; r++) exact += gen(61, r, i);
-    ck_assert_msg(out[i] == exact / (float)nranks, "avg element %zu: %a vs %a", i, out[i], exact / nranks);
+    MC_CHECK(out[i] == exact / (float)nranks, "avg element %zu: %a vs %a", i, out[i], exact / nranks);
   }
   uint16_t *h = malloc(n * 2), *ho = malloc(n * 2);
   for (size_t i = 0; i < n; i++) h[i] = sq_f32_to_f16(gen(62, rank, i));
@@ -310,7 +310,7 @@ START_TEST(test_engine_average_halves_nosplit) {
   for (size_t i = 0; i < n; i++) {
     double exact = 0;
     for (int r = 0; r < nranks; r++) exact += 0.5 * gen(62, r, i);
-    ck_assert_msg(sq_f16_to_f32(ho[i]) == (float)exact, "f16 premul element %zu", i);
+    MC_CHECK(sq_f16_to_f32(ho[i]) == (float)exact, "f16 premul element %zu", i);
   }
   assert_identical_across_ranks(ho, n * 2);
   squall__engine_free(e);

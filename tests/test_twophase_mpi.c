@@ -99,7 +99,7 @@ static void check_conservation(const char *spec, size_t n) {
   MPI_Allreduce(mine, tot_res, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   int lossy = 0;
   for (size_t i = 0; i < n; i++) {
-    ck_assert_msg(sum_out[i] + tot_res[i] == sum_in[i], "%s n=%zu elem %zu: outputs %.17g + residuals %.17g != inputs %.17g",
+    MC_CHECK(sum_out[i] + tot_res[i] == sum_in[i], "%s n=%zu elem %zu: outputs %.17g + residuals %.17g != inputs %.17g",
                   spec, n, i, sum_out[i], tot_res[i], sum_in[i]);
     lossy |= tot_res[i] != 0;
   }
@@ -175,13 +175,13 @@ static void check_against_model(const char *spec, size_t n) {
       squall__half_decode(kind, blocks, want + lo, cnt, scale, 0);
     }
     for (size_t i = 0; i < n; i++)
-      ck_assert_msg(bits_of(out[i]) == bits_of(want[i]), "%s n=%zu step %d elem %zu: %a, the model %a", spec, n, t, i,
+      MC_CHECK(bits_of(out[i]) == bits_of(want[i]), "%s n=%zu step %d elem %zu: %a, the model %a", spec, n, t, i,
                     (double)out[i], (double)want[i]);
   }
   ck_assert_msg(changes >= 3, "%s: the scale changed at %d steps only", spec, changes);
   ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res), MPI_SUCCESS);
   for (size_t i = 0; i < n; i++)
-    ck_assert_msg(bits_of(res[i]) == bits_of(me[(size_t)rank * n + i]), "%s n=%zu: residual %zu: %a, the model %a",
+    MC_CHECK(bits_of(res[i]) == bits_of(me[(size_t)rank * n + i]), "%s n=%zu: residual %zu: %a, the model %a",
                   spec, n, i, (double)res[i], (double)me[(size_t)rank * n + i]);
   free(g); free(out); free(res); free(want); free(mg); free(me); free(sum); free(codes); free(blocks);
 }
@@ -226,7 +226,8 @@ static double check_bound(const char *spec, double q, float amp, double *rel) {
   float *avg = malloc(n * 4);
   squallMpiResetResiduals(MPI_COMM_WORLD);
   ck_assert_int_eq(squallMpiAllreduce(g, avg, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
-  for (size_t i = 0; i < n; i++) ck_assert(avg[i] == out[i]); /* same residuals, same bits */
+  for (size_t i = 0; i < n; i++) /* same residuals, same bits */
+    MC_CHECK(avg[i] == out[i], "element %zu: %a, and %a from the same residuals", i, (double)out[i], (double)avg[i]);
   free(avg);
   free(g);
   free(out);
@@ -298,7 +299,7 @@ START_TEST(test_nonfinite_propagates) {
     /* the residual holds nothing for them, so the next step is finite */
     for (size_t i = 0; i < n; i++) g[i] = gen_uniform(4, rank, i);
     ck_assert_int_eq(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
-    for (size_t i = 0; i < n; i++) ck_assert(isfinite(out[i]));
+    for (size_t i = 0; i < n; i++) MC_CHECK(isfinite(out[i]), "element %zu is not finite", i);
     free(g);
     free(out);
   }
@@ -357,7 +358,7 @@ START_TEST(test_pipelined_identical) {
       ck_assert_msg(pipelined == T, "%s chunk %s n=%zu: %llu of %d calls pipelined", specs[s], chunk, n,
                     (unsigned long long)pipelined, T);
       for (size_t i = 0; i < (size_t)T * n; i++)
-        ck_assert_msg(memcmp(&ref[i], &got[i], 4) == 0, "%s chunk %s n=%zu: step %zu elem %zu: %a != %a",
+        MC_CHECK(memcmp(&ref[i], &got[i], 4) == 0, "%s chunk %s n=%zu: step %zu elem %zu: %a != %a",
                       specs[s], chunk, n, i / n, i % n, (double)got[i], (double)ref[i]);
       ck_assert_msg(memcmp(ref_res, got_res, n * 4) == 0, "%s chunk %s n=%zu: residuals differ", specs[s], chunk,
                     n);
@@ -461,7 +462,7 @@ START_TEST(test_cost_model) {
         ck_assert_msg(memcmp(a, b, n * 4) == 0, "%s call %d: declined but not the plain all-reduce", spec, t);
         if (squallMpiGetResidual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res) == MPI_SUCCESS && headed[t])
           for (size_t i = 0; i < n; i++)
-            ck_assert_msg(res[i] == 0.0f, "%s call %d: residual[%zu] = %g left", spec, t, i, res[i]);
+            MC_CHECK(res[i] == 0.0f, "%s call %d: residual[%zu] = %g left", spec, t, i, res[i]);
       }
       if (t < 2) ck_assert_msg(c, "%s call %d: declined before the codec was measured", spec, t);
       compressed += c;
@@ -663,7 +664,7 @@ START_TEST(test_owner_routes_identical) {
             twophase_direct(&tr, &squall__kernels_host, &cd, g1, variant == 2 ? NULL : r1, out1, n, &last1);
             twophase_direct(&tr, &two_pass, &cd, g2, variant == 2 ? NULL : r2, out2, n, &last2);
             for (size_t i = 0; i < n; i++) {
-              ck_assert_msg(bits_of(out1[i]) == bits_of(out2[i]),
+              MC_CHECK(bits_of(out1[i]) == bits_of(out2[i]),
                             "kind %d n %zu chunk %zu variant %d step %d elem %zu: %a, two passes %a", kind, n,
                             chunk_bytes[ci], variant, t, i, (double)out1[i], (double)out2[i]);
               ck_assert_msg(bits_of(r1[i]) == bits_of(r2[i]),
