@@ -48,6 +48,7 @@ typedef struct {
   uint64_t seed;               /* --seed */
   bench_dist data;             /* --data */
   int progress;                /* 0 with --no-progress */
+  int errors_fatal;            /* --errors fatal: the MPI backend's communicator keeps MPI's default handler */
 } bench_options;
 
 /* What one (size, codec) measured, already combined over ranks. */

@@ -68,6 +68,9 @@ static void usage(FILE *f) {
           "                          lognormal, constant, tiny (near 1e-38), sparse (99%% zeros),\n"
           "                          nonfinite (1 in 4096 NaN or +-Inf)\n"
           "      --no-progress       no progress lines on stderr\n"
+          "      --errors MODE       return (default) or fatal: how the mpi backend's failed\n"
+          "                          all-reduces end (MPI_ERRORS_RETURN, or MPI's default\n"
+          "                          MPI_ERRORS_ARE_FATAL, where squall keeps no backups)\n"
           "  -h, --help              this help\n"
           "nccl-tests' -g 1, -t 1, -m 1, -N 1, -a 3, -z 1, -G 0, -p 0, -y 0, -R 0, -r 0, -T 0 and\n"
           "-M 0 are accepted (they say what squall-bench does); other values say why not.\n"
@@ -204,7 +207,7 @@ static const nccl_tests_option *nccl_tests_option_of(int flag) {
   } while (0)
 
 int bench_parse_args(int argc, char **argv, bench_options *opt, FILE *out, FILE *err) {
-  enum { OPT_PLOT = 256, OPT_BACKEND, OPT_SEED, OPT_NO_PROGRESS, OPT_DATA, OPT_CPUTIME };
+  enum { OPT_PLOT = 256, OPT_BACKEND, OPT_SEED, OPT_NO_PROGRESS, OPT_DATA, OPT_CPUTIME, OPT_ERRORS };
   static const struct option longopts[] = {
       {"minbytes", required_argument, 0, 'b'},     {"maxbytes", required_argument, 0, 'e'},
       {"stepfactor", required_argument, 0, 'f'},   {"stepbytes", required_argument, 0, 'i'},
@@ -214,7 +217,7 @@ int bench_parse_args(int argc, char **argv, bench_options *opt, FILE *out, FILE 
       {"json", required_argument, 0, 'J'},         {"plot", required_argument, 0, OPT_PLOT},
       {"backend", required_argument, 0, OPT_BACKEND}, {"squall", required_argument, 0, 'S'},
       {"seed", required_argument, 0, OPT_SEED},    {"no-progress", no_argument, 0, OPT_NO_PROGRESS},
-      {"data", required_argument, 0, OPT_DATA},
+      {"data", required_argument, 0, OPT_DATA},    {"errors", required_argument, 0, OPT_ERRORS},
       {"nthreads", required_argument, 0, 't'},     {"ngpus", required_argument, 0, 'g'},
       {"agg_iters", required_argument, 0, 'm'},    {"run_cycles", required_argument, 0, 'N'},
       {"average", required_argument, 0, 'a'},      {"blocking", required_argument, 0, 'z'},
@@ -321,6 +324,11 @@ int bench_parse_args(int argc, char **argv, bench_options *opt, FILE *out, FILE 
         FAIL("--seed '%s' is invalid: accepted is a non-negative integer\n", v);
       break;
     case OPT_NO_PROGRESS: opt->progress = 0; break;
+    case OPT_ERRORS:
+      if (strcmp(v, "return") && strcmp(v, "fatal"))
+        FAIL("--errors '%s' is invalid: accepted are return and fatal\n", v);
+      opt->errors_fatal = !strcmp(v, "fatal");
+      break;
     case OPT_DATA:
       if (bench_dist_parse(v, &opt->data))
         FAIL("--data '%s' is invalid: accepted are uniform, normal, lognormal, constant, tiny, "

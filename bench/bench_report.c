@@ -30,6 +30,11 @@ void bench_report_header(FILE *out, const bench_run_info *in) {
       fprintf(out, " %s=%s", opt.name, opt.value);
   fputc('\n', out);
   fprintf(out, "# data: %s\n", bench_dist_name(o->data));
+  if (!strcmp(in->backend, "mpi"))
+    fprintf(out, "# errors: %s\n", o->errors_fatal ? "fatal (MPI_ERRORS_ARE_FATAL: squall keeps no way back)"
+                                                   : "return (MPI_ERRORS_RETURN: squall keeps a way back)");
+  else
+    fprintf(out, "# errors: return (NCCL's calls return theirs)\n");
   fprintf(out, "# host: %s, %d cores, %d ranks on this machine (%.2f per core)\n",
           in->cpu ? in->cpu : "unknown", in->cores, in->node_ranks,
           in->cores > 0 ? (double)in->node_ranks / in->cores : 0.0);
@@ -157,6 +162,7 @@ int bench_report_json(const char *path, const bench_run_info *in, const bench_ro
     str(f, "dtype", bench_dtype_name(in->opt->dtype));
     str(f, "op", in->opt->op == BENCH_AVG ? "avg" : "sum");
     fprintf(f, ", \"iters\": %d, \"warmup_iters\": %d", in->opt->iters, in->opt->warmup);
+    str(f, "errors", strcmp(in->backend, "mpi") || !in->opt->errors_fatal ? "return" : "fatal");
     if (in->link) str(f, "link", in->link);
     else fputs(", \"link\": null", f);
     fprintf(f, "}%s\n", i + 1 < n ? "," : "");

@@ -338,8 +338,11 @@ int main(int argc, char **argv) {
 
   MPI_Comm_dup(MPI_COMM_WORLD, &c.comm);
   /* An all-reduce that fails returns its error to the benchmark, which
-   * names it and exits with status 3, rather than MPI aborting the job. */
-  MPI_Comm_set_errhandler(c.comm, MPI_ERRORS_RETURN);
+   * names it and exits with status 3, rather than MPI aborting the job; as
+   * under mpi4py or NCCL, squall then keeps what it needs to give a
+   * failed call back (a backup of the residual, or top-k's update after
+   * the exchange). --errors fatal keeps MPI's default, where it need not. */
+  MPI_Comm_set_errhandler(c.comm, opt.errors_fatal ? MPI_ERRORS_ARE_FATAL : MPI_ERRORS_RETURN);
   all_ok(&c, c.be->setup(c.comm, stderr) == 0, "backend setup failed (see above)");
   check_output(&c, "-J", opt.json_path);
   check_output(&c, "--plot", opt.plot_path);

@@ -192,6 +192,21 @@ else
   bad "$codecbench was not built"
 fi
 
+# ---- --errors: fatal keeps MPI's default handler on the benchmark's
+# communicator (squall then keeps no way back from a failed call); the
+# header and the JSON say which ran, and the default is return
+"$run" 2 "$bench" -b 64K -e 64K -n 2 -w 1 -C none,fp16,int8,topk:0.01 --errors fatal \
+  -J "$tmp/fatal.json" --no-progress >"$tmp/fatal.txt" 2>&1
+rc=$?
+test $rc -eq 0 || { bad "--errors fatal: exit $rc"; cat "$tmp/fatal.txt" >&2; }
+grep -q "^# errors: fatal (MPI_ERRORS_ARE_FATAL" "$tmp/fatal.txt" || bad "--errors fatal: header lacks '# errors: fatal'"
+$py -c 'import json, sys
+fatal = json.load(open(sys.argv[1])); default = json.load(open(sys.argv[2]))
+ok = len(fatal) == 4 and all(r["errors"] == "fatal" and r["consistent"] and not r["wrong"] for r in fatal)
+ok = ok and default and all(r["errors"] == "return" for r in default)
+sys.exit(0 if ok else 1)' "$tmp/fatal.json" "$tmp/d-uniform.json" ||
+  bad "--errors: rows wrong, or the JSON's errors keys are not fatal and return: $(cat "$tmp/fatal.json")"
+
 # ---- errors: exit status 2 and a message naming the flag and the value
 expect_error() { # PATTERN ARGS...
   pattern=$1
@@ -212,6 +227,7 @@ expect_error "backend nccl: not" --backend nccl
 expect_error "-b 2048 is larger than -e 1024" -b 2K -e 1K
 expect_error "unknown option '--frobnicate'" --frobnicate
 expect_error "--data 'bogus' is invalid" --data bogus
+expect_error "--errors 'abort' is invalid: accepted are return and fatal" --errors abort
 # nccl-tests' options: other values than squall-bench's own say why not
 expect_error "-g 8 (nccl-tests' --ngpus) is not supported: squall-bench drives one GPU per MPI rank" -g 8
 expect_error "-a 1 (nccl-tests' --average) is not supported" -a 1
