@@ -145,6 +145,15 @@ size_t squall__topk_workspace_bytes(size_t n);
 int squall__topk_encode(const float *g, float *res, size_t n, size_t k,
                         squallValueType_t values, float scale, void *slot, void *workspace);
 
+/* squall__topk_encode that first copies res as it was into backup (n
+ * floats, not overlapping res; streamed past the cache where 32-byte
+ * aligned), in the same pass where it reads res anyway: where a failure
+ * after the encode must restore the residual, this saves the selection-only
+ * path's second pass over g and res. Returns -1 (k > n) before anything
+ * changed; else the backup is whole. */
+int squall__topk_encode_backup(const float *g, float *res, size_t n, size_t k, squallValueType_t values,
+                               float scale, void *slot, void *workspace, float *backup);
+
 /* The selection of squall__topk_encode alone: writes the same slot and
  * leaves res as it was; squall__topk_finish applies the residual update
  * once the slot has been exchanged. */
@@ -159,6 +168,9 @@ int squall__topk_select(const float *g, const float *res, size_t n, size_t k,
 enum { SQ_TOPK_PATH_FULL = 0, SQ_TOPK_PATH_SAMPLED = 1, SQ_TOPK_PATH_FALLBACK = 2 };
 int squall__topk_encode_bound(const float *g, float *res, size_t n, size_t k, squallValueType_t values,
                               float scale, void *slot, void *workspace, uint64_t bound, int *path);
+int squall__topk_encode_backup_bound(const float *g, float *res, size_t n, size_t k, squallValueType_t values,
+                                     float scale, void *slot, void *workspace, float *backup, uint64_t bound,
+                                     int *path);
 int squall__topk_select_bound(const float *g, const float *res, size_t n, size_t k,
                               squallValueType_t values, float scale, void *slot, void *workspace,
                               uint64_t bound, int *path);

@@ -254,11 +254,13 @@ static inline void take_lane(cands *c, uint32_t i, float a, uint32_t v) {
 }
 
 /* One pass: a = g + res (or g), stored into out_res when encoding, and the
- * candidates for v. */
-static void fused_scalar(const float *g, const float *res, float *out_res, size_t from, size_t n, uint32_t v,
-                         cands *c) {
+ * candidates for v; res as it was into backup first (NULL: none; res is
+ * then non-NULL). */
+static void fused_scalar(const float *g, const float *res, float *out_res, float *backup, size_t from, size_t n,
+                         uint32_t v, cands *c) {
   for (size_t i = from; i < n; i++) {
     float a = ldf(g, i);
+    if (backup) stf(backup, i, ldf(res, i));
     if (res) a += ldf(res, i);
     if (out_res) stf(out_res, i, a);
     if ((sq_float_bits(a) & 0x7fffffffu) >= v) take_lane(c, (uint32_t)i, a, v);
@@ -372,9 +374,35 @@ __attribute__((target("avx2"))) static inline size_t take8(__m256 a, __m256i idx
   return na;
 }
 
-/* The fused pass over g and res; returns where it stopped. */
+/* The two lines of p[i + 256 .. i + 288), 1 KiB ahead of the fused pass at
+ * i: the hardware prefetcher of the 2-core EPYC KVM machines falls behind
+ * two read streams (as in codec_half.c). A prefetch past the end never
+ * faults; the address is formed as an integer, since no pointer may point
+ * there. always_inline: GCC deletes calls to a function that only
+ * prefetches (tests/prefetch-kept.sh). */
+__attribute__((always_inline)) static inline void prefetch_lines(const float *p, size_t i) {
+  uintptr_t a = (uintptr_t)p + 4 * i + 1024;
+  __builtin_prefetch((const void *)a, 0, 3);
+  __builtin_prefetch((const void *)(a + 64), 0, 3);
+}
+
+/* backup[i..i+8) = res[i..i+8) (the second load of res hits L1). */
+__attribute__((target("avx2"), always_inline)) static inline void copy8(float *backup, const float *res, size_t i,
+                                                                       int stream) {
+  __m256 r = _mm256_loadu_ps((const float *)((const char *)res + 4 * i));
+  float *to = (float *)((char *)backup + 4 * i);
+  if (stream)
+    _mm256_stream_ps(to, r);
+  else
+    _mm256_storeu_ps(to, r);
+}
+
+/* The fused pass over g and res; returns where it stopped. backup as in
+ * fused_scalar, streamed past the cache where it is 32-byte aligned (it is
+ * read only after a failure). */
 __attribute__((target("avx2"))) static size_t fused_avx2(const float *g, const float *res, float *out_res,
-                                                       size_t n, uint32_t v, cands *c) {
+                                                       float *backup, size_t n, uint32_t v, cands *c) {
+  const int stream = backup && (uintptr_t)backup % 32 == 0;
   const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
   /* key >= v as one signed compare: v - 1 is -1 for v == 0, below every key */
   const __m256i vm1 = _mm256_set1_epi32((int)v - 1);
@@ -388,6 +416,10 @@ __attribute__((target("avx2"))) static size_t fused_avx2(const float *g, const f
   /* Most groups of 32 lanes hold no candidate (about 6 in 10 for k = n/100):
    * one test skips them. */
   for (; i + 32 <= n; i += 32) {
+    prefetch_lines(g, i);
+    if (res) prefetch_lines(res, i);
+    if (backup)
+      for (int j = 0; j < 32; j += 8) copy8(backup, res, i + (size_t)j, stream);
     __m256 a0 = LOAD_A(0), a1 = LOAD_A(8), a2 = LOAD_A(16), a3 = LOAD_A(24);
     if (out_res) {
       float *o = (float *)((char *)out_res + 4 * i);
@@ -410,11 +442,13 @@ __attribute__((target("avx2"))) static size_t fused_avx2(const float *g, const f
     idx = _mm256_add_epi32(idx, _mm256_set1_epi32(32));
   }
   for (; i + 8 <= n; i += 8, idx = _mm256_add_epi32(idx, step)) {
+    if (backup) copy8(backup, res, i, stream);
     __m256 a = LOAD_A(0);
     if (out_res) _mm256_storeu_ps((float *)((char *)out_res + 4 * i), a);
     na = take8(a, idx, i, na, v, c);
   }
 #undef LOAD_A
+  if (stream) _mm_sfence(); /* the streamed copy is visible before what follows */
   c->na = na;
   return i;
 }
@@ -422,8 +456,8 @@ __attribute__((target("avx2"))) static size_t fused_avx2(const float *g, const f
 
 /* Writes the slot from the candidates; returns 0, or -1 when they do not
  * decide the selection (the caller takes the full path). */
-static int sampled_path(const float *g, const float *res, float *out_res, size_t n, size_t k, int fp16, float scale,
-                        char *idx_out, char *val_out, void *workspace, uint32_t v) {
+static int sampled_path(const float *g, const float *res, float *out_res, float *backup, size_t n, size_t k, int fp16,
+                        float scale, char *idx_out, char *val_out, void *workspace, uint32_t v) {
   uint32_t *ws = (uint32_t *)workspace;
   uint32_t *hist = (uint32_t *)((char *)workspace + keys_bytes(n));
   /* Non-finite keys must all land in list A (they rank above every finite
@@ -441,9 +475,9 @@ static int sampled_path(const float *g, const float *res, float *out_res, size_t
   c.na = c.nb = 0;
   size_t i = 0;
 #ifdef SQ_TOPK_AVX2
-  if (squall__cpu_x86(SQ_CPU_AVX2)) i = fused_avx2(g, res, out_res, n, v, &c);
+  if (squall__cpu_x86(SQ_CPU_AVX2)) i = fused_avx2(g, res, out_res, backup, n, v, &c);
 #endif
-  fused_scalar(g, res, out_res, i, n, v, &c);
+  fused_scalar(g, res, out_res, backup, i, n, v, &c);
 
   /* From here on, when encoding, a lives in res. */
   if (c.na > c.cap_a || c.na + c.nb < k) return -1;
@@ -505,12 +539,15 @@ static int sampled_path(const float *g, const float *res, float *out_res, size_t
 
 /* Both paths behind one entry; bound is the sampled path's v, or
  * SQ_TOPK_SAMPLE_BOUND to draw it from the data. out_res: res to encode
- * (the residual updated), NULL to select only. */
-static int topk_run(const float *g, const float *res, float *out_res, size_t n, size_t k,
+ * (the residual updated), NULL to select only; backup (encoding only):
+ * where res as it was goes before anything changes it, NULL for none. */
+static int topk_run(const float *g, const float *res, float *out_res, float *backup, size_t n, size_t k,
                     squallValueType_t values, float scale, void *slot, void *workspace, uint64_t bound,
                     int *path) {
-  /* Indices are u32, and a histogram bin counts in u32. */
+  /* Indices are u32, and a histogram bin counts in u32. Nothing has
+   * changed when this fails. */
   if (k > n || (uint64_t)n > UINT32_MAX) return -1;
+  if (!out_res || !res) backup = NULL; /* nothing to back up */
   /* a = g + res, the fp16 values and the residual as the definition and
    * the CUDA twin form them, whatever the application's rounding mode,
    * flush-to-zero or denormals-are-zero */
@@ -533,13 +570,15 @@ static int topk_run(const float *g, const float *res, float *out_res, size_t n, 
     uint32_t v = bound == SQ_TOPK_SAMPLE_BOUND
                      ? sample_bound(g, res, n, k, (uint32_t *)((char *)workspace + keys_bytes(n)))
                      : (uint32_t)(bound > 0x7fffffffu ? 0x7fffffffu : bound);
-    if (sampled_path(g, res, out_res, n, k, fp16, scale, idx_out, val_out, workspace, v) == 0) {
+    /* the fused pass completes the backup whatever the sample says */
+    if (sampled_path(g, res, out_res, backup, n, k, fp16, scale, idx_out, val_out, workspace, v) == 0) {
       taken = SQ_TOPK_PATH_SAMPLED;
     } else {
       taken = SQ_TOPK_PATH_FALLBACK; /* when encoding, res holds a now */
       full_path(g, res, out_res, out_res != NULL, n, k, fp16, scale, idx_out, val_out, workspace);
     }
   } else {
+    if (backup) memcpy(backup, res, n * sizeof(float));
     full_path(g, res, out_res, 0, n, k, fp16, scale, idx_out, val_out, workspace);
   }
   squall__fp_default_end(fp);
@@ -550,20 +589,31 @@ static int topk_run(const float *g, const float *res, float *out_res, size_t n, 
 int squall__topk_select_bound(const float *g, const float *res, size_t n, size_t k,
                               squallValueType_t values, float scale, void *slot, void *workspace,
                               uint64_t bound, int *path) {
-  return topk_run(g, res, NULL, n, k, values, scale, slot, workspace, bound, path);
+  return topk_run(g, res, NULL, NULL, n, k, values, scale, slot, workspace, bound, path);
 }
 
 int squall__topk_select(const float *g, const float *res, size_t n, size_t k, squallValueType_t values,
                         float scale, void *slot, void *workspace) {
-  return topk_run(g, res, NULL, n, k, values, scale, slot, workspace, SQ_TOPK_SAMPLE_BOUND, NULL);
+  return topk_run(g, res, NULL, NULL, n, k, values, scale, slot, workspace, SQ_TOPK_SAMPLE_BOUND, NULL);
 }
 
 int squall__topk_encode_bound(const float *g, float *res, size_t n, size_t k, squallValueType_t values,
                               float scale, void *slot, void *workspace, uint64_t bound, int *path) {
-  return topk_run(g, res, res, n, k, values, scale, slot, workspace, bound, path);
+  return topk_run(g, res, res, NULL, n, k, values, scale, slot, workspace, bound, path);
 }
 
 int squall__topk_encode(const float *g, float *res, size_t n, size_t k, squallValueType_t values,
                         float scale, void *slot, void *workspace) {
-  return topk_run(g, res, res, n, k, values, scale, slot, workspace, SQ_TOPK_SAMPLE_BOUND, NULL);
+  return topk_run(g, res, res, NULL, n, k, values, scale, slot, workspace, SQ_TOPK_SAMPLE_BOUND, NULL);
+}
+
+int squall__topk_encode_backup_bound(const float *g, float *res, size_t n, size_t k, squallValueType_t values,
+                                     float scale, void *slot, void *workspace, float *backup, uint64_t bound,
+                                     int *path) {
+  return topk_run(g, res, res, backup, n, k, values, scale, slot, workspace, bound, path);
+}
+
+int squall__topk_encode_backup(const float *g, float *res, size_t n, size_t k, squallValueType_t values,
+                               float scale, void *slot, void *workspace, float *backup) {
+  return topk_run(g, res, res, backup, n, k, values, scale, slot, workspace, SQ_TOPK_SAMPLE_BOUND, NULL);
 }

@@ -275,7 +275,7 @@ typedef struct {
   size_t work;             /* count floats: widened input / fp32 result */
   size_t absmax_ws;
   size_t backup;           /* count floats: the residual before the call */
-  int has_backup;          /* top-k needs none, except in a shard (run()) */
+  int has_backup;          /* top-k: where its encoder can copy it, or in a shard (run()) */
   size_t mine, slots, topk_ws; /* top-k */
   size_t codes;            /* 16-bit */
   size_t twophase;         /* two-phase: its own scratch */
@@ -293,7 +293,9 @@ static void layout_for(const squall_engine *e, const squall_call *c, const squal
   PLACE(scalars, 4 * sizeof(float));
   PLACE(work, n * sizeof(float));
   PLACE(absmax_ws, e->k.absmax_workspace_bytes(n));
-  L->has_backup = cfg->errorFeedback && (route != SQ_ROUTE_TOPK || c->shard);
+  /* (where failures are fatal the backup is never written: host scratch
+   * is calloc's, whose untouched pages take no memory) */
+  L->has_backup = cfg->errorFeedback && (route != SQ_ROUTE_TOPK || c->shard || e->k.topk_encode_backup);
   PLACE(backup, L->has_backup ? n * sizeof(float) : 0);
   if (route == SQ_ROUTE_TOPK) {
     L->k = squall__topk_k(n, cfg->topkRatio);
@@ -562,14 +564,19 @@ static squallResult_t run_topk(squall_engine *e, const squall_call *c, const squ
     SQ_FORWARD_IF_ERROR(e->k.absmax(s, st->g, st->res, n, &st->scalars[0], st->absmax_ws));
     SQ_FORWARD_IF_ERROR(e->k.pow2_scale(s, &st->scalars[0], SQ_F16_MAX, sq_pow2(100), &st->scalars[1]));
   }
-  /* Without a backup and where a failure returns, the residual is only
-   * read here and written after everything that can fail (topk_finish),
-   * so that a failed call leaves it as it was. Otherwise (a shard keeps
-   * its backup; where failures are fatal no error returns at all) the
-   * encoder updates it in the same pass as the selection, which saves
-   * reading g and the residual a second time. */
+  /* The encoder updates the residual in the same pass as the selection,
+   * which saves reading g and the residual a second time, where no error
+   * returns (failures are fatal) or a backup restores it: the host
+   * encoder copies it as it reads it (topk_encode_backup), else a pass of
+   * its own did (run()). Without a backup and where a failure returns,
+   * the residual is only read here and written after everything that can
+   * fail (topk_finish), so that a failed call leaves it as it was. */
   int in_place = st->res && (st->fatal || st->backup);
-  if (in_place)
+  if (in_place && st->backup && !st->backed_up) {
+    SQ_FORWARD_IF_ERROR(e->k.topk_encode_backup(s, st->g, st->res, n, k, cfg->topkValues, &st->scalars[1],
+                                                st->mine, st->topk_ws, st->backup));
+    st->backed_up = 1; /* whole: the kernel fails only before anything changed */
+  } else if (in_place)
     SQ_FORWARD_IF_ERROR(e->k.topk_encode(s, st->g, st->res, n, k, cfg->topkValues, &st->scalars[1], st->mine,
                                          st->topk_ws));
   else
@@ -620,8 +627,10 @@ static squallResult_t run(squall_engine *e, const squall_call *c, const squallCo
   /* The backup costs a pass over n floats. Only a failure that returns
    * needs it: not where every failure ends the process (failures_fatal:
    * a failed MPI call does, and the MPI entry points hand every error of
-   * theirs to the communicator's error handler), and not for top-k, whose
-   * residual changes only after the last step that can fail (run_topk). */
+   * theirs to the communicator's error handler), and not for top-k
+   * without topk_encode_backup, whose residual then changes only after
+   * the last step that can fail (run_topk). The two-phase call and the
+   * host top-k encoder copy it in their encoding pass. */
   int fatal = e->tr.failures_fatal && e->tr.failures_fatal(e->tr.ctx);
   st->fatal = fatal;
   if (st->slot && st->res) st->slot->unsent = 1; /* what the codec leaves, until a fold empties it */
@@ -629,9 +638,10 @@ static squallResult_t run(squall_engine *e, const squall_call *c, const squallCo
    * may have changed since, and the outer call may still fail after the
    * shard's: shards always keep the way back */
   st->backed_up = 0;
-  if (!st->res || !(c->shard || (!fatal && route != SQ_ROUTE_TOPK)))
+  int topk_fused = route == SQ_ROUTE_TOPK && e->k.topk_encode_backup != NULL;
+  if (!st->res || !(c->shard || (!fatal && (route != SQ_ROUTE_TOPK || topk_fused))))
     st->backup = NULL;
-  else if (st->backup && route != SQ_ROUTE_TWOPHASE) { /* the two-phase call takes it itself */
+  else if (st->backup && route != SQ_ROUTE_TWOPHASE && !topk_fused) { /* those take it themselves */
     SQ_FORWARD_IF_ERROR(e->k.widen(c->stream, SQ_DT_F32, st->res, st->backup, n, 1.0f));
     st->backed_up = 1;
   }

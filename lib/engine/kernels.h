@@ -119,6 +119,13 @@ typedef struct squall_kernels {
    * NULL: the caller copies the residual in a pass of its own. */
   squallResult_t (*quant_encode_backup)(void *stream, sq_quant_kind k, size_t bucket, const float *g, float *res,
                                         uint8_t *out, size_t n, float *backup);
+  /* topk_encode that copies res as it was into backup in the same pass
+   * (squall__topk_encode_backup). It fails only before anything changed,
+   * so on success the backup is whole. NULL: where a failure must restore
+   * the residual, topk_select now and topk_finish after the exchange. */
+  squallResult_t (*topk_encode_backup)(void *stream, const float *g, float *res, size_t n, size_t k,
+                                       squallValueType_t values, const float *scale, void *slot, void *ws,
+                                       float *backup);
   /* ---- optional (NULL where work on one stream is done when it returns,
    * as on the host). Calls on one communicator share its scratch, but may
    * come on different streams: a call on another stream than the last

@@ -158,6 +158,14 @@ static squallResult_t host_topk_encode(void *stream, const float *g, float *res,
   return squallSuccess;
 }
 
+static squallResult_t host_topk_encode_backup(void *stream, const float *g, float *res, size_t n, size_t k,
+                                              squallValueType_t values, const float *scale, void *slot, void *ws,
+                                              float *backup) {
+  SQ_RETURN_ERROR_IF(squall__topk_encode_backup(g, res, n, k, values, *scale, slot, ws, backup) != 0,
+                     squallInternalError, "top-k encode failed (k=%zu, n=%zu)", k, n);
+  return squallSuccess;
+}
+
 static squallResult_t host_topk_select(void *stream, const float *g, const float *res, size_t n, size_t k,
                                        squallValueType_t values, const float *scale, void *slot,
                                        void *ws) {
@@ -203,4 +211,5 @@ const squall_kernels squall__kernels_host = {
     .half_rescale = host_half_rescale,
     .half_reduce_encode = squall__host_half_reduce_encode,
     .quant_encode_backup = squall__host_quant_encode_backup,
+    .topk_encode_backup = host_topk_encode_backup,
 };
