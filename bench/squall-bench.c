@@ -300,6 +300,12 @@ int main(int argc, char **argv) {
     MPI_Finalize();
     return 2;
   }
+  if (opt.errors_fatal && strcmp(c.be->name, "mpi")) {
+    if (err) fprintf(err, "squall-bench: --errors fatal applies to the mpi backend; the %s backend's calls "
+                          "always return their errors\n", c.be->name);
+    MPI_Finalize();
+    return 2;
+  }
   size_t sizes[BENCH_MAX_SIZES];
   int nsizes = bench_sizes(&opt, sizeof(float), sizes, BENCH_MAX_SIZES);
   if (nsizes < 0 || sizes[nsizes - 1] / sizeof(float) > (size_t)INT32_MAX) {
@@ -340,8 +346,9 @@ int main(int argc, char **argv) {
   /* An all-reduce that fails returns its error to the benchmark, which
    * names it and exits with status 3, rather than MPI aborting the job; as
    * under mpi4py or NCCL, squall then keeps what it needs to give a
-   * failed call back (a backup of the residual, or top-k's update after
-   * the exchange). --errors fatal keeps MPI's default, where it need not. */
+   * failed call back (a backup of the residual, which the host encoders
+   * mostly copy in their encoding pass). --errors fatal keeps MPI's
+   * default, where it need not. */
   MPI_Comm_set_errhandler(c.comm, opt.errors_fatal ? MPI_ERRORS_ARE_FATAL : MPI_ERRORS_RETURN);
   all_ok(&c, c.be->setup(c.comm, stderr) == 0, "backend setup failed (see above)");
   check_output(&c, "-J", opt.json_path);

@@ -26,9 +26,9 @@
  *   topk:R       the engine's top-k where failures end the process (MPI's
  *                default): the one-pass encode (fp32 values; selection and
  *                residual update) + the tiled decode of the one slot.
- *                Where failures return, the selection only reads the
- *                residual and the decode pass updates it: about one
- *                streaming pass more
+ *                Where failures return, the engine's host encoder also
+ *                copies the residual into a backup in the same pass (one
+ *                streamed write more, not timed here)
  *   topk16:R     absmax + the same with fp16 values
  * The reduce column is what the owner of a shard does in the two-phase
  * all-reduce, for BENCH_REDUCE_RANKS ranks: the rank-ordered fp32 sum of the

@@ -32,4 +32,25 @@ for src in $(grep -l '_mm_prefetch\|__builtin_prefetch' "$s"/lib/codecs/*.c); do
   fi
 done
 test "$checked" -gt 0 || { echo "FAIL: no codec source asks for prefetches (the check found nothing to check)"; exit 1; }
+
+# The streaming loops themselves (an object may keep other prefetches, as
+# top-k's selection does): each function named here prefetches.
+for pair in codec_half:encode_guess_simd codec_half:decode_f16c codec_half:decode_bf16_avx2 codec_topk:fused_avx2; do
+  base=${pair%%:*} fn=${pair#*:}
+  member=$(ar t "$lib" | grep -- "-$base\.o\$" | head -n 1)
+  test -n "$member" && test -f "$tmp/$member" || { echo "FAIL: no object for $base.c"; fails=1; continue; }
+  count=$(objdump -d "$tmp/$member" | awk -v fn="$fn" '
+    /^[0-9a-f]+ <.*>:$/ { name = $2; sub(/^</, "", name); sub(/>:$/, "", name); sub(/\..*/, "", name); inside = name == fn; seen += inside; next }
+    inside && /[[:space:]]prefetch/ { n++ }
+    END { print seen ? n + 0 : -1 }')
+  if test "$count" -lt 0; then
+    echo "FAIL: $base.c has no function $fn any more: update this list"
+    fails=1
+  elif test "$count" -eq 0; then
+    echo "FAIL: $base.c's $fn has no prefetch instruction"
+    fails=1
+  else
+    echo "ok: $base.c $fn: $count"
+  fi
+done
 exit $fails

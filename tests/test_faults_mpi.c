@@ -292,8 +292,7 @@ static float gen_full(int seed, int r, size_t i) {
  * rank's residual bit for bit as it was before the call and the send
  * buffer untouched, and that the next call succeeds. Returns whether the
  * at-th collective existed (the fault fired). */
-static int restore_case(const char *spec, int at, int in_place) {
-  size_t n = 6007;
+static int restore_case(const char *spec, size_t n, int at, int in_place) {
   use_config(spec);
   squallMpiResetResiduals(MPI_COMM_WORLD);
   float *g = malloc(n * 4), *out = malloc(n * 4), *before = malloc(n * 4), *after = malloc(n * 4),
@@ -338,30 +337,38 @@ static int restore_case(const char *spec, int at, int in_place) {
  * could cancel another's; this pins each rank's own residual, at every
  * collective of the call, for every codec, pipelined or not: the 16-bit
  * encoder's backup in its guessing pass, the quantised encoder's per-block
- * copy and its completion after the failure, top-k's untouched residual. */
+ * copy and its completion after the failure, top-k's copy in its selection
+ * pass (the sampled path on the large tensors, a plain copy on the small). */
 START_TEST(test_failed_call_restores_each_residual_bit_for_bit) {
-  static const char *const specs[] = {
-      "SQUALL_COMPRESS=fp16",
-      "SQUALL_COMPRESS=bf16",
-      "SQUALL_COMPRESS=int8",
-      "SQUALL_COMPRESS=int4",
-      "SQUALL_COMPRESS=fp8",
-      "SQUALL_COMPRESS=fp16 SQUALL_CHUNK_BYTES=1",
-      "SQUALL_COMPRESS=int8 SQUALL_CHUNK_BYTES=1",
-      "SQUALL_COMPRESS=int4 SQUALL_BUCKET=64 SQUALL_CHUNK_BYTES=1",
-      "SQUALL_COMPRESS=topk:0.02 SQUALL_ZSTD=0",
-      "SQUALL_COMPRESS=topk:0.02 SQUALL_ZSTD=1",
-      "SQUALL_COMPRESS=topk:0.02 SQUALL_TOPK_VALUES=fp16 SQUALL_ZSTD=0",
+  /* 65565 = 2^16 + 29: top-k's sampled path, whose fused pass takes the
+   * copy (smaller tensors take the full path and a plain copy) */
+  static const struct {
+    const char *spec;
+    size_t n;
+  } cases[] = {
+      {"SQUALL_COMPRESS=fp16", 6007},
+      {"SQUALL_COMPRESS=bf16", 6007},
+      {"SQUALL_COMPRESS=int8", 6007},
+      {"SQUALL_COMPRESS=int4", 6007},
+      {"SQUALL_COMPRESS=fp8", 6007},
+      {"SQUALL_COMPRESS=fp16 SQUALL_CHUNK_BYTES=1", 6007},
+      {"SQUALL_COMPRESS=int8 SQUALL_CHUNK_BYTES=1", 6007},
+      {"SQUALL_COMPRESS=int4 SQUALL_BUCKET=64 SQUALL_CHUNK_BYTES=1", 6007},
+      {"SQUALL_COMPRESS=topk:0.02 SQUALL_ZSTD=0", 6007},
+      {"SQUALL_COMPRESS=topk:0.02 SQUALL_ZSTD=1", 6007},
+      {"SQUALL_COMPRESS=topk:0.02 SQUALL_TOPK_VALUES=fp16 SQUALL_ZSTD=0", 6007},
+      {"SQUALL_COMPRESS=topk:0.01 SQUALL_ZSTD=0", 65565},
+      {"SQUALL_COMPRESS=topk:0.01 SQUALL_TOPK_VALUES=fp16 SQUALL_ZSTD=1", 65565},
   };
-  for (size_t s = 0; s < sizeof specs / sizeof specs[0]; s++)
+  for (size_t s = 0; s < sizeof cases / sizeof cases[0]; s++)
     for (int in_place = 0; in_place < 2; in_place++) {
       int at = 1;
-      while (restore_case(specs[s], at, in_place)) {
+      while (restore_case(cases[s].spec, cases[s].n, at, in_place)) {
         at++;
-        ck_assert_msg(at < 1000, "%s: the call makes 1000 collectives or more", specs[s]);
+        ck_assert_msg(at < 1000, "%s: the call makes 1000 collectives or more", cases[s].spec);
       }
       /* the header and at least one exchange of the codec failed */
-      ck_assert_msg(at > 2, "%s: only %d collective(s) per call were seen", specs[s], at - 1);
+      ck_assert_msg(at > 2, "%s: only %d collective(s) per call were seen", cases[s].spec, at - 1);
     }
 }
 END_TEST

@@ -146,11 +146,12 @@ int squall__topk_encode(const float *g, float *res, size_t n, size_t k,
                         squallValueType_t values, float scale, void *slot, void *workspace);
 
 /* squall__topk_encode that first copies res as it was into backup (n
- * floats, not overlapping res; streamed past the cache where 32-byte
- * aligned), in the same pass where it reads res anyway: where a failure
- * after the encode must restore the residual, this saves the selection-only
- * path's second pass over g and res. Returns -1 (k > n) before anything
- * changed; else the backup is whole. */
+ * floats, not overlapping res): on the sampled path (large n, k <= n/8) in
+ * the fused pass that reads res anyway, streamed past the cache where
+ * 32-byte aligned; on the full path in a copy of its own first. Where a
+ * failure after the encode must restore the residual, this saves the
+ * selection-only path's second pass over g and res. Returns -1 (k > n)
+ * before anything changed; else the backup is whole. */
 int squall__topk_encode_backup(const float *g, float *res, size_t n, size_t k, squallValueType_t values,
                                float scale, void *slot, void *workspace, float *backup);
 

@@ -293,8 +293,8 @@ static void layout_for(const squall_engine *e, const squall_call *c, const squal
   PLACE(scalars, 4 * sizeof(float));
   PLACE(work, n * sizeof(float));
   PLACE(absmax_ws, e->k.absmax_workspace_bytes(n));
-  /* (where failures are fatal the backup is never written: host scratch
-   * is calloc's, whose untouched pages take no memory) */
+  /* (top-k's is reserved where failures are fatal too, and never written
+   * there: n floats more of scratch, shared with the other routes) */
   L->has_backup = cfg->errorFeedback && (route != SQ_ROUTE_TOPK || c->shard || e->k.topk_encode_backup);
   PLACE(backup, L->has_backup ? n * sizeof(float) : 0);
   if (route == SQ_ROUTE_TOPK) {
@@ -572,7 +572,7 @@ static squallResult_t run_topk(squall_engine *e, const squall_call *c, const squ
    * the residual is only read here and written after everything that can
    * fail (topk_finish), so that a failed call leaves it as it was. */
   int in_place = st->res && (st->fatal || st->backup);
-  if (in_place && st->backup && !st->backed_up) {
+  if (in_place && st->backup && !st->backed_up && e->k.topk_encode_backup) {
     SQ_FORWARD_IF_ERROR(e->k.topk_encode_backup(s, st->g, st->res, n, k, cfg->topkValues, &st->scalars[1],
                                                 st->mine, st->topk_ws, st->backup));
     st->backed_up = 1; /* whole: the kernel fails only before anything changed */
@@ -612,7 +612,8 @@ static squallResult_t run_twophase(squall_engine *e, const squall_call *c, run_s
  * n floats, a third of a host 16-bit call's codec time: the two-phase
  * call makes it in its encoding pass where it guesses the scale, and the
  * quantised encoder block by block as it encodes (streamed past the
- * cache; twophase.c). Top-k needs none: it writes the residual
+ * cache; twophase.c), and the host top-k encoder in its selection
+ * pass. Top-k without that kernel needs none: it writes the residual
  * after everything that can fail (run_topk). */
 static squallResult_t run(squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
                           squall_route route, run_state *st) {

@@ -119,8 +119,9 @@ typedef struct squall_kernels {
    * NULL: the caller copies the residual in a pass of its own. */
   squallResult_t (*quant_encode_backup)(void *stream, sq_quant_kind k, size_t bucket, const float *g, float *res,
                                         uint8_t *out, size_t n, float *backup);
-  /* topk_encode that copies res as it was into backup in the same pass
-   * (squall__topk_encode_backup). It fails only before anything changed,
+  /* topk_encode that copies res as it was into backup first, in its fused
+   * pass where it takes one (squall__topk_encode_backup). It fails only
+   * before anything changed,
    * so on success the backup is whole. NULL: where a failure must restore
    * the residual, topk_select now and topk_finish after the exchange. */
   squallResult_t (*topk_encode_backup)(void *stream, const float *g, float *res, size_t n, size_t k,
