@@ -286,15 +286,38 @@ static float gen_full(int seed, int r, size_t i) {
   return (float)((double)(x & 0xffffffu) / 8388608.0 - 1.0);
 }
 
+/* One all-reduce through the MPI entry point (e NULL) or engine e (0 or
+ * MPI_ERR_OTHER), and the residual of the tensor sent from key. */
+static int restore_call(squall_engine *e, float *g, float *out, size_t n, int in_place) {
+  if (e == NULL)
+    return squallMpiAllreduce(in_place ? MPI_IN_PLACE : g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  squall_call c = {.send = in_place ? out : g, .recv = out, .count = n, .dtype = SQ_DT_F32, .elsize = 4,
+                   .op = SQ_OP_SUM, .premul = 1.0f};
+  squall_decision d;
+  return squall__engine_allreduce(e, &c, &d) == squallSuccess ? MPI_SUCCESS : MPI_ERR_OTHER;
+}
+static int restore_residual(squall_engine *e, const void *key, size_t n, float *res) {
+  if (e == NULL) return squallMpiGetResidual(MPI_COMM_WORLD, key, (int)n, MPI_FLOAT, res);
+  return squall__engine_get_residual(e, key, n, SQ_DT_F32, res) == squallSuccess ? MPI_SUCCESS : MPI_ERR_OTHER;
+}
+
 /* Four calls of one tensor; in the third (the tensor's scale is guessed
  * by then, so the encoders keep their own backups) the at-th collective
  * fails. Asserts that a failure returns an error on every rank, leaves each
  * rank's residual bit for bit as it was before the call and the send
  * buffer untouched, and that the next call succeeds. Returns whether the
- * at-th collective existed (the fault fired). */
-static int restore_case(const char *spec, size_t n, int at, int in_place) {
+ * at-th collective existed (the fault fired). k: the kernel set of an
+ * engine of its own, NULL for the MPI entry point's. */
+static int restore_case(const char *spec, size_t n, int at, int in_place, const squall_kernels *k) {
   use_config(spec);
   squallMpiResetResiduals(MPI_COMM_WORLD);
+  squall_mpi_ctx ctx;
+  squall_transport tr;
+  squall_engine *e = NULL;
+  if (k) {
+    ck_assert_int_eq(squall__transport_mpi_init(&tr, &ctx, MPI_COMM_WORLD), squallSuccess);
+    ck_assert_ptr_nonnull(e = squall__engine_create(&tr, k));
+  }
   float *g = malloc(n * 4), *out = malloc(n * 4), *before = malloc(n * 4), *after = malloc(n * 4),
         *sent = malloc(n * 4);
   const void *key = in_place ? (const void *)out : g;
@@ -303,11 +326,11 @@ static int restore_case(const char *spec, size_t n, int at, int in_place) {
     for (size_t i = 0; i < n; i++) g[i] = gen_full(5000 + step, rank, i);
     if (in_place) memcpy(out, g, n * 4);
     if (step == 2) {
-      ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, key, (int)n, MPI_FLOAT, before), MPI_SUCCESS);
+      ck_assert_int_eq(restore_residual(e, key, n, before), MPI_SUCCESS);
       memcpy(sent, g, n * 4);
       arm(FAULT_FAIL, at);
     }
-    int rc = squallMpiAllreduce(in_place ? MPI_IN_PLACE : g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    int rc = restore_call(e, g, out, n, in_place);
     int fired_now = fired;
     arm(FAULT_NONE, 0);
     ck_assert_msg(same_everywhere(rc), "%s, fault at %d: ranks returned different codes", spec, at);
@@ -317,7 +340,7 @@ static int restore_case(const char *spec, size_t n, int at, int in_place) {
     }
     hit = 1;
     ck_assert_msg(rc != MPI_SUCCESS, "%s: the failed collective %d was not reported", spec, at);
-    ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, key, (int)n, MPI_FLOAT, after), MPI_SUCCESS);
+    ck_assert_int_eq(restore_residual(e, key, n, after), MPI_SUCCESS);
     for (size_t i = 0; i < n; i++)
       MC_CHECK(memcmp(before + i, after + i, 4) == 0,
                     "%s, %s, fault at collective %d: residual[%zu] is %a after the failed call, %a before", spec,
@@ -325,12 +348,34 @@ static int restore_case(const char *spec, size_t n, int at, int in_place) {
     if (!in_place) ck_assert_msg(memcmp(sent, g, n * 4) == 0, "%s, fault at %d: the send buffer changed", spec, at);
   }
   assert_in_step(at);
+  if (e) {
+    squall__engine_free(e);
+    squall__transport_mpi_fini(&ctx);
+  }
   free(g);
   free(out);
   free(before);
   free(after);
   free(sent);
   return hit;
+}
+
+/* Every collective of cases (spec, n) on both placements. */
+typedef struct {
+  const char *spec;
+  size_t n;
+} restore_spec;
+static void restore_at_every_collective(const restore_spec *cases, size_t ncases, const squall_kernels *k) {
+  for (size_t s = 0; s < ncases; s++)
+    for (int in_place = 0; in_place < 2; in_place++) {
+      int at = 1;
+      while (restore_case(cases[s].spec, cases[s].n, at, in_place, k)) {
+        at++;
+        ck_assert_msg(at < 1000, "%s: the call makes 1000 collectives or more", cases[s].spec);
+      }
+      /* the header and at least one exchange of the codec failed */
+      ck_assert_msg(at > 2, "%s: only %d collective(s) per call were seen", cases[s].spec, at - 1);
+    }
 }
 
 /* Exact conservation (the ledgers above) holds where every rank's loss
@@ -342,10 +387,7 @@ static int restore_case(const char *spec, size_t n, int at, int in_place) {
 START_TEST(test_failed_call_restores_each_residual_bit_for_bit) {
   /* 65565 = 2^16 + 29: top-k's sampled path, whose fused pass takes the
    * copy (smaller tensors take the full path and a plain copy) */
-  static const struct {
-    const char *spec;
-    size_t n;
-  } cases[] = {
+  static const restore_spec cases[] = {
       {"SQUALL_COMPRESS=fp16", 6007},
       {"SQUALL_COMPRESS=bf16", 6007},
       {"SQUALL_COMPRESS=int8", 6007},
@@ -360,16 +402,22 @@ START_TEST(test_failed_call_restores_each_residual_bit_for_bit) {
       {"SQUALL_COMPRESS=topk:0.01 SQUALL_ZSTD=0", 65565},
       {"SQUALL_COMPRESS=topk:0.01 SQUALL_TOPK_VALUES=fp16 SQUALL_ZSTD=1", 65565},
   };
-  for (size_t s = 0; s < sizeof cases / sizeof cases[0]; s++)
-    for (int in_place = 0; in_place < 2; in_place++) {
-      int at = 1;
-      while (restore_case(cases[s].spec, cases[s].n, at, in_place)) {
-        at++;
-        ck_assert_msg(at < 1000, "%s: the call makes 1000 collectives or more", cases[s].spec);
-      }
-      /* the header and at least one exchange of the codec failed */
-      ck_assert_msg(at > 2, "%s: only %d collective(s) per call were seen", cases[s].spec, at - 1);
-    }
+  restore_at_every_collective(cases, sizeof cases / sizeof cases[0], NULL);
+}
+END_TEST
+
+/* A kernel set without topk_encode_backup (the device's): where failures
+ * return, top-k selects first and updates the residual after the
+ * exchange, and a failure anywhere leaves it as it was. */
+START_TEST(test_failed_topk_call_without_fused_backup_keeps_residual) {
+  static const restore_spec cases[] = {
+      {"SQUALL_COMPRESS=topk:0.02 SQUALL_ZSTD=0", 6007},
+      {"SQUALL_COMPRESS=topk:0.01 SQUALL_ZSTD=1", 65565},
+      {"SQUALL_COMPRESS=topk:0.01 SQUALL_TOPK_VALUES=fp16 SQUALL_ZSTD=0", 65565},
+  };
+  squall_kernels k = squall__kernels_host;
+  k.topk_encode_backup = NULL;
+  restore_at_every_collective(cases, sizeof cases / sizeof cases[0], &k);
 }
 END_TEST
 
@@ -587,6 +635,7 @@ static Suite *faults_suite(void) {
   tcase_add_test(tc, test_collective_failure_returns_error_and_conserves);
   tcase_add_test(tc, test_pipelined_failure_returns_error_and_conserves);
   tcase_add_test(tc, test_failed_call_restores_each_residual_bit_for_bit);
+  tcase_add_test(tc, test_failed_topk_call_without_fused_backup_keeps_residual);
   tcase_add_test(tc, test_corrupt_topk_payload_is_an_error);
   tcase_add_test(tc, test_corrupt_header_passes_through_together);
   tcase_add_test(tc, test_compressor_failure_on_one_rank_fails_everywhere);
