@@ -62,7 +62,8 @@ typedef enum {
 typedef struct {
   squall_route route;
   squallPassReason_t reason; /* why, when route is SQ_ROUTE_PASS */
-  double t_start;            /* when the engine took the call (squall__now()) */
+  double t_start;            /* when the engine took the call (squall__now()), moved on by the
+                                time of the header and of a fold: what a plain call is timed from */
   /* A pass-through the cost model chose, of a tensor whose residual holds
    * mass (call.can_fold only): the caller's plain all-reduce sends fold
    * (g + residual; the receive buffer itself when in place) instead of
@@ -126,8 +127,9 @@ uint64_t squall__ring_allreduce_wire(uint64_t bytes, int p);
 
 /* A plain all-reduce of `bytes` that the caller ran after a pass-through
  * took `seconds`: a sample of the link for the cost model; the whole call
- * since d->t_start (the header included, as compressed calls' are) took
- * `whole_seconds`. */
+ * since d->t_start took `whole_seconds` (d->t_start leaves out the call
+ * header, which a size class the model declines soon skips, and the
+ * residual's fold). */
 void squall__engine_note_plain(squall_engine *engine, uint64_t bytes, double seconds, double whole_seconds);
 
 /* The plain all-reduce that carried d->fold succeeded: the residual it
