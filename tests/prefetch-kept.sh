@@ -17,7 +17,7 @@ esac
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/squall-prefetch.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 fails=0 checked=0
-for src in $(grep -l '_mm_prefetch\|__builtin_prefetch' "$s"/lib/codecs/*.c); do
+for src in $(grep -l '_mm_prefetch\|__builtin_prefetch\|sq_prefetch_line' "$s"/lib/codecs/*.c); do
   base=$(basename "$src" .c)
   member=$(ar t "$lib" | grep -- "-$base\.o\$" | head -n 1)
   test -n "$member" || { echo "FAIL: no object for $base.c in $lib"; fails=1; continue; }

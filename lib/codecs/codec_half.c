@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "codecs/codec.h"
+#include "codecs/prefetch.h"
 
 /* How a decoder writes out: over it, onto it, or streamed past the cache
  * (out 32-byte aligned). */
@@ -170,13 +171,11 @@ __attribute__((target("avx2"))) static size_t encode_bf16_avx2(const float *g, f
 /* The streaming loops ask for the line SQ_PREFETCH_AHEAD bytes ahead of
  * each stream they read: on the 2-core EPYC KVM machines the hardware
  * prefetcher alone left the encoder 16-19% above the memory floor, and
- * 1-6% with this (16M elements, 256 to 4096 bytes ahead alike). Prefetches
- * past the end of a buffer are harmless: they never fault.
- * always_inline: GCC 12 finds a function that only prefetches free of
- * side effects, and deletes the calls that it has not inlined by then (the
- * ones in the target("avx2") loops: every prefetch was gone). */
+ * 1-6% with this (16M elements, 256 to 4096 bytes ahead alike). */
 #define SQ_PREFETCH_AHEAD 1024
-__attribute__((always_inline)) static inline void prefetch_ahead(const void *p) { _mm_prefetch((const char *)p + SQ_PREFETCH_AHEAD, _MM_HINT_T0); }
+__attribute__((always_inline)) static inline void prefetch_ahead(const void *p) {
+  sq_prefetch_line(p, SQ_PREFETCH_AHEAD);
+}
 
 __attribute__((target("avx"), always_inline)) static inline void decode_store8(float *out, __m256 d, int mode) {
   if (mode == DECODE_ADD) d = _mm256_add_ps(_mm256_loadu_ps(out), d);

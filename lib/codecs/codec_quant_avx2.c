@@ -16,6 +16,7 @@
  * Only codec_quant.c calls these, after checking squall__cpu_x86(AVX2).
  */
 #include "codecs/codec_quant_simd.h"
+#include "codecs/prefetch.h"
 
 #ifdef SQ_QUANT_HAVE_AVX2
 #include <immintrin.h>
@@ -220,9 +221,8 @@ static SQ_AVX2 SQ_INLINE __m256i quant_fp8(__m256 a, const qscale *sc, int tiny,
  * the scale being above 2^-100). */
 /* The 128 bytes of p[i..i+32) toward L1. */
 static SQ_AVX2 SQ_INLINE void prefetch2(const float *p, size_t i) {
-  uintptr_t a = (uintptr_t)p + 4 * i;
-  _mm_prefetch((const char *)a, _MM_HINT_T0);
-  _mm_prefetch((const char *)(a + 64), _MM_HINT_T0);
+  sq_prefetch_line(p, 4 * i);
+  sq_prefetch_line(p, 4 * i + 64);
 }
 
 static SQ_AVX2 SQ_INLINE size_t encode_loop(sq_quant_kind k, const float *g, float *res, uint8_t *c, size_t m,

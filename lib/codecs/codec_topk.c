@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "codecs/codec.h"
+#include "codecs/prefetch.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
 #define SQ_TOPK_AVX2 1
@@ -375,15 +376,10 @@ __attribute__((target("avx2"))) static inline size_t take8(__m256 a, __m256i idx
 }
 
 /* The two lines of p[i + 256 .. i + 288), 1 KiB ahead of the fused pass at
- * i: the hardware prefetcher of the 2-core EPYC KVM machines falls behind
- * two read streams (as in codec_half.c). A prefetch past the end never
- * faults; the address is formed as an integer, since no pointer may point
- * there. always_inline: GCC deletes calls to a function that only
- * prefetches (tests/prefetch-kept.sh). */
+ * i (codecs/prefetch.h). */
 __attribute__((always_inline)) static inline void prefetch_lines(const float *p, size_t i) {
-  uintptr_t a = (uintptr_t)p + 4 * i + 1024;
-  __builtin_prefetch((const void *)a, 0, 3);
-  __builtin_prefetch((const void *)(a + 64), 0, 3);
+  sq_prefetch_line(p, 4 * i + 1024);
+  sq_prefetch_line(p, 4 * i + 1024 + 64);
 }
 
 /* backup[i..i+8) = res[i..i+8) (the second load of res hits L1). */
