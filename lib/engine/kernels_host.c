@@ -150,20 +150,18 @@ static squallResult_t host_half_rescale(void *stream, sq_half_kind kind, float *
 
 static size_t host_topk_ws(size_t n, size_t k) { return squall__topk_workspace_bytes(n); }
 
-static squallResult_t host_topk_encode(void *stream, const float *g, float *res, size_t n, size_t k,
-                                       squallValueType_t values, const float *scale, void *slot,
-                                       void *ws) {
-  SQ_RETURN_ERROR_IF(squall__topk_encode(g, res, n, k, values, *scale, slot, ws) != 0,
-                     squallInternalError, "top-k encode failed (k=%zu, n=%zu)", k, n);
-  return squallSuccess;
-}
-
 static squallResult_t host_topk_encode_backup(void *stream, const float *g, float *res, size_t n, size_t k,
                                               squallValueType_t values, const float *scale, void *slot, void *ws,
                                               float *backup) {
   SQ_RETURN_ERROR_IF(squall__topk_encode_backup(g, res, n, k, values, *scale, slot, ws, backup) != 0,
                      squallInternalError, "top-k encode failed (k=%zu, n=%zu)", k, n);
   return squallSuccess;
+}
+
+static squallResult_t host_topk_encode(void *stream, const float *g, float *res, size_t n, size_t k,
+                                       squallValueType_t values, const float *scale, void *slot,
+                                       void *ws) {
+  return host_topk_encode_backup(stream, g, res, n, k, values, scale, slot, ws, NULL);
 }
 
 static squallResult_t host_topk_select(void *stream, const float *g, const float *res, size_t n, size_t k,
