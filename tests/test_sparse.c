@@ -474,6 +474,131 @@ START_TEST(test_finish_corrupt) {
 }
 END_TEST
 
+/* ---------------------------------------------- the finish in rounds */
+
+/* The slots arrive in rounds (cut from each rank's slot and put into the
+ * receiver's, as the exchange does), each accepted and run to a point at
+ * random: the residual and the output must be bit for bit the one-shot
+ * finish's, whatever the rounds, in place or not. */
+static void check_rounds(int P, size_t n, double ratio, squallValueType_t values, int with_res, int in_place,
+                         int rounds) {
+  tu_rng r = {(uint64_t)(101 + P * 7 + n + (size_t)values * 3 + (size_t)with_res * 5 + (size_t)rounds)};
+  size_t k = squall__topk_k(n, ratio), sb = squall__topk_slot_bytes(k, values);
+  float *g = malloc(sizeof(float) * n * (size_t)P), *res = malloc(sizeof(float) * n);
+  float *res1 = malloc(sizeof(float) * n), *res2 = malloc(sizeof(float) * n);
+  float *out1 = malloc(sizeof(float) * n), *out2 = malloc(sizeof(float) * n);
+  unsigned char *sent = malloc(sb * (size_t)P), *got = malloc(sb * (size_t)P), *part = malloc(sb + 8);
+  void *ws = malloc(squall__topk_workspace_bytes(n));
+  for (size_t i = 0; i < n * (size_t)P; i++) g[i] = finish_value(&r);
+  for (size_t i = 0; i < n; i++) res[i] = finish_value(&r);
+  for (int q = 0; q < P; q++)
+    ck_assert_int_eq(squall__topk_select(g + (size_t)q * n, q == 0 ? res : NULL, n, k, values, 0x1p-6f,
+                                         sent + (size_t)q * sb, ws), 0);
+  /* one shot: rank 0's view */
+  memcpy(res1, res, sizeof(float) * n);
+  memcpy(out1, g, sizeof(float) * n);
+  ck_assert_int_eq(squall__topk_finish(in_place ? out1 : g, with_res ? res1 : NULL, n, sent, P, 0, k, values,
+                                       out1), 0);
+  /* in rounds */
+  memcpy(res2, res, sizeof(float) * n);
+  memcpy(out2, g, sizeof(float) * n);
+  memset(got, 0xAB, sb * (size_t)P); /* nothing of a round before it arrives */
+  squall_topk_finisher f;
+  ck_assert_int_eq(squall__topk_finish_begin(&f, in_place ? out2 : g, with_res ? res2 : NULL, n, got, P, 0, k,
+                                             values, out2), 0);
+  for (int j = 0; j < rounds; j++) {
+    size_t from = j * k / (size_t)rounds, to = (j + 1) * k / (size_t)rounds;
+    for (int q = 0; q < P; q++) {
+      squall__topk_slot_cut(sent + (size_t)q * sb, k, from, to - from, values, part);
+      squall__topk_slot_put(part, to - from, got + (size_t)q * sb, k, from, values);
+    }
+    ck_assert_int_eq(squall__topk_finish_accept(&f, to), 0);
+    /* the bound: every element below it has all its entries, and it is
+     * as high as that allows (the lowest last entry, plus one) */
+    size_t want = to == k ? n : SIZE_MAX;
+    for (int q = 0; q < P && to < k; q++) {
+      const uint32_t *idx = squall__slot_indices(sent + (size_t)q * sb);
+      if (to > 0 && idx[to - 1] + (size_t)1 < want) want = idx[to - 1] + (size_t)1;
+    }
+    if (to == 0 && k > 0) want = 0;
+    ck_assert_uint_eq(f.bound, want);
+    squall__topk_finish_run(&f, tu_below(&r, 2) ? f.bound : tu_below(&r, (uint32_t)f.bound + 1));
+    ck_assert(f.done <= f.bound);
+  }
+  squall__topk_finish_run(&f, n);
+  ck_assert_uint_eq(f.done, n);
+  /* the entries and fp16's scale (the padding between is no one's) */
+  size_t used = (values == squallValueFp16 ? 6 : 8) * k;
+  for (int q = 0; q < P; q++) {
+    const unsigned char *a = got + (size_t)q * sb, *b = sent + (size_t)q * sb;
+    ck_assert_msg(memcmp(a, b, used) == 0, "P=%d n=%zu rank %d: the rounds did not rebuild the entries", P, n, q);
+    if (values == squallValueFp16)
+      ck_assert_msg(memcmp(a + squall__slot_scale_offset(k), b + squall__slot_scale_offset(k), 4) == 0,
+                    "P=%d n=%zu rank %d: the rounds lost the scale", P, n, q);
+  }
+  for (size_t i = 0; i < n; i++) {
+    if (tu_bits(out1[i]) != tu_bits(out2[i]))
+      ck_abort_msg("P=%d n=%zu rounds=%d elt %zu: dense %a, one shot %a", P, n, rounds, i, (double)out2[i],
+                   (double)out1[i]);
+    if (with_res && tu_bits(res1[i]) != tu_bits(res2[i]))
+      ck_abort_msg("P=%d n=%zu rounds=%d elt %zu: res %a, one shot %a", P, n, rounds, i, (double)res2[i],
+                   (double)res1[i]);
+  }
+  free(g);
+  free(res);
+  free(res1);
+  free(res2);
+  free(out1);
+  free(out2);
+  free(sent);
+  free(got);
+  free(part);
+  free(ws);
+}
+
+START_TEST(test_finish_rounds) {
+  for (int v = 0; v <= 1; v++) {
+    squallValueType_t values = v ? squallValueFp16 : squallValueFp32;
+    for (int w = 0; w <= 1; w++) {
+      check_rounds(4, 70001, 0.01, values, w, 0, 7);
+      check_rounds(3, 5003, 0.05, values, w, 1, 3);
+      check_rounds(2, 257, 1.0, values, w, w, 4); /* everything sent: every element in some slot */
+      check_rounds(1, 4099, 0.01, values, w, 0, 41); /* one entry per round, near enough */
+    }
+  }
+  /* streamed output (past the caches), tiles cut where the rounds end */
+  check_rounds(4, ((size_t)1 << 22) + 5, 0.001, squallValueFp32, 0, 0, 16);
+}
+END_TEST
+
+/* A round whose entries do not continue its slot (an index at or below
+ * the previous round's last, or past n): -1 and a zeroed result. */
+START_TEST(test_finish_rounds_corrupt) {
+  enum { P = 3, N = 20000 };
+  for (int how = 0; how <= 1; how++) {
+    size_t k = 200, sb = squall__topk_slot_bytes(k, squallValueFp32);
+    static float g[N], dense[N];
+    tu_rng r = {77};
+    for (size_t i = 0; i < N; i++) g[i] = tu_float_unit(&r);
+    unsigned char *slots = malloc(P * sb);
+    void *ws = malloc(squall__topk_workspace_bytes(N));
+    for (int q = 0; q < P; q++)
+      ck_assert_int_eq(squall__topk_select(g, NULL, N, k, squallValueFp32, 1.0f, slots + q * sb, ws), 0);
+    uint32_t bad = how ? N : squall__slot_indices(slots + sb)[99]; /* rank 1, first entry of round 2 */
+    memcpy(slots + sb + 4 * 100, &bad, 4);
+    for (size_t i = 0; i < N; i++) dense[i] = 5.0f;
+    squall_topk_finisher f;
+    ck_assert_int_eq(squall__topk_finish_begin(&f, g, NULL, N, slots, P, 0, k, squallValueFp32, dense), 0);
+    ck_assert_int_eq(squall__topk_finish_accept(&f, 100), 0);
+    squall__topk_finish_run(&f, N);
+    ck_assert_int_eq(squall__topk_finish_accept(&f, k), -1);
+    for (size_t i = 0; i < N; i++) ck_assert_uint_eq(tu_bits(dense[i]), 0);
+    free(slots);
+    free(ws);
+  }
+}
+END_TEST
+
 /* One TCase per feature, so that CK_RUN_CASE=<name> runs just that one.
  * Timeouts leave room for a loaded machine (Check's default is 4 s). */
 static Suite *sparse_suite(void) {
@@ -505,6 +630,8 @@ static Suite *sparse_suite(void) {
   tcase_add_test(tc, test_finish_definition);
   tcase_add_test(tc, test_finish_corrupt);
   tcase_add_test(tc, test_select_paths);
+  tcase_add_test(tc, test_finish_rounds);
+  tcase_add_test(tc, test_finish_rounds_corrupt);
   suite_add_tcase(s, tc);
   return s;
 }

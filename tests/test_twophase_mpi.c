@@ -368,6 +368,44 @@ START_TEST(test_pipelined_identical) {
 }
 END_TEST
 
+/* Top-k's exchange in rounds (engine/topk_rounds.h) is pipelining too:
+ * whatever the rounds, raw or lossless, fp32 or fp16 values, every output
+ * and the residuals are bit for bit those of one exchange. */
+START_TEST(test_topk_rounds_identical) {
+  enum { T = 4 };
+  /* 82000 elements at 0.2: 4 rounds at most (SQ_TOPK_ROUND_MIN entries
+   * each), and sparse up to 4 ranks; 2^20 + 3 at 0.01: 2, on the sampled
+   * selection */
+  const struct { const char *spec; size_t n; const char *chunk; uint64_t rounds; } cases[] = {
+      {"SQUALL_COMPRESS=topk:0.2 SQUALL_ZSTD=0", 82000, "1", 4},
+      {"SQUALL_COMPRESS=topk:0.2 SQUALL_ZSTD=1", 82000, "1", 4},
+      {"SQUALL_COMPRESS=topk:0.2 SQUALL_ZSTD=1 SQUALL_TOPK_VALUES=fp16", 82000, "120K", 3},
+      {"SQUALL_COMPRESS=topk:0.01 SQUALL_ZSTD=1", ((size_t)1 << 20) + 3, "1", 2},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    size_t n = cases[c].n;
+    float *ref = malloc((size_t)T * n * 4), *got = malloc((size_t)T * n * 4);
+    float *ref_res = malloc(n * 4), *got_res = malloc(n * 4);
+    uint64_t pipelined;
+    squallStats_t a, b;
+    run_steps(cases[c].spec, "0", n, T, ref, ref_res, &pipelined);
+    ck_assert_msg(pipelined == 0, "%s: chunk 0 ran %llu calls in rounds", cases[c].spec, (unsigned long long)pipelined);
+    squallStatsGet(&a);
+    run_steps(cases[c].spec, cases[c].chunk, n, T, got, got_res, &pipelined);
+    squallStatsGet(&b);
+    ck_assert_msg(pipelined == T, "%s: %llu of %d calls in rounds", cases[c].spec, (unsigned long long)pipelined, T);
+    ck_assert_msg(b.pipelineChunks - a.pipelineChunks == T * cases[c].rounds, "%s: %llu rounds in %d calls",
+                  cases[c].spec, (unsigned long long)(b.pipelineChunks - a.pipelineChunks), T);
+    for (size_t i = 0; i < (size_t)T * n; i++)
+      MC_CHECK(memcmp(&ref[i], &got[i], 4) == 0, "%s: step %zu elem %zu: %a != %a", cases[c].spec, i / n, i % n,
+               (double)got[i], (double)ref[i]);
+    ck_assert_msg(memcmp(ref_res, got_res, n * 4) == 0, "%s: residuals differ", cases[c].spec);
+    assert_identical_across_ranks(got, (size_t)T * n * 4, cases[c].spec);
+    free(ref); free(got); free(ref_res); free(got_res);
+  }
+}
+END_TEST
+
 /* A result large enough to be written cold (SQ_OUT_COLD_BYTES) has the
  * same bits whichever stores the decoders use: streamed, plain, or
  * alternating while the process learns (its trials fall on the chunks of
@@ -695,6 +733,7 @@ static Suite *suite(void) {
   tc = tcase_create("pipelining");
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, test_pipelined_identical);
+  tcase_add_test(tc, test_topk_rounds_identical);
   tcase_add_test(tc, test_owner_routes_identical);
   tcase_add_test(tc, test_cold_outputs_identical);
   suite_add_tcase(s, tc);

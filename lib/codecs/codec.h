@@ -197,6 +197,49 @@ int squall__sparse_decode(const void *slots, int nranks, size_t k, squallValueTy
 int squall__topk_finish(const float *g, float *res, size_t n, const void *slots, int nranks, int own,
                         size_t k, squallValueType_t values, float *dense);
 
+/* squall__topk_finish as the slots arrive, in rounds of entries (the
+ * host's top-k exchange in rounds, engine/topk_rounds.c): begin, then for
+ * each round accept (its entries validated, all slots alike) and run (the
+ * elements every slot has now reached are finished: their output, and the
+ * residual where res is non-NULL). Each element comes out bit for bit as
+ * squall__topk_finish makes it, whatever the rounds. */
+#define SQ_FINISH_MAX_RANKS 256 /* slots decoded in the pass; beyond, squall__sparse_decode after it */
+typedef struct {
+  const float *g;
+  float *res, *dense;
+  const char *base;     /* the slots, sb bytes apart */
+  size_t n, k, sb;
+  int nranks, own, fp16, ndecode, avx2, stream;
+  size_t accepted;      /* entries [0, accepted) of every slot are valid */
+  size_t bound;         /* every element below has all its entries */
+  size_t done;          /* elements finished */
+  size_t head, span;    /* the tiles */
+  size_t my_pos;
+  size_t pos[SQ_FINISH_MAX_RANKS];
+  float scales[SQ_FINISH_MAX_RANKS];
+} squall_topk_finisher;
+
+/* As squall__topk_finish's arguments; nothing is read or written yet.
+ * Returns -1 for arguments squall__topk_finish refuses. With dense and
+ * more than SQ_FINISH_MAX_RANKS ranks, run() finishes the residual only
+ * (the rounds are then not for dense). */
+int squall__topk_finish_begin(squall_topk_finisher *f, const float *g, float *res, size_t n, const void *slots,
+                              int nranks, int own, size_t k, squallValueType_t values, float *dense);
+/* Entries [f->accepted, entries) of every slot are in place (and, with
+ * the first round, fp16's scale): validates them. Returns -1 for a corrupt
+ * slot: dense is then zeroed, and whatever run() finished before stays. */
+int squall__topk_finish_accept(squall_topk_finisher *f, size_t entries);
+/* Finishes the elements below min(upto, f->bound), in whole tiles until
+ * the last element. */
+void squall__topk_finish_run(squall_topk_finisher *f, size_t upto);
+
+/* Entries [from, from + m) of a k-entry slot as an m-entry slot of its
+ * own (fp16's scale included), and back: a round's payload. */
+void squall__topk_slot_cut(const void *slot, size_t k, size_t from, size_t m, squallValueType_t values,
+                           void *part);
+void squall__topk_slot_put(const void *part, size_t m, void *slot, size_t k, size_t from,
+                           squallValueType_t values);
+
 /* Accessors for a slot's parts. */
 static inline const uint32_t *squall__slot_indices(const void *slot) {
   return (const uint32_t *)slot;

@@ -9,6 +9,7 @@
  * Only codec.h and libc here: the standalone GPU self-test build compiles
  * this file without config.h or the logger.
  */
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -19,11 +20,13 @@
 
 #include "codecs/codec.h"
 
-/* A slot comes from the network: its indices must stay inside dense and
- * ascend strictly (which also rules out duplicates). */
-static int slot_valid(const char *slot, size_t k, size_t n) {
+/* Entries [from, to) of a slot that came from the network: indices
+ * inside dense, ascending strictly past the entry before them (which also
+ * rules out duplicates). */
+static int entries_valid(const char *slot, size_t from, size_t to, size_t n) {
   uint32_t prev = 0;
-  for (size_t j = 0; j < k; j++) {
+  if (from > 0) memcpy(&prev, slot + 4 * (from - 1), sizeof prev);
+  for (size_t j = from; j < to; j++) {
     uint32_t idx;
     memcpy(&idx, slot + 4 * j, sizeof idx);
     if ((size_t)idx >= n || (j > 0 && idx <= prev)) return 0;
@@ -40,7 +43,7 @@ int squall__sparse_decode(const void *slots, int nranks, size_t k, squallValueTy
   int ok = nranks >= 0;
   /* Validate everything before the first write: a corrupt payload leaves a
    * zeroed result, never a partial sum. */
-  for (int r = 0; ok && r < nranks; r++) ok = slot_valid(base + (size_t)r * sb, k, n);
+  for (int r = 0; ok && r < nranks; r++) ok = entries_valid(base + (size_t)r * sb, 0, k, n);
   if (n > 0) memset(dense, 0, n * sizeof *dense);
   if (!ok) return -1;
 
@@ -85,7 +88,6 @@ int squall__sparse_decode(const void *slots, int nranks, size_t k, squallValueTy
 /* With many slots the per-tile cursor checks add up: the decode's tiles
  * grow with the rank count, up to this many elements (32 KiB). */
 #define DECODE_TILE_MAX 8192
-#define FINISH_MAX_RANKS 256 /* cursors on the stack; beyond, the plain decoder */
 /* Non-temporal stores only for an output well past the caches: a smaller
  * one is read soon (the narrowing to 16 bits, the caller) and should stay. */
 #define STREAM_MIN_ELEMENTS ((size_t)1 << 22)
@@ -179,81 +181,135 @@ static void commit_tile(const float *g, float *res, const char *mine, size_t k, 
   *pos = j;
 }
 
-/* The tiled pass over validated slots; decodes the first `ndecode` slots
- * into dense (ndecode <= FINISH_MAX_RANKS; 0 with dense NULL). */
-static void finish_tiles(const float *g, float *res, size_t n, const char *base, size_t sb, int ndecode,
-                         int own, size_t k, int fp16, float *dense) {
-  size_t pos[FINISH_MAX_RANKS];
-  float scales[FINISH_MAX_RANKS];
-  for (int r = 0; r < ndecode; r++) {
-    pos[r] = 0;
-    scales[r] = slot_scale(base + (size_t)r * sb, k, fp16);
-  }
-  const char *mine = res ? base + (size_t)own * sb : NULL;
-  const float my_scale = res ? slot_scale(mine, k, fp16) : 1.0f;
-  size_t my_pos = 0;
-  int avx2 = 0, stream = 0;
-  size_t head = 0; /* a first, shorter tile brings the others to 32 bytes */
+int squall__topk_finish_begin(squall_topk_finisher *f, const float *g, float *res, size_t n, const void *slots,
+                              int nranks, int own, size_t k, squallValueType_t values, float *dense) {
+  memset(f, 0, offsetof(squall_topk_finisher, pos));
+  if (nranks < 0 || (res && (own < 0 || own >= nranks))) return -1;
+  f->g = g;
+  f->res = res;
+  f->dense = dense;
+  f->base = (const char *)slots;
+  f->n = n;
+  f->k = k;
+  f->sb = squall__topk_slot_bytes(k, values);
+  f->nranks = nranks;
+  f->own = own;
+  f->fp16 = values == squallValueFp16;
+  f->ndecode = dense && nranks <= SQ_FINISH_MAX_RANKS ? nranks : 0;
 #ifdef SQ_SPARSE_AVX2
-  avx2 = squall__cpu_x86(SQ_CPU_AVX2);
-  stream = avx2 && dense && n >= STREAM_MIN_ELEMENTS && ((uintptr_t)dense & 3) == 0;
-  if (stream) head = ((32 - ((uintptr_t)dense & 31)) & 31) / 4;
+  f->avx2 = squall__cpu_x86(SQ_CPU_AVX2);
+  f->stream = f->avx2 && f->ndecode && n >= STREAM_MIN_ELEMENTS && ((uintptr_t)dense & 3) == 0;
+  if (f->stream) f->head = ((32 - ((uintptr_t)dense & 31)) & 31) / 4; /* a first, shorter tile aligns the rest */
 #endif
   /* longer tiles for more slots: fewer cursor checks per element */
-  size_t span = (size_t)FINISH_TILE * (size_t)(ndecode > 2 ? ndecode / 2 : 1);
-  if (span > DECODE_TILE_MAX) span = DECODE_TILE_MAX;
-  float tile[DECODE_TILE_MAX];
-  for (size_t t0 = 0, t1; t0 < n; t0 = t1) {
-    size_t len = t0 == 0 && head ? head : span;
-    t1 = n - t0 > len ? t0 + len : n;
-    /* g[t0, t1) is read before dense, which may be g, is written */
-    if (res) commit_tile(g, res, mine, k, fp16, my_scale, t0, t1, &my_pos, avx2);
-    if (!dense) continue;
-    for (size_t j = 0; j < t1 - t0; j++) tile[j] = 0.0f;
-    for (int r = 0; r < ndecode; r++) { /* rank order: the same sum everywhere */
-      const char *slot = base + (size_t)r * sb;
-      size_t j = pos[r];
-      for (; j < k; j++) {
-        uint32_t idx = slot_index(slot, j);
-        if (idx >= t1) break;
-        tile[idx - t0] += slot_value(slot, k, j, fp16, scales[r]);
-      }
-      pos[r] = j;
+  f->span = (size_t)FINISH_TILE * (size_t)(f->ndecode > 2 ? f->ndecode / 2 : 1);
+  if (f->span > DECODE_TILE_MAX) f->span = DECODE_TILE_MAX;
+  for (int r = 0; r < f->ndecode; r++) f->pos[r] = 0;
+  return 0;
+}
+
+int squall__topk_finish_accept(squall_topk_finisher *f, size_t entries) {
+  if (entries > f->k || entries < f->accepted) return -1;
+  int ok = 1;
+  for (int r = 0; ok && r < f->nranks; r++) ok = entries_valid(f->base + (size_t)r * f->sb, f->accepted, entries, f->n);
+  if (!ok) {
+    if (f->dense && f->n > 0) memset(f->dense, 0, f->n * sizeof *f->dense);
+    return -1;
+  }
+  if (f->accepted == 0 && entries > 0) /* the first round brings the scales */
+    for (int r = 0; r < f->ndecode; r++) f->scales[r] = slot_scale(f->base + (size_t)r * f->sb, f->k, f->fp16);
+  f->accepted = entries;
+  if (entries == f->k) {
+    f->bound = f->n;
+  } else if (entries > 0) { /* below every slot's last entry so far, nothing more can come */
+    size_t b = f->n;
+    for (int r = 0; r < f->nranks; r++) {
+      size_t last = slot_index(f->base + (size_t)r * f->sb, entries - 1);
+      if (last < b) b = last;
     }
-#ifdef SQ_SPARSE_AVX2
-    if (stream && (t1 - t0) % 8 == 0 && ((uintptr_t)(dense + t0) & 31) == 0) {
-      put_tile_stream(dense, t0, tile, t1 - t0);
-      continue;
+    f->bound = b + 1;
+  }
+  return 0;
+}
+
+/* Sums tile [t0, t1) of the decoded slots into dense, rank order. */
+static void decode_tile(squall_topk_finisher *f, size_t t0, size_t t1, float *tile) {
+  for (size_t j = 0; j < t1 - t0; j++) tile[j] = 0.0f;
+  for (int r = 0; r < f->ndecode; r++) { /* rank order: the same sum everywhere */
+    const char *slot = f->base + (size_t)r * f->sb;
+    size_t j = f->pos[r];
+    for (; j < f->k; j++) {
+      uint32_t idx = slot_index(slot, j);
+      if (idx >= t1) break;
+      tile[idx - t0] += slot_value(slot, f->k, j, f->fp16, f->scales[r]);
     }
-#endif
-    put_tile(dense, t0, tile, t1 - t0);
+    f->pos[r] = j;
   }
 #ifdef SQ_SPARSE_AVX2
-  if (stream) _mm_sfence(); /* the streamed stores are visible before the caller reads */
-#else
-  (void)stream;
+  if (f->stream && (t1 - t0) % 8 == 0 && ((uintptr_t)(f->dense + t0) & 31) == 0) {
+    put_tile_stream(f->dense, t0, tile, t1 - t0);
+    return;
+  }
 #endif
+  put_tile(f->dense, t0, tile, t1 - t0);
+}
+
+void squall__topk_finish_run(squall_topk_finisher *f, size_t upto) {
+  size_t end = upto < f->bound ? upto : f->bound;
+  if (f->done >= end) return;
+  const unsigned fp = squall__fp_default_begin(); /* the same bits on every rank */
+  const char *mine = f->res ? f->base + (size_t)f->own * f->sb : NULL;
+  const float my_scale = mine ? slot_scale(mine, f->k, f->fp16) : 1.0f;
+  float tile[DECODE_TILE_MAX];
+  for (size_t t0 = f->done, t1; t0 < end; t0 = t1) {
+    size_t len = t0 == 0 && f->head ? f->head : f->span;
+    t1 = f->n - t0 > len ? t0 + len : f->n;
+    if (t1 > end) break; /* whole tiles only, until the last */
+    /* g[t0, t1) is read before dense, which may be g, is written */
+    if (f->res) commit_tile(f->g, f->res, mine, f->k, f->fp16, my_scale, t0, t1, &f->my_pos, f->avx2);
+    if (f->ndecode == f->nranks && f->dense) decode_tile(f, t0, t1, tile);
+    f->done = t1;
+  }
+#ifdef SQ_SPARSE_AVX2
+  if (f->stream) _mm_sfence(); /* the streamed stores are visible before the caller reads */
+#endif
+  squall__fp_default_end(fp);
 }
 
 int squall__topk_finish(const float *g, float *res, size_t n, const void *slots, int nranks, int own,
                         size_t k, squallValueType_t values, float *dense) {
-  const char *base = (const char *)slots;
-  const size_t sb = squall__topk_slot_bytes(k, values);
-  const int fp16 = values == squallValueFp16;
-  int ok = nranks >= 0 && (!res || (own >= 0 && own < nranks));
-  /* Everything is validated before the first write: a corrupt payload
-   * leaves the residual as it was and a zeroed result. */
-  for (int r = 0; ok && r < nranks; r++) ok = slot_valid(base + (size_t)r * sb, k, n);
-  if (!ok) {
+  squall_topk_finisher f;
+  if (squall__topk_finish_begin(&f, g, res, n, slots, nranks, own, k, values, dense) != 0) {
     if (dense && n > 0) memset(dense, 0, n * sizeof *dense);
     return -1;
   }
-  int ndecode = dense && nranks <= FINISH_MAX_RANKS ? nranks : 0;
-  const unsigned fp = squall__fp_default_begin(); /* the same bits on every rank */
-  finish_tiles(g, res, n, base, sb, ndecode, own, k, fp16, ndecode == nranks ? dense : NULL);
-  squall__fp_default_end(fp);
+  /* Everything is validated before the first write: a corrupt payload
+   * leaves the residual as it was and a zeroed result. */
+  if (squall__topk_finish_accept(&f, k) != 0) return -1;
+  squall__topk_finish_run(&f, n);
   /* Many ranks: the residual is done (g read), now the plain decoder. */
-  if (dense && ndecode != nranks) return squall__sparse_decode(slots, nranks, k, values, dense, n);
+  if (dense && f.ndecode != nranks) return squall__sparse_decode(slots, nranks, k, values, dense, n);
   return 0;
 }
 
+void squall__topk_slot_cut(const void *slot, size_t k, size_t from, size_t m, squallValueType_t values,
+                           void *part) {
+  const size_t w = values == squallValueFp16 ? 2 : 4;
+  const char *s = slot;
+  char *d = part;
+  memcpy(d, s + 4 * from, 4 * m);
+  memcpy(d + 4 * m, s + 4 * k + w * from, w * m);
+  size_t used = (4 + w) * m;
+  memset(d + used, 0, squall__topk_slot_bytes(m, values) - used); /* no stray bytes on the wire */
+  if (w == 2) memcpy(d + squall__slot_scale_offset(m), s + squall__slot_scale_offset(k), sizeof(float));
+}
+
+void squall__topk_slot_put(const void *part, size_t m, void *slot, size_t k, size_t from,
+                           squallValueType_t values) {
+  const size_t w = values == squallValueFp16 ? 2 : 4;
+  const char *s = part;
+  char *d = slot;
+  memcpy(d + 4 * from, s, 4 * m);
+  memcpy(d + 4 * k + w * from, s + 4 * m, w * m);
+  if (w == 2) memcpy(d + squall__slot_scale_offset(k), s + squall__slot_scale_offset(m), sizeof(float));
+}

@@ -34,6 +34,36 @@ size_t squall__lossless_bound(size_t k, squallValueType_t values) {
 
 size_t squall__lossless_scratch_bytes(size_t k, squallValueType_t values) { return raw_bytes(k, values); }
 
+/* One zstd frame of the rearranged slot, a block (at least) per plane:
+ * zstd codes each block's literals with one Huffman table, and a block
+ * that mixed the planes (a gap byte, a sign-and-exponent byte, random
+ * mantissa bytes) would code them all with one table fitted to none; at
+ * 10,000 entries a slot fits one block. Flushing after every plane ends
+ * its block there. The frame is the one ZSTD_compress makes of the same
+ * bytes for every decoder: only where blocks end differs. */
+static size_t compress_planes(const unsigned char *raw, size_t k, size_t planes, size_t bytes, int level,
+                              void *out, size_t capacity) {
+  ZSTD_CCtx *cc = ZSTD_createCCtx();
+  if (cc == NULL) return 0;
+  size_t z = 0;
+  int bad = ZSTD_isError(ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, level)) ||
+            ZSTD_isError(ZSTD_CCtx_setPledgedSrcSize(cc, bytes)); /* the size goes into the frame header */
+  ZSTD_outBuffer o = {out, capacity, 0};
+  for (size_t p = 0; !bad && p <= planes; p++) { /* the planes, then the tail */
+    size_t from = p * k, to = p < planes ? from + k : bytes;
+    ZSTD_inBuffer in = {raw + from, to - from, 0};
+    ZSTD_EndDirective how = p < planes ? ZSTD_e_flush : ZSTD_e_end;
+    size_t left;
+    do {
+      left = ZSTD_compressStream2(cc, &o, &in, how);
+      bad = ZSTD_isError(left) || (left > 0 && o.pos == o.size); /* no room: not an error zstd reports */
+    } while (!bad && left > 0);
+  }
+  if (!bad) z = o.pos;
+  ZSTD_freeCCtx(cc);
+  return z;
+}
+
 size_t squall__lossless_encode(const void *slot, size_t k, squallValueType_t values, int level,
                                void *out, size_t capacity, void *scratch) {
   const unsigned char *idx = slot; /* k u32, read bytewise: any alignment */
@@ -57,8 +87,7 @@ size_t squall__lossless_encode(const void *slot, size_t k, squallValueType_t val
     for (size_t i = 0; i < k; i++) plane[i] = val[w * i + (w - 1 - b)];
   }
   memcpy(vp + w * k, val + w * k, tail_bytes(k, values));
-  size_t z = ZSTD_compress(out, capacity, raw, raw_bytes(k, values), level);
-  return ZSTD_isError(z) ? 0 : z;
+  return compress_planes(raw, k, 4 + w, raw_bytes(k, values), level, out, capacity);
 }
 
 int squall__lossless_decode(const void *in, size_t size, size_t k, squallValueType_t values, size_t n,

@@ -43,6 +43,7 @@
 
 #include "codecs/codec.h"
 #include "codecs/lossless.h"
+#include "engine/topk_rounds.h"
 #include "common/stats.h"
 #include "engine/costmodel.h"
 #include "engine/engine.h"
@@ -277,6 +278,7 @@ typedef struct {
   size_t backup;           /* count floats: the residual before the call */
   int has_backup;          /* top-k: where its encoder can copy it, or in a shard (run()) */
   size_t mine, slots, topk_ws; /* top-k */
+  size_t rounds;               /* top-k's exchange in rounds (topk_rounds.h); 1: one exchange */
   size_t codes;            /* 16-bit */
   size_t twophase;         /* two-phase: its own scratch */
   squall_twophase_codec tp;
@@ -303,6 +305,12 @@ static void layout_for(const squall_engine *e, const squall_call *c, const squal
     PLACE(mine, L->sb);
     PLACE(slots, (size_t)p * L->sb);
     PLACE(topk_ws, e->k.topk_workspace_bytes(n, L->k));
+    /* in rounds, the finish overlaps the wire; where the residual is only
+     * updated after the exchange, a failed late round would leave it half
+     * done, so those calls (no backup: the device's route) take one */
+    L->rounds = 1;
+    if ((!cfg->errorFeedback || L->has_backup) && strcmp(e->k.name, "host") == 0)
+      L->rounds = squall__topk_rounds(&e->tr, n, L->k, cfg->chunkBytes);
   } else if (route == SQ_ROUTE_HALF) {
     PLACE(codes, n * sizeof(uint16_t));
   } else if (route == SQ_ROUTE_TWOPHASE) {
@@ -402,7 +410,10 @@ static squallResult_t prepare(squall_engine *e, const squall_call *c, const squa
   }
   st->fresh = st->L.total > e->scratch_bytes; /* memory touched for the first time is slow */
   SQ_FORWARD_IF_ERROR(scratch_reserve(e, st->L.total, c->stream));
-  if (route == SQ_ROUTE_TOPK && use_lossless(e, cfg))
+  if (route == SQ_ROUTE_TOPK && st->L.rounds > 1)
+    SQ_FORWARD_IF_ERROR(host_reserve(e, squall__topk_rounds_host_bytes(st->L.k, cfg->topkValues, e->tr.nranks,
+                                                                       st->L.rounds, use_lossless(e, cfg))));
+  else if (route == SQ_ROUTE_TOPK && use_lossless(e, cfg))
     SQ_FORWARD_IF_ERROR(host_reserve(e, lossless_host_bytes(e->tr.nranks, st->L.k, cfg->topkValues)));
   if (cfg->errorFeedback) {
     /* a shard prepared ahead (squall__engine_prepare_shard): its slot, looked up once */
@@ -583,6 +594,18 @@ static squallResult_t run_topk(squall_engine *e, const squall_call *c, const squ
     SQ_FORWARD_IF_ERROR(e->k.topk_select(s, st->g, st->res, n, k, cfg->topkValues, &st->scalars[1], st->mine,
                                          st->topk_ws));
   st->codec_s += squall__now() - t0;
+  if (st->L.rounds > 1) { /* the residual is done (layout_for): the exchange and the finish, overlapped */
+    float *out = fp32_out(c, st);
+    squall_topk_rounds_call rc = {.tr = &e->tr, .n = n, .k = k, .rounds = st->L.rounds, .values = cfg->topkValues,
+                                  .zstd_level = use_lossless(e, cfg) ? cfg->zstdLevel : 0, .mine = st->mine,
+                                  .slots = st->slots, .g = st->g, .out = out, .host = e->host};
+    SQ_RETURN_ERROR_IF(st->res && !in_place, squallInternalError, "top-k in rounds with the residual still to update");
+    SQ_FORWARD_IF_ERROR(squall__topk_rounds_run(&rc, &st->codec_s, &st->wire));
+    double t1 = squall__now();
+    SQ_FORWARD_IF_ERROR(finish(e, c, out));
+    st->codec_s += squall__now() - t1;
+    return squallSuccess;
+  }
   if (use_lossless(e, cfg)) SQ_FORWARD_IF_ERROR(exchange_lossless(e, c, cfg, st));
   else SQ_FORWARD_IF_ERROR(exchange_raw(e, c, st));
   double t1 = squall__now();
@@ -768,7 +791,8 @@ static int cost_call(const squall_engine *e, const squall_call *c, const squallC
     cc->collectives = 2;
   } else if (route == SQ_ROUTE_TOPK) {
     cc->wire = (uint64_t)(p - 1) * L->sb;
-    cc->collectives = use_lossless(e, cfg) ? 2 : 1;
+    /* (rounds overlap the finish only, not the selection: no chunks here) */
+    cc->collectives = (int)L->rounds + (use_lossless(e, cfg) ? 1 : 0);
   } else if (route == SQ_ROUTE_TWOPHASE) {
     size_t se, bb;
     squall__twophase_geometry(&L->tp, n, p, &se, &bb);
@@ -818,7 +842,9 @@ static void cost_learn(squall_engine *e, const squall_call *c, const squallConfi
                        const run_state *st, double seconds) {
   squall_cost_call cc;
   int weighed = cost_call(e, c, cfg, route, &st->L, &cc);
-  if (weighed) squall__stats_record_chunks(&e->stats, cc.chunks);
+  /* (top-k's rounds pipeline its exchange but not its selection: the
+   * model's chunks, which would overlap the whole codec, stay 1) */
+  if (weighed) squall__stats_record_chunks(&e->stats, route == SQ_ROUTE_TOPK ? st->L.rounds : cc.chunks);
   if (c->shard) return; /* the outer two-level call is what the model weighs */
   uint64_t bytes_in = (uint64_t)c->count * c->elsize;
   if (st->fresh) { /* page faults of new memory: not what the next call will see */
