@@ -896,14 +896,14 @@ static void variant_vote(squall_engine *e, const squall_call *c, const squallCon
   }
 }
 
-/* After the header: the agreed times, and the call counted with the
- * variant it runs. */
+/* After the header: the agreed times, and (counted) the call counted
+ * with the variant it runs. */
 static void variant_agree(squall_engine *e, const squallConfig_t *cfg, unsigned allowed, int variant,
-                          uint64_t bytes_in, const cost_verdict *v) {
+                          uint64_t bytes_in, const cost_verdict *v, int counted) {
   for (int i = 0; i < SQ_COST_VARIANTS; i++)
     if (is_variant_of(i, allowed) && v->variant_ns[i] < NS_UNKNOWN)
       squall__cost_variant_agree(&e->cost, (int)cfg->codec, i, bytes_in, (double)v->variant_ns[i] * 1e-9);
-  squall__cost_variant_count(&e->cost, (int)cfg->codec, allowed, variant, bytes_in);
+  if (counted) squall__cost_variant_count(&e->cost, (int)cfg->codec, allowed, variant, bytes_in);
 }
 
 /* A call the cost model declined runs plain, and would leave the tensor's
@@ -1097,6 +1097,7 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   cost_verdict v;
   memset(&v, 0, sizeof v);
   int model_pays = 1; /* the model's own verdict, before a plain probe */
+  int probing = 0;    /* a plain probe: the same on every rank (the header's figures) */
   if (headed) {
     cost_vote(e, c, &rc, guess, &st->L, &v);
     variant_vote(e, c, &cfg, &in_nodes, guess == SQ_ROUTE_PASS ? 0 : allowed, &v);
@@ -1116,6 +1117,7 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
         squall__cost_probe_plain(&e->cost, bytes_in, (double)v.comp_ns * 1e-9, (double)v.plain_ns * 1e-9)) {
       SQ_TRACE("rank %d: %zu elements: a plain probe", e->tr.rank, c->count);
       in.pays = 0;
+      probing = 1;
     }
     if (grow && in.agreed && in.all_ok) e->scratch_planned = st->L.total; /* every rank has it */
   } else {
@@ -1136,9 +1138,11 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   if (model_runs(e, &cfg, c) && (declined || (d->route != SQ_ROUTE_PASS && d->route != SQ_ROUTE_TWOLEVEL)))
     squall__cost_judged(&e->cost, bytes_in, declined); /* for the plain probes */
   /* for the next call of this size; a flat variant the model declined, or one that some
-   * rank could not prepare, counts too, or the rhythm would stand still on it */
+   * rank could not prepare, counts too, or the rhythm would stand still on it. A plain
+   * probe does not: the model chose the variant, the probe only borrowed the call, and a
+   * variant's settling run lost to it came back later, among the calls it should spare */
   if (allowed && (d->route != SQ_ROUTE_PASS || d->reason == squallPassNotPaying || d->reason == squallPassError))
-    variant_agree(e, &cfg, allowed, variant, bytes_in, &v);
+    variant_agree(e, &cfg, allowed, variant, bytes_in, &v, !probing);
   if (d->route == SQ_ROUTE_PASS) {
     if (d->reason == squallPassError)
       SQ_WARN("rank %d: a rank could not prepare a %zu-element all-reduce: every rank passes it through",
