@@ -101,11 +101,53 @@ int PMPI_Ialltoall(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_
   return real_PMPI_Ialltoall(s, sn, st, r, rn, rt, comm, req);
 }
 
+/* A non-blocking all-gather whose data arrives corrupt at this rank only
+ * (the armed_iag-th since arming, 0: none): its receive buffer is spoilt
+ * when a wait or a test completes it. */
+static int armed_iag, iag_seen;
+static MPI_Request spoil_req = MPI_REQUEST_NULL;
+static void *spoil_buf;
+static size_t spoil_bytes;
+
 int PMPI_Iallgather(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_Datatype rt, MPI_Comm comm,
                     MPI_Request *req) {
   REAL(PMPI_Iallgather, ialltoall_t);
   if (start_fails(req)) return MPI_ERR_TRUNCATE;
-  return real_PMPI_Iallgather(s, sn, st, r, rn, rt, comm, req);
+  int rc = real_PMPI_Iallgather(s, sn, st, r, rn, rt, comm, req);
+  if (rc == MPI_SUCCESS && armed_iag && ++iag_seen == armed_iag) {
+    int size = 0, p = 0;
+    MPI_Type_size(rt, &size);
+    MPI_Comm_size(comm, &p);
+    spoil_req = *req;
+    spoil_buf = r;
+    spoil_bytes = (size_t)rn * (size_t)size * (size_t)p;
+  }
+  return rc;
+}
+
+static void spoil_if(MPI_Request was, int done) {
+  if (!done || was == MPI_REQUEST_NULL || was != spoil_req) return;
+  memset(spoil_buf, 0xff, spoil_bytes); /* indices out of range, NaN values */
+  spoil_req = MPI_REQUEST_NULL;
+  fired = 1;
+}
+
+typedef int (*wait_t)(MPI_Request *, MPI_Status *);
+typedef int (*test_t)(MPI_Request *, int *, MPI_Status *);
+int PMPI_Wait(MPI_Request *req, MPI_Status *status) {
+  REAL(PMPI_Wait, wait_t);
+  MPI_Request was = *req;
+  int rc = real_PMPI_Wait(req, status);
+  spoil_if(was, rc == MPI_SUCCESS);
+  return rc;
+}
+
+int PMPI_Test(MPI_Request *req, int *flag, MPI_Status *status) {
+  REAL(PMPI_Test, test_t);
+  MPI_Request was = *req;
+  int rc = real_PMPI_Test(req, flag, status);
+  spoil_if(was, rc == MPI_SUCCESS && *flag);
+  return rc;
 }
 
 /* zstd allocates its context for each slot (or round) it codes: that
@@ -436,6 +478,49 @@ START_TEST(test_corrupt_topk_payload_is_an_error) {
 }
 END_TEST
 
+/* Top-k in rounds: a round that arrives corrupt at one rank only fails
+ * the call there (a remote error) and nowhere else, and that rank still
+ * goes through the later rounds, so nobody waits for it: the next call
+ * runs on every rank, with the same result everywhere. */
+START_TEST(test_round_corrupt_at_one_rank_hangs_nobody) {
+  if (nranks < 2) return;
+  /* (the cost model off: every call compresses, whatever this machine's speed) */
+  const char *specs[] = {"SQUALL_COMPRESS=topk:0.2 SQUALL_ZSTD=0 SQUALL_CHUNK_BYTES=1 SQUALL_COST_MODEL=off",
+                         "SQUALL_COMPRESS=topk:0.2 SQUALL_ZSTD=1 SQUALL_CHUNK_BYTES=1 SQUALL_COST_MODEL=off"};
+  size_t n = 82000; /* 4 rounds: the first ones failing leave later ones to post */
+  float *g = malloc(n * 4), *out = malloc(n * 4);
+  for (size_t sp = 0; sp < sizeof specs / sizeof specs[0]; sp++)
+    for (int round = 1; round <= 4; round++) {
+      use_config(specs[sp]);
+      squallMpiResetResiduals(MPI_COMM_WORLD);
+      for (int step = 0; step < 3; step++) {
+        for (size_t i = 0; i < n; i++) g[i] = gen_full(7000 + step, rank, i);
+        int victim = step == 1 && rank == nranks - 1;
+        fired = 0;
+        iag_seen = 0;
+        armed_iag = victim ? round : 0;
+        int rc = squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        armed_iag = 0;
+        spoil_req = MPI_REQUEST_NULL;
+        ck_assert_msg(fired == victim, "%s round %d step %d: the corruption %s", specs[sp], round, step,
+                      fired ? "fired where it was not armed" : "never fired");
+        ck_assert_msg(rc == (victim ? MPI_ERR_OTHER : MPI_SUCCESS), "%s round %d step %d: rank %d returned %d",
+                      specs[sp], round, step, rank, rc);
+        if (step == 2) { /* everyone in step, the same sum everywhere */
+          uint64_t h = 1469598103934665603ull;
+          const unsigned char *b = (const unsigned char *)out;
+          for (size_t i = 0; i < n * 4; i++) h = (h ^ b[i]) * 1099511628211ull;
+          ck_assert_msg(same_everywhere((long)(h >> 1)), "%s round %d: ranks hold different results", specs[sp],
+                        round);
+        }
+      }
+      assert_in_step(100 + round);
+    }
+  free(g);
+  free(out);
+}
+END_TEST
+
 /* A corrupted call header (every rank sees garbage alike) is not "all ok":
  * every rank passes the call through, exactly. */
 START_TEST(test_corrupt_header_passes_through_together) {
@@ -650,6 +735,7 @@ static Suite *faults_suite(void) {
   tcase_add_test(tc, test_corrupt_topk_payload_is_an_error);
   tcase_add_test(tc, test_corrupt_header_passes_through_together);
   tcase_add_test(tc, test_compressor_failure_on_one_rank_fails_everywhere);
+  tcase_add_test(tc, test_round_corrupt_at_one_rank_hangs_nobody);
   suite_add_tcase(s, tc);
   tc = tcase_create("arguments");
   tcase_add_test(tc, test_aliased_buffers_rejected_alike);

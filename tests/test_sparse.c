@@ -502,7 +502,9 @@ static void check_rounds(int P, size_t n, double ratio, squallValueType_t values
   /* in rounds */
   memcpy(res2, res, sizeof(float) * n);
   memcpy(out2, g, sizeof(float) * n);
-  memset(got, 0xAB, sb * (size_t)P); /* nothing of a round before it arrives */
+  /* what a reused buffer holds before a round arrives: zeros, indices
+   * below anything of the round before (the finisher must not read them) */
+  memset(got, 0, sb * (size_t)P);
   squall_topk_finisher f;
   ck_assert_int_eq(squall__topk_finish_begin(&f, in_place ? out2 : g, with_res ? res2 : NULL, n, got, P, 0, k,
                                              values, out2), 0);
@@ -571,6 +573,70 @@ START_TEST(test_finish_rounds) {
 }
 END_TEST
 
+/* fp16: every round carries the slot's scale again; a round whose scale
+ * differs from the first round's is corrupt. */
+START_TEST(test_finish_rounds_scale_changes) {
+  enum { P = 2, N = 20000 };
+  size_t k = 200, sb = squall__topk_slot_bytes(k, squallValueFp16);
+  static float g[N], dense[N];
+  tu_rng r = {78};
+  for (size_t i = 0; i < N; i++) g[i] = tu_float_unit(&r);
+  unsigned char *slots = malloc(P * sb);
+  void *ws = malloc(squall__topk_workspace_bytes(N));
+  for (int q = 0; q < P; q++)
+    ck_assert_int_eq(squall__topk_select(g, NULL, N, k, squallValueFp16, 0x1p-3f, slots + q * sb, ws), 0);
+  squall_topk_finisher f;
+  ck_assert_int_eq(squall__topk_finish_begin(&f, g, NULL, N, slots, P, 0, k, squallValueFp16, dense), 0);
+  ck_assert_int_eq(squall__topk_finish_accept(&f, 100), 0);
+  float other = 0x1p-4f; /* the second round brings another scale for rank 1 */
+  memcpy(slots + sb + squall__slot_scale_offset(k), &other, 4);
+  ck_assert_int_eq(squall__topk_finish_accept(&f, k), -1);
+  free(slots);
+  free(ws);
+}
+END_TEST
+
+/* A round ending exactly on a tile's end (tiles of 256 elements with two
+ * ranks): that tile is finished, and the entries of the next round, not
+ * in place yet (stale: index 0, value 7), must not be read, nor skipped
+ * once they come. */
+START_TEST(test_finish_rounds_tile_edge) {
+  enum { N = 4096, K = 8, P = 2 };
+  static const uint32_t idx[P][K] = {{10, 100, 200, 255, 300, 400, 1000, 2000},
+                                      {5, 260, 270, 280, 500, 600, 700, 4000}};
+  size_t sb = squall__topk_slot_bytes(K, squallValueFp32);
+  unsigned char sent[P * 64], got[P * 64], part[64];
+  ck_assert_uint_le(sb, 64);
+  for (int q = 0; q < P; q++)
+    for (int j = 0; j < K; j++) {
+      float v = (float)(q * 10 + j + 1);
+      memcpy(sent + q * sb + 4 * j, &idx[q][j], 4);
+      memcpy(sent + q * sb + 4 * K + 4 * j, &v, 4);
+    }
+  static float want[N], dense[N];
+  ck_assert_int_eq(squall__topk_finish(NULL, NULL, N, sent, P, 0, K, squallValueFp32, want), 0);
+  float stale = 7.0f;
+  for (int q = 0; q < P; q++)
+    for (int j = 0; j < K; j++) {
+      memset(got + q * sb + 4 * j, 0, 4);
+      memcpy(got + q * sb + 4 * K + 4 * j, &stale, 4);
+    }
+  squall_topk_finisher f;
+  ck_assert_int_eq(squall__topk_finish_begin(&f, NULL, NULL, N, got, P, 0, K, squallValueFp32, dense), 0);
+  for (int round = 0; round < 2; round++) {
+    for (int q = 0; q < P; q++) {
+      squall__topk_slot_cut(sent + q * sb, K, 4 * (size_t)round, 4, squallValueFp32, part);
+      squall__topk_slot_put(part, 4, got + q * sb, K, 4 * (size_t)round, squallValueFp32);
+    }
+    ck_assert_int_eq(squall__topk_finish_accept(&f, 4 * (size_t)(round + 1)), 0);
+    if (round == 0) ck_assert_uint_eq(f.bound, 256); /* rank 0's last entry so far is 255 */
+    squall__topk_finish_run(&f, N);
+    if (round == 0) ck_assert_uint_eq(f.done, 256);
+  }
+  ck_assert_msg(memcmp(dense, want, sizeof dense) == 0, "the rounds' sum differs from the one-shot finish");
+}
+END_TEST
+
 /* A round whose entries do not continue its slot (an index at or below
  * the previous round's last, or past n): -1 and a zeroed result. */
 START_TEST(test_finish_rounds_corrupt) {
@@ -632,6 +698,8 @@ static Suite *sparse_suite(void) {
   tcase_add_test(tc, test_select_paths);
   tcase_add_test(tc, test_finish_rounds);
   tcase_add_test(tc, test_finish_rounds_corrupt);
+  tcase_add_test(tc, test_finish_rounds_tile_edge);
+  tcase_add_test(tc, test_finish_rounds_scale_changes);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -165,9 +165,9 @@ static float slot_scale(const char *slot, size_t k, int fp16) {
 }
 
 /* The residual of elements [t0, t1): a streaming pass, then the sender's
- * own entries there (from *pos on; *pos moves past them): what it sent
- * leaves the residual. Reads g[t0, t1) and nothing of g after that. */
-static void commit_tile(const float *g, float *res, const char *mine, size_t k, int fp16, float scale,
+ * own entries there (from *pos on, below `entries`, those in place; *pos
+ * moves past them): what it sent leaves the residual. Reads g[t0, t1) and nothing of g after that. */
+static void commit_tile(const float *g, float *res, const char *mine, size_t entries, int fp16, float scale,
                         size_t t0, size_t t1, size_t *pos, int avx2) {
   size_t i = t0;
 #ifdef SQ_SPARSE_AVX2
@@ -177,7 +177,7 @@ static void commit_tile(const float *g, float *res, const char *mine, size_t k, 
 #endif
   keep_scalar(g, res, i, t1);
   size_t j = *pos;
-  for (; j < k && slot_index(mine, j) < t1; j++) sent_residual(res, slot_index(mine, j), fp16, scale);
+  for (; j < entries && slot_index(mine, j) < t1; j++) sent_residual(res, slot_index(mine, j), fp16, scale);
   *pos = j;
 }
 
@@ -212,12 +212,18 @@ int squall__topk_finish_accept(squall_topk_finisher *f, size_t entries) {
   if (entries > f->k || entries < f->accepted) return -1;
   int ok = 1;
   for (int r = 0; ok && r < f->nranks; r++) ok = entries_valid(f->base + (size_t)r * f->sb, f->accepted, entries, f->n);
+  if (ok && f->accepted == 0 && entries > 0) { /* the first round brings the scales */
+    for (int r = 0; r < f->ndecode; r++) f->scales[r] = slot_scale(f->base + (size_t)r * f->sb, f->k, f->fp16);
+  } else if (ok && entries > f->accepted) { /* every round carries them again: a different one is corrupt */
+    for (int r = 0; ok && r < f->ndecode; r++) {
+      float now = slot_scale(f->base + (size_t)r * f->sb, f->k, f->fp16);
+      ok = memcmp(&now, &f->scales[r], sizeof now) == 0;
+    }
+  }
   if (!ok) {
     if (f->dense && f->n > 0) memset(f->dense, 0, f->n * sizeof *f->dense);
     return -1;
   }
-  if (f->accepted == 0 && entries > 0) /* the first round brings the scales */
-    for (int r = 0; r < f->ndecode; r++) f->scales[r] = slot_scale(f->base + (size_t)r * f->sb, f->k, f->fp16);
   f->accepted = entries;
   if (entries == f->k) {
     f->bound = f->n;
@@ -238,7 +244,7 @@ static void decode_tile(squall_topk_finisher *f, size_t t0, size_t t1, float *ti
   for (int r = 0; r < f->ndecode; r++) { /* rank order: the same sum everywhere */
     const char *slot = f->base + (size_t)r * f->sb;
     size_t j = f->pos[r];
-    for (; j < f->k; j++) {
+    for (; j < f->accepted; j++) { /* entries past these have not arrived: not even read */
       uint32_t idx = slot_index(slot, j);
       if (idx >= t1) break;
       tile[idx - t0] += slot_value(slot, f->k, j, f->fp16, f->scales[r]);
@@ -266,7 +272,7 @@ void squall__topk_finish_run(squall_topk_finisher *f, size_t upto) {
     t1 = f->n - t0 > len ? t0 + len : f->n;
     if (t1 > end) break; /* whole tiles only, until the last */
     /* g[t0, t1) is read before dense, which may be g, is written */
-    if (f->res) commit_tile(f->g, f->res, mine, f->k, f->fp16, my_scale, t0, t1, &f->my_pos, f->avx2);
+    if (f->res) commit_tile(f->g, f->res, mine, f->accepted, f->fp16, my_scale, t0, t1, &f->my_pos, f->avx2);
     if (f->ndecode == f->nranks && f->dense) decode_tile(f, t0, t1, tile);
     f->done = t1;
   }

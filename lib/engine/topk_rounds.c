@@ -202,6 +202,11 @@ static squallResult_t finish_upto(rounds_run *t, size_t end) {
   return squallSuccess;
 }
 
+/* A round that this rank finds corrupt (only this rank, where the bytes
+ * went wrong on its way in) fails the call here, but the peers go on
+ * posting and waiting for the later rounds: this rank goes through them
+ * too, without decoding, and returns its error at the end. A failure of
+ * the library itself returns at once, as any failed collective does. */
 static squallResult_t run_rounds(rounds_run *t) {
   const squall_topk_rounds_call *c = t->c;
   if (t->lossless) SQ_FORWARD_IF_ERROR(code_lossless(t));
@@ -210,17 +215,21 @@ static squallResult_t run_rounds(rounds_run *t) {
     cut_raw(t);
     t->codec_s += squall__now() - t0;
   }
+  SQ_TRACE("rank %d: top-k exchange of %zu entries in %zu rounds%s", c->tr->rank, c->k, c->rounds,
+           t->lossless ? ", lossless" : "");
+  squallResult_t bad = squallSuccess; /* this rank's verdict on what came in */
   for (size_t j = 0; j < DEPTH && j < c->rounds; j++) SQ_FORWARD_IF_ERROR(post(t, j));
   for (size_t j = 0; j < c->rounds; j++) {
-    t->live[j] = 0;
     SQ_FORWARD_IF_ERROR(c->tr->wait(c->tr->ctx, &t->req[j]));
+    t->live[j] = 0; /* (after the wait: a failed one is still waited for on the way out) */
     if (j + DEPTH < c->rounds) SQ_FORWARD_IF_ERROR(post(t, j + DEPTH)); /* the wire stays busy */
+    if (bad != squallSuccess) continue;
     double t0 = squall__now();
-    squallResult_t r = place(t, j);
+    bad = place(t, j);
     t->codec_s += squall__now() - t0;
-    SQ_FORWARD_IF_ERROR(r);
-    SQ_FORWARD_IF_ERROR(finish_upto(t, c->n));
+    if (bad == squallSuccess) SQ_FORWARD_IF_ERROR(finish_upto(t, c->n));
   }
+  SQ_FORWARD_IF_ERROR(bad);
   double t0 = squall__now();
   squall__topk_finish_run(&t->fin, c->n);
   t->codec_s += squall__now() - t0;
