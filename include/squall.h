@@ -243,8 +243,9 @@ typedef struct {
                                 node, or when the nodes are not known) */
   uint64_t bytesIntraNode;   /* of bytesWire, what stayed inside the node */
   /* ---- pipelining (added at the end) */
-  uint64_t pipelinedCalls;   /* compressed calls that ran in more than one chunk */
-  uint64_t pipelineChunks;   /* the chunks of those calls */
+  uint64_t pipelinedCalls;   /* compressed calls that ran in more than one chunk (top-k: its
+                                exchange in more than one round) */
+  uint64_t pipelineChunks;   /* the chunks (rounds) of those calls */
   /* ---- call headers (added at the end) */
   uint64_t headers;          /* call headers exchanged: one small all-reduce each (host buffers: every
                                 call that could be compressed, except those of a size class the cost

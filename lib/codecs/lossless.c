@@ -39,8 +39,9 @@ size_t squall__lossless_scratch_bytes(size_t k, squallValueType_t values) { retu
  * that mixed the planes (a gap byte, a sign-and-exponent byte, random
  * mantissa bytes) would code them all with one table fitted to none; at
  * 10,000 entries a slot fits one block. Flushing after every plane ends
- * its block there. The frame is the one ZSTD_compress makes of the same
- * bytes for every decoder: only where blocks end differs. */
+ * its block there. It is one standard frame, with its content size, that
+ * every decoder reads as it would ZSTD_compress's of the same bytes (not
+ * the same compressed bytes: the blocks end elsewhere). */
 static size_t compress_planes(const unsigned char *raw, size_t k, size_t planes, size_t bytes, int level,
                               void *out, size_t capacity) {
   ZSTD_CCtx *cc = ZSTD_createCCtx();
