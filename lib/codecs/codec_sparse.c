@@ -209,8 +209,7 @@ int squall__topk_finish_begin(squall_topk_finisher *f, const float *g, float *re
 }
 
 int squall__topk_finish_accept(squall_topk_finisher *f, size_t entries) {
-  if (entries > f->k || entries < f->accepted) return -1;
-  int ok = 1;
+  int ok = entries <= f->k && entries >= f->accepted;
   for (int r = 0; ok && r < f->nranks; r++) ok = entries_valid(f->base + (size_t)r * f->sb, f->accepted, entries, f->n);
   if (ok && f->accepted == 0 && entries > 0) { /* the first round brings the scales */
     for (int r = 0; r < f->ndecode; r++) f->scales[r] = slot_scale(f->base + (size_t)r * f->sb, f->k, f->fp16);

@@ -59,6 +59,7 @@ static size_t compress_planes(const unsigned char *raw, size_t k, size_t planes,
       left = ZSTD_compressStream2(cc, &o, &in, how);
       bad = ZSTD_isError(left) || (left > 0 && o.pos == o.size); /* no room: not an error zstd reports */
     } while (!bad && left > 0);
+    bad |= in.pos != in.size; /* a flush that returned 0 took the whole plane */
   }
   if (!bad) z = o.pos;
   ZSTD_freeCCtx(cc);
