@@ -266,7 +266,6 @@ route:
 }
 
 /* --------------------------------------------------------------- memory */
-static size_t align_up(size_t x) { return (x + 255) & ~(size_t)255; }
 
 /* Offsets of everything a call needs in the scratch, computed once per
  * call from the route; `total` bytes in all. */
@@ -291,7 +290,7 @@ static void layout_for(const squall_engine *e, const squall_call *c, const squal
   int p = e->tr.nranks;
   memset(L, 0, sizeof *L);
   if (route == SQ_ROUTE_TWOLEVEL) return; /* its scratch is the hierarchy's and the inner engine's */
-#define PLACE(field, bytes) (L->field = off, off += align_up(bytes))
+#define PLACE(field, bytes) (L->field = off, off += squall__align_up(bytes))
   PLACE(scalars, 4 * sizeof(float));
   PLACE(work, n * sizeof(float));
   PLACE(absmax_ws, e->k.absmax_workspace_bytes(n));
@@ -355,7 +354,7 @@ static squallResult_t host_reserve(squall_engine *e, size_t bytes) {
 
 static size_t lossless_host_bytes(int p, size_t k, squallValueType_t vt) {
   size_t bound = squall__lossless_bound(k, vt), scratch = squall__lossless_scratch_bytes(k, vt);
-  return align_up(bound) + align_up((size_t)p * bound) + align_up(scratch) + 2 * sizeof(size_t) * (size_t)p;
+  return squall__align_up(bound) + squall__align_up((size_t)p * bound) + squall__align_up(scratch) + 2 * sizeof(size_t) * (size_t)p;
 }
 
 static int use_lossless(const squall_engine *e, const squallConfig_t *cfg) {
@@ -530,8 +529,8 @@ static squallResult_t exchange_lossless(squall_engine *e, const squall_call *c, 
   squallValueType_t vt = cfg->topkValues;
   size_t bound = squall__lossless_bound(k, vt), scratch = squall__lossless_scratch_bytes(k, vt);
   /* host_reserve() ran in prepare(): carve the same layout */
-  char *send = e->host, *recv = send + align_up(bound), *raw = recv + align_up((size_t)p * bound);
-  size_t *sizes = (size_t *)(raw + align_up(scratch));
+  char *send = e->host, *recv = send + squall__align_up(bound), *raw = recv + squall__align_up((size_t)p * bound);
+  size_t *sizes = (size_t *)(raw + squall__align_up(scratch));
   size_t *displs = sizes + p;
   double t0 = squall__now();
   /* zstd allocates inside: when it fails here, this rank still joins the
@@ -594,28 +593,26 @@ static squallResult_t run_topk(squall_engine *e, const squall_call *c, const squ
     SQ_FORWARD_IF_ERROR(e->k.topk_select(s, st->g, st->res, n, k, cfg->topkValues, &st->scalars[1], st->mine,
                                          st->topk_ws));
   st->codec_s += squall__now() - t0;
+  float *out = fp32_out(c, st);
   if (st->L.rounds > 1) { /* the residual is done (layout_for): the exchange and the finish, overlapped */
-    float *out = fp32_out(c, st);
     squall_topk_rounds_call rc = {.tr = &e->tr, .n = n, .k = k, .rounds = st->L.rounds, .values = cfg->topkValues,
                                   .zstd_level = use_lossless(e, cfg) ? cfg->zstdLevel : 0, .mine = st->mine,
                                   .slots = st->slots, .g = st->g, .out = out, .host = e->host};
     SQ_RETURN_ERROR_IF(st->res && !in_place, squallInternalError, "top-k in rounds with the residual still to update");
     SQ_FORWARD_IF_ERROR(squall__topk_rounds_run(&rc, &st->codec_s, &st->wire));
+  } else {
+    if (use_lossless(e, cfg)) SQ_FORWARD_IF_ERROR(exchange_lossless(e, c, cfg, st));
+    else SQ_FORWARD_IF_ERROR(exchange_raw(e, c, st));
     double t1 = squall__now();
-    SQ_FORWARD_IF_ERROR(finish(e, c, out));
+    SQ_FORWARD_IF_ERROR(e->k.zero(s, &st->scalars[2], sizeof(int)));
+    SQ_FORWARD_IF_ERROR(e->k.topk_finish(s, st->g, in_place ? NULL : st->res, n, k, cfg->topkValues, st->topk_ws,
+                                         st->slots, p, e->tr.rank, out, (int *)&st->scalars[2]));
+    SQ_FORWARD_IF_ERROR(check_decode_flag(e, c, st));
     st->codec_s += squall__now() - t1;
-    return squallSuccess;
   }
-  if (use_lossless(e, cfg)) SQ_FORWARD_IF_ERROR(exchange_lossless(e, c, cfg, st));
-  else SQ_FORWARD_IF_ERROR(exchange_raw(e, c, st));
-  double t1 = squall__now();
-  float *out = fp32_out(c, st);
-  SQ_FORWARD_IF_ERROR(e->k.zero(s, &st->scalars[2], sizeof(int)));
-  SQ_FORWARD_IF_ERROR(e->k.topk_finish(s, st->g, in_place ? NULL : st->res, n, k, cfg->topkValues, st->topk_ws,
-                                       st->slots, p, e->tr.rank, out, (int *)&st->scalars[2]));
-  SQ_FORWARD_IF_ERROR(check_decode_flag(e, c, st));
+  double t2 = squall__now();
   SQ_FORWARD_IF_ERROR(finish(e, c, out));
-  st->codec_s += squall__now() - t1;
+  st->codec_s += squall__now() - t2;
   return squallSuccess;
 }
 

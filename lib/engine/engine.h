@@ -122,6 +122,10 @@ squallResult_t squall__engine_prepare_shard(squall_engine *engine, const squall_
  * or host synchronisation, else 0. */
 int squall__engine_ready(squall_engine *engine, const squall_call *call);
 
+/* x rounded up to 256 bytes: where the engine and its calls place the
+ * pieces of their scratch, each on lines of its own. */
+static inline size_t squall__align_up(size_t x) { return (x + 255) & ~(size_t)255; }
+
 /* Bytes this rank sends in a ring all-reduce of `bytes` over p ranks. */
 uint64_t squall__ring_allreduce_wire(uint64_t bytes, int p);
 

@@ -246,7 +246,6 @@ squallResult_t squall__hier_route(squall_hier *h, const squallConfig_t *cfg, voi
 }
 
 /* ------------------------------------------------------------ the run */
-static size_t align_up(size_t x) { return (x + 255) & ~(size_t)255; }
 
 typedef struct {
   size_t n, s, padded;
@@ -261,8 +260,8 @@ static void shape_of(const squall_hier *h, const squall_call *c, shape *sh) {
   sh->padded = sh->s * L;
   sh->direct_in = c->dtype == SQ_DT_F32 && c->premul == 1.0f && sh->padded == sh->n;
   sh->direct_out = c->dtype == SQ_DT_F32 && c->op == SQ_OP_SUM && sh->padded == sh->n;
-  sh->need = (sh->direct_in && sh->direct_out ? 0 : align_up(sh->padded * sizeof(float))) +
-             align_up(sh->s * sizeof(float));
+  sh->need = (sh->direct_in && sh->direct_out ? 0 : squall__align_up(sh->padded * sizeof(float))) +
+             squall__align_up(sh->s * sizeof(float));
 }
 
 static squall_call shard_call(const squall_call *c, float *shard, size_t s) {
@@ -337,7 +336,7 @@ squallResult_t squall__hier_allreduce(squall_hier *h, const squall_call *c, squa
   if (inner > h->planned_inner) h->planned_inner = inner;
   int need_full = !(sh.direct_in && sh.direct_out);
   float *full = (float *)h->buf;
-  float *shard = (float *)((char *)h->buf + (need_full ? align_up(sh.padded * sizeof(float)) : 0));
+  float *shard = (float *)((char *)h->buf + (need_full ? squall__align_up(sh.padded * sizeof(float)) : 0));
   const squallStats_t *is = squall__engine_stats(h->inner);
   uint64_t wire0 = is->bytesWire;
   double codec0 = is->codecSeconds;

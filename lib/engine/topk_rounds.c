@@ -16,8 +16,6 @@
  * only inside MPI calls, and a round's all-gather takes several steps. */
 #define SLICE ((size_t)1 << 16)
 
-static size_t align_up(size_t x) { return (x + 63) & ~(size_t)63; }
-
 size_t squall__topk_rounds(const squall_transport *tr, size_t n, size_t k, size_t chunk_bytes) {
   if (chunk_bytes == 0 || !tr->iallgather || !tr->wait || !tr->progress || tr->nranks > SQ_FINISH_MAX_RANKS)
     return 1;
@@ -37,7 +35,7 @@ static size_t round_entries(size_t k, size_t rounds, size_t j) {
  * size and the largest frame zstd may make of it. */
 static size_t round_capacity(size_t k, squallValueType_t values, size_t rounds, size_t j, int lossless) {
   size_t m = round_entries(k, rounds, j);
-  return lossless ? align_up(sizeof(uint64_t) + squall__lossless_bound(m, values))
+  return lossless ? squall__align_up(sizeof(uint64_t) + squall__lossless_bound(m, values))
                   : squall__topk_slot_bytes(m, values);
 }
 
@@ -56,21 +54,21 @@ static void layout(size_t k, squallValueType_t values, int p, size_t rounds, int
   size_t off = 0, biggest = squall__topk_slot_bytes(round_entries(k, rounds, rounds - 1), values);
   for (size_t j = 0; j < rounds; j++) {
     L->send[j] = base + off;
-    off += align_up(round_capacity(k, values, rounds, j, lossless));
+    off += squall__align_up(round_capacity(k, values, rounds, j, lossless));
   }
   for (size_t j = 0; j < rounds; j++) {
     L->recv[j] = base + off;
-    off += align_up((size_t)p * round_capacity(k, values, rounds, j, lossless));
+    off += squall__align_up((size_t)p * round_capacity(k, values, rounds, j, lossless));
   }
   L->part = L->scratch = NULL;
   L->sizes = NULL;
   if (lossless) { /* the last round is the largest: it takes the rest of k / rounds */
     L->part = base + off;
-    off += align_up(biggest);
+    off += squall__align_up(biggest);
     L->scratch = base + off;
-    off += align_up(squall__lossless_scratch_bytes(round_entries(k, rounds, rounds - 1), values));
+    off += squall__align_up(squall__lossless_scratch_bytes(round_entries(k, rounds, rounds - 1), values));
     L->sizes = (int64_t *)(base + off);
-    off += align_up((rounds + 1) * sizeof(int64_t));
+    off += squall__align_up((rounds + 1) * sizeof(int64_t));
   }
   L->total = off;
 }

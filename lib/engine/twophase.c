@@ -39,8 +39,6 @@ void squall__twophase_geometry(const squall_twophase_codec *cd, size_t n, int p,
   }
 }
 
-static size_t align_up(size_t x) { return (x + 255) & ~(size_t)255; }
-
 /* Bytes of the codes of m elements (m whole buckets for the quantised). */
 static size_t code_bytes(const squall_twophase_codec *cd, size_t m) {
   return cd->quant ? m / cd->bucket * sq_quant_bucket_bytes(cd->qkind, cd->bucket) : m * sizeof(uint16_t);
@@ -76,14 +74,14 @@ size_t squall__twophase_chunks(const squall_twophase_codec *cd, size_t n, int p)
 }
 
 static size_t slot_bytes(const tp_plan *pl, int p) {
-  return 2 * align_up((size_t)p * pl->cbb) + align_up(pl->cbb);
+  return 2 * squall__align_up((size_t)p * pl->cbb) + squall__align_up(pl->cbb);
 }
 
 /* The whole call's codes, chunk-major (chunk j of every shard, then j+1),
  * where the 16-bit codes are encoded at a guessed scale before any chunk
  * is exchanged. */
 static size_t guess_bytes(const squall_twophase_codec *cd, const tp_plan *pl, int p) {
-  return cd->guess && !cd->quant ? align_up((size_t)p * code_bytes(cd, pl->se)) : 0;
+  return cd->guess && !cd->quant ? squall__align_up((size_t)p * code_bytes(cd, pl->se)) : 0;
 }
 
 size_t squall__twophase_scratch_bytes(const squall_twophase_codec *cd, size_t n, int p) {
@@ -119,8 +117,8 @@ typedef struct {
 
 /* Buffer set s: send (also the gathered codes), recv, mine. */
 static char *buf_send(tp_call *t, size_t s) { return t->scratch + s * slot_bytes(&t->pl, t->p); }
-static char *buf_recv(tp_call *t, size_t s) { return buf_send(t, s) + align_up((size_t)t->p * t->pl.cbb); }
-static char *buf_mine(tp_call *t, size_t s) { return buf_recv(t, s) + align_up((size_t)t->p * t->pl.cbb); }
+static char *buf_recv(tp_call *t, size_t s) { return buf_send(t, s) + squall__align_up((size_t)t->p * t->pl.cbb); }
+static char *buf_mine(tp_call *t, size_t s) { return buf_recv(t, s) + squall__align_up((size_t)t->p * t->pl.cbb); }
 
 /* Chunk j: elements per shard, and rank r's range [*lo, *lo + *cnt) of it
  * (clipped at n; empty past the end). */
