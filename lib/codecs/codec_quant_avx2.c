@@ -219,11 +219,6 @@ static SQ_AVX2 SQ_INLINE __m256i quant_fp8(__m256 a, const qscale *sc, int tiny,
  * branch): those lanes get the marker code and a residual of 0, the finite
  * ones what the fast path gives them (the same bits as the general path's,
  * the scale being above 2^-100). */
-/* The 128 bytes of p[i..i+32) toward L1. */
-static SQ_AVX2 SQ_INLINE void prefetch2(const float *p, size_t i) {
-  sq_prefetch_line(p, 4 * i);
-  sq_prefetch_line(p, 4 * i + 64);
-}
 
 static SQ_AVX2 SQ_INLINE size_t encode_loop(sq_quant_kind k, const float *g, float *res, uint8_t *c, size_t m,
                                             float ps, float invs, int flagged, int tiny) {
@@ -237,8 +232,8 @@ static SQ_AVX2 SQ_INLINE size_t encode_loop(sq_quant_kind k, const float *g, flo
     /* the next bucket's inputs, while this one computes from L1 (past the
      * last bucket a prefetch is harmless: it never faults; the address is
      * formed as an integer, since no pointer may point there) */
-    prefetch2(g, m + i);
-    if (res) prefetch2(res, m + i);
+    sq_prefetch_lines2(g, 4 * (m + i)); /* p[m + i .. m + i + 32) */
+    if (res) sq_prefetch_lines2(res, 4 * (m + i));
     for (int j = 0; j < 4; j++) {
       size_t o = i + 8 * (size_t)j;
       __m256 a = load_a(g, res, o), d;

@@ -375,13 +375,6 @@ __attribute__((target("avx2"))) static inline size_t take8(__m256 a, __m256i idx
   return na;
 }
 
-/* The two lines of p[i + 256 .. i + 288), 1 KiB ahead of the fused pass at
- * i (codecs/prefetch.h). */
-__attribute__((always_inline)) static inline void prefetch_lines(const float *p, size_t i) {
-  sq_prefetch_line(p, 4 * i + 1024);
-  sq_prefetch_line(p, 4 * i + 1024 + 64);
-}
-
 /* backup[i..i+8) = res[i..i+8) (the second load of res hits L1). */
 __attribute__((target("avx2"), always_inline)) static inline void copy8(float *backup, const float *res, size_t i,
                                                                        int stream) {
@@ -412,8 +405,8 @@ __attribute__((target("avx2"))) static size_t fused_avx2(const float *g, const f
   /* Most groups of 32 lanes hold no candidate (about 6 in 10 for k = n/100):
    * one test skips them. */
   for (; i + 32 <= n; i += 32) {
-    prefetch_lines(g, i);
-    if (res) prefetch_lines(res, i);
+    sq_prefetch_lines2(g, 4 * i + 1024); /* 1 KiB ahead: p[i + 256 .. i + 288) */
+    if (res) sq_prefetch_lines2(res, 4 * i + 1024);
     if (backup)
       for (int j = 0; j < 32; j += 8) copy8(backup, res, i + (size_t)j, stream);
     __m256 a0 = LOAD_A(0), a1 = LOAD_A(8), a2 = LOAD_A(16), a3 = LOAD_A(24);

@@ -19,4 +19,11 @@ __attribute__((always_inline)) static inline void sq_prefetch_line(const void *p
   __builtin_prefetch((const void *)((uintptr_t)p + bytes), 0, 3);
 }
 
+/* The two lines (128 bytes) `bytes` past p: what a loop over 32 floats a
+ * step reads of one stream. */
+__attribute__((always_inline)) static inline void sq_prefetch_lines2(const void *p, size_t bytes) {
+  sq_prefetch_line(p, bytes);
+  sq_prefetch_line(p, bytes + 64);
+}
+
 #endif
