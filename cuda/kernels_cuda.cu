@@ -199,7 +199,7 @@ const squall_kernels squall__kernels_cuda = {
     squall__dev_quant_encode, squall__dev_quant_decode, squall__dev_quant_reduce,
     squall__dev_half_reduce,
     /* optional: host-only fast paths (NULL), the stream fence */
-    NULL, NULL, NULL, NULL, NULL,
+    NULL, NULL, NULL, NULL, NULL, NULL,
     dev_fence_record, dev_fence_wait, dev_fence_free,
 };
 

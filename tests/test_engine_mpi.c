@@ -1000,6 +1000,49 @@ START_TEST(test_same_shape_stable_tensors_keep_their_own_residuals) {
 }
 END_TEST
 
+/* Where failures return (MPI_ERRORS_RETURN, as mpi4py sets), host top-k
+ * writes each next residual into its shape's spare and swaps it in,
+ * instead of updating in place as where failures are fatal: the same
+ * results and residuals bit for bit, over calls of two tensors, the
+ * sampled path and the exchange in rounds alike, and one spare for the
+ * shape beside the two residuals. */
+START_TEST(test_topk_spare_matches_in_place) {
+  static const char *specs[] = {"SQUALL_COMPRESS=topk:0.01", "SQUALL_COMPRESS=topk:0.2 SQUALL_CHUNK_BYTES=1"};
+  for (int sp = 0; sp < 2; sp++) {
+    use_config(specs[sp]);
+    size_t n = 70001 + (size_t)sp; /* sizes no other test uses; the sampled path */
+    MPI_Comm fatal, returning;
+    MPI_Comm_dup(MPI_COMM_WORLD, &fatal);
+    MPI_Comm_dup(MPI_COMM_WORLD, &returning);
+    MPI_Comm_set_errhandler(returning, MPI_ERRORS_RETURN);
+    float *a = malloc(n * 4), *b = malloc(n * 4), *o1 = malloc(n * 4), *o2 = malloc(n * 4), *r1 = malloc(n * 4),
+          *r2 = malloc(n * 4);
+    size_t before = squall__residuals_process_bytes();
+    for (int t = 0; t < 4; t++) {
+      fill(a, n, 700 + (uint64_t)t, rank, gen_uniform);
+      fill(b, n, 800 + (uint64_t)t, rank, gen_uniform);
+      for (int j = 0; j < 2; j++) {
+        const float *x = j ? b : a;
+        ck_assert_int_eq(squallMpiAllreduce(x, o1, (int)n, MPI_FLOAT, MPI_SUM, fatal), MPI_SUCCESS);
+        ck_assert_int_eq(squallMpiAllreduce(x, o2, (int)n, MPI_FLOAT, MPI_SUM, returning), MPI_SUCCESS);
+        ck_assert_msg(memcmp(o1, o2, n * 4) == 0, "%s: step %d tensor %d: results differ", specs[sp], t, j);
+      }
+    }
+    for (int j = 0; j < 2; j++) {
+      const float *x = j ? b : a;
+      ck_assert_int_eq(squallMpiGetResidual(fatal, x, (int)n, MPI_FLOAT, r1), MPI_SUCCESS);
+      ck_assert_int_eq(squallMpiGetResidual(returning, x, (int)n, MPI_FLOAT, r2), MPI_SUCCESS);
+      ck_assert_msg(memcmp(r1, r2, n * 4) == 0, "%s: tensor %d: residuals differ", specs[sp], j);
+    }
+    /* two residuals on each communicator, and the returning one's spare */
+    if (nranks > 1) ck_assert_uint_eq(squall__residuals_process_bytes() - before, 5 * n * sizeof(float));
+    MPI_Comm_free(&fatal);
+    MPI_Comm_free(&returning);
+    free(a); free(b); free(o1); free(o2); free(r1); free(r2);
+  }
+}
+END_TEST
+
 /* Tensors of one shape sent from one buffer (a staging copy, or NumPy
  * temporaries the allocator puts at one address, Allreduce(g * 1.0, out))
  * keep their own residuals when each has its own output: an all-zero
@@ -1082,6 +1125,7 @@ static Suite *engine_suite(void) {
   tcase_add_test(tc, test_fresh_buffer_each_step_bounded_memory);
   tcase_add_test(tc, test_one_send_buffer_distinct_outputs_keep_their_own_residuals);
   tcase_add_test(tc, test_same_shape_stable_tensors_keep_their_own_residuals);
+  tcase_add_test(tc, test_topk_spare_matches_in_place);
   return s;
 }
 

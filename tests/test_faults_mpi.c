@@ -426,11 +426,12 @@ static void restore_at_every_collective(const restore_spec *cases, size_t ncases
  * could cancel another's; this pins each rank's own residual, at every
  * collective of the call, for every codec, pipelined or not: the 16-bit
  * encoder's backup in its guessing pass, the quantised encoder's per-block
- * copy and its completion after the failure, top-k's copy in its selection
- * pass (the sampled path on the large tensors, a plain copy on the small). */
+ * copy and its completion after the failure, top-k's next residual in the
+ * shape's spare (the sampled path on the large tensors, the full path on
+ * the small), which leaves the residual as it was. */
 START_TEST(test_failed_call_restores_each_residual_bit_for_bit) {
-  /* 65565 = 2^16 + 29: top-k's sampled path, whose fused pass takes the
-   * copy (smaller tensors take the full path and a plain copy) */
+  /* 65565 = 2^16 + 29: top-k's sampled path, whose fused pass writes the
+   * spare (smaller tensors take the full path) */
   static const restore_spec cases[] = {
       {"SQUALL_COMPRESS=fp16", 6007},
       {"SQUALL_COMPRESS=bf16", 6007},
@@ -454,9 +455,27 @@ START_TEST(test_failed_call_restores_each_residual_bit_for_bit) {
 }
 END_TEST
 
-/* A kernel set without topk_encode_backup (the device's): where failures
- * return, top-k selects first and updates the residual after the
- * exchange, and a failure anywhere leaves it as it was. */
+/* The host kernels write top-k's next residual into the shape's spare
+ * (the cases above); without topk_encode_to, or where the cap refuses a
+ * spare, the selection pass copies the residual into the backup instead,
+ * which a failure restores from. */
+START_TEST(test_failed_topk_call_with_backup_copy_restores_residual) {
+  static const restore_spec cases[] = {
+      {"SQUALL_COMPRESS=topk:0.02 SQUALL_ZSTD=0", 6007},
+      {"SQUALL_COMPRESS=topk:0.01 SQUALL_ZSTD=0", 65565},
+      {"SQUALL_COMPRESS=topk:0.01 SQUALL_TOPK_VALUES=fp16 SQUALL_ZSTD=1", 65565},
+      {"SQUALL_COMPRESS=topk:0.2 SQUALL_ZSTD=0 SQUALL_CHUNK_BYTES=1", 65565},
+  };
+  squall_kernels k = squall__kernels_host;
+  k.topk_encode_to = NULL;
+  restore_at_every_collective(cases, sizeof cases / sizeof cases[0], &k);
+}
+END_TEST
+
+/* A kernel set without topk_encode_backup or topk_encode_to (the
+ * device's): where failures return, top-k selects first and updates the
+ * residual after the exchange, and a failure anywhere leaves it as it
+ * was. */
 START_TEST(test_failed_topk_call_without_fused_backup_keeps_residual) {
   static const restore_spec cases[] = {
       {"SQUALL_COMPRESS=topk:0.02 SQUALL_ZSTD=0", 6007},
@@ -465,6 +484,7 @@ START_TEST(test_failed_topk_call_without_fused_backup_keeps_residual) {
   };
   squall_kernels k = squall__kernels_host;
   k.topk_encode_backup = NULL;
+  k.topk_encode_to = NULL;
   restore_at_every_collective(cases, sizeof cases / sizeof cases[0], &k);
 }
 END_TEST
@@ -731,6 +751,7 @@ static Suite *faults_suite(void) {
   tcase_add_test(tc, test_collective_failure_returns_error_and_conserves);
   tcase_add_test(tc, test_pipelined_failure_returns_error_and_conserves);
   tcase_add_test(tc, test_failed_call_restores_each_residual_bit_for_bit);
+  tcase_add_test(tc, test_failed_topk_call_with_backup_copy_restores_residual);
   tcase_add_test(tc, test_failed_topk_call_without_fused_backup_keeps_residual);
   tcase_add_test(tc, test_corrupt_topk_payload_is_an_error);
   tcase_add_test(tc, test_corrupt_header_passes_through_together);

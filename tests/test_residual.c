@@ -290,15 +290,56 @@ START_TEST(test_sizes_that_vary) {
     squall_tensor *t = squall__residuals_slot(st, (squall_tensor_key){A(2), A(3)}, 4 + (size_t)i, 0);
     ck_assert_int_eq(squall__residuals_ensure(st, t, 0, NULL), squallSuccess);
     t->residual[0] = 1.0f;
+    ck_assert_ptr_nonnull(squall__residuals_spare(st, t, 0, NULL)); /* dropped with the size */
   }
   squall_tensor *hot = squall__residuals_find(st, (squall_tensor_key){A(0), A(1)}, 2, 0);
   ck_assert(hot && hot->residual && hot->residual[0] == (float)SIZES);
-  /* the hot size and the last MAX - 1 sizes hold residuals, no others */
+  /* the hot size and the last MAX - 1 sizes hold residuals (and those
+   * sizes their spares), no others */
   size_t want = 2 * sizeof(float);
-  for (int i = SIZES - (SQ_RESIDUAL_MAX_SHAPES - 1); i < SIZES; i++) want += (4 + (size_t)i) * sizeof(float);
+  for (int i = SIZES - (SQ_RESIDUAL_MAX_SHAPES - 1); i < SIZES; i++) want += 2 * (4 + (size_t)i) * sizeof(float);
   ck_assert_uint_eq(squall__residuals_process_bytes() - bytes0, want);
   squall_tensor *first = squall__residuals_find(st, (squall_tensor_key){A(2), A(3)}, 4, 0);
   ck_assert(first && first->residual == NULL);
+  squall__residuals_free(st);
+  ck_assert_uint_eq(squall__residuals_process_bytes(), bytes0);
+}
+END_TEST
+
+/* The spare (squall__residuals_spare): one per shape, shared by its
+ * slots, count floats charged like a residual and refused by the cap; a
+ * swap (take_spare) makes it the slot's residual and the old buffer the
+ * spare, with no copy; none for a slot without a residual or one a graph
+ * uses; gone with the shape's residuals and with the store. */
+START_TEST(test_spare_per_shape) {
+  squall_residuals *st = squall__residuals_create(&squall__kernels_host);
+  size_t bytes0 = squall__residuals_process_bytes();
+  squall_tensor *t = squall__residuals_slot(st, (squall_tensor_key){A(0), A(1)}, 8, 0);
+  squall_tensor *u = squall__residuals_slot(st, (squall_tensor_key){A(2), A(3)}, 8, 0);
+  ck_assert_ptr_null(squall__residuals_spare(st, t, 0, NULL)); /* no residual yet */
+  ck_assert_int_eq(squall__residuals_ensure(st, t, 0, NULL), squallSuccess);
+  ck_assert_int_eq(squall__residuals_ensure(st, u, 0, NULL), squallSuccess);
+  /* the cap: two residuals fit, a spare beside them does not */
+  ck_assert_ptr_null(squall__residuals_spare(st, t, bytes0 + 2 * 8 * sizeof(float), NULL));
+  ck_assert_uint_eq(squall__residuals_process_bytes() - bytes0, 2 * 8 * sizeof(float));
+  float *spare = squall__residuals_spare(st, t, 0, NULL), *old = t->residual;
+  ck_assert_ptr_nonnull(spare);
+  ck_assert_ptr_eq(squall__residuals_spare(st, u, 0, NULL), spare); /* the shape's, shared */
+  ck_assert_uint_eq(squall__residuals_process_bytes() - bytes0, 3 * 8 * sizeof(float));
+  old[0] = 1.0f;
+  spare[0] = 2.0f;
+  squall__residuals_take_spare(st, t);
+  ck_assert_ptr_eq(t->residual, spare);
+  ck_assert(t->residual[0] == 2.0f);
+  ck_assert_ptr_eq(squall__residuals_spare(st, u, 0, NULL), old); /* the old buffer is the spare now */
+  ck_assert_uint_eq(squall__residuals_process_bytes() - bytes0, 3 * 8 * sizeof(float));
+  /* another shape has a spare of its own size */
+  squall_tensor *w = squall__residuals_slot(st, (squall_tensor_key){A(0), A(1)}, 5, 0);
+  ck_assert_int_eq(squall__residuals_ensure(st, w, 0, NULL), squallSuccess);
+  ck_assert_ptr_nonnull(squall__residuals_spare(st, w, 0, NULL));
+  ck_assert_uint_eq(squall__residuals_process_bytes() - bytes0, (3 * 8 + 2 * 5) * sizeof(float));
+  w->pinned = 1; /* a graph's: its residual never moves */
+  ck_assert_ptr_null(squall__residuals_spare(st, w, 0, NULL));
   squall__residuals_free(st);
   ck_assert_uint_eq(squall__residuals_process_bytes(), bytes0);
 }
@@ -318,6 +359,7 @@ static Suite *residual_suite(void) {
   tcase_add_test(tc, test_alternating_outputs);
   tcase_add_test(tc, test_recycled_addresses);
   tcase_add_test(tc, test_sizes_that_vary);
+  tcase_add_test(tc, test_spare_per_shape);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -155,6 +155,15 @@ int squall__topk_encode(const float *g, float *res, size_t n, size_t k,
 int squall__topk_encode_backup(const float *g, float *res, size_t n, size_t k, squallValueType_t values,
                                float scale, void *slot, void *workspace, float *backup);
 
+/* squall__topk_encode that writes the updated residual into out_res (n
+ * floats, not overlapping g or res) and leaves res as it was: a failure
+ * after it has nothing to restore, and the caller keeps out_res only once
+ * the call has succeeded (a second buffer swapped in, where a backup would
+ * cost a copy). out_res is streamed past the cache where 32-byte aligned.
+ * Returns -1 (k > n) before anything changed. */
+int squall__topk_encode_to(const float *g, const float *res, float *out_res, size_t n, size_t k,
+                           squallValueType_t values, float scale, void *slot, void *workspace);
+
 /* The selection of squall__topk_encode alone: writes the same slot and
  * leaves res as it was; squall__topk_finish applies the residual update
  * once the slot has been exchanged. */
@@ -172,6 +181,9 @@ int squall__topk_encode_bound(const float *g, float *res, size_t n, size_t k, sq
 int squall__topk_encode_backup_bound(const float *g, float *res, size_t n, size_t k, squallValueType_t values,
                                      float scale, void *slot, void *workspace, float *backup, uint64_t bound,
                                      int *path);
+int squall__topk_encode_to_bound(const float *g, const float *res, float *out_res, size_t n, size_t k,
+                                 squallValueType_t values, float scale, void *slot, void *workspace,
+                                 uint64_t bound, int *path);
 int squall__topk_select_bound(const float *g, const float *res, size_t n, size_t k,
                               squallValueType_t values, float scale, void *slot, void *workspace,
                               uint64_t bound, int *path);

@@ -22,8 +22,9 @@
  *  - the full path: radix select over every key (two 16-bit histogram
  *    passes), then one pass that writes the slot. It runs for small n and
  *    when the sample misleads: too few candidates (the bound was above the
- *    k-th key) or more than fit (it was far below). When encoding, res
- *    then already holds a, and the full path reads a from there.
+ *    k-th key) or more than fit (it was far below). When encoding, the
+ *    output residual then already holds a, and the full path reads a from
+ *    there.
  * Either way the selected set is the k largest keys, ties to the lower
  * index, and the bytes are the same.
  *
@@ -59,6 +60,20 @@ static inline float ldf(const float *p, size_t i) {
 }
 static inline void stf(float *p, size_t i, float x) { memcpy((char *)p + 4 * i, &x, sizeof x); }
 static inline void st32(char *p, size_t i, uint32_t x) { memcpy(p + 4 * i, &x, sizeof x); }
+
+/* stf into a residual the fused pass streamed past the cache (p 4-byte
+ * aligned): the selection's writes land about k/n of the buffer apart, and
+ * with a streaming store on x86 none of them waits for its line to be read
+ * in first. The caller fences once they are done. */
+static inline void stf_cold(float *p, size_t i, float x) {
+#ifdef SQ_TOPK_AVX2
+  int bits;
+  memcpy(&bits, &x, sizeof bits);
+  _mm_stream_si32((int *)((char *)p + 4 * i), bits);
+#else
+  stf(p, i, x);
+#endif
+}
 
 size_t squall__topk_k(size_t count, double ratio) {
   if (count == 0) return 0;
@@ -123,9 +138,10 @@ static uint32_t radix_select(const uint32_t *keys, size_t m, size_t k, uint32_t 
 }
 
 /* What one selected entry puts in the slot (entry j), and in the residual
- * when encoding (out_res: res itself, or NULL for the selection). */
+ * when encoding (out_res: the residual written, res itself or another
+ * buffer; NULL for the selection; cold: written with stf_cold). */
 static inline void emit(char *idx_out, char *val_out, size_t j, uint32_t i, float a, int fp16,
-                        float scale, int flush, float *out_res) {
+                        float scale, int flush, float *out_res, int cold) {
   st32(idx_out, j, i);
   if (fp16) {
     /* As sq_half_encode_elem forms a (the CUDA twin calls that): flushed
@@ -134,20 +150,22 @@ static inline void emit(char *idx_out, char *val_out, size_t j, uint32_t i, floa
     float r;
     uint16_t h = sq_half_encode_a(SQ_HALF_FP16, flush ? sq_ftz(a) : a, out_res ? &r : NULL, scale);
     memcpy(val_out + 2 * j, &h, sizeof h);
-    if (out_res) stf(out_res, i, r);
+    if (out_res && cold) stf_cold(out_res, i, r);
+    else if (out_res) stf(out_res, i, r);
   } else {
     memcpy(val_out + 4 * j, &a, sizeof a);
-    if (out_res) stf(out_res, i, sq_residual_after(a, a)); /* 0: sent whole */
+    if (out_res && cold) stf_cold(out_res, i, sq_residual_after(a, a)); /* 0: sent whole */
+    else if (out_res) stf(out_res, i, sq_residual_after(a, a));
   }
 }
 
-/* The full path. a = g + res, or a = res when a_in_res (the encoding
+/* The full path. a = g + res, or a = out_res when a_in_res (the encoding
  * sampled path has already stored a there), or g when res is NULL. */
 static void full_path(const float *g, const float *res, float *out_res, int a_in_res, size_t n, size_t k,
                       int fp16, float scale, char *idx_out, char *val_out, void *workspace) {
   uint32_t *keys = (uint32_t *)workspace;
   uint32_t *hist = (uint32_t *)((char *)workspace + keys_bytes(n));
-#define A_OF(i) (a_in_res ? ldf(res, i) : res ? ldf(g, i) + ldf(res, i) : ldf(g, i))
+#define A_OF(i) (a_in_res ? ldf(out_res, i) : res ? ldf(g, i) + ldf(res, i) : ldf(g, i))
   /* Threshold T: the k-th largest key. 'above' keys are > T; the remaining
    * k - above selections are keys equal to T, lowest index first. */
   uint32_t thr = 0;
@@ -169,7 +187,7 @@ static void full_path(const float *g, const float *res, float *out_res, int a_in
         ties--;
       }
     }
-    if (take) emit(idx_out, val_out, j++, (uint32_t)i, a, fp16, scale, res != NULL, out_res);
+    if (take) emit(idx_out, val_out, j++, (uint32_t)i, a, fp16, scale, res != NULL, out_res, 0);
     else if (out_res) stf(out_res, i, sq_residual_keep(a));
   }
 #undef A_OF
@@ -388,10 +406,12 @@ __attribute__((target("avx2"), always_inline)) static inline void copy8(float *b
 
 /* The fused pass over g and res; returns where it stopped. backup as in
  * fused_scalar, streamed past the cache where it is 32-byte aligned (it is
- * read only after a failure). */
+ * read only after a failure); so is out_res where it is not res (a buffer
+ * only written: streaming saves reading each line in first). */
 __attribute__((target("avx2"))) static size_t fused_avx2(const float *g, const float *res, float *out_res,
                                                        float *backup, size_t n, uint32_t v, cands *c) {
   const int stream = backup && (uintptr_t)backup % 32 == 0;
+  const int stream_out = out_res && out_res != res && (uintptr_t)out_res % 32 == 0;
   const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
   /* key >= v as one signed compare: v - 1 is -1 for v == 0, below every key */
   const __m256i vm1 = _mm256_set1_epi32((int)v - 1);
@@ -410,7 +430,13 @@ __attribute__((target("avx2"))) static size_t fused_avx2(const float *g, const f
     if (backup)
       for (int j = 0; j < 32; j += 8) copy8(backup, res, i + (size_t)j, stream);
     __m256 a0 = LOAD_A(0), a1 = LOAD_A(8), a2 = LOAD_A(16), a3 = LOAD_A(24);
-    if (out_res) {
+    if (stream_out) {
+      float *o = (float *)((char *)out_res + 4 * i);
+      _mm256_stream_ps(o, a0);
+      _mm256_stream_ps(o + 8, a1);
+      _mm256_stream_ps(o + 16, a2);
+      _mm256_stream_ps(o + 24, a3);
+    } else if (out_res) {
       float *o = (float *)((char *)out_res + 4 * i);
       _mm256_storeu_ps(o, a0);
       _mm256_storeu_ps(o + 8, a1);
@@ -437,7 +463,7 @@ __attribute__((target("avx2"))) static size_t fused_avx2(const float *g, const f
     na = take8(a, idx, i, na, v, c);
   }
 #undef LOAD_A
-  if (stream) _mm_sfence(); /* the streamed copy is visible before what follows */
+  if (stream || stream_out) _mm_sfence(); /* the streamed stores are visible before what follows */
   c->na = na;
   return i;
 }
@@ -468,8 +494,11 @@ static int sampled_path(const float *g, const float *res, float *out_res, float 
 #endif
   fused_scalar(g, res, out_res, backup, i, n, v, &c);
 
-  /* From here on, when encoding, a lives in res. */
+  /* From here on, when encoding, a lives in out_res. A buffer of its own
+   * (not res) is cold: the writes below go past the cache too, without
+   * the prefetches that would otherwise read their lines in early. */
   if (c.na > c.cap_a || c.na + c.nb < k) return -1;
+  const int cold = out_res && out_res != res && (uintptr_t)out_res % 4 == 0;
   size_t j = 0;
   if (c.na >= k) {
     /* The k-th largest key is above v: select among A. Its keys are its
@@ -491,7 +520,7 @@ static int sampled_path(const float *g, const float *res, float *out_res, float 
     for (size_t t = 0; t < c.na; t++) {
       /* The residual writes land about 1/k of the buffer apart, each on a
        * cache line the fused pass has long evicted: ask for them early. */
-      if (out_res && t + 16 < c.na) __builtin_prefetch((const char *)out_res + 4 * (size_t)c.a_idx[t + 16], 1);
+      if (out_res && !cold && t + 16 < c.na) __builtin_prefetch((const char *)out_res + 4 * (size_t)c.a_idx[t + 16], 1);
       uint32_t key = c.a_bits[t] & 0x7fffffffu;
       float a = sq_bits_float(c.a_bits[t]);
       int take = 0;
@@ -503,33 +532,39 @@ static int sampled_path(const float *g, const float *res, float *out_res, float 
           ties--;
         }
       }
-      if (take) emit(idx_out, val_out, j++, c.a_idx[t], a, fp16, scale, res != NULL, out_res);
-      else if (out_res && !sq_isfinite(a)) stf(out_res, c.a_idx[t], 0.0f); /* finite: res holds a already */
+      if (take) emit(idx_out, val_out, j++, c.a_idx[t], a, fp16, scale, res != NULL, out_res, cold);
+      else if (out_res && !sq_isfinite(a) && cold) stf_cold(out_res, c.a_idx[t], 0.0f);
+      else if (out_res && !sq_isfinite(a)) stf(out_res, c.a_idx[t], 0.0f); /* finite: out_res holds a already */
     }
   } else {
     /* All of A, and the first k - na ties at v: merge the two index
      * lists. Entries of B are finite (v <= the largest finite key). */
     size_t need = k - c.na, ta = 0, tb = 0;
     while (ta < c.na || tb < need) {
-      if (out_res && ta + 16 < c.na) __builtin_prefetch((const char *)out_res + 4 * (size_t)c.a_idx[ta + 16], 1);
+      if (out_res && !cold && ta + 16 < c.na) __builtin_prefetch((const char *)out_res + 4 * (size_t)c.a_idx[ta + 16], 1);
       if (tb >= need || (ta < c.na && c.a_idx[ta] < c.b_idx[tb])) {
         emit(idx_out, val_out, j++, c.a_idx[ta], sq_bits_float(c.a_bits[ta]), fp16, scale, res != NULL,
-             out_res);
+             out_res, cold);
         ta++;
       } else {
         uint32_t idx = c.b_idx[tb++];
-        float a = out_res ? ldf(res, idx) : res ? ldf(g, idx) + ldf(res, idx) : ldf(g, idx);
-        emit(idx_out, val_out, j++, idx, a, fp16, scale, res != NULL, out_res);
+        float a = out_res ? ldf(out_res, idx) : res ? ldf(g, idx) + ldf(res, idx) : ldf(g, idx);
+        emit(idx_out, val_out, j++, idx, a, fp16, scale, res != NULL, out_res, cold);
       }
     }
   }
+#ifdef SQ_TOPK_AVX2
+  if (cold) _mm_sfence(); /* the streamed writes are visible before what follows */
+#endif
   return 0;
 }
 
 /* Both paths behind one entry; bound is the sampled path's v, or
- * SQ_TOPK_SAMPLE_BOUND to draw it from the data. out_res: res to encode
- * (the residual updated), NULL to select only; backup (encoding only):
- * where res as it was goes before anything changes it, NULL for none. */
+ * SQ_TOPK_SAMPLE_BOUND to draw it from the data. out_res: where the
+ * updated residual goes when encoding (res itself, or a buffer of its own
+ * that leaves res as it was), NULL to select only; backup (encoding in
+ * place only): where res as it was goes before anything changes it, NULL
+ * for none. */
 static int topk_run(const float *g, const float *res, float *out_res, float *backup, size_t n, size_t k,
                     squallValueType_t values, float scale, void *slot, void *workspace, uint64_t bound,
                     int *path) {
@@ -563,7 +598,7 @@ static int topk_run(const float *g, const float *res, float *out_res, float *bac
     if (sampled_path(g, res, out_res, backup, n, k, fp16, scale, idx_out, val_out, workspace, v) == 0) {
       taken = SQ_TOPK_PATH_SAMPLED;
     } else {
-      taken = SQ_TOPK_PATH_FALLBACK; /* when encoding, res holds a now */
+      taken = SQ_TOPK_PATH_FALLBACK; /* when encoding, out_res holds a now */
       full_path(g, res, out_res, out_res != NULL, n, k, fp16, scale, idx_out, val_out, workspace);
     }
   } else {
@@ -605,4 +640,15 @@ int squall__topk_encode_backup_bound(const float *g, float *res, size_t n, size_
 int squall__topk_encode_backup(const float *g, float *res, size_t n, size_t k, squallValueType_t values,
                                float scale, void *slot, void *workspace, float *backup) {
   return topk_run(g, res, res, backup, n, k, values, scale, slot, workspace, SQ_TOPK_SAMPLE_BOUND, NULL);
+}
+
+int squall__topk_encode_to_bound(const float *g, const float *res, float *out_res, size_t n, size_t k,
+                                 squallValueType_t values, float scale, void *slot, void *workspace,
+                                 uint64_t bound, int *path) {
+  return topk_run(g, res, out_res, NULL, n, k, values, scale, slot, workspace, bound, path);
+}
+
+int squall__topk_encode_to(const float *g, const float *res, float *out_res, size_t n, size_t k,
+                           squallValueType_t values, float scale, void *slot, void *workspace) {
+  return topk_run(g, res, out_res, NULL, n, k, values, scale, slot, workspace, SQ_TOPK_SAMPLE_BOUND, NULL);
 }

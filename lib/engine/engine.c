@@ -20,7 +20,8 @@
  *
  * A call goes through four steps:
  *   1. prepare: everything the call needs (scratch, residual, the backup of
- *      the residual where one is needed) is allocated and laid out, locally, before anything
+ *      the residual or the spare the next one is written into, where one is
+ *      needed) is allocated and laid out, locally, before anything
  *      collective happens;
  *   2. header: one tiny all-reduce(min) of [ok, digest, -digest] tells every
  *      rank whether all ranks prepared successfully and hold the same
@@ -33,8 +34,8 @@
  *      point everywhere), because reading it back synchronises the stream;
  *   3. decide(): the one decision point, from inputs identical on every rank;
  *   4. run: on failure the residual is restored from its backup (top-k
- *      writes it only after the last step that can fail) and the error is
- *      returned.
+ *      writes the next one into a spare, swapped in on success, or only
+ *      after the last step that can fail) and the error is returned.
  */
 #include "common/internal.h"
 
@@ -369,6 +370,7 @@ typedef struct {
   float *work;     /* count floats */
   float *res;      /* residual or NULL */
   float *backup;   /* copy of res taken before it changes */
+  float *spare;    /* top-k: where the encoder writes the next residual, swapped in on success */
   int backed_up;   /* backup holds all of res as it was */
   float *scalars;
   void *absmax_ws, *mine, *slots, *topk_ws;
@@ -426,6 +428,14 @@ static squallResult_t prepare(squall_engine *e, const squall_call *c, const squa
     SQ_FORWARD_IF_ERROR(squall__residuals_ensure(e->residuals, st->slot, cfg->efMaxBytes, c->stream));
     st->res = st->slot->residual;
     if (c->capturing) st->slot->pinned = 1; /* the graph's now: replays never come back here */
+    /* Host top-k where a failure returns: the next residual goes beside
+     * the old one, which a failure then finds as it was, instead of a
+     * backup copy made in the selection pass (an extra stream of n floats
+     * written). A shard keeps its backup: the outer call may fail after
+     * it, and undoes it from there (squall__engine_undo_shard). */
+    int may_return = !(e->tr.failures_fatal && e->tr.failures_fatal(e->tr.ctx));
+    if (route == SQ_ROUTE_TOPK && st->res && may_return && !c->shard && e->k.topk_encode_to)
+      st->spare = squall__residuals_spare(e->residuals, st->slot, cfg->efMaxBytes, c->stream);
   } else { /* decide() counts the call per shape: the shape must exist */
     SQ_RETURN_ERROR_IF(squall__residuals_add_shape(e->residuals, c->count, c->dtype) != 0,
                        squallSystemError, "out of memory for tensor state");
@@ -576,13 +586,18 @@ static squallResult_t run_topk(squall_engine *e, const squall_call *c, const squ
   }
   /* The encoder updates the residual in the same pass as the selection,
    * which saves reading g and the residual a second time, where no error
-   * returns (failures are fatal) or a backup restores it: the host
+   * returns (failures are fatal), or into the spare (swapped in once the
+   * call has succeeded: run()), or where a backup restores it: the host
    * encoder copies it as it reads it (topk_encode_backup), else a pass of
-   * its own did (run()). Without a backup and where a failure returns,
-   * the residual is only read here and written after everything that can
-   * fail (topk_finish), so that a failed call leaves it as it was. */
-  int in_place = st->res && (st->fatal || st->backup);
-  if (in_place && st->backup && !st->backed_up && e->k.topk_encode_backup) {
+   * its own did (run()). Without any of these and where a failure
+   * returns, the residual is only read here and written after everything
+   * that can fail (topk_finish), so that a failed call leaves it as it
+   * was. */
+  int in_place = st->res && (st->fatal || st->backup || st->spare);
+  if (st->res && st->spare) {
+    SQ_FORWARD_IF_ERROR(e->k.topk_encode_to(s, st->g, st->res, st->spare, n, k, cfg->topkValues, &st->scalars[1],
+                                            st->mine, st->topk_ws));
+  } else if (in_place && st->backup && !st->backed_up && e->k.topk_encode_backup) {
     SQ_FORWARD_IF_ERROR(e->k.topk_encode_backup(s, st->g, st->res, n, k, cfg->topkValues, &st->scalars[1],
                                                 st->mine, st->topk_ws, st->backup));
     st->backed_up = 1; /* whole: the kernel fails only before anything changed */
@@ -633,8 +648,10 @@ static squallResult_t run_twophase(squall_engine *e, const squall_call *c, run_s
  * call makes it in its encoding pass where it guesses the scale, and the
  * quantised encoder block by block as it encodes (streamed past the
  * cache; twophase.c), and the host top-k encoder in its selection
- * pass. Top-k without that kernel needs none: it writes the residual
- * after everything that can fail (run_topk). */
+ * pass, where it cannot write the next residual into the shape's spare
+ * instead (prepare()), which needs no backup at all. Top-k without those
+ * kernels needs none: it writes the residual after everything that can
+ * fail (run_topk). */
 static squallResult_t run(squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
                           squall_route route, run_state *st) {
   size_t n = c->count;
@@ -660,7 +677,7 @@ static squallResult_t run(squall_engine *e, const squall_call *c, const squallCo
    * shard's: shards always keep the way back */
   st->backed_up = 0;
   int topk_fused = route == SQ_ROUTE_TOPK && e->k.topk_encode_backup != NULL;
-  if (!st->res || !(c->shard || (!fatal && (route != SQ_ROUTE_TOPK || topk_fused))))
+  if (!st->res || st->spare || !(c->shard || (!fatal && (route != SQ_ROUTE_TOPK || topk_fused))))
     st->backup = NULL;
   else if (st->backup && route != SQ_ROUTE_TWOPHASE && !topk_fused) { /* those take it themselves */
     SQ_FORWARD_IF_ERROR(e->k.widen(c->stream, SQ_DT_F32, st->res, st->backup, n, 1.0f));
@@ -678,6 +695,7 @@ static squallResult_t run(squall_engine *e, const squall_call *c, const squallCo
       SQ_WARN("restoring a %zu-element residual after a failure failed too: %s", n, squallGetLastError());
     squall__fail(r, "%s", why); /* keep the first failure as the detail */
   }
+  if (r == squallSuccess && st->spare) squall__residuals_take_spare(e->residuals, st->slot);
   if (r == squallSuccess && c->shard && st->backed_up) { /* the outer call may still fail: keep the way back */
     e->undo_res = st->res;
     e->undo_backup = st->backup;

@@ -127,6 +127,12 @@ typedef struct squall_kernels {
   squallResult_t (*topk_encode_backup)(void *stream, const float *g, float *res, size_t n, size_t k,
                                        squallValueType_t values, const float *scale, void *slot, void *ws,
                                        float *backup);
+  /* topk_encode that writes the updated residual into out_res and leaves
+   * res as it was (squall__topk_encode_to): the engine swaps out_res in
+   * once the call has succeeded, where a backup would cost a copy. NULL:
+   * the backup, or topk_select and topk_finish. */
+  squallResult_t (*topk_encode_to)(void *stream, const float *g, const float *res, float *out_res, size_t n,
+                                   size_t k, squallValueType_t values, const float *scale, void *slot, void *ws);
   /* ---- optional (NULL where work on one stream is done when it returns,
    * as on the host). Calls on one communicator share its scratch, but may
    * come on different streams: a call on another stream than the last

@@ -164,6 +164,14 @@ static squallResult_t host_topk_encode(void *stream, const float *g, float *res,
   return host_topk_encode_backup(stream, g, res, n, k, values, scale, slot, ws, NULL);
 }
 
+static squallResult_t host_topk_encode_to(void *stream, const float *g, const float *res, float *out_res, size_t n,
+                                          size_t k, squallValueType_t values, const float *scale, void *slot,
+                                          void *ws) {
+  SQ_RETURN_ERROR_IF(squall__topk_encode_to(g, res, out_res, n, k, values, *scale, slot, ws) != 0,
+                     squallInternalError, "top-k encode failed (k=%zu, n=%zu)", k, n);
+  return squallSuccess;
+}
+
 static squallResult_t host_topk_select(void *stream, const float *g, const float *res, size_t n, size_t k,
                                        squallValueType_t values, const float *scale, void *slot,
                                        void *ws) {
@@ -210,4 +218,5 @@ const squall_kernels squall__kernels_host = {
     .half_reduce_encode = squall__host_half_reduce_encode,
     .quant_encode_backup = squall__host_quant_encode_backup,
     .topk_encode_backup = host_topk_encode_backup,
+    .topk_encode_to = host_topk_encode_to,
 };

@@ -18,6 +18,7 @@ typedef struct shape {
   uint64_t clock; /* slot lookups and touches: the unit of a slot's age */
   uint64_t round; /* the age at which the last known pair came back */
   uint64_t last_use; /* the store's clock at its last lookup or touch */
+  float *spare; /* count floats an encoder writes a slot's next residual into (squall__residuals_spare) */
   squall_tensor *slots;
   struct shape *next;
 } shape;
@@ -44,9 +45,17 @@ static void release(squall_residuals *s, squall_tensor *t) {
   t->unsent = 0;
 }
 
+static void release_spare(squall_residuals *s, shape *sh) {
+  if (sh->spare == NULL) return;
+  s->kernels->free(NULL, sh->spare);
+  __atomic_sub_fetch(&process_bytes, sh->count * sizeof(float), __ATOMIC_RELAXED);
+  sh->spare = NULL;
+}
+
 void squall__residuals_free(squall_residuals *s) {
   if (s == NULL) return;
   for (shape *sh = s->shapes; sh;) {
+    release_spare(s, sh);
     for (squall_tensor *t = sh->slots; t;) {
       squall_tensor *next = t->next;
       release(s, t);
@@ -247,6 +256,7 @@ static void limit_shapes(squall_residuals *s) {
       release(s, t);
       t->last_scale = 0.0f;
     }
+    release_spare(s, lru);
   }
 }
 
@@ -271,6 +281,27 @@ squallResult_t squall__residuals_ensure(squall_residuals *s, squall_tensor *t, s
   }
   limit_shapes(s);
   return squallSuccess;
+}
+
+float *squall__residuals_spare(squall_residuals *s, squall_tensor *t, size_t max_bytes, void *stream) {
+  shape *sh = shape_of(s, t->count, t->dtype, 0);
+  if (sh == NULL || t->residual == NULL || t->pinned) return NULL;
+  if (sh->spare) return sh->spare;
+  size_t bytes = t->count * sizeof(float);
+  size_t now = __atomic_add_fetch(&process_bytes, bytes, __ATOMIC_RELAXED);
+  if ((max_bytes && now > max_bytes) || (sh->spare = s->kernels->alloc(stream, bytes)) == NULL) {
+    __atomic_sub_fetch(&process_bytes, bytes, __ATOMIC_RELAXED);
+    return NULL;
+  }
+  return sh->spare;
+}
+
+void squall__residuals_take_spare(squall_residuals *s, squall_tensor *t) {
+  shape *sh = shape_of(s, t->count, t->dtype, 0);
+  if (sh == NULL || sh->spare == NULL || t->residual == NULL) return;
+  float *old = t->residual;
+  t->residual = sh->spare;
+  sh->spare = old;
 }
 
 squallResult_t squall__residuals_reset(squall_residuals *s, void *stream) {

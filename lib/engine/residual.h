@@ -50,7 +50,8 @@
  * same calls with the same shapes, so every rank counts alike whatever its
  * allocator does.
  *
- * Residual memory is charged against the process-wide SQUALL_EF_MAX_BYTES.
+ * Residual memory is charged against the process-wide SQUALL_EF_MAX_BYTES,
+ * and so is a shape's spare (squall__residuals_spare).
  * At most SQ_RESIDUAL_MAX_SHAPES shapes of one store keep residuals: the
  * least recently used shape's are dropped beyond that (a program whose
  * sizes vary would otherwise keep one per size it ever saw).
@@ -127,6 +128,19 @@ void squall__residuals_touch(squall_residuals *store, squall_tensor_key key, siz
  * squallSystemError when the allocation fails. */
 squallResult_t squall__residuals_ensure(squall_residuals *store, squall_tensor *t,
                                         size_t max_bytes, void *stream);
+
+/* The shape's spare: count floats, contents unspecified, into which an
+ * encoder writes t's next residual while t's own stays as it was, so that
+ * a failure has nothing to restore and success costs no backup copy
+ * (squall__residuals_take_spare then swaps it in). One per shape, shared
+ * by its slots, charged against max_bytes like a residual. NULL where t
+ * has no residual or a captured graph uses it (it must not move), where
+ * the cap refuses one or memory is short: the caller backs up instead. */
+float *squall__residuals_spare(squall_residuals *store, squall_tensor *t, size_t max_bytes, void *stream);
+
+/* After a call that wrote t's residual into the spare succeeded: the spare
+ * becomes t's residual and t's old buffer the shape's spare. */
+void squall__residuals_take_spare(squall_residuals *store, squall_tensor *t);
 
 /* Zeroes every residual of the store (keeps the memory and the counts). */
 squallResult_t squall__residuals_reset(squall_residuals *store, void *stream);
