@@ -345,6 +345,24 @@ START_TEST(test_spare_per_shape) {
 }
 END_TEST
 
+/* The host memory residuals live in (kernels_host.c): zeroed, on 64-byte
+ * lines, and from 2 MiB on at a 2 MiB boundary (where huge pages can back
+ * it); every byte writable up to the end. */
+START_TEST(test_host_memory_alignment) {
+  const size_t sizes[] = {1, 4096, ((size_t)2 << 20) - 4, (size_t)2 << 20, ((size_t)5 << 20) + 12};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    unsigned char *p = squall__kernels_host.alloc(NULL, sizes[i]);
+    ck_assert_ptr_nonnull(p);
+    size_t align = sizes[i] >= ((size_t)2 << 20) ? (size_t)2 << 20 : 64;
+    ck_assert_msg((uintptr_t)p % align == 0, "%zu bytes at %p: not on %zu", sizes[i], (void *)p, align);
+    for (size_t j = 0; j < sizes[i]; j += 4093) ck_assert_int_eq(p[j], 0);
+    ck_assert_int_eq(p[sizes[i] - 1], 0);
+    memset(p, 0xa5, sizes[i]);
+    squall__kernels_host.free(NULL, p);
+  }
+}
+END_TEST
+
 static Suite *residual_suite(void) {
   Suite *s = suite_create("residual");
   TCase *tc = tcase_create("identity");
@@ -360,6 +378,7 @@ static Suite *residual_suite(void) {
   tcase_add_test(tc, test_recycled_addresses);
   tcase_add_test(tc, test_sizes_that_vary);
   tcase_add_test(tc, test_spare_per_shape);
+  tcase_add_test(tc, test_host_memory_alignment);
   suite_add_tcase(s, tc);
   return s;
 }

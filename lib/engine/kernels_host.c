@@ -4,22 +4,39 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "codecs/codec.h"
 #include "engine/kernels.h"
 
-/* Zeroed and 64-byte aligned: buffers carved at the same offsets from two
- * of them (a residual and its backup, twophase.c's shards) then share
- * their alignment, which the streamed stores need. From calloc, aligned
- * by hand with calloc's pointer kept just below, so that a large block
- * stays untouched zero pages until it is used. */
+/* Blocks from this size on (residuals, their spares, the scratch of large
+ * calls) start on a 2 MiB boundary and ask for transparent huge pages,
+ * which most systems leave to the program (THP "madvise"). The codecs
+ * stream through several such buffers at once; with 4 KiB pages every
+ * stream crosses a page each 4 KiB, where the hardware prefetcher stops
+ * and, in a virtual machine, a TLB miss walks two page tables. Top-k's
+ * selection pass on 4 ranks over 2 cores of a KVM guest took 35 ms
+ * instead of 47 with its residuals on huge pages. */
+#define HOST_HUGE_BYTES ((size_t)2 << 20)
+
+/* Zeroed and 64-byte aligned (large blocks: 2 MiB, above): buffers carved
+ * at the same offsets from two of them (a residual and its backup,
+ * twophase.c's shards) then share their alignment, which the streamed
+ * stores need. From calloc, aligned by hand with calloc's pointer kept
+ * just below, so that a large block stays untouched zero pages until it
+ * is used (the unused head of the alignment is never touched). */
 static void *host_alloc(void *stream, size_t bytes) {
-  const size_t extra = 64 + sizeof(void *);
+  const size_t align = bytes >= HOST_HUGE_BYTES ? HOST_HUGE_BYTES : 64;
+  const size_t extra = align + sizeof(void *);
   if (bytes > SIZE_MAX - extra) return NULL;
   unsigned char *raw = calloc(1, bytes + extra);
   if (raw == NULL) return NULL;
-  uintptr_t p = ((uintptr_t)raw + sizeof(void *) + 63) & ~(uintptr_t)63;
+  uintptr_t p = ((uintptr_t)raw + sizeof(void *) + align - 1) & ~(uintptr_t)(align - 1);
   ((void **)p)[-1] = raw;
+#ifdef MADV_HUGEPAGE
+  /* a hint: where the system refuses it, the pages stay small */
+  if (align == HOST_HUGE_BYTES) (void)madvise((void *)p, bytes & ~(HOST_HUGE_BYTES - 1), MADV_HUGEPAGE);
+#endif
   return (void *)p;
 }
 static void host_free(void *stream, void *p) {
