@@ -1003,21 +1003,36 @@ END_TEST
 /* Where failures return (MPI_ERRORS_RETURN, as mpi4py sets), host top-k
  * writes each next residual into its shape's spare and swaps it in,
  * instead of updating in place as where failures are fatal: the same
- * results and residuals bit for bit, over calls of two tensors, the
- * sampled path and the exchange in rounds alike, and one spare for the
- * shape beside the two residuals. */
+ * results and residuals bit for bit, over calls of two tensors, one
+ * exchange and in rounds (3 rounds), both on the sampled path, and one
+ * spare for the shape beside the two residuals. Where SQUALL_EF_MAX_BYTES
+ * has room for the residuals but not the spare, the selection pass copies
+ * the residual into the backup instead: the same bits again, no spare. */
 START_TEST(test_topk_spare_matches_in_place) {
-  static const char *specs[] = {"SQUALL_COMPRESS=topk:0.01", "SQUALL_COMPRESS=topk:0.2 SQUALL_CHUNK_BYTES=1"};
-  for (int sp = 0; sp < 2; sp++) {
-    use_config(specs[sp]);
-    size_t n = 70001 + (size_t)sp; /* sizes no other test uses; the sampled path */
+  static const struct {
+    const char *spec;
+    size_t n;
+    int capped;
+  } cases[] = {
+      {"SQUALL_COMPRESS=topk:0.01", 70001, 0},
+      {"SQUALL_COMPRESS=topk:0.1 SQUALL_CHUNK_BYTES=1", 140002, 0},
+      {"SQUALL_COMPRESS=topk:0.01", 70003, 1},
+  };
+  for (size_t cs = 0; cs < sizeof cases / sizeof cases[0]; cs++) {
+    size_t n = cases[cs].n; /* sizes no other test uses; the sampled path */
+    size_t before = squall__residuals_process_bytes();
+    char spec[160];
+    if (cases[cs].capped) /* room for the four residuals of this test, not for a spare */
+      snprintf(spec, sizeof spec, "%s SQUALL_EF_MAX_BYTES=%zu", cases[cs].spec, before + 4 * n * sizeof(float));
+    else
+      snprintf(spec, sizeof spec, "%s", cases[cs].spec);
+    use_config(spec);
     MPI_Comm fatal, returning;
     MPI_Comm_dup(MPI_COMM_WORLD, &fatal);
     MPI_Comm_dup(MPI_COMM_WORLD, &returning);
     MPI_Comm_set_errhandler(returning, MPI_ERRORS_RETURN);
     float *a = malloc(n * 4), *b = malloc(n * 4), *o1 = malloc(n * 4), *o2 = malloc(n * 4), *r1 = malloc(n * 4),
           *r2 = malloc(n * 4);
-    size_t before = squall__residuals_process_bytes();
     for (int t = 0; t < 4; t++) {
       fill(a, n, 700 + (uint64_t)t, rank, gen_uniform);
       fill(b, n, 800 + (uint64_t)t, rank, gen_uniform);
@@ -1025,21 +1040,24 @@ START_TEST(test_topk_spare_matches_in_place) {
         const float *x = j ? b : a;
         ck_assert_int_eq(squallMpiAllreduce(x, o1, (int)n, MPI_FLOAT, MPI_SUM, fatal), MPI_SUCCESS);
         ck_assert_int_eq(squallMpiAllreduce(x, o2, (int)n, MPI_FLOAT, MPI_SUM, returning), MPI_SUCCESS);
-        ck_assert_msg(memcmp(o1, o2, n * 4) == 0, "%s: step %d tensor %d: results differ", specs[sp], t, j);
+        ck_assert_msg(memcmp(o1, o2, n * 4) == 0, "%s: step %d tensor %d: results differ", spec, t, j);
       }
     }
     for (int j = 0; j < 2; j++) {
       const float *x = j ? b : a;
       ck_assert_int_eq(squallMpiGetResidual(fatal, x, (int)n, MPI_FLOAT, r1), MPI_SUCCESS);
       ck_assert_int_eq(squallMpiGetResidual(returning, x, (int)n, MPI_FLOAT, r2), MPI_SUCCESS);
-      ck_assert_msg(memcmp(r1, r2, n * 4) == 0, "%s: tensor %d: residuals differ", specs[sp], j);
+      ck_assert_msg(memcmp(r1, r2, n * 4) == 0, "%s: tensor %d: residuals differ", spec, j);
     }
     /* two residuals on each communicator, and the returning one's spare */
-    if (nranks > 1) ck_assert_uint_eq(squall__residuals_process_bytes() - before, 5 * n * sizeof(float));
+    size_t spares = cases[cs].capped ? 0 : 1;
+    if (nranks > 1)
+      ck_assert_uint_eq(squall__residuals_process_bytes() - before, (4 + spares) * n * sizeof(float));
     MPI_Comm_free(&fatal);
     MPI_Comm_free(&returning);
     free(a); free(b); free(o1); free(o2); free(r1); free(r2);
   }
+  use_config("SQUALL_COMPRESS=topk:0.01");
 }
 END_TEST
 

@@ -13,6 +13,7 @@
  * address alone had with a staging buffer). Every pattern conserves mass:
  * delivered + kept == calls.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -290,7 +291,8 @@ START_TEST(test_sizes_that_vary) {
     squall_tensor *t = squall__residuals_slot(st, (squall_tensor_key){A(2), A(3)}, 4 + (size_t)i, 0);
     ck_assert_int_eq(squall__residuals_ensure(st, t, 0, NULL), squallSuccess);
     t->residual[0] = 1.0f;
-    ck_assert_ptr_nonnull(squall__residuals_spare(st, t, 0, NULL)); /* dropped with the size */
+    int created;
+    ck_assert_ptr_nonnull(squall__residuals_spare(st, t, 0, NULL, &created)); /* dropped with the size */
   }
   squall_tensor *hot = squall__residuals_find(st, (squall_tensor_key){A(0), A(1)}, 2, 0);
   ck_assert(hot && hot->residual && hot->residual[0] == (float)SIZES);
@@ -314,41 +316,79 @@ END_TEST
 START_TEST(test_spare_per_shape) {
   squall_residuals *st = squall__residuals_create(&squall__kernels_host);
   size_t bytes0 = squall__residuals_process_bytes();
+  int created = -1;
   squall_tensor *t = squall__residuals_slot(st, (squall_tensor_key){A(0), A(1)}, 8, 0);
   squall_tensor *u = squall__residuals_slot(st, (squall_tensor_key){A(2), A(3)}, 8, 0);
-  ck_assert_ptr_null(squall__residuals_spare(st, t, 0, NULL)); /* no residual yet */
+  ck_assert_ptr_null(squall__residuals_spare(st, t, 0, NULL, &created)); /* no residual yet */
+  ck_assert_int_eq(created, 0);
+  ck_assert_int_eq(squall__residuals_take_spare(st, t), -1);
   ck_assert_int_eq(squall__residuals_ensure(st, t, 0, NULL), squallSuccess);
   ck_assert_int_eq(squall__residuals_ensure(st, u, 0, NULL), squallSuccess);
+  ck_assert_int_eq(squall__residuals_take_spare(st, t), -1); /* none yet: nothing changes */
   /* the cap: two residuals fit, a spare beside them does not */
-  ck_assert_ptr_null(squall__residuals_spare(st, t, bytes0 + 2 * 8 * sizeof(float), NULL));
+  ck_assert_ptr_null(squall__residuals_spare(st, t, bytes0 + 2 * 8 * sizeof(float), NULL, &created));
   ck_assert_uint_eq(squall__residuals_process_bytes() - bytes0, 2 * 8 * sizeof(float));
-  float *spare = squall__residuals_spare(st, t, 0, NULL), *old = t->residual;
+  float *spare = squall__residuals_spare(st, t, 0, NULL, &created), *old = t->residual;
   ck_assert_ptr_nonnull(spare);
-  ck_assert_ptr_eq(squall__residuals_spare(st, u, 0, NULL), spare); /* the shape's, shared */
+  ck_assert_int_eq(created, 1);
+  ck_assert_ptr_eq(squall__residuals_spare(st, u, 0, NULL, &created), spare); /* the shape's, shared */
+  ck_assert_int_eq(created, 0);
   ck_assert_uint_eq(squall__residuals_process_bytes() - bytes0, 3 * 8 * sizeof(float));
   old[0] = 1.0f;
   spare[0] = 2.0f;
-  squall__residuals_take_spare(st, t);
+  ck_assert_int_eq(squall__residuals_take_spare(st, t), 0);
   ck_assert_ptr_eq(t->residual, spare);
   ck_assert(t->residual[0] == 2.0f);
-  ck_assert_ptr_eq(squall__residuals_spare(st, u, 0, NULL), old); /* the old buffer is the spare now */
+  ck_assert_ptr_eq(squall__residuals_spare(st, u, 0, NULL, &created), old); /* the old buffer is the spare now */
   ck_assert_uint_eq(squall__residuals_process_bytes() - bytes0, 3 * 8 * sizeof(float));
   /* another shape has a spare of its own size */
   squall_tensor *w = squall__residuals_slot(st, (squall_tensor_key){A(0), A(1)}, 5, 0);
   ck_assert_int_eq(squall__residuals_ensure(st, w, 0, NULL), squallSuccess);
-  ck_assert_ptr_nonnull(squall__residuals_spare(st, w, 0, NULL));
+  ck_assert_ptr_nonnull(squall__residuals_spare(st, w, 0, NULL, &created));
   ck_assert_uint_eq(squall__residuals_process_bytes() - bytes0, (3 * 8 + 2 * 5) * sizeof(float));
+  /* a residual comes before the spares: where the cap has room for it
+   * only without them, they go (both shapes'), and it gets its own */
+  size_t cap = bytes0 + (2 * 8 + 5 + 7) * sizeof(float);
+  squall_tensor *x = squall__residuals_slot(st, (squall_tensor_key){A(0), A(1)}, 7, 0);
+  ck_assert_int_eq(squall__residuals_ensure(st, x, cap, NULL), squallSuccess);
+  ck_assert_ptr_nonnull(x->residual);
+  ck_assert_int_eq(x->no_residual, 0);
+  ck_assert_uint_eq(squall__residuals_process_bytes() - bytes0, (2 * 8 + 5 + 7) * sizeof(float));
+  ck_assert_ptr_null(squall__residuals_spare(st, u, cap, NULL, &created)); /* and none comes back */
+  ck_assert(t->residual[0] == 2.0f && u->residual && w->residual); /* no residual lost anything */
   w->pinned = 1; /* a graph's: its residual never moves */
-  ck_assert_ptr_null(squall__residuals_spare(st, w, 0, NULL));
+  ck_assert_ptr_null(squall__residuals_spare(st, w, 0, NULL, &created));
   squall__residuals_free(st);
   ck_assert_uint_eq(squall__residuals_process_bytes(), bytes0);
 }
 END_TEST
 
+/* The VmFlags of the mapping that holds p (/proc/self/smaps), or "" */
+static void vm_flags_of(const void *p, char *flags, size_t cap) {
+  flags[0] = 0;
+  FILE *f = fopen("/proc/self/smaps", "r");
+  if (f == NULL) return;
+  char line[512];
+  int inside = 0;
+  while (fgets(line, sizeof line, f)) {
+    unsigned long lo, hi;
+    if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' '))
+      inside = (uintptr_t)p >= lo && (uintptr_t)p < hi;
+    else if (inside && strncmp(line, "VmFlags:", 8) == 0) {
+      snprintf(flags, cap, "%s", line + 8);
+      break;
+    }
+  }
+  fclose(f);
+}
+
 /* The host memory residuals live in (kernels_host.c): zeroed, on 64-byte
- * lines, and from 2 MiB on at a 2 MiB boundary (where huge pages can back
- * it); every byte writable up to the end. */
+ * lines, and from 2 MiB on at a 2 MiB boundary, asking for huge pages
+ * (where the kernel has them: the mapping's "hg" flag); every byte
+ * writable up to the end; a size that cannot be had is refused. */
 START_TEST(test_host_memory_alignment) {
+  ck_assert_ptr_null(squall__kernels_host.alloc(NULL, SIZE_MAX - 8));
+  ck_assert_ptr_null(squall__kernels_host.alloc(NULL, SIZE_MAX / 2));
   const size_t sizes[] = {1, 4096, ((size_t)2 << 20) - 4, (size_t)2 << 20, ((size_t)5 << 20) + 12};
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
     unsigned char *p = squall__kernels_host.alloc(NULL, sizes[i]);
@@ -357,6 +397,13 @@ START_TEST(test_host_memory_alignment) {
     ck_assert_msg((uintptr_t)p % align == 0, "%zu bytes at %p: not on %zu", sizes[i], (void *)p, align);
     for (size_t j = 0; j < sizes[i]; j += 4093) ck_assert_int_eq(p[j], 0);
     ck_assert_int_eq(p[sizes[i] - 1], 0);
+    FILE *thp = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (thp && align > 64) {
+      char flags[512];
+      vm_flags_of(p, flags, sizeof flags);
+      ck_assert_msg(strstr(flags, " hg") != NULL, "%zu bytes: no huge-page hint (VmFlags:%s)", sizes[i], flags);
+    }
+    if (thp) fclose(thp);
     memset(p, 0xa5, sizes[i]);
     squall__kernels_host.free(NULL, p);
   }

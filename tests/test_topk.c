@@ -748,6 +748,39 @@ START_TEST(test_encode_to) {
                 TU_CHECK(out[i] == -7.0f, "%s: written past the output's end at %zu", what, i);
               free(g); free(r1); free(r2); free(before); free(out_block); free(s1); free(s2); free(ws);
             }
+  /* The sampled path's other branch: fewer candidates above the bound
+   * than k, the rest ties at it (+-0.75, 99% of the input, with no
+   * residual to break them), merged by index. */
+  for (int fp16 = 0; fp16 < 2; fp16++)
+    for (int off = 0; off < 2; off++)
+      for (int avx = 0; avx < 2; avx++) {
+        size_t n = ((size_t)1 << 17) + 29, k = squall__topk_k(n, 0.02), nonzero = 0;
+        squallValueType_t vt = fp16 ? squallValueFp16 : squallValueFp32;
+        size_t sb = squall__topk_slot_bytes(k, vt);
+        float *g = malloc(n * 4), *r1 = calloc(n, 4), *r2 = calloc(n, 4);
+        float *out_block = aligned_alloc(64, ((n + 32) * 4 + 63) / 64 * 64), *out = out_block + off;
+        void *s1 = malloc(sb), *s2 = malloc(sb), *ws = malloc(squall__topk_workspace_bytes(n));
+        tu_rng r = {2900u + (uint64_t)fp16 * 4 + (uint64_t)off * 2 + (uint64_t)avx};
+        for (size_t i = 0; i < n; i++) g[i] = tu_below(&r, 100) == 0 ? 2.0f + tu_float_unit(&r) : (i & 1) ? 0.75f : -0.75f;
+        for (size_t i = 0; i < n; i++) nonzero += fabsf(g[i]) > 0.75f;
+        ck_assert_uint_lt(nonzero, k); /* ties at 0.75 decide the rest */
+        for (size_t i = 0; i < n; i++) out[i] = NAN;
+        int p1, p2;
+        squall__cpu_x86_disable(avx ? 0 : SQ_CPU_AVX | SQ_CPU_AVX2 | SQ_CPU_F16C);
+        ck_assert_int_eq(squall__topk_encode_bound(g, r1, n, k, vt, 0x1p-3f, s1, ws, SQ_TOPK_SAMPLE_BOUND, &p1), 0);
+        ck_assert_int_eq(squall__topk_encode_to_bound(g, r2, out, n, k, vt, 0x1p-3f, s2, ws, SQ_TOPK_SAMPLE_BOUND, &p2),
+                         0);
+        squall__cpu_x86_disable(0);
+        ck_assert_int_eq(p1, SQ_TOPK_PATH_SAMPLED);
+        ck_assert_int_eq(p2, SQ_TOPK_PATH_SAMPLED);
+        ck_assert_msg(memcmp(s1, s2, sb) == 0, "ties fp16 %d off %d avx %d: slots differ", fp16, off, avx);
+        for (size_t i = 0; i < n; i++) {
+          TU_CHECK(tu_bits(out[i]) == tu_bits(r1[i]), "ties fp16 %d off %d avx %d: out[%zu] %a, in place %a", fp16,
+                   off, avx, i, (double)out[i], (double)r1[i]);
+          TU_CHECK(tu_bits(r2[i]) == 0, "ties: the residual read changed at %zu", i);
+        }
+        free(g); free(r1); free(r2); free(out_block); free(s1); free(s2); free(ws);
+      }
 }
 END_TEST
 

@@ -295,8 +295,9 @@ static void layout_for(const squall_engine *e, const squall_call *c, const squal
   PLACE(scalars, 4 * sizeof(float));
   PLACE(work, n * sizeof(float));
   PLACE(absmax_ws, e->k.absmax_workspace_bytes(n));
-  /* (top-k's is reserved where failures are fatal too, and never written
-   * there: n floats more of scratch, shared with the other routes) */
+  /* (top-k's is reserved where failures are fatal or the spare takes the
+   * next residual too, and never written there: n floats more of scratch,
+   * shared with the other routes, and untouched pages until used) */
   L->has_backup = cfg->errorFeedback && (route != SQ_ROUTE_TOPK || c->shard || e->k.topk_encode_backup);
   PLACE(backup, L->has_backup ? n * sizeof(float) : 0);
   if (route == SQ_ROUTE_TOPK) {
@@ -307,7 +308,9 @@ static void layout_for(const squall_engine *e, const squall_call *c, const squal
     PLACE(topk_ws, e->k.topk_workspace_bytes(n, L->k));
     /* in rounds, the finish overlaps the wire; where the residual is only
      * updated after the exchange, a failed late round would leave it half
-     * done, so those calls (no backup: the device's route) take one */
+     * done, so those calls (no backup: the device's route) take one. The
+     * host's encoder updates it first: in place where failures are fatal,
+     * into the spare, or where the backup restores it */
     L->rounds = 1;
     if ((!cfg->errorFeedback || L->has_backup) && strcmp(e->k.name, "host") == 0)
       L->rounds = squall__topk_rounds(&e->tr, n, L->k, cfg->chunkBytes);
@@ -424,7 +427,8 @@ static squallResult_t prepare(squall_engine *e, const squall_call *c, const squa
     st->slot = c->shard && ahead && squall__tensor_key_eq(ahead->key, key) && ahead->count == c->count
                    ? ahead : squall__residuals_slot(e->residuals, key, c->count, c->dtype);
     SQ_RETURN_ERROR_IF(st->slot == NULL, squallSystemError, "out of memory for tensor state");
-    st->fresh |= st->slot->residual == NULL;
+    int new_residual = st->slot->residual == NULL;
+    st->fresh |= new_residual;
     SQ_FORWARD_IF_ERROR(squall__residuals_ensure(e->residuals, st->slot, cfg->efMaxBytes, c->stream));
     st->res = st->slot->residual;
     if (c->capturing) st->slot->pinned = 1; /* the graph's now: replays never come back here */
@@ -434,8 +438,16 @@ static squallResult_t prepare(squall_engine *e, const squall_call *c, const squa
      * written). A shard keeps its backup: the outer call may fail after
      * it, and undoes it from there (squall__engine_undo_shard). */
     int may_return = !(e->tr.failures_fatal && e->tr.failures_fatal(e->tr.ctx));
-    if (route == SQ_ROUTE_TOPK && st->res && may_return && !c->shard && e->k.topk_encode_to)
-      st->spare = squall__residuals_spare(e->residuals, st->slot, cfg->efMaxBytes, c->stream);
+    if (route == SQ_ROUTE_TOPK && st->res && may_return && !c->shard && e->k.topk_encode_to) {
+      int created;
+      st->spare = squall__residuals_spare(e->residuals, st->slot, cfg->efMaxBytes, c->stream, &created);
+      /* Memory first touched in a call makes its time untypical (fresh,
+       * which the cost model skips). A new residual would only be read in
+       * this call and first written a call later, as the spare: it is
+       * touched here instead. */
+      if (st->spare && new_residual) SQ_FORWARD_IF_ERROR(e->k.zero(c->stream, st->res, c->count * sizeof(float)));
+      st->fresh |= created;
+    }
   } else { /* decide() counts the call per shape: the shape must exist */
     SQ_RETURN_ERROR_IF(squall__residuals_add_shape(e->residuals, c->count, c->dtype) != 0,
                        squallSystemError, "out of memory for tensor state");
@@ -665,10 +677,11 @@ static squallResult_t run(squall_engine *e, const squall_call *c, const squallCo
   /* The backup costs a pass over n floats. Only a failure that returns
    * needs it: not where every failure ends the process (failures_fatal:
    * a failed MPI call does, and the MPI entry points hand every error of
-   * theirs to the communicator's error handler), and not for top-k
-   * without topk_encode_backup, whose residual then changes only after
-   * the last step that can fail (run_topk). The two-phase call and the
-   * host top-k encoder copy it in their encoding pass. */
+   * theirs to the communicator's error handler), not for top-k writing
+   * into the spare (prepare()), and not for top-k without
+   * topk_encode_backup, whose residual then changes only after the last
+   * step that can fail (run_topk). The two-phase call and the host top-k
+   * encoder without a spare copy it in their encoding pass. */
   int fatal = e->tr.failures_fatal && e->tr.failures_fatal(e->tr.ctx);
   st->fatal = fatal;
   if (st->slot && st->res) st->slot->unsent = 1; /* what the codec leaves, until a fold empties it */
@@ -695,7 +708,8 @@ static squallResult_t run(squall_engine *e, const squall_call *c, const squallCo
       SQ_WARN("restoring a %zu-element residual after a failure failed too: %s", n, squallGetLastError());
     squall__fail(r, "%s", why); /* keep the first failure as the detail */
   }
-  if (r == squallSuccess && st->spare) squall__residuals_take_spare(e->residuals, st->slot);
+  if (r == squallSuccess && st->spare && squall__residuals_take_spare(e->residuals, st->slot) != 0)
+    r = squall__fail(squallInternalError, "the %zu-element residual's spare went missing during the call", n);
   if (r == squallSuccess && c->shard && st->backed_up) { /* the outer call may still fail: keep the way back */
     e->undo_res = st->res;
     e->undo_backup = st->backup;

@@ -121,9 +121,10 @@ typedef struct squall_kernels {
                                         uint8_t *out, size_t n, float *backup);
   /* topk_encode that copies res as it was into backup first, in its fused
    * pass where it takes one (squall__topk_encode_backup). It fails only
-   * before anything changed, so on success the backup is whole. NULL:
-   * where a failure must restore the residual, topk_select now and
-   * topk_finish after the exchange. */
+   * before anything changed, so on success the backup is whole. Where
+   * topk_encode_to has a spare to write into, that goes first. NULL (and
+   * no spare): where a failure must restore the residual, topk_select now
+   * and topk_finish after the exchange. */
   squallResult_t (*topk_encode_backup)(void *stream, const float *g, float *res, size_t n, size_t k,
                                        squallValueType_t values, const float *scale, void *slot, void *ws,
                                        float *backup);

@@ -19,28 +19,52 @@
  * instead of 47 with its residuals on huge pages. */
 #define HOST_HUGE_BYTES ((size_t)2 << 20)
 
+/* A block's header, just below it: where it came from, to free it. */
+typedef struct {
+  void *base;    /* calloc's pointer, or the mapping's start */
+  size_t mapped; /* the mapping's length; 0: from calloc */
+} host_block;
+
 /* Zeroed and 64-byte aligned (large blocks: 2 MiB, above): buffers carved
  * at the same offsets from two of them (a residual and its backup,
  * twophase.c's shards) then share their alignment, which the streamed
- * stores need. From calloc, aligned by hand with calloc's pointer kept
- * just below, so that a large block stays untouched zero pages until it
- * is used (the unused head of the alignment is never touched). */
+ * stores need. Untouched zero pages until used. Large blocks are mappings
+ * of their own, not calloc's: glibc serves blocks below its mmap
+ * threshold (up to 32 MiB once it has risen) from the heap, where calloc
+ * would write the whole block and the huge-page hint would outlive it. */
 static void *host_alloc(void *stream, size_t bytes) {
-  const size_t align = bytes >= HOST_HUGE_BYTES ? HOST_HUGE_BYTES : 64;
-  const size_t extra = align + sizeof(void *);
+  const size_t head = sizeof(host_block);
+#if defined(MADV_HUGEPAGE) && defined(MAP_ANONYMOUS)
+  if (bytes >= HOST_HUGE_BYTES) {
+    if (bytes > SIZE_MAX - 2 * HOST_HUGE_BYTES) return NULL;
+    size_t len = bytes + HOST_HUGE_BYTES + 4096; /* room for the header and the alignment */
+    void *base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) return NULL;
+    uintptr_t p = ((uintptr_t)base + head + HOST_HUGE_BYTES - 1) & ~(uintptr_t)(HOST_HUGE_BYTES - 1);
+    ((host_block *)p)[-1] = (host_block){base, len};
+    /* a hint: where the system refuses it, the pages stay small */
+    (void)madvise((void *)p, bytes & ~(HOST_HUGE_BYTES - 1), MADV_HUGEPAGE);
+    return (void *)p;
+  }
+#endif
+  const size_t extra = 64 + head;
   if (bytes > SIZE_MAX - extra) return NULL;
   unsigned char *raw = calloc(1, bytes + extra);
   if (raw == NULL) return NULL;
-  uintptr_t p = ((uintptr_t)raw + sizeof(void *) + align - 1) & ~(uintptr_t)(align - 1);
-  ((void **)p)[-1] = raw;
-#ifdef MADV_HUGEPAGE
-  /* a hint: where the system refuses it, the pages stay small */
-  if (align == HOST_HUGE_BYTES) (void)madvise((void *)p, bytes & ~(HOST_HUGE_BYTES - 1), MADV_HUGEPAGE);
-#endif
+  uintptr_t p = ((uintptr_t)raw + head + 63) & ~(uintptr_t)63;
+  ((host_block *)p)[-1] = (host_block){raw, 0};
   return (void *)p;
 }
 static void host_free(void *stream, void *p) {
-  if (p) free(((void **)p)[-1]);
+  if (p == NULL) return;
+  host_block b = ((host_block *)p)[-1];
+#if defined(MADV_HUGEPAGE) && defined(MAP_ANONYMOUS)
+  if (b.mapped) {
+    munmap(b.base, b.mapped);
+    return;
+  }
+#endif
+  free(b.base);
 }
 
 static squallResult_t host_zero(void *stream, void *p, size_t bytes) {

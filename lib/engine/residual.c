@@ -260,13 +260,28 @@ static void limit_shapes(squall_residuals *s) {
   }
 }
 
+/* Whether the cap leaves room for bytes more; where it does not and
+ * spares_yield, the store's spares make room first: a residual is error
+ * feedback itself, a spare only saves a copy. On success the bytes are
+ * charged. */
+static int charge(squall_residuals *s, size_t bytes, size_t max_bytes, int spares_yield) {
+  size_t now = __atomic_add_fetch(&process_bytes, bytes, __ATOMIC_RELAXED);
+  if (!max_bytes || now <= max_bytes) return 1;
+  __atomic_sub_fetch(&process_bytes, bytes, __ATOMIC_RELAXED);
+  if (!spares_yield) return 0;
+  int freed = 0;
+  for (shape *sh = s->shapes; sh; sh = sh->next) {
+    freed |= sh->spare != NULL;
+    release_spare(s, sh);
+  }
+  return freed && charge(s, bytes, max_bytes, 0);
+}
+
 squallResult_t squall__residuals_ensure(squall_residuals *s, squall_tensor *t, size_t max_bytes,
                                         void *stream) {
   if (t->residual || t->no_residual) return squallSuccess;
   size_t bytes = t->count * sizeof(float);
-  size_t now = __atomic_add_fetch(&process_bytes, bytes, __ATOMIC_RELAXED);
-  if (max_bytes && now > max_bytes) {
-    __atomic_sub_fetch(&process_bytes, bytes, __ATOMIC_RELAXED);
+  if (!charge(s, bytes, max_bytes, 1)) {
     t->no_residual = 1;
     SQ_WARN_ONCE("SQUALL_EF_MAX_BYTES=%zu reached: tensors seen from now on (first: %zu elements) "
                  "run without error feedback",
@@ -283,25 +298,29 @@ squallResult_t squall__residuals_ensure(squall_residuals *s, squall_tensor *t, s
   return squallSuccess;
 }
 
-float *squall__residuals_spare(squall_residuals *s, squall_tensor *t, size_t max_bytes, void *stream) {
+float *squall__residuals_spare(squall_residuals *s, squall_tensor *t, size_t max_bytes, void *stream,
+                              int *created) {
   shape *sh = shape_of(s, t->count, t->dtype, 0);
+  *created = 0;
   if (sh == NULL || t->residual == NULL || t->pinned) return NULL;
   if (sh->spare) return sh->spare;
   size_t bytes = t->count * sizeof(float);
-  size_t now = __atomic_add_fetch(&process_bytes, bytes, __ATOMIC_RELAXED);
-  if ((max_bytes && now > max_bytes) || (sh->spare = s->kernels->alloc(stream, bytes)) == NULL) {
+  if (!charge(s, bytes, max_bytes, 0)) return NULL;
+  if ((sh->spare = s->kernels->alloc(stream, bytes)) == NULL) {
     __atomic_sub_fetch(&process_bytes, bytes, __ATOMIC_RELAXED);
     return NULL;
   }
+  *created = 1;
   return sh->spare;
 }
 
-void squall__residuals_take_spare(squall_residuals *s, squall_tensor *t) {
+int squall__residuals_take_spare(squall_residuals *s, squall_tensor *t) {
   shape *sh = shape_of(s, t->count, t->dtype, 0);
-  if (sh == NULL || sh->spare == NULL || t->residual == NULL) return;
+  if (sh == NULL || sh->spare == NULL || t->residual == NULL) return -1;
   float *old = t->residual;
   t->residual = sh->spare;
   sh->spare = old;
+  return 0;
 }
 
 squallResult_t squall__residuals_reset(squall_residuals *s, void *stream) {

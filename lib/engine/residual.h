@@ -124,7 +124,8 @@ void squall__residuals_touch(squall_residuals *store, squall_tensor_key key, siz
 
 /* Makes sure t holds residual memory (zeroed, enqueued on stream).
  * squallSuccess with t->residual set, or with t->no_residual set when the
- * cap (max_bytes, 0 = unlimited) refuses it (warned once per process);
+ * cap (max_bytes, 0 = unlimited) refuses it even without the store's
+ * spares, which it drops first (warned once per process);
  * squallSystemError when the allocation fails. */
 squallResult_t squall__residuals_ensure(squall_residuals *store, squall_tensor *t,
                                         size_t max_bytes, void *stream);
@@ -133,14 +134,19 @@ squallResult_t squall__residuals_ensure(squall_residuals *store, squall_tensor *
  * encoder writes t's next residual while t's own stays as it was, so that
  * a failure has nothing to restore and success costs no backup copy
  * (squall__residuals_take_spare then swaps it in). One per shape, shared
- * by its slots, charged against max_bytes like a residual. NULL where t
- * has no residual or a captured graph uses it (it must not move), where
- * the cap refuses one or memory is short: the caller backs up instead. */
-float *squall__residuals_spare(squall_residuals *store, squall_tensor *t, size_t max_bytes, void *stream);
+ * by its slots, charged against max_bytes like a residual, but second to
+ * residuals: where the cap would refuse a residual, the store's spares
+ * are dropped to make room (squall__residuals_ensure). NULL where t has
+ * no residual or a captured graph uses it (it must not move), where the
+ * cap refuses one or memory is short: the caller backs up instead.
+ * *created: allocated by this call (its pages not yet touched). */
+float *squall__residuals_spare(squall_residuals *store, squall_tensor *t, size_t max_bytes, void *stream,
+                              int *created);
 
 /* After a call that wrote t's residual into the spare succeeded: the spare
- * becomes t's residual and t's old buffer the shape's spare. */
-void squall__residuals_take_spare(squall_residuals *store, squall_tensor *t);
+ * becomes t's residual and t's old buffer the shape's spare. -1 when the
+ * shape has no spare (nothing changes). */
+int squall__residuals_take_spare(squall_residuals *store, squall_tensor *t);
 
 /* Zeroes every residual of the store (keeps the memory and the counts). */
 squallResult_t squall__residuals_reset(squall_residuals *store, void *stream);

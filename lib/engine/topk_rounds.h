@@ -20,8 +20,9 @@
  * every rank one fixed-size all-gather and the padding is a few percent.
  *
  * The residual is never touched here: rounds run only where the encoder
- * has already updated it (a backup restores it after a failure, or
- * failures are fatal) or where there is none, because a failure in a late
+ * has already updated it (into a spare swapped in on success, or a backup
+ * restores it after a failure, or failures are fatal) or where there is
+ * none, because a failure in a late
  * round must leave nothing half done. Knows the transport interface and
  * the host codecs; the engine decides whether a call runs in rounds.
  */
