@@ -650,12 +650,18 @@ START_TEST(test_fp16_sent_matches_elem) {
 }
 END_TEST
 
-/* squall__topk_encode_backup: the slot and the residual bit for bit those
- * of squall__topk_encode, and the backup the residual as it was, on every
- * path (sampled, its fallback, the full path of small n and of k > n/8),
- * fp32 and fp16 values, a streamed (aligned) and a plain (misaligned)
- * backup, with AVX2 and without; nothing written past the backup's end. */
-START_TEST(test_encode_backup) {
+/* The two encoders that write a second buffer beside the residual,
+ * against squall__topk_encode (the same slot and residual, bit for bit):
+ *  - squall__topk_encode_backup (to = 0) updates the residual in place and
+ *    copies it as it was into the buffer;
+ *  - squall__topk_encode_to (to = 1) writes the updated residual into the
+ *    buffer and leaves the residual as it was (its fallback reads a back
+ *    from the buffer).
+ * On every path (sampled, its fallback, the full path of small n and of
+ * k > n/8), fp32 and fp16 values, a streamed (aligned) and a plain
+ * (misaligned) buffer, with AVX2 and without. The buffer starts as NaN,
+ * so an element it missed shows; nothing is written past its end. */
+static void check_second_buffer(int to) {
   const size_t sizes[] = {((size_t)1 << 17) + 29, 3001}; /* + 29: the 8-lane and the scalar tails too */
   const uint64_t bounds[] = {SQ_TOPK_SAMPLE_BOUND, 0x7fffffffu}; /* the second misleads: fallback */
   for (size_t si = 0; si < 2; si++)
@@ -669,85 +675,51 @@ START_TEST(test_encode_backup) {
               size_t sb = squall__topk_slot_bytes(k, vt);
               float *g = malloc(n * 4), *r1 = malloc(n * 4), *r2 = malloc(n * 4), *before = malloc(n * 4);
               /* C11: a size that is a multiple of the alignment */
-              float *bk_block = aligned_alloc(64, ((n + 32) * 4 + 63) / 64 * 64), *bk = bk_block + off;
+              float *block = aligned_alloc(64, ((n + 32) * 4 + 63) / 64 * 64), *buf = block + off;
               void *s1 = malloc(sb), *s2 = malloc(sb), *ws = malloc(squall__topk_workspace_bytes(n));
-              tu_rng r = {900u + si * 64 + (uint64_t)dense * 16 + (uint64_t)b * 8 + (uint64_t)fp16 * 4 +
-                          (uint64_t)off * 2 + (uint64_t)avx};
+              tu_rng r = {(to ? 1900u : 900u) + si * 64 + (uint64_t)dense * 16 + (uint64_t)b * 8 +
+                          (uint64_t)fp16 * 4 + (uint64_t)off * 2 + (uint64_t)avx};
               make_input(b ? P_RANDOM : P_NANINF, n, &r, g); /* non-finite keys would satisfy any bound */
               for (size_t i = 0; i < n; i++)
                 before[i] = r1[i] = r2[i] = (tu_next(&r) & 1) ? tu_float_exp(&r, -30, -3) : 0.0f;
-              for (size_t i = 0; i < n + 32 - (size_t)off; i++) bk[i] = -7.0f; /* a canary past the end */
+              for (size_t i = 0; i < n; i++) buf[i] = NAN;
+              for (size_t i = n; i < n + 32 - (size_t)off; i++) buf[i] = -7.0f; /* a canary past the end */
               int p1, p2;
               squall__cpu_x86_disable(avx ? 0 : SQ_CPU_AVX | SQ_CPU_AVX2 | SQ_CPU_F16C);
               ck_assert_int_eq(squall__topk_encode_bound(g, r1, n, k, vt, 0x1p-3f, s1, ws, bounds[b], &p1), 0);
-              ck_assert_int_eq(squall__topk_encode_backup_bound(g, r2, n, k, vt, 0x1p-3f, s2, ws, bk, bounds[b], &p2),
-                               0);
+              if (to)
+                ck_assert_int_eq(squall__topk_encode_to_bound(g, r2, buf, n, k, vt, 0x1p-3f, s2, ws, bounds[b], &p2), 0);
+              else
+                ck_assert_int_eq(squall__topk_encode_backup_bound(g, r2, n, k, vt, 0x1p-3f, s2, ws, buf, bounds[b], &p2),
+                                 0);
               squall__cpu_x86_disable(0);
               const char *what = si ? "n=3001" : "n=2^17+29";
               ck_assert_int_eq(p1, p2);
               if (!dense && si == 0) ck_assert_int_eq(p2, (b ? SQ_TOPK_PATH_FALLBACK : SQ_TOPK_PATH_SAMPLED));
               if (dense || si == 1) ck_assert_int_eq(p2, SQ_TOPK_PATH_FULL);
-              ck_assert_msg(memcmp(s1, s2, sb) == 0, "%s dense %d bound %d fp16 %d: slots differ", what, dense, b, fp16);
-              ck_assert_msg(memcmp(r1, r2, n * 4) == 0, "%s dense %d bound %d fp16 %d: residuals differ", what, dense,
+              ck_assert_msg(memcmp(s1, s2, sb) == 0, "%s to %d dense %d bound %d fp16 %d: slots differ", what, to, dense,
                             b, fp16);
-              for (size_t i = 0; i < n; i++)
-                TU_CHECK(tu_bits(bk[i]) == tu_bits(before[i]), "%s dense %d bound %d fp16 %d off %d avx %d: backup[%zu] %a, was %a",
-                         what, dense, b, fp16, off, avx, i, (double)bk[i], (double)before[i]);
-              for (size_t i = n; i < n + 32 - (size_t)off; i++)
-                TU_CHECK(bk[i] == -7.0f, "%s: written past the backup's end at %zu", what, i);
-              free(g); free(r1); free(r2); free(before); free(bk_block); free(s1); free(s2); free(ws);
-            }
-}
-END_TEST
-
-/* squall__topk_encode_to: the slot and the written residual bit for bit
- * those of squall__topk_encode, the residual it read as it was, on every
- * path (sampled; its fallback, which reads a back from the output; the
- * full path of small n and of k > n/8), fp32 and fp16 values, a streamed
- * (aligned) and a plain (misaligned) output, with AVX2 and without. The
- * output starts as NaN, so an element it missed shows; nothing is
- * written past its end. */
-START_TEST(test_encode_to) {
-  const size_t sizes[] = {((size_t)1 << 17) + 29, 3001};
-  const uint64_t bounds[] = {SQ_TOPK_SAMPLE_BOUND, 0x7fffffffu}; /* the second misleads: fallback */
-  for (size_t si = 0; si < 2; si++)
-    for (int dense = 0; dense < 2; dense++)
-      for (int b = 0; b < 2; b++)
-        for (int fp16 = 0; fp16 < 2; fp16++)
-          for (int off = 0; off < 2; off++)
-            for (int avx = 0; avx < 2; avx++) {
-              size_t n = sizes[si], k = dense ? n / 4 : squall__topk_k(n, 0.01);
-              squallValueType_t vt = fp16 ? squallValueFp16 : squallValueFp32;
-              size_t sb = squall__topk_slot_bytes(k, vt);
-              float *g = malloc(n * 4), *r1 = malloc(n * 4), *r2 = malloc(n * 4), *before = malloc(n * 4);
-              float *out_block = aligned_alloc(64, ((n + 32) * 4 + 63) / 64 * 64), *out = out_block + off;
-              void *s1 = malloc(sb), *s2 = malloc(sb), *ws = malloc(squall__topk_workspace_bytes(n));
-              tu_rng r = {1900u + si * 64 + (uint64_t)dense * 16 + (uint64_t)b * 8 + (uint64_t)fp16 * 4 +
-                          (uint64_t)off * 2 + (uint64_t)avx};
-              make_input(b ? P_RANDOM : P_NANINF, n, &r, g);
-              for (size_t i = 0; i < n; i++)
-                before[i] = r1[i] = r2[i] = (tu_next(&r) & 1) ? tu_float_exp(&r, -30, -3) : 0.0f;
-              for (size_t i = 0; i < n; i++) out[i] = NAN;
-              for (size_t i = n; i < n + 32 - (size_t)off; i++) out[i] = -7.0f; /* a canary past the end */
-              int p1, p2;
-              squall__cpu_x86_disable(avx ? 0 : SQ_CPU_AVX | SQ_CPU_AVX2 | SQ_CPU_F16C);
-              ck_assert_int_eq(squall__topk_encode_bound(g, r1, n, k, vt, 0x1p-3f, s1, ws, bounds[b], &p1), 0);
-              ck_assert_int_eq(squall__topk_encode_to_bound(g, r2, out, n, k, vt, 0x1p-3f, s2, ws, bounds[b], &p2), 0);
-              squall__cpu_x86_disable(0);
-              const char *what = si ? "n=3001" : "n=2^17+29";
-              ck_assert_int_eq(p1, p2);
-              if (!dense && si == 0) ck_assert_int_eq(p2, (b ? SQ_TOPK_PATH_FALLBACK : SQ_TOPK_PATH_SAMPLED));
-              if (dense || si == 1) ck_assert_int_eq(p2, SQ_TOPK_PATH_FULL);
-              ck_assert_msg(memcmp(s1, s2, sb) == 0, "%s dense %d bound %d fp16 %d: slots differ", what, dense, b, fp16);
+              /* to: buf is the updated residual and r2 the old; backup: the other way round */
+              const float *updated = to ? buf : r2, *old = to ? r2 : buf;
               for (size_t i = 0; i < n; i++) {
-                TU_CHECK(tu_bits(out[i]) == tu_bits(r1[i]), "%s dense %d bound %d fp16 %d off %d avx %d: out[%zu] %a, in place %a",
-                         what, dense, b, fp16, off, avx, i, (double)out[i], (double)r1[i]);
-                TU_CHECK(tu_bits(r2[i]) == tu_bits(before[i]), "%s: the residual read changed at %zu", what, i);
+                TU_CHECK(tu_bits(updated[i]) == tu_bits(r1[i]), "%s to %d dense %d bound %d fp16 %d off %d avx %d: "
+                         "residual[%zu] %a, in place %a", what, to, dense, b, fp16, off, avx, i, (double)updated[i],
+                         (double)r1[i]);
+                TU_CHECK(tu_bits(old[i]) == tu_bits(before[i]), "%s to %d off %d avx %d: the old residual[%zu] %a, was %a",
+                         what, to, off, avx, i, (double)old[i], (double)before[i]);
               }
               for (size_t i = n; i < n + 32 - (size_t)off; i++)
-                TU_CHECK(out[i] == -7.0f, "%s: written past the output's end at %zu", what, i);
-              free(g); free(r1); free(r2); free(before); free(out_block); free(s1); free(s2); free(ws);
+                TU_CHECK(buf[i] == -7.0f, "%s to %d: written past the buffer's end at %zu", what, to, i);
+              free(g); free(r1); free(r2); free(before); free(block); free(s1); free(s2); free(ws);
             }
+}
+
+START_TEST(test_encode_backup) { check_second_buffer(0); }
+END_TEST
+
+/* squall__topk_encode_to, as above, and on the sampled path's tie merge. */
+START_TEST(test_encode_to) {
+  check_second_buffer(1);
   /* The sampled path's other branch: fewer candidates above the bound
    * than k, the rest ties at it (+-0.75, 99% of the input, with no
    * residual to break them), merged by index. */
