@@ -75,6 +75,12 @@ static inline void stf_cold(float *p, size_t i, float x) {
 #endif
 }
 
+/* One element of the written residual: streamed where cold, else stored. */
+static inline void put_res(float *p, size_t i, float x, int cold) {
+  if (cold) stf_cold(p, i, x);
+  else stf(p, i, x);
+}
+
 size_t squall__topk_k(size_t count, double ratio) {
   if (count == 0) return 0;
   if (!(ratio > 0.0)) return 1; /* also NaN */
@@ -139,7 +145,7 @@ static uint32_t radix_select(const uint32_t *keys, size_t m, size_t k, uint32_t 
 
 /* What one selected entry puts in the slot (entry j), and in the residual
  * when encoding (out_res: the residual written, res itself or another
- * buffer; NULL for the selection; cold: written with stf_cold). */
+ * buffer; NULL for the selection; cold: as put_res takes it). */
 static inline void emit(char *idx_out, char *val_out, size_t j, uint32_t i, float a, int fp16,
                         float scale, int flush, float *out_res, int cold) {
   st32(idx_out, j, i);
@@ -150,12 +156,10 @@ static inline void emit(char *idx_out, char *val_out, size_t j, uint32_t i, floa
     float r;
     uint16_t h = sq_half_encode_a(SQ_HALF_FP16, flush ? sq_ftz(a) : a, out_res ? &r : NULL, scale);
     memcpy(val_out + 2 * j, &h, sizeof h);
-    if (out_res && cold) stf_cold(out_res, i, r);
-    else if (out_res) stf(out_res, i, r);
+    if (out_res) put_res(out_res, i, r, cold);
   } else {
     memcpy(val_out + 4 * j, &a, sizeof a);
-    if (out_res && cold) stf_cold(out_res, i, sq_residual_after(a, a)); /* 0: sent whole */
-    else if (out_res) stf(out_res, i, sq_residual_after(a, a));
+    if (out_res) put_res(out_res, i, sq_residual_after(a, a), cold); /* 0: sent whole */
   }
 }
 
@@ -538,8 +542,7 @@ static int sampled_path(const float *g, const float *res, float *out_res, float 
         }
       }
       if (take) emit(idx_out, val_out, j++, c.a_idx[t], a, fp16, scale, res != NULL, out_res, cold);
-      else if (out_res && !sq_isfinite(a) && cold) stf_cold(out_res, c.a_idx[t], 0.0f);
-      else if (out_res && !sq_isfinite(a)) stf(out_res, c.a_idx[t], 0.0f); /* finite: out_res holds a already */
+      else if (out_res && !sq_isfinite(a)) put_res(out_res, c.a_idx[t], 0.0f, cold); /* finite: out_res holds a already */
     }
   } else {
     /* All of A, and the first k - na ties at v: merge the two index

@@ -605,15 +605,15 @@ static squallResult_t run_topk(squall_engine *e, const squall_call *c, const squ
    * returns, the residual is only read here and written after everything
    * that can fail (topk_finish), so that a failed call leaves it as it
    * was. */
-  int in_place = st->res && (st->fatal || st->backup || st->spare);
-  if (st->res && st->spare) {
+  int res_done = st->res && (st->fatal || st->backup || st->spare); /* by the encoder */
+  if (st->spare) {
     SQ_FORWARD_IF_ERROR(e->k.topk_encode_to(s, st->g, st->res, st->spare, n, k, cfg->topkValues, &st->scalars[1],
                                             st->mine, st->topk_ws));
-  } else if (in_place && st->backup && !st->backed_up && e->k.topk_encode_backup) {
+  } else if (res_done && st->backup && !st->backed_up && e->k.topk_encode_backup) {
     SQ_FORWARD_IF_ERROR(e->k.topk_encode_backup(s, st->g, st->res, n, k, cfg->topkValues, &st->scalars[1],
                                                 st->mine, st->topk_ws, st->backup));
     st->backed_up = 1; /* whole: the kernel fails only before anything changed */
-  } else if (in_place)
+  } else if (res_done)
     SQ_FORWARD_IF_ERROR(e->k.topk_encode(s, st->g, st->res, n, k, cfg->topkValues, &st->scalars[1], st->mine,
                                          st->topk_ws));
   else
@@ -625,14 +625,14 @@ static squallResult_t run_topk(squall_engine *e, const squall_call *c, const squ
     squall_topk_rounds_call rc = {.tr = &e->tr, .n = n, .k = k, .rounds = st->L.rounds, .values = cfg->topkValues,
                                   .zstd_level = use_lossless(e, cfg) ? cfg->zstdLevel : 0, .mine = st->mine,
                                   .slots = st->slots, .g = st->g, .out = out, .host = e->host};
-    SQ_RETURN_ERROR_IF(st->res && !in_place, squallInternalError, "top-k in rounds with the residual still to update");
+    SQ_RETURN_ERROR_IF(st->res && !res_done, squallInternalError, "top-k in rounds with the residual still to update");
     SQ_FORWARD_IF_ERROR(squall__topk_rounds_run(&rc, &st->codec_s, &st->wire));
   } else {
     if (use_lossless(e, cfg)) SQ_FORWARD_IF_ERROR(exchange_lossless(e, c, cfg, st));
     else SQ_FORWARD_IF_ERROR(exchange_raw(e, c, st));
     double t1 = squall__now();
     SQ_FORWARD_IF_ERROR(e->k.zero(s, &st->scalars[2], sizeof(int)));
-    SQ_FORWARD_IF_ERROR(e->k.topk_finish(s, st->g, in_place ? NULL : st->res, n, k, cfg->topkValues, st->topk_ws,
+    SQ_FORWARD_IF_ERROR(e->k.topk_finish(s, st->g, res_done ? NULL : st->res, n, k, cfg->topkValues, st->topk_ws,
                                          st->slots, p, e->tr.rank, out, (int *)&st->scalars[2]));
     SQ_FORWARD_IF_ERROR(check_decode_flag(e, c, st));
     st->codec_s += squall__now() - t1;
