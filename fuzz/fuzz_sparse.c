@@ -3,7 +3,10 @@
  * of every rank, which come from the network.
  *
  * Input: FLAGS NRANKS K(u16) N(u16) REST. FLAGS bit 0: fp16 values; bit 1:
- * REST gives index gaps (mostly valid slots) instead of raw slot bytes.
+ * REST gives index gaps (mostly valid slots) instead of raw slot bytes;
+ * bit 2 (where bit 1 is clear): REST gives each rank's slot as one packed
+ * part (squall__topk_slot_put_packed, topk_parts.c), and N counts in units
+ * of 37 elements, so that parts span several 65536-element pages.
  * NRANKS is -1..8, K 0..256, N 0..8191.
  * Invariants:
  *   - the decoder accepts exactly the slots whose indices are below n and
@@ -11,7 +14,10 @@
  *   - refused: dense is all +0.0, never a partial sum;
  *   - accepted: dense is bit for bit the rank-ordered sum of the slots'
  *     values (fp16 through codec_math.h's decode), +0.0 elsewhere;
- *   - nothing outside the slots and dense is touched (exact-size blocks).
+ *   - nothing outside the slots and dense is touched (exact-size blocks);
+ *   - packed parts: a part whose page counts do not add up to K is refused
+ *     before it writes anything into its slot; what the others write goes
+ *     through the same validation as a raw slot.
  */
 #include "codecs/codec.h"
 #include "fuzz/fuzz.h"
@@ -71,13 +77,34 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   const squallValueType_t vt = fp16 ? squallValueFp16 : squallValueFp32;
   const int nranks = (int)(fuzz_take(&r, 1) % 10) - 1;
   const size_t k = fuzz_take(&r, 2) % 257;
-  const size_t n = fuzz_take(&r, 2) & 0x1fff;
+  const int packed = (flags & 6) == 4;
+  const size_t n = (fuzz_take(&r, 2) & 0x1fff) * (packed ? 37 : 1);
   const size_t sb = squall__topk_slot_bytes(k, vt);
   const size_t total = nranks > 0 ? (size_t)nranks * sb : 0;
 
   char *slots = fuzz_alloc(total);
   if (flags & 2) {
     fill_from_gaps(slots, nranks, k, sb, &r);
+  } else if (packed) {
+    const size_t pb = squall__topk_part_packed_bytes(k, n, vt);
+    if (pb == 0) { /* not a size that is ever packed */
+      free(slots);
+      return 0;
+    }
+    char *part = fuzz_alloc(pb), *before = fuzz_alloc(sb);
+    for (int rk = 0; rk < nranks; rk++) {
+      char *slot = slots + (size_t)rk * sb;
+      size_t m = r.left < pb ? r.left : pb;
+      memset(part, 0, pb);
+      memcpy(part, r.p, m);
+      r.p += m;
+      r.left -= m;
+      memcpy(before, slot, sb);
+      if (squall__topk_slot_put_packed(part, k, n, slot, k, 0, vt) != 0)
+        FUZZ_CHECK(memcmp(before, slot, sb) == 0, "a refused packed part wrote into rank %d's slot", rk);
+    }
+    free(part);
+    free(before);
   } else {
     size_t m = r.left < total ? r.left : total;
     memcpy(slots, r.p, m);

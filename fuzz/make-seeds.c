@@ -168,6 +168,43 @@ static void sparse_seeds(void) {
     snprintf(name, sizeof name, "slots-%02zu", c);
     put("sparse", name, buf, len);
   }
+  /* Packed parts (FLAGS bit 2, N in units of 37 elements): each rank's
+   * slot cut by the real packer, so that most are accepted and the
+   * fuzzer starts from parts whose counts add up. */
+  struct { unsigned flags; int nranks; size_t k, n37; } packed[] = {
+      {4, 2, 200, 5000}, {5, 3, 100, 3600}, {4, 1, 256, 8191}, {5, 2, 3, 4000},
+  };
+  for (size_t c = 0; c < sizeof packed / sizeof packed[0]; c++) {
+    static unsigned char buf[16384];
+    const squallValueType_t vt = (packed[c].flags & 1) ? squallValueFp16 : squallValueFp32;
+    const size_t k = packed[c].k, n = packed[c].n37 * 37, sb = squall__topk_slot_bytes(k, vt);
+    const size_t pb = squall__topk_part_packed_bytes(k, n, vt);
+    size_t h = 0;
+    buf[h++] = (unsigned char)packed[c].flags;
+    buf[h++] = (unsigned char)(packed[c].nranks + 1);
+    buf[h++] = (unsigned char)k;
+    buf[h++] = (unsigned char)(k >> 8);
+    buf[h++] = (unsigned char)packed[c].n37;
+    buf[h++] = (unsigned char)(packed[c].n37 >> 8);
+    unsigned char *slot = calloc(1, sb);
+    for (int rk = 0; rk < packed[c].nranks && pb > 0 && h + pb <= sizeof buf; rk++) {
+      for (size_t j = 0; j < k; j++) {
+        uint32_t idx = (uint32_t)(j * (n / k) + rnd() % (n / k)), val = rnd();
+        memcpy(slot + 4 * j, &idx, 4);
+        if (vt == squallValueFp16) memcpy(slot + 4 * k + 2 * j, &val, 2);
+        else memcpy(slot + 4 * k + 4 * j, &val, 4);
+      }
+      if (vt == squallValueFp16) {
+        float scale = 0.25f;
+        memcpy(slot + squall__slot_scale_offset(k), &scale, 4);
+      }
+      squall__topk_slot_cut_packed(slot, k, 0, k, n, vt, buf + h);
+      h += pb;
+    }
+    free(slot);
+    snprintf(name, sizeof name, "packed-%02zu", c);
+    put("sparse", name, buf, h);
+  }
 }
 
 int main(int argc, char **argv) {

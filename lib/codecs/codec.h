@@ -252,6 +252,19 @@ void squall__topk_slot_cut(const void *slot, size_t k, size_t from, size_t m, sq
 void squall__topk_slot_put(const void *part, size_t m, void *slot, size_t k, size_t from,
                            squallValueType_t values);
 
+/* The same part packed (topk_parts.c): indices as their low 16 bits under
+ * a count of entries per 65536-element page of the n-element vector.
+ * squall__topk_part_packed_bytes is its size, or 0 where it would not be
+ * smaller than the raw part (or n is past u32 indices): the same on every
+ * rank for the same m and n. The put validates the counts (they add up to
+ * m) and returns -1 before writing anything when they do not; the indices
+ * themselves are validated with the slot's (squall__topk_finish_accept). */
+size_t squall__topk_part_packed_bytes(size_t m, size_t n, squallValueType_t values);
+void squall__topk_slot_cut_packed(const void *slot, size_t k, size_t from, size_t m, size_t n,
+                                  squallValueType_t values, void *part);
+int squall__topk_slot_put_packed(const void *part, size_t m, size_t n, void *slot, size_t k, size_t from,
+                                 squallValueType_t values);
+
 /* Accessors for a slot's parts. */
 static inline const uint32_t *squall__slot_indices(const void *slot) {
   return (const uint32_t *)slot;

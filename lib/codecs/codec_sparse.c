@@ -296,25 +296,3 @@ int squall__topk_finish(const float *g, float *res, size_t n, const void *slots,
   if (dense && f.ndecode != nranks) return squall__sparse_decode(slots, nranks, k, values, dense, n);
   return 0;
 }
-
-void squall__topk_slot_cut(const void *slot, size_t k, size_t from, size_t m, squallValueType_t values,
-                           void *part) {
-  const size_t w = values == squallValueFp16 ? 2 : 4;
-  const char *s = slot;
-  char *d = part;
-  memcpy(d, s + 4 * from, 4 * m);
-  memcpy(d + 4 * m, s + 4 * k + w * from, w * m);
-  size_t used = (4 + w) * m;
-  memset(d + used, 0, squall__topk_slot_bytes(m, values) - used); /* no stray bytes on the wire */
-  if (w == 2) memcpy(d + squall__slot_scale_offset(m), s + squall__slot_scale_offset(k), sizeof(float));
-}
-
-void squall__topk_slot_put(const void *part, size_t m, void *slot, size_t k, size_t from,
-                           squallValueType_t values) {
-  const size_t w = values == squallValueFp16 ? 2 : 4;
-  const char *s = part;
-  char *d = slot;
-  memcpy(d + 4 * from, s, 4 * m);
-  memcpy(d + 4 * k + w * from, s + 4 * m, w * m);
-  if (w == 2) memcpy(d + squall__slot_scale_offset(k), s + squall__slot_scale_offset(m), sizeof(float));
-}

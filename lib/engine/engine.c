@@ -415,8 +415,9 @@ static squallResult_t prepare(squall_engine *e, const squall_call *c, const squa
   st->fresh = st->L.total > e->scratch_bytes; /* memory touched for the first time is slow */
   SQ_FORWARD_IF_ERROR(scratch_reserve(e, st->L.total, c->stream));
   if (route == SQ_ROUTE_TOPK && st->L.rounds > 1)
-    SQ_FORWARD_IF_ERROR(host_reserve(e, squall__topk_rounds_host_bytes(st->L.k, cfg->topkValues, e->tr.nranks,
-                                                                       st->L.rounds, use_lossless(e, cfg))));
+    SQ_FORWARD_IF_ERROR(host_reserve(e, squall__topk_rounds_host_bytes(c->count, st->L.k, cfg->topkValues,
+                                                                       e->tr.nranks, st->L.rounds,
+                                                                       use_lossless(e, cfg))));
   else if (route == SQ_ROUTE_TOPK && use_lossless(e, cfg))
     SQ_FORWARD_IF_ERROR(host_reserve(e, lossless_host_bytes(e->tr.nranks, st->L.k, cfg->topkValues)));
   if (cfg->errorFeedback) {

@@ -31,12 +31,18 @@ static size_t round_entries(size_t k, size_t rounds, size_t j) {
   return round_from(k, rounds, j + 1) - round_from(k, rounds, j);
 }
 
-/* Bytes one rank sends in round j at most: the raw part, or 8 bytes of
- * size and the largest frame zstd may make of it. */
-static size_t round_capacity(size_t k, squallValueType_t values, size_t rounds, size_t j, int lossless) {
-  size_t m = round_entries(k, rounds, j);
-  return lossless ? squall__align_up(sizeof(uint64_t) + squall__lossless_bound(m, values))
-                  : squall__topk_slot_bytes(m, values);
+/* Round j's part packed (16-bit indices), where that is smaller than
+ * raw: 0 for raw. */
+static size_t packed_bytes(size_t n, size_t k, squallValueType_t values, size_t rounds, size_t j) {
+  return squall__topk_part_packed_bytes(round_entries(k, rounds, j), n, values);
+}
+
+/* Bytes one rank sends in round j at most: the part packed or raw, or 8
+ * bytes of size and the largest frame zstd may make of the raw part. */
+static size_t round_capacity(size_t n, size_t k, squallValueType_t values, size_t rounds, size_t j, int lossless) {
+  size_t m = round_entries(k, rounds, j), packed = packed_bytes(n, k, values, rounds, j);
+  if (lossless) return squall__align_up(sizeof(uint64_t) + squall__lossless_bound(m, values));
+  return packed > 0 ? packed : squall__topk_slot_bytes(m, values);
 }
 
 /* The host memory, in this order: every round's send block, every
@@ -49,16 +55,16 @@ typedef struct {
   size_t total;
 } rounds_layout;
 
-static void layout(size_t k, squallValueType_t values, int p, size_t rounds, int lossless, char *base,
+static void layout(size_t n, size_t k, squallValueType_t values, int p, size_t rounds, int lossless, char *base,
                    rounds_layout *L) {
   size_t off = 0, biggest = squall__topk_slot_bytes(round_entries(k, rounds, rounds - 1), values);
   for (size_t j = 0; j < rounds; j++) {
     L->send[j] = base + off;
-    off += squall__align_up(round_capacity(k, values, rounds, j, lossless));
+    off += squall__align_up(round_capacity(n, k, values, rounds, j, lossless));
   }
   for (size_t j = 0; j < rounds; j++) {
     L->recv[j] = base + off;
-    off += squall__align_up((size_t)p * round_capacity(k, values, rounds, j, lossless));
+    off += squall__align_up((size_t)p * round_capacity(n, k, values, rounds, j, lossless));
   }
   L->part = L->scratch = NULL;
   L->sizes = NULL;
@@ -73,10 +79,11 @@ static void layout(size_t k, squallValueType_t values, int p, size_t rounds, int
   L->total = off;
 }
 
-size_t squall__topk_rounds_host_bytes(size_t k, squallValueType_t values, int p, size_t rounds, int lossless) {
+size_t squall__topk_rounds_host_bytes(size_t n, size_t k, squallValueType_t values, int p, size_t rounds,
+                                      int lossless) {
   rounds_layout L;
   if (rounds <= 1 || rounds > SQ_TOPK_ROUNDS_MAX) return 0;
-  layout(k, values, p, rounds, lossless, NULL, &L);
+  layout(n, k, values, p, rounds, lossless, NULL, &L);
   return L.total;
 }
 
@@ -109,13 +116,16 @@ static squallResult_t post(rounds_run *t, size_t j) {
   return squallSuccess;
 }
 
-/* The raw rounds: each a part of this rank's slot as it is. */
+/* The rounds without the lossless stage: each a part of this rank's slot,
+ * packed where that is smaller. */
 static void cut_raw(rounds_run *t) {
   const squall_topk_rounds_call *c = t->c;
   for (size_t j = 0; j < c->rounds; j++) {
-    size_t m = round_entries(c->k, c->rounds, j);
-    squall__topk_slot_cut(c->mine, c->k, round_from(c->k, c->rounds, j), m, c->values, t->L.send[j]);
-    t->block[j] = squall__topk_slot_bytes(m, c->values);
+    size_t m = round_entries(c->k, c->rounds, j), from = round_from(c->k, c->rounds, j);
+    size_t packed = packed_bytes(c->n, c->k, c->values, c->rounds, j);
+    if (packed > 0) squall__topk_slot_cut_packed(c->mine, c->k, from, m, c->n, c->values, t->L.send[j]);
+    else squall__topk_slot_cut(c->mine, c->k, from, m, c->values, t->L.send[j]);
+    t->block[j] = packed > 0 ? packed : squall__topk_slot_bytes(m, c->values);
   }
 }
 
@@ -130,7 +140,7 @@ static squallResult_t code_lossless(rounds_run *t) {
   int failed = 0;
   double t0 = squall__now();
   for (size_t j = 0; j < c->rounds; j++) {
-    size_t m = round_entries(c->k, c->rounds, j), cap = round_capacity(c->k, c->values, c->rounds, j, 1);
+    size_t m = round_entries(c->k, c->rounds, j), cap = round_capacity(c->n, c->k, c->values, c->rounds, j, 1);
     squall__topk_slot_cut(c->mine, c->k, round_from(c->k, c->rounds, j), m, c->values, t->L.part);
     char *blk = t->L.send[j];
     uint64_t z = squall__lossless_encode(t->L.part, m, c->values, c->zstd_level, blk + sizeof z,
@@ -149,7 +159,7 @@ static squallResult_t code_lossless(rounds_run *t) {
   for (size_t j = 0; j < c->rounds; j++) {
     uint64_t z;
     memcpy(&z, t->L.send[j], sizeof z);
-    size_t block = (size_t)-t->L.sizes[j], cap = round_capacity(c->k, c->values, c->rounds, j, 1);
+    size_t block = (size_t)-t->L.sizes[j], cap = round_capacity(c->n, c->k, c->values, c->rounds, j, 1);
     /* every rank agreed on it, and none made more than its capacity */
     SQ_RETURN_ERROR_IF(block < sizeof z + z || block > cap, squallInternalError,
                        "round %zu of top-k: agreed block of %zu bytes for a %llu-byte frame", j, block,
@@ -165,9 +175,19 @@ static squallResult_t place(rounds_run *t, size_t j) {
   const squall_topk_rounds_call *c = t->c;
   size_t m = round_entries(c->k, c->rounds, j), from = round_from(c->k, c->rounds, j);
   size_t sb = squall__topk_slot_bytes(c->k, c->values);
+  const int packed = !t->lossless && packed_bytes(c->n, c->k, c->values, c->rounds, j) > 0;
   for (int r = 0; r < t->p; r++) {
     const char *blk = t->L.recv[j] + (size_t)r * t->block[j];
     const char *part = blk;
+    char *slot = (char *)c->slots + (size_t)r * sb;
+    if (packed) {
+      SQ_RETURN_ERROR_IF(squall__topk_slot_put_packed(blk, m, c->n, slot, c->k, from, c->values) != 0,
+                         squallRemoteError,
+                         "rank %d sent a corrupt packed top-k payload (round %zu: its page counts do not add up to "
+                         "%zu entries)",
+                         r, j, m);
+      continue;
+    }
     if (t->lossless) {
       uint64_t z;
       memcpy(&z, blk, sizeof z);
@@ -179,7 +199,7 @@ static squallResult_t place(rounds_run *t, size_t j) {
                          j, (unsigned long long)z);
       part = t->L.part;
     }
-    squall__topk_slot_put(part, m, (char *)c->slots + (size_t)r * sb, c->k, from, c->values);
+    squall__topk_slot_put(part, m, slot, c->k, from, c->values);
   }
   SQ_RETURN_ERROR_IF(squall__topk_finish_accept(&t->fin, from + m) != 0, squallRemoteError,
                      "a peer's top-k payload is corrupt (index out of range or not ascending, round %zu)", j);
@@ -242,7 +262,7 @@ squallResult_t squall__topk_rounds_run(const squall_topk_rounds_call *c, double 
   t->c = c;
   t->p = c->tr->nranks;
   t->lossless = c->zstd_level > 0;
-  layout(c->k, c->values, t->p, c->rounds, t->lossless, c->host, &t->L);
+  layout(c->n, c->k, c->values, t->p, c->rounds, t->lossless, c->host, &t->L);
   squallResult_t r = squallSuccess;
   if (squall__topk_finish_begin(&t->fin, c->g, NULL, c->n, c->slots, t->p, c->tr->rank, c->k, c->values, c->out) != 0)
     r = squall__fail(squallInternalError, "top-k's finish refused %d ranks", t->p);

@@ -4,7 +4,9 @@
  *
  * Each rank's slot goes out in R rounds of entries: round j carries
  * entries [j k / R, (j+1) k / R) of every slot, as a slot of its own
- * (codec.h, squall__topk_slot_cut), in one all-gather; two rounds are in
+ * (codec.h, squall__topk_slot_cut) or packed with 16-bit indices where
+ * that is smaller (squall__topk_slot_cut_packed: 6 bytes an entry against
+ * 8 for fp32 values), in one all-gather; two rounds are in
  * flight while the last one to arrive is finished. The slots ascend by
  * index, so once round j is in, every element below the lowest last index
  * any slot has reached has all its entries: those are finished (the
@@ -13,7 +15,7 @@
  * only the order of the work changes.
  *
  * Rounds cut the slots by entry position, the same on every rank, so that
- * raw rounds keep fixed sizes. With the lossless stage each round is coded
+ * raw and packed rounds keep fixed sizes. With the lossless stage each round is coded
  * on its own and sent in a block as large as the largest any rank has for
  * that round (8 bytes of size, the frame, zeros): one small all-reduce
  * agrees those sizes before the first round leaves, so a round costs
@@ -45,7 +47,8 @@
 size_t squall__topk_rounds(const squall_transport *tr, size_t n, size_t k, size_t chunk_bytes);
 
 /* Host bytes the rounds of a call need (buffers of every round). */
-size_t squall__topk_rounds_host_bytes(size_t k, squallValueType_t values, int p, size_t rounds, int lossless);
+size_t squall__topk_rounds_host_bytes(size_t n, size_t k, squallValueType_t values, int p, size_t rounds,
+                                      int lossless);
 
 typedef struct {
   const squall_transport *tr;
