@@ -100,8 +100,35 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       r.p += m;
       r.left -= m;
       memcpy(before, slot, sb);
-      if (squall__topk_slot_put_packed(part, k, n, slot, k, 0, vt) != 0)
+      /* the counts, as the format defines them: one u32 per 65536 elements */
+      uint64_t sum = 0;
+      const size_t pages = (n + 65535) / 65536;
+      for (size_t q = 0; q < pages; q++) {
+        uint32_t count;
+        memcpy(&count, part + 4 * q, 4);
+        sum += count;
+      }
+      int ret = squall__topk_slot_put_packed(part, k, n, slot, k, 0, vt);
+      FUZZ_CHECK(ret == (sum == k ? 0 : -1), "rank %d: counts add up to %llu of %zu, put returned %d", rk,
+                 (unsigned long long)sum, k, ret);
+      if (ret != 0) {
         FUZZ_CHECK(memcmp(before, slot, sb) == 0, "a refused packed part wrote into rank %d's slot", rk);
+        continue;
+      }
+      /* accepted: entry j's index is its page's number over its low half */
+      size_t j = 0;
+      for (size_t q = 0; q < pages; q++) {
+        uint32_t count;
+        memcpy(&count, part + 4 * q, 4);
+        for (uint32_t e = 0; e < count; e++, j++) {
+          uint16_t low;
+          uint32_t idx;
+          memcpy(&low, part + 4 * pages + 2 * j, 2);
+          memcpy(&idx, slot + 4 * j, 4);
+          FUZZ_CHECK(idx == (uint32_t)(q << 16 | low), "rank %d entry %zu: index %u, the part says page %zu low %u",
+                     rk, j, idx, q, low);
+        }
+      }
     }
     free(part);
     free(before);

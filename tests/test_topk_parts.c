@@ -13,9 +13,10 @@
 /* A k-entry slot over n elements, indices strictly ascending, drawn so
  * that pages are crowded, empty, or hit at their first and last element;
  * fp32 values as any bits, fp16 codes and a scale. */
-static void make_slot(tu_rng *r, unsigned char *slot, size_t k, size_t n, squallValueType_t values) {
+static void make_slot(tu_rng *r, unsigned char *slot, size_t k, size_t n, squallValueType_t values,
+                      unsigned char padding) {
   size_t sb = squall__topk_slot_bytes(k, values);
-  memset(slot, 0xa5, sb); /* padding: garbage the parts must not carry */
+  memset(slot, padding, sb); /* garbage the parts must not carry */
   uint32_t *idx = malloc(k * sizeof *idx);
   /* k distinct indices: every n/k-th from a random start, then nudged
    * toward page edges now and then without breaking the order */
@@ -65,7 +66,7 @@ START_TEST(test_packed_matches_raw) {
     for (size_t b = 0; b < sizeof ratios / sizeof ratios[0]; b++) {
       size_t n = ns[a], k = squall__topk_k(n, ratios[b]), sb = squall__topk_slot_bytes(k, values);
       unsigned char *slot = malloc(sb), *raw = calloc(1, sb), *got = calloc(1, sb), *part = malloc(sb + 64);
-      make_slot(&r, slot, k, n, values);
+      make_slot(&r, slot, k, n, values, 0xa5);
       int packed_rounds = 0;
       for (size_t rounds = 1; rounds <= 16; rounds *= 4) {
         memset(raw, 0, sb);
@@ -103,24 +104,42 @@ START_TEST(test_packed_matches_raw) {
 }
 END_TEST
 
-/* The same slot cut twice, with different garbage in its padding and in
- * the part buffer: the same bytes on the wire (a part's bytes are a
- * function of its entries). */
+/* The same entries in two slots with different garbage in their padding,
+ * cut into part buffers holding different garbage: the same bytes on the
+ * wire (a part's bytes are a function of its entries), with the fields
+ * where the format puts them. */
 START_TEST(test_packed_bytes_are_a_function_of_the_entries) {
-  tu_rng r = {77};
   size_t n = 2 * PAGE + 100, k = 4000, m = 1000, from = 1500;
   for (int v = 0; v < 2; v++) {
     squallValueType_t values = v ? squallValueFp16 : squallValueFp32;
     size_t sb = squall__topk_slot_bytes(k, values), bytes = squall__topk_part_packed_bytes(m, n, values);
     ck_assert_uint_gt(bytes, 0);
-    unsigned char *slot = malloc(sb), *p1 = malloc(bytes), *p2 = malloc(bytes);
-    make_slot(&r, slot, k, n, values);
+    unsigned char *s1 = malloc(sb), *s2 = malloc(sb), *p1 = malloc(bytes), *p2 = malloc(bytes);
+    tu_rng r1 = {77}, r2 = {77};
+    make_slot(&r1, s1, k, n, values, 0x00);
+    make_slot(&r2, s2, k, n, values, 0xff);
     memset(p1, 0x11, bytes);
     memset(p2, 0xee, bytes);
-    squall__topk_slot_cut_packed(slot, k, from, m, n, values, p1);
-    squall__topk_slot_cut_packed(slot, k, from, m, n, values, p2);
+    squall__topk_slot_cut_packed(s1, k, from, m, n, values, p1);
+    squall__topk_slot_cut_packed(s2, k, from, m, n, values, p2);
     ck_assert(memcmp(p1, p2, bytes) == 0);
-    free(slot);
+    /* the layout: 3 page counts, m low halves, the values, fp16's scale */
+    uint32_t counts[3], sum = 0;
+    memcpy(counts, p1, sizeof counts);
+    for (int q = 0; q < 3; q++) sum += counts[q];
+    ck_assert_uint_eq(sum, m);
+    for (size_t j = 0; j < m; j++) {
+      uint32_t idx;
+      uint16_t low;
+      memcpy(&idx, s1 + 4 * (from + j), 4);
+      memcpy(&low, p1 + 12 + 2 * j, 2);
+      ck_assert_uint_eq(low, idx & 0xffffu);
+    }
+    size_t w = v ? 2 : 4, at = (12 + 2 * m + 3) & ~(size_t)3;
+    ck_assert(memcmp(p1 + at, s1 + 4 * k + w * from, w * m) == 0);
+    if (v) ck_assert(memcmp(p1 + ((at + 2 * m + 3) & ~(size_t)3), s1 + squall__slot_scale_offset(k), 4) == 0);
+    free(s1);
+    free(s2);
     free(p1);
     free(p2);
   }
@@ -140,6 +159,10 @@ START_TEST(test_packed_only_where_smaller) {
 #endif
   /* one page, one entry: 4 + 2 (+2) + 4 = 12 -> 16 bytes against 8 raw */
   ck_assert_uint_eq(squall__topk_part_packed_bytes(1, 100, squallValueFp32), 0);
+  /* one page: 5 entries pack into 40 bytes, as many as raw (stays raw);
+   * 6 into 40 against 48 */
+  ck_assert_uint_eq(squall__topk_part_packed_bytes(5, 100, squallValueFp32), 0);
+  ck_assert_uint_eq(squall__topk_part_packed_bytes(6, 100, squallValueFp32), 40);
   /* 10486 entries of 16M elements (1%, 16 rounds): 6 bytes an entry and 1 KiB of counts */
   ck_assert_uint_eq(squall__topk_part_packed_bytes(10486, 16u << 20, squallValueFp32), 1024 + 6 * 10486 + 4);
 }
@@ -151,12 +174,13 @@ END_TEST
  * order pass here and are caught with the slot's indices. */
 START_TEST(test_packed_corrupt_counts) {
   tu_rng r = {99};
-  size_t n = 3 * PAGE, k = 3000, m = 3000;
-  squallValueType_t values = squallValueFp32;
+  /* the last page short (an index rebuilt past n is caught too), fp32 and fp16 */
+  size_t n = 3 * PAGE - 5, k = 3000, m = 3000;
+  squallValueType_t values = _i ? squallValueFp16 : squallValueFp32;
   size_t sb = squall__topk_slot_bytes(k, values), bytes = squall__topk_part_packed_bytes(m, n, values);
   unsigned char *slot = malloc(sb), *part = malloc(bytes), *bad = malloc(bytes), *got = malloc(sb),
                 *before = malloc(sb);
-  make_slot(&r, slot, k, n, values);
+  make_slot(&r, slot, k, n, values, 0xa5);
   squall__topk_slot_cut_packed(slot, k, 0, m, n, values, part);
   uint32_t c[3];
   memcpy(c, part, sizeof c);
@@ -183,6 +207,21 @@ START_TEST(test_packed_corrupt_counts) {
     ck_assert_int_eq(squall__topk_finish_begin(&f, NULL, NULL, n, got, 1, 0, k, values, NULL), 0);
     ck_assert_int_eq(squall__topk_finish_accept(&f, k), -1);
   }
+  /* the counts add up, but the last entry's low half points past the end
+   * of the short last page: rebuilt past n */
+  {
+    ck_assert_uint_gt(c[2], 0);
+    memcpy(bad, part, bytes);
+    uint16_t low = 0xfffeu; /* 2 * PAGE + 0xfffe >= n = 3 * PAGE - 5 */
+    memcpy(bad + 12 + 2 * (m - 1), &low, 2);
+    ck_assert_int_eq(squall__topk_slot_put_packed(bad, m, n, got, k, 0, values), 0);
+    uint32_t last;
+    memcpy(&last, got + 4 * (k - 1), 4);
+    ck_assert_uint_ge(last, n);
+    squall_topk_finisher f;
+    ck_assert_int_eq(squall__topk_finish_begin(&f, NULL, NULL, n, got, 1, 0, k, values, NULL), 0);
+    ck_assert_int_eq(squall__topk_finish_accept(&f, k), -1);
+  }
   free(slot);
   free(part);
   free(bad);
@@ -198,7 +237,7 @@ static Suite *parts_suite(void) {
   tcase_add_loop_test(tc, test_packed_matches_raw, 0, 2);
   tcase_add_test(tc, test_packed_bytes_are_a_function_of_the_entries);
   tcase_add_test(tc, test_packed_only_where_smaller);
-  tcase_add_test(tc, test_packed_corrupt_counts);
+  tcase_add_loop_test(tc, test_packed_corrupt_counts, 0, 2);
   suite_add_tcase(s, tc);
   return s;
 }

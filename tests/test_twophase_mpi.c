@@ -17,6 +17,7 @@
 #include "squall_mpi.h"
 #include "codecs/codec.h"
 #include "engine/costmodel.h" /* SQ_COST_RECHECK */
+#include "engine/topk_rounds.h" /* squall__topk_rounds_pack */
 #include "engine/twophase.h"
 #include "transports/transport_mpi.h"
 
@@ -369,21 +370,28 @@ START_TEST(test_pipelined_identical) {
 END_TEST
 
 /* Top-k's exchange in rounds (engine/topk_rounds.h) is pipelining too:
- * whatever the rounds, raw or lossless, fp32 or fp16 values, every output
- * and the residuals are bit for bit those of one exchange. */
+ * whatever the rounds, packed, raw or lossless, fp32 or fp16 values,
+ * every output and the residuals are bit for bit those of one exchange.
+ * Packed rounds send what the format says less than raw ones. */
 START_TEST(test_topk_rounds_identical) {
   enum { T = 4 };
   /* 82000 elements at 0.2: 4 rounds at most (SQ_TOPK_ROUND_MIN entries
-   * each), and sparse up to 4 ranks; 2^20 + 3 at 0.01: 2, on the sampled
-   * selection */
-  const struct { const char *spec; size_t n; const char *chunk; uint64_t rounds; } cases[] = {
-      {"SQUALL_COMPRESS=topk:0.2 SQUALL_ZSTD=0", 82000, "1", 4},
-      {"SQUALL_COMPRESS=topk:0.2 SQUALL_ZSTD=1", 82000, "1", 4},
-      {"SQUALL_COMPRESS=topk:0.2 SQUALL_ZSTD=1 SQUALL_TOPK_VALUES=fp16", 82000, "120K", 3},
-      {"SQUALL_COMPRESS=topk:0.01 SQUALL_ZSTD=1", ((size_t)1 << 20) + 3, "1", 2},
+   * each, packed in 2 pages), and sparse up to 4 ranks; 2^20 + 3 at 0.01:
+   * 2, on the sampled selection. pack 0: the rounds without zstd go raw. */
+  const struct { const char *spec; size_t n; const char *chunk; uint64_t rounds; int pack; } cases[] = {
+      {"SQUALL_COMPRESS=topk:0.2 SQUALL_ZSTD=0", 82000, "1", 4, 1},
+      {"SQUALL_COMPRESS=topk:0.2 SQUALL_ZSTD=0", 82000, "1", 4, 0},
+      {"SQUALL_COMPRESS=topk:0.2 SQUALL_ZSTD=0 SQUALL_TOPK_VALUES=fp16", 82000, "1", 4, 1},
+      {"SQUALL_COMPRESS=topk:0.2 SQUALL_ZSTD=0 SQUALL_TOPK_VALUES=fp16", 82000, "1", 4, 0},
+      {"SQUALL_COMPRESS=topk:0.2 SQUALL_ZSTD=1", 82000, "1", 4, 1},
+      {"SQUALL_COMPRESS=topk:0.2 SQUALL_ZSTD=1 SQUALL_TOPK_VALUES=fp16", 82000, "120K", 3, 1},
+      {"SQUALL_COMPRESS=topk:0.01 SQUALL_ZSTD=1", ((size_t)1 << 20) + 3, "1", 2, 1},
+      {"SQUALL_COMPRESS=topk:0.01 SQUALL_ZSTD=0", ((size_t)1 << 20) + 3, "1", 2, 1},
   };
+  uint64_t wire_packed = 0; /* of the case before, where it packed */
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     size_t n = cases[c].n;
+    squall__topk_rounds_pack = cases[c].pack;
     float *ref = malloc((size_t)T * n * 4), *got = malloc((size_t)T * n * 4);
     float *ref_res = malloc(n * 4), *got_res = malloc(n * 4);
     uint64_t pipelined;
@@ -393,7 +401,24 @@ START_TEST(test_topk_rounds_identical) {
     squallStatsGet(&a);
     run_steps(cases[c].spec, cases[c].chunk, n, T, got, got_res, &pipelined);
     squallStatsGet(&b);
+    squall__topk_rounds_pack = 1;
     ck_assert_msg(pipelined == T, "%s: %llu of %d calls in rounds", cases[c].spec, (unsigned long long)pipelined, T);
+    if (!cases[c].pack && nranks > 1) { /* the same calls as the case before, raw: the difference is the packing's */
+      int fp16 = strstr(cases[c].spec, "fp16") != NULL;
+      squallValueType_t vt = fp16 ? squallValueFp16 : squallValueFp32;
+      size_t k = squall__topk_k(n, 0.2), R = (size_t)cases[c].rounds;
+      uint64_t saved = 0;
+      for (size_t j = 0; j < R; j++) {
+        size_t m = (j + 1) * k / R - j * k / R, packed = squall__topk_part_packed_bytes(m, n, vt);
+        ck_assert_uint_gt(packed, 0);
+        saved += squall__topk_slot_bytes(m, vt) - packed;
+      }
+      ck_assert_msg(b.bytesWire - a.bytesWire == wire_packed + (uint64_t)T * (uint64_t)(nranks - 1) * saved,
+                    "%s: raw rounds sent %llu bytes, packed %llu, the format saves %llu a call", cases[c].spec,
+                    (unsigned long long)(b.bytesWire - a.bytesWire), (unsigned long long)wire_packed,
+                    (unsigned long long)((uint64_t)(nranks - 1) * saved));
+    }
+    wire_packed = b.bytesWire - a.bytesWire;
     ck_assert_msg(b.pipelineChunks - a.pipelineChunks == T * cases[c].rounds, "%s: %llu rounds in %d calls",
                   cases[c].spec, (unsigned long long)(b.pipelineChunks - a.pipelineChunks), T);
     for (size_t i = 0; i < (size_t)T * n; i++)

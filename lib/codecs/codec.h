@@ -256,7 +256,7 @@ void squall__topk_slot_put(const void *part, size_t m, void *slot, size_t k, siz
  * a count of entries per 65536-element page of the n-element vector.
  * squall__topk_part_packed_bytes is its size, or 0 where it would not be
  * smaller than the raw part (or n is past u32 indices): the same on every
- * rank for the same m and n. The put validates the counts (they add up to
+ * rank for the same m, n and value type. The put validates the counts (they add up to
  * m) and returns -1 before writing anything when they do not; the indices
  * themselves are validated with the slot's (squall__topk_finish_accept). */
 size_t squall__topk_part_packed_bytes(size_t m, size_t n, squallValueType_t values);

@@ -51,6 +51,9 @@
 /* Keys the sampled path draws, and the smallest n it runs for. */
 #define TOPK_SAMPLE 8192u
 #define TOPK_SAMPLED_MIN_N (8u * TOPK_SAMPLE)
+/* Draws of the sample in flight: each one's lines are asked for this many
+ * draws before it is read. */
+#define SAMPLE_AHEAD 16
 
 /* Unaligned-safe element access. */
 static inline float ldf(const float *p, size_t i) {
@@ -234,28 +237,32 @@ static uint32_t select_desc(uint32_t *x, size_t m, size_t r) {
   return x[rr];
 }
 
+/* The position of the sample's draw from stratum j. */
+static size_t sample_at(size_t j, size_t stride) {
+  return j * stride + (size_t)(mix64(j + 0x746f706bu) % stride);
+}
+
 /* A key bound v: of TOPK_SAMPLE keys drawn one per stratum (at a hashed
  * position in it, so that periodic data does not fool a fixed stride), the
  * one of rank k/n * s plus four standard deviations and a little. The
  * count of keys >= v then reaches k unless the data is far from what the
  * sample saw; the caller checks, and the full path covers the rest. */
-static size_t sample_at(size_t j, size_t stride) {
-  return j * stride + (size_t)(mix64(j + 0x746f706bu) % stride);
-}
-
 static uint32_t sample_bound(const float *g, const float *res, size_t n, size_t k, uint32_t *scratch) {
   const size_t s = TOPK_SAMPLE, stride = n / s;
-  /* Each draw misses the cache: its lines are asked for 16 draws before
-   * it is read. */
-  for (size_t j = 0; j < s + 16; j++) {
-    if (j < s) {
-      size_t ahead = sample_at(j, stride);
-      sq_prefetch_line(g, 4 * ahead);
-      if (res) sq_prefetch_line(res, 4 * ahead);
+  /* Each draw misses the cache: its lines are asked for SAMPLE_AHEAD
+   * draws before it is read (a ring keeps the positions hashed once). */
+  size_t ring[SAMPLE_AHEAD];
+  for (size_t j = 0; j < s + SAMPLE_AHEAD; j++) {
+    size_t slot = j % SAMPLE_AHEAD;
+    if (j >= SAMPLE_AHEAD) {
+      size_t i = ring[slot];
+      scratch[j - SAMPLE_AHEAD] = sq_topk_key(res ? ldf(g, i) + ldf(res, i) : ldf(g, i));
     }
-    if (j < 16) continue;
-    size_t i = sample_at(j - 16, stride);
-    scratch[j - 16] = sq_topk_key(res ? ldf(g, i) + ldf(res, i) : ldf(g, i));
+    if (j < s) {
+      ring[slot] = sample_at(j, stride);
+      sq_prefetch_line(g, 4 * ring[slot]);
+      if (res) sq_prefetch_line(res, 4 * ring[slot]);
+    }
   }
   double q = (double)k / (double)n * (double)s;
   double sd = 1.0; /* sqrt(q) by Newton's method: no libm in the standalone GPU build */

@@ -5,12 +5,13 @@
  *
  * Packed: the dense vector falls into pages of 65536 elements. A part
  * holds one u32 count of its entries per page, then the low 16 bits of
- * each index, then the values (and fp16's scale) as a raw part has them.
- * At 1% density that is 6 bytes an entry for fp32 values against 8, and
- * 4 against 6 for fp16; the counts cost 4 bytes per page, which is why a
- * part is packed only where they cost less than the 2 bytes per entry
- * saved (squall__topk_part_packed_bytes). The size is a function of m and
- * n alone, so that every rank's part of a round has the same size.
+ * each index, then the values (and fp16's scale) as a raw part has them:
+ * 6 bytes an entry for fp32 values against 8, and 4 against 6 for fp16.
+ * The counts cost 4 bytes per page, so a part is packed only where they
+ * cost less than the 2 bytes per entry saved, which the density decides
+ * (squall__topk_part_packed_bytes). The size is a function of m, n and
+ * the value type alone, so that every rank's part of a round has the
+ * same size.
  *
  * Only codec.h and libc here.
  */
@@ -99,8 +100,8 @@ int squall__topk_slot_put_packed(const void *part, size_t m, size_t n, void *slo
   const char *s = part;
   char *d = slot;
   /* The counts came from the network: they must add up to m exactly
-   * before any index is written (each is at most m, so the sum of fewer
-   * than 2^32 of them cannot wrap a 64-bit total). */
+   * before any index is written (at most 2^16 pages of u32 counts: their
+   * 64-bit total cannot wrap). */
   uint64_t total = 0;
   for (size_t p = 0; p < L.pages; p++) {
     uint32_t count;

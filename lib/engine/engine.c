@@ -820,7 +820,11 @@ static int cost_call(const squall_engine *e, const squall_call *c, const squallC
     cc->wire = squall__ring_allreduce_wire(2 * (uint64_t)n, p);
     cc->collectives = 2;
   } else if (route == SQ_ROUTE_TOPK) {
-    cc->wire = (uint64_t)(p - 1) * L->sb;
+    /* rounds without the lossless stage go packed where smaller; a
+     * lossless call is weighed at its raw size */
+    cc->wire = L->rounds > 1 && !use_lossless(e, cfg)
+                   ? squall__topk_rounds_wire(n, L->k, cfg->topkValues, p, L->rounds)
+                   : (uint64_t)(p - 1) * L->sb;
     /* (rounds overlap the finish only, not the selection: no chunks here) */
     cc->collectives = (int)L->rounds + (use_lossless(e, cfg) ? 1 : 0);
   } else if (route == SQ_ROUTE_TWOPHASE) {

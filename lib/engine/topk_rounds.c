@@ -31,18 +31,27 @@ static size_t round_entries(size_t k, size_t rounds, size_t j) {
   return round_from(k, rounds, j + 1) - round_from(k, rounds, j);
 }
 
+int squall__topk_rounds_pack = 1;
+
 /* Round j's part packed (16-bit indices), where that is smaller than
  * raw: 0 for raw. */
 static size_t packed_bytes(size_t n, size_t k, squallValueType_t values, size_t rounds, size_t j) {
-  return squall__topk_part_packed_bytes(round_entries(k, rounds, j), n, values);
+  return squall__topk_rounds_pack ? squall__topk_part_packed_bytes(round_entries(k, rounds, j), n, values) : 0;
 }
 
-/* Bytes one rank sends in round j at most: the part packed or raw, or 8
- * bytes of size and the largest frame zstd may make of the raw part. */
+/* Bytes one rank sends in round j at most: 8 bytes of size and the
+ * largest frame zstd may make of the raw part, or the part packed or raw. */
 static size_t round_capacity(size_t n, size_t k, squallValueType_t values, size_t rounds, size_t j, int lossless) {
-  size_t m = round_entries(k, rounds, j), packed = packed_bytes(n, k, values, rounds, j);
+  size_t m = round_entries(k, rounds, j);
   if (lossless) return squall__align_up(sizeof(uint64_t) + squall__lossless_bound(m, values));
+  size_t packed = packed_bytes(n, k, values, rounds, j);
   return packed > 0 ? packed : squall__topk_slot_bytes(m, values);
+}
+
+uint64_t squall__topk_rounds_wire(size_t n, size_t k, squallValueType_t values, int p, size_t rounds) {
+  uint64_t per_rank = 0;
+  for (size_t j = 0; j < rounds; j++) per_rank += round_capacity(n, k, values, rounds, j, 0);
+  return (uint64_t)(p > 1 ? p - 1 : 0) * per_rank;
 }
 
 /* The host memory, in this order: every round's send block, every
@@ -117,8 +126,8 @@ static squallResult_t post(rounds_run *t, size_t j) {
 }
 
 /* The rounds without the lossless stage: each a part of this rank's slot,
- * packed where that is smaller. */
-static void cut_raw(rounds_run *t) {
+ * packed where that is smaller, else as it is. */
+static void cut_plain(rounds_run *t) {
   const squall_topk_rounds_call *c = t->c;
   for (size_t j = 0; j < c->rounds; j++) {
     size_t m = round_entries(c->k, c->rounds, j), from = round_from(c->k, c->rounds, j);
@@ -170,37 +179,39 @@ static squallResult_t code_lossless(rounds_run *t) {
   return squallSuccess;
 }
 
+/* Rank r's part of round j into its slot, decoded as it was sent. */
+static squallResult_t put_part(rounds_run *t, size_t j, int r) {
+  const squall_topk_rounds_call *c = t->c;
+  size_t m = round_entries(c->k, c->rounds, j), from = round_from(c->k, c->rounds, j);
+  const char *blk = t->L.recv[j] + (size_t)r * t->block[j];
+  char *slot = (char *)c->slots + (size_t)r * squall__topk_slot_bytes(c->k, c->values);
+  if (t->lossless) {
+    uint64_t z;
+    memcpy(&z, blk, sizeof z);
+    SQ_RETURN_ERROR_IF(z > t->block[j] - sizeof z ||
+                           squall__lossless_decode(blk + sizeof z, (size_t)z, m, c->values, c->n, t->L.part,
+                                                   t->L.scratch) != 0,
+                       squallRemoteError,
+                       "rank %d sent a corrupt or truncated compressed top-k payload (round %zu, %llu bytes)", r, j,
+                       (unsigned long long)z);
+    squall__topk_slot_put(t->L.part, m, slot, c->k, from, c->values);
+  } else if (packed_bytes(c->n, c->k, c->values, c->rounds, j) > 0) {
+    SQ_RETURN_ERROR_IF(squall__topk_slot_put_packed(blk, m, c->n, slot, c->k, from, c->values) != 0,
+                       squallRemoteError,
+                       "rank %d sent a corrupt packed top-k payload (round %zu: its page counts do not add up to "
+                       "%zu entries)",
+                       r, j, m);
+  } else {
+    squall__topk_slot_put(blk, m, slot, c->k, from, c->values);
+  }
+  return squallSuccess;
+}
+
 /* Round j is in: every rank's part goes into its slot, then is validated. */
 static squallResult_t place(rounds_run *t, size_t j) {
   const squall_topk_rounds_call *c = t->c;
   size_t m = round_entries(c->k, c->rounds, j), from = round_from(c->k, c->rounds, j);
-  size_t sb = squall__topk_slot_bytes(c->k, c->values);
-  const int packed = !t->lossless && packed_bytes(c->n, c->k, c->values, c->rounds, j) > 0;
-  for (int r = 0; r < t->p; r++) {
-    const char *blk = t->L.recv[j] + (size_t)r * t->block[j];
-    const char *part = blk;
-    char *slot = (char *)c->slots + (size_t)r * sb;
-    if (packed) {
-      SQ_RETURN_ERROR_IF(squall__topk_slot_put_packed(blk, m, c->n, slot, c->k, from, c->values) != 0,
-                         squallRemoteError,
-                         "rank %d sent a corrupt packed top-k payload (round %zu: its page counts do not add up to "
-                         "%zu entries)",
-                         r, j, m);
-      continue;
-    }
-    if (t->lossless) {
-      uint64_t z;
-      memcpy(&z, blk, sizeof z);
-      SQ_RETURN_ERROR_IF(z > t->block[j] - sizeof z ||
-                             squall__lossless_decode(blk + sizeof z, (size_t)z, m, c->values, c->n, t->L.part,
-                                                     t->L.scratch) != 0,
-                         squallRemoteError,
-                         "rank %d sent a corrupt or truncated compressed top-k payload (round %zu, %llu bytes)", r,
-                         j, (unsigned long long)z);
-      part = t->L.part;
-    }
-    squall__topk_slot_put(part, m, slot, c->k, from, c->values);
-  }
+  for (int r = 0; r < t->p; r++) SQ_FORWARD_IF_ERROR(put_part(t, j, r));
   SQ_RETURN_ERROR_IF(squall__topk_finish_accept(&t->fin, from + m) != 0, squallRemoteError,
                      "a peer's top-k payload is corrupt (index out of range or not ascending, round %zu)", j);
   return squallSuccess;
@@ -230,7 +241,7 @@ static squallResult_t run_rounds(rounds_run *t) {
   if (t->lossless) SQ_FORWARD_IF_ERROR(code_lossless(t));
   else {
     double t0 = squall__now();
-    cut_raw(t);
+    cut_plain(t);
     t->codec_s += squall__now() - t0;
   }
   SQ_TRACE("rank %d: top-k exchange of %zu entries in %zu rounds%s", c->tr->rank, c->k, c->rounds,

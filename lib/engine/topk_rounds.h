@@ -46,6 +46,17 @@
 #define SQ_TOPK_ROUND_MIN 4096
 size_t squall__topk_rounds(const squall_transport *tr, size_t n, size_t k, size_t chunk_bytes);
 
+/* Bytes one rank sends in the rounds of a call without the lossless
+ * stage (packed or raw), for the cost model. */
+uint64_t squall__topk_rounds_wire(size_t n, size_t k, squallValueType_t values, int p, size_t rounds);
+
+/* For the tests only: 0 sends every round without the lossless stage raw,
+ * even where packed would be smaller. Raw rounds otherwise need so many
+ * pages per entry (one count per 65536 elements against 2 bytes saved per
+ * entry: hundreds of millions of elements) that the engine's tests could
+ * not reach them. Set it alike on every rank, between calls. */
+extern int squall__topk_rounds_pack;
+
 /* Host bytes the rounds of a call need (buffers of every round). */
 size_t squall__topk_rounds_host_bytes(size_t n, size_t k, squallValueType_t values, int p, size_t rounds,
                                       int lossless);
