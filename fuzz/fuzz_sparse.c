@@ -15,9 +15,10 @@
  *   - accepted: dense is bit for bit the rank-ordered sum of the slots'
  *     values (fp16 through codec_math.h's decode), +0.0 elsewhere;
  *   - nothing outside the slots and dense is touched (exact-size blocks);
- *   - packed parts: a part whose page counts do not add up to K is refused
- *     before it writes anything into its slot; what the others write goes
- *     through the same validation as a raw slot.
+ *   - packed parts: a part is accepted exactly when its page counts add up
+ *     to K; a refused one writes nothing into its slot; an accepted one
+ *     rebuilds entry j's index as page << 16 | low half, and goes through
+ *     the same validation as a raw slot.
  */
 #include "codecs/codec.h"
 #include "fuzz/fuzz.h"
