@@ -256,9 +256,10 @@ void squall__topk_slot_put(const void *part, size_t m, void *slot, size_t k, siz
  * a count of entries per 65536-element page of the n-element vector.
  * squall__topk_part_packed_bytes is its size, or 0 where it would not be
  * smaller than the raw part (or n is past u32 indices): the same on every
- * rank for the same m, n and value type. The put validates the counts (they add up to
- * m) and returns -1 before writing anything when they do not; the indices
- * themselves are validated with the slot's (squall__topk_finish_accept). */
+ * rank for the same m, n and value type. The put validates the counts
+ * (they add up to m) and returns -1 before writing anything when they do
+ * not; the indices themselves are validated with the slot's
+ * (squall__topk_finish_accept). */
 size_t squall__topk_part_packed_bytes(size_t m, size_t n, squallValueType_t values);
 void squall__topk_slot_cut_packed(const void *slot, size_t k, size_t from, size_t m, size_t n,
                                   squallValueType_t values, void *part);
@@ -273,6 +274,10 @@ static inline const void *squall__slot_values(const void *slot, size_t k) {
   return (const char *)slot + 4 * k;
 }
 static inline size_t squall__slot_scale_offset(size_t k) { return (6 * k + 3) & ~(size_t)3; }
+/* Bytes of one value in a slot: scaled fp16 codes or fp32. */
+static inline size_t squall__slot_value_bytes(squallValueType_t values) {
+  return values == squallValueFp16 ? 2 : 4;
+}
 
 /* ------------------------------------------------- quantised (codec_quant.c)
  * int8, int4 and fp8 e4m3 with a power-of-two scale per bucket of `bucket`

@@ -19,10 +19,9 @@
 #include "codecs/lossless.h"
 
 /* Bytes per value, and the slot's tail after the values. */
-static size_t value_width(squallValueType_t values) { return values == squallValueFp16 ? 2 : 4; }
 
 static size_t tail_bytes(size_t k, squallValueType_t values) {
-  return squall__topk_slot_bytes(k, values) - (4 + value_width(values)) * k;
+  return squall__topk_slot_bytes(k, values) - (4 + squall__slot_value_bytes(values)) * k;
 }
 
 /* The rearranged slot: as many bytes as the slot itself. */
@@ -70,7 +69,7 @@ size_t squall__lossless_encode(const void *slot, size_t k, squallValueType_t val
                                void *out, size_t capacity, void *scratch) {
   const unsigned char *idx = slot; /* k u32, read bytewise: any alignment */
   const unsigned char *val = idx + 4 * k;
-  const size_t w = value_width(values);
+  const size_t w = squall__slot_value_bytes(values);
   unsigned char *raw = scratch;
   uint32_t prev = 0;
   for (size_t i = 0; i < k; i++) {
@@ -94,7 +93,7 @@ size_t squall__lossless_encode(const void *slot, size_t k, squallValueType_t val
 
 int squall__lossless_decode(const void *in, size_t size, size_t k, squallValueType_t values, size_t n,
                             void *slot, void *scratch) {
-  const size_t want = raw_bytes(k, values), w = value_width(values);
+  const size_t want = raw_bytes(k, values), w = squall__slot_value_bytes(values);
   unsigned long long content = ZSTD_getFrameContentSize(in, size);
   if (content == ZSTD_CONTENTSIZE_ERROR || content == ZSTD_CONTENTSIZE_UNKNOWN || content != want) return -1;
   size_t got = ZSTD_decompress(scratch, want, in, size);

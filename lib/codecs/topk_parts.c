@@ -23,13 +23,12 @@
 
 #define PAGE_BITS 16
 
-static size_t value_width(squallValueType_t values) { return values == squallValueFp16 ? 2 : 4; }
 
 static size_t pages_of(size_t n) { return (n + ((size_t)1 << PAGE_BITS) - 1) >> PAGE_BITS; }
 
 void squall__topk_slot_cut(const void *slot, size_t k, size_t from, size_t m, squallValueType_t values,
                            void *part) {
-  const size_t w = value_width(values);
+  const size_t w = squall__slot_value_bytes(values);
   const char *s = slot;
   char *d = part;
   memcpy(d, s + 4 * from, 4 * m);
@@ -41,7 +40,7 @@ void squall__topk_slot_cut(const void *slot, size_t k, size_t from, size_t m, sq
 
 void squall__topk_slot_put(const void *part, size_t m, void *slot, size_t k, size_t from,
                            squallValueType_t values) {
-  const size_t w = value_width(values);
+  const size_t w = squall__slot_value_bytes(values);
   const char *s = part;
   char *d = slot;
   memcpy(d + 4 * from, s, 4 * m);
@@ -59,7 +58,7 @@ static packed_layout packed(size_t m, size_t n, squallValueType_t values) {
   L.pages = pages_of(n);
   L.low = 4 * L.pages;
   L.values = (L.low + 2 * m + 3) & ~(size_t)3;
-  L.scale = L.values + value_width(values) * m;
+  L.scale = L.values + squall__slot_value_bytes(values) * m;
   if (values == squallValueFp16) L.scale = (L.scale + 3) & ~(size_t)3;
   L.bytes = (L.scale + (values == squallValueFp16 ? sizeof(float) : 0) + 7) & ~(size_t)7;
   return L;
@@ -74,7 +73,7 @@ size_t squall__topk_part_packed_bytes(size_t m, size_t n, squallValueType_t valu
 void squall__topk_slot_cut_packed(const void *slot, size_t k, size_t from, size_t m, size_t n,
                                   squallValueType_t values, void *part) {
   const packed_layout L = packed(m, n, values);
-  const size_t w = value_width(values);
+  const size_t w = squall__slot_value_bytes(values);
   const char *s = slot;
   char *d = part;
   memset(d, 0, L.bytes); /* the counts start at 0, and no stray bytes on the wire */
@@ -96,7 +95,7 @@ void squall__topk_slot_cut_packed(const void *slot, size_t k, size_t from, size_
 int squall__topk_slot_put_packed(const void *part, size_t m, size_t n, void *slot, size_t k, size_t from,
                                  squallValueType_t values) {
   const packed_layout L = packed(m, n, values);
-  const size_t w = value_width(values);
+  const size_t w = squall__slot_value_bytes(values);
   const char *s = part;
   char *d = slot;
   /* The counts came from the network: they must add up to m exactly

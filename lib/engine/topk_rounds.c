@@ -134,7 +134,7 @@ static void cut_plain(rounds_run *t) {
     size_t packed = packed_bytes(c->n, c->k, c->values, c->rounds, j);
     if (packed > 0) squall__topk_slot_cut_packed(c->mine, c->k, from, m, c->n, c->values, t->L.send[j]);
     else squall__topk_slot_cut(c->mine, c->k, from, m, c->values, t->L.send[j]);
-    t->block[j] = packed > 0 ? packed : squall__topk_slot_bytes(m, c->values);
+    t->block[j] = round_capacity(c->n, c->k, c->values, c->rounds, j, 0);
   }
 }
 

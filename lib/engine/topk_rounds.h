@@ -15,18 +15,19 @@
  * only the order of the work changes.
  *
  * Rounds cut the slots by entry position, the same on every rank, so that
- * raw and packed rounds keep fixed sizes. With the lossless stage each round is coded
- * on its own and sent in a block as large as the largest any rank has for
- * that round (8 bytes of size, the frame, zeros): one small all-reduce
- * agrees those sizes before the first round leaves, so a round costs
- * every rank one fixed-size all-gather and the padding is a few percent.
+ * raw and packed rounds keep fixed sizes. With the lossless stage each
+ * round is coded on its own and sent in a block as large as the largest
+ * any rank has for that round (8 bytes of size, the frame, zeros): one
+ * small all-reduce agrees those sizes before the first round leaves, so a
+ * round costs every rank one fixed-size all-gather and the padding is a
+ * few percent.
  *
  * The residual is never touched here: rounds run only where the encoder
  * has already updated it (into a spare swapped in on success, or a backup
  * restores it after a failure, or failures are fatal) or where there is
- * none, because a failure in a late
- * round must leave nothing half done. Knows the transport interface and
- * the host codecs; the engine decides whether a call runs in rounds.
+ * none, because a failure in a late round must leave nothing half done.
+ * Knows the transport interface and the host codecs; the engine decides
+ * whether a call runs in rounds.
  */
 #ifndef SQUALL_TOPK_ROUNDS_H
 #define SQUALL_TOPK_ROUNDS_H
