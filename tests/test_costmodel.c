@@ -3,6 +3,8 @@
  * the link fit recovers a known latency and bandwidth, follows a link
  * that changes, SQUALL_LINK_GBPS fixes the bandwidth; predictions for
  * plain, compressed and pipelined calls; no prediction without figures;
+ * a codec's first timed call not taken; compressed whole calls standing
+ * against the model's plain, from their own size class or a smaller one;
  * the exploration rhythm.
  */
 #include <math.h>
@@ -26,6 +28,13 @@ static void feed(squall_cost *m, double alpha, double beta_per_mb, int count) {
   }
 }
 
+/* A codec's figure: its first call is not taken (a slower one here),
+ * the second is. */
+static void codec_figure(squall_cost *m, int kind, size_t n, double seconds) {
+  ck_assert_int_eq(squall__cost_note_codec(m, kind, n, 10 * seconds), 0);
+  ck_assert_int_eq(squall__cost_note_codec(m, kind, n, seconds), 1);
+}
+
 static squall_cost_call half_call(void) { /* 16M floats, fp16 two-phase, 4 ranks */
   squall_cost_call c = {.kind = 3, .n = 1 << 24, .bytes_in = 4u << 24, .wire = 2 * 3 * (2u << 24) / 4,
                         .collectives = 3, .chunks = 1, .nranks = 4};
@@ -36,7 +45,7 @@ START_TEST(test_fit_recovers_the_link) {
   squall_cost m;
   memset(&m, 0, sizeof m);
   feed(&m, 50e-6, 8e-3, 40); /* 50 us per collective, 1 Gbit/s */
-  squall__cost_note_codec(&m, 3, 1000, 2e-6);  /* 2 ns per element */
+  codec_figure(&m, 3, 1000, 2e-6);  /* 2 ns per element */
   squall_cost_call c = half_call();
   double plain, comp;
   ck_assert_int_eq(squall__cost_predict(&m, &c, 0, &plain, &comp), 1);
@@ -52,7 +61,7 @@ START_TEST(test_follows_a_changed_link) {
   memset(&m, 0, sizeof m);
   feed(&m, 50e-6, 8e-3, 40);   /* 1 Gbit/s ... */
   feed(&m, 20e-6, 0.8e-3, 200); /* ... then 10 Gbit/s */
-  squall__cost_note_codec(&m, 3, 1000, 2e-6);
+  codec_figure(&m, 3, 1000, 2e-6);
   squall_cost_call c = half_call();
   double plain, comp;
   ck_assert_int_eq(squall__cost_predict(&m, &c, 0, &plain, &comp), 1);
@@ -63,7 +72,7 @@ END_TEST
 START_TEST(test_given_link_speed) {
   squall_cost m;
   memset(&m, 0, sizeof m);
-  squall__cost_note_codec(&m, 3, 1000, 2e-6);
+  codec_figure(&m, 3, 1000, 2e-6);
   squall_cost_call c = half_call();
   double plain, comp;
   /* no samples at all: the given speed alone, no latency */
@@ -85,7 +94,7 @@ START_TEST(test_no_figures_no_prediction) {
   ck_assert_int_eq(squall__cost_predict(&m, &c, 0, &plain, &comp), 0); /* codec unknown */
   ck_assert_int_eq(squall__cost_predict(&m, &c, 10.0, &plain, &comp), 0);
   memset(&m, 0, sizeof m);
-  squall__cost_note_codec(&m, 3, 1000, 2e-6);
+  codec_figure(&m, 3, 1000, 2e-6);
   ck_assert_int_eq(squall__cost_predict(&m, &c, 0, &plain, &comp), 0); /* link unknown */
   c.kind = SQ_COST_KINDS;                                               /* out of range */
   ck_assert_int_eq(squall__cost_predict(&m, &c, 10.0, &plain, &comp), 0);
@@ -100,7 +109,7 @@ START_TEST(test_no_figures_no_prediction) {
   /* exchanges that took no time: the link looks free, plain cheap, and
    * that is a prediction (not none, which would make every rank compress) */
   memset(&m, 0, sizeof m);
-  squall__cost_note_codec(&m, 3, c.n, 1e-3);
+  codec_figure(&m, 3, c.n, 1e-3);
   c.kind = 3;
   for (int i = 0; i < 4; i++) squall__cost_note_link(&m, 1, 4000, 0.0);
   ck_assert_int_eq(squall__cost_predict(&m, &c, 0, &plain, &comp), 1);
@@ -111,7 +120,7 @@ END_TEST
 START_TEST(test_pipelined_overlap) {
   squall_cost m;
   memset(&m, 0, sizeof m);
-  squall__cost_note_codec(&m, 3, 1000, 2e-6);
+  codec_figure(&m, 3, 1000, 2e-6);
   squall_cost_call c = half_call();
   double plain, one, piped;
   ck_assert_int_eq(squall__cost_predict(&m, &c, 10.0, &plain, &one), 1);
@@ -126,7 +135,9 @@ END_TEST
 START_TEST(test_codec_figure_is_smoothed) {
   squall_cost m;
   memset(&m, 0, sizeof m);
-  squall__cost_note_codec(&m, 5, 1000, 1e-6);
+  ck_assert_int_eq(squall__cost_note_codec(&m, 5, 1000, 7e-6), 0); /* the first call: not taken */
+  ck_assert(m.spe[5] == 0);
+  ck_assert_int_eq(squall__cost_note_codec(&m, 5, 1000, 1e-6), 1);
   close_to(m.spe[5], 1e-9, 1e-12, "first sample");
   squall__cost_note_codec(&m, 5, 1000, 11e-6); /* one slow call moves it 30% of the way */
   close_to(m.spe[5], 0.7e-9 + 0.3 * 11e-9, 1e-12, "smoothed");
@@ -202,7 +213,7 @@ START_TEST(test_measured_calls_win) {
   squall_cost m;
   memset(&m, 0, sizeof m);
   feed(&m, 50e-6, 8e-3, 40);
-  squall__cost_note_codec(&m, 3, 1000, 2e-6);
+  codec_figure(&m, 3, 1000, 2e-6);
   squall_cost_call c = half_call(); /* the model: compressing pays */
   double plain, comp;
   squall__cost_note_call(&m, -1, c.bytes_in, 5.0); /* the first of a kind is not taken */
@@ -217,11 +228,54 @@ START_TEST(test_measured_calls_win) {
   ck_assert(comp > plain);
   ck_assert_int_eq(squall__cost_predict(&m, &c, 1.0, &plain, &comp), 1);
   ck_assert(comp < plain); /* a given link: the model */
-  c.bytes_in *= 4; /* another size class: the model */
-  c.n *= 4;
-  c.wire *= 4;
+  c.bytes_in /= 4; /* a smaller size class: the model */
+  c.n /= 4;
+  c.wire /= 4;
   ck_assert_int_eq(squall__cost_predict(&m, &c, 0, &plain, &comp), 1);
   ck_assert(comp < plain);
+}
+END_TEST
+
+/* Where plain was not timed at a size, the compressed call's own whole
+ * calls there stand against the model's plain; where none was timed there
+ * either, those of the nearest smaller class timed (at most three classes
+ * down), at their time per byte; not with a given link. */
+START_TEST(test_compressed_calls_carry_up) {
+  squall_cost m;
+  memset(&m, 0, sizeof m);
+  feed(&m, 50e-3, 8e-3, 40);
+  codec_figure(&m, 3, 1000, 3e-5); /* a slow codec: the model declines */
+  squall_cost_call c = half_call();
+  double plain, comp, model_plain, model_comp;
+  ck_assert_int_eq(squall__cost_predict(&m, &c, 0, &model_plain, &model_comp), 1);
+  ck_assert(!squall__cost_pays(model_comp, model_plain));
+  for (int i = 0; i < 2; i++) squall__cost_note_call(&m, 3, c.bytes_in / 4, 0.04); /* two classes down */
+  ck_assert_int_eq(squall__cost_predict(&m, &c, 0, &plain, &comp), 1);
+  close_to(plain, model_plain, 1e-9, "the model's plain");
+  close_to(comp, 0.16, 1e-6, "compressed, per byte from two classes down");
+  ck_assert(squall__cost_pays(comp, plain));
+  ck_assert_int_eq(squall__cost_predict(&m, &c, 1.0, &plain, &comp), 1); /* a given link: the model */
+  ck_assert(fabs(comp - 0.16) > 0.01);
+  for (int i = 0; i < 2; i++) squall__cost_note_call(&m, 3, c.bytes_in / 2, 0.3); /* the nearer class */
+  ck_assert_int_eq(squall__cost_predict(&m, &c, 0, &plain, &comp), 1);
+  close_to(comp, 0.6, 1e-6, "compressed, per byte from one class down");
+  for (int i = 0; i < 2; i++) squall__cost_note_call(&m, 3, c.bytes_in, 0.2); /* its own class */
+  ck_assert_int_eq(squall__cost_predict(&m, &c, 0, &plain, &comp), 1);
+  close_to(comp, 0.2, 1e-6, "compressed, its own class");
+  close_to(plain, model_plain, 1e-9, "the model's plain");
+  /* four classes up: too far; another codec's calls do not count */
+  squall_cost_call far = c, other = c;
+  far.bytes_in *= 16, far.n *= 16, far.wire *= 16;
+  squall__cost_note_codec(&m, 3, 1000, 3e-4); /* slower still: declined at 16 times the size */
+  ck_assert_int_eq(squall__cost_predict(&m, &far, 0, &plain, &comp), 1);
+  ck_assert(!squall__cost_pays(comp, plain));
+  for (int i = 0; i < 2; i++) squall__cost_note_call(&m, 3, far.bytes_in / 8, 0.1); /* three classes down */
+  ck_assert_int_eq(squall__cost_predict(&m, &far, 0, &plain, &comp), 1);
+  close_to(comp, 0.8, 1e-6, "compressed, per byte from three classes down");
+  other.kind = 11;
+  codec_figure(&m, 11, 1000, 3e-5);
+  ck_assert_int_eq(squall__cost_predict(&m, &other, 0, &plain, &comp), 1);
+  close_to(comp, model_comp, 1e-9, "another codec: the model");
 }
 END_TEST
 
@@ -379,6 +433,7 @@ static Suite *costmodel_suite(void) {
   tcase_add_test(tc, test_exploration_rhythm);
   tcase_add_test(tc, test_settled_rhythm);
   tcase_add_test(tc, test_measured_calls_win);
+  tcase_add_test(tc, test_compressed_calls_carry_up);
   tcase_add_test(tc, test_variant_choice);
   tcase_add_test(tc, test_variant_unmeasured_gives_up);
   tcase_add_test(tc, test_plain_probes);

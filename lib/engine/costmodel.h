@@ -34,6 +34,7 @@ typedef struct {
   double scc, scb, sbb, sct, sbt;
   int link_samples;
   double spe[SQ_COST_KINDS]; /* seconds per element; 0: not measured */
+  uint8_t codec_seen[SQ_COST_KINDS]; /* a first call of the kind was timed (and not taken) */
   /* whole calls as they ran, seconds per byte in, per size class: where
    * both are known they overrule the model, which cannot see everything
    * (ranks waiting for each other, caches, a CPU shared by several ranks) */
@@ -87,15 +88,25 @@ void squall__cost_note_link(squall_cost *m, int collectives, uint64_t bytes, dou
  * the first. */
 void squall__cost_note_call(squall_cost *m, int kind, uint64_t bytes_in, double seconds);
 
-/* A codec kind that took `seconds` for n elements. */
-void squall__cost_note_codec(squall_cost *m, int kind, size_t n, double seconds);
+/* A codec kind that took `seconds` for n elements: 1 when taken. The
+ * first timed call of each kind is not taken, and its exchange should not
+ * be either: the first calls of a codec ran 4 to 7 times slower than the
+ * next ones (int8 at 64 MiB, 4 ranks: 0.12 or 0.24 s of codec, then
+ * 0.03), on memory and code paths they were the first to use, and one
+ * such figure made the model decline int8 where it ran 2.3 times faster
+ * than plain, until the class's 32nd call explored it. */
+int squall__cost_note_codec(squall_cost *m, int kind, size_t n, double seconds);
 
 /* Predicts the seconds of the plain all-reduce and of the compressed call
  * c: from whole calls of c's size class when both kinds were measured and
- * the link is not given, else from the model; link_gbps > 0 fixes the
- * link's bandwidth. 0 when
+ * the link is not given; else plain from the model, and the compressed
+ * call from whole calls of its kind, of its class or failing that of the
+ * nearest smaller class timed (at most SQ_COST_BELOW classes down, at its
+ * time per byte), where the link is not given and one was timed, else
+ * from the model too. link_gbps > 0 fixes the link's bandwidth. 0 when
  * the figures to tell are missing (the codec never measured, the link
  * never seen). */
+#define SQ_COST_BELOW 3
 int squall__cost_predict(const squall_cost *m, const squall_cost_call *c, double link_gbps, double *t_plain,
                          double *t_comp);
 
