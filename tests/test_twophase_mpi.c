@@ -470,8 +470,9 @@ static void counts_identical(uint64_t v, const char *what) {
 }
 
 /* A link said to be 100 Tbit/s: plain must win once the codec's speed is
- * known. Calls 1 (new memory: not measured), 2 (the codec's first timed
- * call: not taken) and 3 (the codec measured) are compressed; then every call passes through as would_not_pay, bit
+ * known. Calls 1 (new memory: not measured), 2 (the codec's first figure,
+ * which alone declines nothing) and 3 (the codec measured again) are
+ * compressed; then every call passes through as would_not_pay, bit
  * for bit the plain all-reduce (of g + the residual the compressed calls
  * left, which the first declined call carries), on every rank alike, except every 32nd
  * declined call, compressed to refresh the figures. Two declines through
@@ -534,7 +535,7 @@ START_TEST(test_cost_model) {
     }
     /* 3 to measure, then 31 declined, 1 explored, 5 declined; top-k also
      * tries its slots raw (SQUALL_ZSTD on), a codec kind of its own whose
-     * first timed call is not taken either */
+     * first figure declines nothing either */
     int measured = strstr(spec, "topk") ? 5 : 3;
     ck_assert_msg(compressed == measured + 1 && declined == 40 - measured - 1, "%s: %d compressed, %d declined",
                   spec, compressed, declined);

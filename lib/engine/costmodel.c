@@ -48,15 +48,12 @@ void squall__cost_note_call(squall_cost *m, int kind, uint64_t bytes_in, double 
   *v = *v > 0 ? 0.7f * *v + 0.3f * fminf(x, SLOW_CALL * *v) : x;
 }
 
-int squall__cost_note_codec(squall_cost *m, int kind, size_t n, double seconds) {
-  if (kind < 0 || kind >= SQ_COST_KINDS || n == 0 || !(seconds >= 0)) return 0;
-  if (!m->codec_seen[kind]) { /* the first of a kind is not taken, as for whole calls */
-    m->codec_seen[kind] = 1;
-    return 0;
-  }
+void squall__cost_note_codec(squall_cost *m, int kind, size_t n, double seconds) {
+  if (kind < 0 || kind >= SQ_COST_KINDS || n == 0 || !(seconds >= 0)) return;
   double x = seconds / (double)n;
-  m->spe[kind] = m->spe[kind] > 0 ? 0.7 * m->spe[kind] + 0.3 * x : x;
-  return 1;
+  /* the second sample replaces the first, which stood in until then */
+  m->spe[kind] = m->spe[kind] > 0 && m->codec_samples[kind] > 1 ? 0.7 * m->spe[kind] + 0.3 * x : x;
+  if (m->codec_samples[kind] < UINT8_MAX) m->codec_samples[kind]++;
 }
 
 /* alpha (seconds per collective) and beta (seconds per MB); 0 with fewer
@@ -135,6 +132,10 @@ int squall__cost_predict(const squall_cost *m, const squall_cost_call *c, double
   double codec = m->spe[c->kind] * (double)c->n;
   /* pipelined: the longer of the two, plus one chunk of the other */
   *t_comp = c->chunks > 1 ? fmax(xfer, codec) + fmin(xfer, codec) / (double)c->chunks : xfer + codec;
+  if (m->codec_samples[c->kind] < 2 && !squall__cost_pays(*t_comp, *t_plain)) {
+    *t_plain = *t_comp = 0; /* a codec's first figure declines nothing: measure it again */
+    return 0;
+  }
   return 1;
 }
 

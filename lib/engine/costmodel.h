@@ -34,7 +34,7 @@ typedef struct {
   double scc, scb, sbb, sct, sbt;
   int link_samples;
   double spe[SQ_COST_KINDS]; /* seconds per element; 0: not measured */
-  uint8_t codec_seen[SQ_COST_KINDS]; /* a first call of the kind was timed (and not taken) */
+  uint8_t codec_samples[SQ_COST_KINDS]; /* calls that gave spe (to 255) */
   /* whole calls as they ran, seconds per byte in, per size class: where
    * both are known they overrule the model, which cannot see everything
    * (ranks waiting for each other, caches, a CPU shared by several ranks) */
@@ -88,14 +88,14 @@ void squall__cost_note_link(squall_cost *m, int collectives, uint64_t bytes, dou
  * the first. */
 void squall__cost_note_call(squall_cost *m, int kind, uint64_t bytes_in, double seconds);
 
-/* A codec kind that took `seconds` for n elements: 1 when taken. The
- * first timed call of each kind is not taken, and its exchange should not
- * be either: the first calls of a codec ran 4 to 7 times slower than the
- * next ones (int8 at 64 MiB, 4 ranks: 0.12 or 0.24 s of codec, then
- * 0.03), on memory and code paths they were the first to use, and one
- * such figure made the model decline int8 where it ran 2.3 times faster
- * than plain, until the class's 32nd call explored it. */
-int squall__cost_note_codec(squall_cost *m, int kind, size_t n, double seconds);
+/* A codec kind that took `seconds` for n elements. Its first figure
+ * stands in until the second replaces it, and declines nothing
+ * (squall__cost_predict): the first calls of a codec ran 4 to 7 times
+ * slower than the next ones (int8 at 64 MiB, 4 ranks at 25 Gbit/s: 0.12 or
+ * 0.24 s of codec, then 0.03), on memory and code paths they were the first
+ * to use, and one such figure made the model decline int8 where it ran 2.4
+ * times faster than plain, until the class's 32nd call explored it. */
+void squall__cost_note_codec(squall_cost *m, int kind, size_t n, double seconds);
 
 /* Predicts the seconds of the plain all-reduce and of the compressed call
  * c: from whole calls of c's size class when both kinds were measured and
@@ -105,7 +105,7 @@ int squall__cost_note_codec(squall_cost *m, int kind, size_t n, double seconds);
  * time per byte), where the link is not given and one was timed, else
  * from the model too. link_gbps > 0 fixes the link's bandwidth. 0 when
  * the figures to tell are missing (the codec never measured, the link
- * never seen). */
+ * never seen), or when the codec's first figure alone would decline. */
 #define SQ_COST_BELOW 3
 int squall__cost_predict(const squall_cost *m, const squall_cost_call *c, double link_gbps, double *t_plain,
                          double *t_comp);

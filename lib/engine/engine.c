@@ -886,9 +886,9 @@ static void cost_learn(squall_engine *e, const squall_call *c, const squallConfi
     return;
   }
   if (weighed) {
+    squall__cost_note_codec(&e->cost, cc.kind, cc.n, st->codec_s);
     double xfer = seconds - st->codec_s;
-    if (squall__cost_note_codec(&e->cost, cc.kind, cc.n, st->codec_s))
-      squall__cost_note_link(&e->cost, cc.collectives, st->wire, xfer > 0 ? xfer : 0);
+    squall__cost_note_link(&e->cost, cc.collectives, st->wire, xfer > 0 ? xfer : 0);
   }
   /* the whole call, header and all: against plain, and against the call's other variants */
   squall__cost_note_call(&e->cost, cost_kind(cfg, route), bytes_in, squall__now() - st->t_start);
