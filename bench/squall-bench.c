@@ -85,6 +85,21 @@ static void allreduce(bench_ctx *c, int plain, const void *send, void *recv, siz
   if (fn(send, recv, count, c->opt->dtype, c->opt->op, c->comm, why, sizeof why)) die(c, why);
 }
 
+/* The collective library's first calls at a size are slow (connections,
+ * buffers touched for the first time): warm it up with plain calls, so
+ * that the first codec in -C does not bear that alone. They go through
+ * squall with compression off, which passes them to the plain collective
+ * and times them for its cost model, as a job's own plain calls would:
+ * the codecs' calls then need no plain probes (squall(7), COST MODEL),
+ * which would otherwise fall among the first timed iterations. Each size
+ * starts squall's state afresh (free_state), so each size warms up. */
+static void warm_up(bench_ctx *c, const void *send, void *recv, size_t count, int calls) {
+  squallConfig_t off = c->base;
+  if (squallConfigSet(&off, "SQUALL_COMPRESS", "none") != squallSuccess || squallSetConfig(&off) != squallSuccess)
+    die(c, squallGetLastError());
+  for (int it = 0; it < calls; it++) allreduce(c, 0, send, recv, count);
+}
+
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
@@ -387,12 +402,8 @@ int main(int argc, char **argv) {
              bench_human_bytes((double)sizes[s], h, sizeof h));
     all_ok(&c, send && recv && (c.be->host_accessible || stage), why);
     bench_row *first = &rows[nrows];
-    /* The collective library's first calls at a size are slow (connections,
-     * buffers touched for the first time): warm it up with plain calls, so
-     * that the first codec in -C does not bear that alone (its cost model
-     * would time plain while it is still cold). */
     fill(&c, send, stage, count, 0); /* data, not whatever the allocation held */
-    for (int it = 0; it < opt.warmup; it++) allreduce(&c, 1, send, recv, count);
+    warm_up(&c, send, recv, count, opt.warmup);
     for (int k = 0; k < opt.ncodecs; k++) run_one(&c, opt.codecs[k], send, recv, stage, count, &rows[nrows++]);
     /* Speedups need none's time at this size, whatever its place in -C. */
     const bench_row *none = NULL;

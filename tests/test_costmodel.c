@@ -425,6 +425,22 @@ START_TEST(test_plain_probes) {
   memset(&m, 0, sizeof m); /* declined calls ran plain already: nothing to probe */
   for (int i = 0; i < 3; i++) squall__cost_judged(&m, b, 1);
   ck_assert_int_eq(squall__cost_probe_plain(&m, b, 1.0, 1.5), 0);
+  /* plain calls of another origin (compression off, a warm-up), timed
+   * twice at the class (three calls: the first is not taken), leave
+   * nothing to probe but the exploring rhythm; once is not enough */
+  memset(&m, 0, sizeof m);
+  for (int i = 0; i < 2; i++) squall__cost_note_call(&m, -1, b, 0.01);
+  for (int i = 0; i < 2; i++) squall__cost_judged(&m, b, 0);
+  ck_assert_int_eq(squall__cost_probe_plain(&m, b, 1.0, 1.5), 1);
+  squall__cost_note_call(&m, -1, b + 1000, 0.01); /* the same class */
+  probes = 0;
+  for (int i = 2; i < 2 * SQ_COST_EXPLORE; i++) {
+    int p = squall__cost_probe_plain(&m, b, 1.0, 1.2);
+    ck_assert_int_eq(p, i % SQ_COST_EXPLORE == SQ_COST_EXPLORE - 1);
+    probes += p;
+    squall__cost_judged(&m, b, p);
+  }
+  ck_assert_int_eq(probes, 2);
   ck_assert(squall__cost_pays(1.0, 1.06));
   ck_assert(!squall__cost_pays(1.0, 1.04)); /* 4% faster: not worth a lossy codec */
   ck_assert(!squall__cost_pays(1.0, 0.5));

@@ -44,6 +44,7 @@ void squall__cost_note_call(squall_cost *m, int kind, uint64_t bytes_in, double 
     return;
   }
   float x = (float)(seconds / (double)bytes_in);
+  if (kind < 0 && m->plain_timed[cls] < UINT8_MAX) m->plain_timed[cls]++;
   float *v = kind < 0 ? &m->plain_spb[cls] : &m->comp_spb[kind][cls];
   *v = *v > 0 ? 0.7f * *v + 0.3f * fminf(x, SLOW_CALL * *v) : x;
 }
@@ -173,7 +174,7 @@ int squall__cost_probe_plain(const squall_cost *m, uint64_t bytes_in, double t_c
   int cls = size_class(bytes_in);
   int cheap = t_plain < SQ_COST_PROBE_CHEAP;
   if (m->judged[cls] < 2) return 0;
-  if (m->plain_runs[cls] < PROBE_RUNS) {
+  if (m->plain_runs[cls] < PROBE_RUNS && m->plain_timed[cls] < PROBE_RUNS - 1) {
     /* one timed plain call has been heard, and the verdict is clear: a
      * second would move plain's figure by 30% of its miss, not across it */
     if (m->plain_runs[cls] >= PROBE_RUNS - 1 && !cheap && t_comp * SQ_COST_PROBE_CLEAR <= t_plain) return 0;

@@ -54,6 +54,7 @@ typedef struct {
    * ones that ran plain, per size class: for the plain probes */
   uint64_t judged[SQ_COST_CLASSES];
   uint8_t plain_runs[SQ_COST_CLASSES];
+  uint8_t plain_timed[SQ_COST_CLASSES]; /* plain whole calls taken, per size class (to 255): of any origin */
   /* variants of a compressed call (SQ_VARIANT_*): whole-call seconds per
    * byte in, per codec and size class, as agreed by the headers (the
    * largest over the ranks; 0 until every rank had a figure), and the
@@ -171,7 +172,9 @@ void squall__cost_variant_count(squall_cost *m, int codec, unsigned allowed, int
  * A class whose first timed plain call (the second) left the agreed
  * verdict at PROBE_CLEAR or more skips the third: fp16 on a slow link
  * (1.9-2x) then probes twice, not three times, and a 64 MiB plain call on
- * 1 Gbit/s costs as much as two compressed ones.
+ * 1 Gbit/s costs as much as two compressed ones. A class where plain calls
+ * of any origin (passed through for another reason: compression off, too
+ * small, a warm-up) have been timed twice needs no first probes at all.
  * After that, every EXPLORE-th judged call of the class is a probe again
  * while plain stays cheap or the verdict within REPROBE_MARGIN, so that
  * plain's figure stays as current as the codec's: a job's first calls are
