@@ -77,7 +77,7 @@ static void fill(bench_ctx *c, void *send, float *stage, size_t count, int iter)
 }
 
 /* One all-reduce: through squall, or plain (the collective library's own,
- * never through squall: "none" and the warm-up at each size). */
+ * never through squall: the "none" rows). */
 static void allreduce(bench_ctx *c, int plain, const void *send, void *recv, size_t count) {
   char why[512];
   int (*fn)(const void *, void *, size_t, bench_dtype, bench_op, MPI_Comm, char *, size_t) =
@@ -89,10 +89,11 @@ static void allreduce(bench_ctx *c, int plain, const void *send, void *recv, siz
  * buffers touched for the first time): warm it up with plain calls, so
  * that the first codec in -C does not bear that alone. They go through
  * squall with compression off, which passes them to the plain collective
- * and times them for its cost model, as a job's own plain calls would:
- * the codecs' calls then need no plain probes (squall(7), COST MODEL),
- * which would otherwise fall among the first timed iterations. Each size
- * starts squall's state afresh (free_state), so each size warms up. */
+ * and, on host memory (the mpi backend), times them for its cost model
+ * as a job's own plain calls would: from 3 warm-ups on, the codecs' calls
+ * need no plain probes (squall(7), COST MODEL), which would otherwise fall
+ * among the first timed iterations. Each size starts squall's state
+ * afresh (free_state), so each size warms up. */
 static void warm_up(bench_ctx *c, const void *send, void *recv, size_t count, int calls) {
   squallConfig_t off = c->base;
   if (squallConfigSet(&off, "SQUALL_COMPRESS", "none") != squallSuccess || squallSetConfig(&off) != squallSuccess)

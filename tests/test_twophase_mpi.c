@@ -535,7 +535,8 @@ START_TEST(test_cost_model) {
     }
     /* 3 to measure, then 31 declined, 1 explored, 5 declined; top-k also
      * tries its slots raw (SQUALL_ZSTD on), a codec kind of its own whose
-     * first figure declines nothing either */
+     * first figure declines nothing either (its first call finds its
+     * memory ready: not fresh, so two calls measure it) */
     int measured = strstr(spec, "topk") ? 5 : 3;
     ck_assert_msg(compressed == measured + 1 && declined == 40 - measured - 1, "%s: %d compressed, %d declined",
                   spec, compressed, declined);
@@ -635,6 +636,22 @@ START_TEST(test_cost_model_agrees) {
       counts_identical(after.compressedCalls - before.compressedCalls, "compressed or not");
       assert_identical_across_ranks(a, n * 4, "cost model: result");
     }
+  /* Plain timed first at each size, passed through with compression off
+   * (as squall-bench's warm-ups are): then whole calls, timed on each rank,
+   * decide, and the plain probes stay off; every rank still agrees. */
+  for (size_t n = 5000; n <= nmax; n *= 4) {
+    for (int t = 0; t < 9; t++) {
+      use_config(t < 3 ? "SQUALL_COMPRESS=none" : "SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=on");
+      for (size_t i = 0; i < n; i++) g[i] = gen_uniform(90 + (uint64_t)t, rank, i);
+      squallStats_t before, after;
+      squallStatsGet(&before);
+      ck_assert_int_eq(squallMpiAllreduce(g, a, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+      squallStatsGet(&after);
+      counts_identical(after.compressedCalls - before.compressedCalls, "compressed or not, plain timed first");
+      counts_identical(after.headers - before.headers, "headers, plain timed first");
+      assert_identical_across_ranks(a, n * 4, "cost model, plain timed first: result");
+    }
+  }
   free(g); free(a);
 }
 END_TEST

@@ -40,20 +40,33 @@ void squall__cost_note_call(squall_cost *m, int kind, uint64_t bytes_in, double 
   if (kind < 0) m->plain_calls++;
   uint8_t *seen = kind < 0 ? &m->plain_seen[cls] : &m->comp_seen[kind][cls];
   if (!*seen || seconds < 0) { /* the first, or one that ran but was not timed */
-    *seen = 1;
+    if (!*seen) *seen = 1;
     return;
   }
   float x = (float)(seconds / (double)bytes_in);
   if (kind < 0 && m->plain_timed[cls] < UINT8_MAX) m->plain_timed[cls]++;
   float *v = kind < 0 ? &m->plain_spb[cls] : &m->comp_spb[kind][cls];
-  *v = *v > 0 ? 0.7f * *v + 0.3f * fminf(x, SLOW_CALL * *v) : x;
+  /* A compressed kind's figure is the smaller of its first two samples,
+   * smoothed from then on: the call after a fresh one also gives the
+   * codec's first figure, and is as slow (squall__cost_note_codec). */
+  if (*v <= 0) *v = x;
+  else if (kind >= 0 && *seen == 2) *v = fminf(*v, x);
+  else *v = 0.7f * *v + 0.3f * fminf(x, SLOW_CALL * *v);
+  if (*seen < UINT8_MAX) ++*seen;
+}
+
+/* Whole compressed calls of kind `kind` taken at class cls. */
+static int comp_taken(const squall_cost *m, int kind, int cls) {
+  return m->comp_seen[kind][cls] > 1 ? m->comp_seen[kind][cls] - 1 : 0;
 }
 
 void squall__cost_note_codec(squall_cost *m, int kind, size_t n, double seconds) {
   if (kind < 0 || kind >= SQ_COST_KINDS || n == 0 || !(seconds >= 0)) return;
   double x = seconds / (double)n;
-  /* the second sample replaces the first, which stood in until then */
-  m->spe[kind] = m->spe[kind] > 0 && m->codec_samples[kind] > 1 ? 0.7 * m->spe[kind] + 0.3 * x : x;
+  /* the smaller of the first two samples, smoothed from then on */
+  if (m->spe[kind] <= 0) m->spe[kind] = x;
+  else if (m->codec_samples[kind] == 1) m->spe[kind] = fmin(m->spe[kind], x);
+  else m->spe[kind] = 0.7 * m->spe[kind] + 0.3 * x;
   if (m->codec_samples[kind] < UINT8_MAX) m->codec_samples[kind]++;
 }
 
@@ -90,51 +103,51 @@ static int link_fit(const squall_cost *m, double link_gbps, double *alpha, doubl
   return 1;
 }
 
-/* A compressed call of `bytes` with codec kind `kind` in size class cls,
- * from whole calls of that kind: of this class, or else of the nearest
- * smaller one timed, at most SQ_COST_BELOW classes down, at its time per
- * byte; 0 when none was timed. The link's fit serves plain well (one
- * collective of known bytes), but a compressed route it has not seen at
- * this size less so: at 25 Gbit/s, where 4 ranks on 2 cores make the
- * "link" the CPU, it put int8's pipelined 64 MiB call (20 collectives) at
- * 0.34 s, which took 0.12 s, against plain's 0.28, after 16 MiB calls had
- * run at 1.9 times plain's speed; declined, the class would wait for its
- * 32nd call to be explored. A smaller class's time per byte carries its
- * fixed costs, so it errs towards plain. */
-static double comp_seconds_near(const squall_cost *m, int kind, int cls, double bytes) {
+/* The size class whose whole compressed calls of kind `kind` stand for a
+ * call of class cls: cls itself, or else the nearest smaller one timed, at
+ * most SQ_COST_BELOW classes down; -1 for none. The link's fit serves
+ * plain well (one collective of known bytes), but a compressed route it
+ * has not seen at this size less so: at 25 Gbit/s, where 4 ranks on 2
+ * cores make the "link" the CPU, it put int8's pipelined 64 MiB call (20
+ * collectives) at 0.34 s, which took 0.12 s, against plain's 0.28. A
+ * smaller class's time per byte carries its fixed costs, so it errs
+ * towards plain. */
+static int comp_class(const squall_cost *m, int kind, int cls) {
   for (int b = cls; b >= 0 && b >= cls - SQ_COST_BELOW; b--)
-    if (m->comp_spb[kind][b] > 0) return m->comp_spb[kind][b] * bytes;
-  return 0;
+    if (m->comp_spb[kind][b] > 0) return b;
+  return -1;
 }
 
 int squall__cost_predict(const squall_cost *m, const squall_cost_call *c, double link_gbps, double *t_plain,
                          double *t_comp) {
-  double alpha, beta;
+  double alpha = 0, beta = 0;
   *t_plain = *t_comp = 0;
   if (c->kind < 0 || c->kind >= SQ_COST_KINDS || m->spe[c->kind] <= 0) return 0; /* measure it first */
   int cls = size_class(c->bytes_in);
-  /* both seen at this size, and the link not given (a given speed is the
-   * user's word on the link: it wins over what this run saw) */
-  if (link_gbps <= 0 && m->plain_spb[cls] > 0 && m->comp_spb[c->kind][cls] > 0) {
-    *t_plain = m->plain_spb[cls] * (double)c->bytes_in;
-    *t_comp = squall__cost_call_seconds(m, c->kind, c->bytes_in);
-    return 1;
-  }
-  if (!link_fit(m, link_gbps, &alpha, &beta)) return 0;
+  double bytes = (double)c->bytes_in;
+  /* Whole calls, where the link is not given (a given speed is the user's
+   * word on the link: it wins over what this run saw): plain's at this
+   * size, the compressed call's at this size or a smaller one. */
+  int measured = link_gbps <= 0;
+  int from = measured ? comp_class(m, c->kind, cls) : -1;
+  int plain_known = measured && m->plain_spb[cls] > 0;
+  if ((!plain_known || from < 0) && !link_fit(m, link_gbps, &alpha, &beta)) return 0;
   double p = c->nranks;
-  double ring = p > 1 ? 2 * (p - 1) / p * (double)c->bytes_in : 0;
-  *t_plain = alpha + beta * ring / MB;
-  double measured = link_gbps <= 0 ? comp_seconds_near(m, c->kind, cls, (double)c->bytes_in) : 0;
-  if (measured > 0) {
-    *t_comp = measured;
-    return 1;
+  double ring = p > 1 ? 2 * (p - 1) / p * bytes : 0;
+  *t_plain = plain_known ? m->plain_spb[cls] * bytes : alpha + beta * ring / MB;
+  int first; /* the compressed figure is a first one, which declines nothing */
+  if (from >= 0) {
+    *t_comp = m->comp_spb[c->kind][from] * bytes;
+    first = comp_taken(m, c->kind, from) < 2;
+  } else {
+    double xfer = alpha * c->collectives + beta * (double)c->wire / MB;
+    double codec = m->spe[c->kind] * (double)c->n;
+    /* pipelined: the longer of the two, plus one chunk of the other */
+    *t_comp = c->chunks > 1 ? fmax(xfer, codec) + fmin(xfer, codec) / (double)c->chunks : xfer + codec;
+    first = m->codec_samples[c->kind] < 2;
   }
-  double xfer = alpha * c->collectives + beta * (double)c->wire / MB;
-  double codec = m->spe[c->kind] * (double)c->n;
-  /* pipelined: the longer of the two, plus one chunk of the other */
-  *t_comp = c->chunks > 1 ? fmax(xfer, codec) + fmin(xfer, codec) / (double)c->chunks : xfer + codec;
-  if (m->codec_samples[c->kind] < 2 && !squall__cost_pays(*t_comp, *t_plain)) {
-    *t_plain = *t_comp = 0; /* a codec's first figure declines nothing: measure it again */
+  if (first && !squall__cost_pays(*t_comp, *t_plain)) {
+    *t_plain = *t_comp = 0; /* measure it again */
     return 0;
   }
   return 1;

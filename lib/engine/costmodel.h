@@ -40,7 +40,8 @@ typedef struct {
    * (ranks waiting for each other, caches, a CPU shared by several ranks) */
   float plain_spb[SQ_COST_CLASSES];
   float comp_spb[SQ_COST_KINDS][SQ_COST_CLASSES];
-  uint8_t plain_seen[SQ_COST_CLASSES], comp_seen[SQ_COST_KINDS][SQ_COST_CLASSES]; /* a first call was seen */
+  /* whole calls noted (to 255; the first is not taken): plain's as a flag */
+  uint8_t plain_seen[SQ_COST_CLASSES], comp_seen[SQ_COST_KINDS][SQ_COST_CLASSES];
   uint64_t plain_calls; /* plain whole calls of any size: none means the link was fitted from compressed
                            calls alone */
   uint64_t declined[SQ_COST_CLASSES]; /* calls passed through as not paying, per size class */
@@ -54,7 +55,10 @@ typedef struct {
    * ones that ran plain, per size class: for the plain probes */
   uint64_t judged[SQ_COST_CLASSES];
   uint8_t plain_runs[SQ_COST_CLASSES];
-  uint8_t plain_timed[SQ_COST_CLASSES]; /* plain whole calls taken, per size class (to 255): of any origin */
+  /* plain whole calls taken, per size class (to 255), of any origin: it
+   * decides plain probes, so every rank must count the same calls (plain
+   * calls are collective: every rank makes them, and times them) */
+  uint8_t plain_timed[SQ_COST_CLASSES];
   /* variants of a compressed call (SQ_VARIANT_*): whole-call seconds per
    * byte in, per codec and size class, as agreed by the headers (the
    * largest over the ranks; 0 until every rank had a figure), and the
@@ -84,14 +88,17 @@ void squall__cost_note_link(squall_cost *m, int collectives, uint64_t bytes, dou
 
 /* A whole call of bytes_in that took `seconds`: plain (kind < 0) or
  * compressed with codec kind `kind`. The first of each kind and size class
- * is not taken; later ones are smoothed, a stalled one bounded. seconds < 0:
+ * is not taken; later ones are smoothed, a stalled one bounded. A
+ * compressed kind's figure is the smaller of its first two taken samples
+ * (the first is as slow as the codec's first figure), and one alone
+ * declines nothing. seconds < 0:
  * a call that ran but is not timed (it touched new memory): it counts as
  * the first. */
 void squall__cost_note_call(squall_cost *m, int kind, uint64_t bytes_in, double seconds);
 
-/* A codec kind that took `seconds` for n elements. Its first figure
- * stands in until the second replaces it, and declines nothing
- * (squall__cost_predict): the first calls of a codec ran 4 to 7 times
+/* A codec kind that took `seconds` for n elements. Its figure is the
+ * smaller of its first two samples (smoothed from then on), and one
+ * sample alone declines nothing (squall__cost_predict): the first calls of a codec ran 4 to 7 times
  * slower than the next ones (int8 at 64 MiB, 4 ranks at 25 Gbit/s: 0.12 or
  * 0.24 s of codec, then 0.03), on memory and code paths they were the first
  * to use, and one such figure made the model decline int8 where it ran 2.4
@@ -99,14 +106,15 @@ void squall__cost_note_call(squall_cost *m, int kind, uint64_t bytes_in, double 
 void squall__cost_note_codec(squall_cost *m, int kind, size_t n, double seconds);
 
 /* Predicts the seconds of the plain all-reduce and of the compressed call
- * c: from whole calls of c's size class when both kinds were measured and
- * the link is not given; else plain from the model, and the compressed
- * call from whole calls of its kind, of its class or failing that of the
- * nearest smaller class timed (at most SQ_COST_BELOW classes down, at its
- * time per byte), where the link is not given and one was timed, else
- * from the model too. link_gbps > 0 fixes the link's bandwidth. 0 when
- * the figures to tell are missing (the codec never measured, the link
- * never seen), or when the codec's first figure alone would decline. */
+ * c. Where the link is not given, from whole calls: plain's of c's size
+ * class, and the compressed call's of its kind, of c's class or failing
+ * that of the nearest smaller class timed, at most SQ_COST_BELOW classes
+ * (powers of two of bytes) down, at its time per byte. What those do not
+ * give comes from the model; link_gbps > 0 fixes the link's bandwidth,
+ * and the model then predicts both. 0 when the figures to tell are
+ * missing (the codec never measured, the link never seen), or when the
+ * compressed figure rests on one sample and would decline: the call is
+ * compressed, to measure it again. */
 #define SQ_COST_BELOW 3
 int squall__cost_predict(const squall_cost *m, const squall_cost_call *c, double link_gbps, double *t_plain,
                          double *t_comp);
