@@ -622,36 +622,33 @@ END_TEST
 /* With the link measured (auto) on shared memory, calls of many sizes: each
  * rank predicts from its own timings, yet every rank takes the same path
  * at every call and holds the same bits. */
+/* One call of n fresh elements under the cost model: every rank makes
+ * the same decision, has the same headers and holds the same result. */
+static void agreed_call(float *g, float *a, size_t n, uint64_t seed) {
+  for (size_t i = 0; i < n; i++) g[i] = gen_uniform(seed, rank, i);
+  squallStats_t before, after;
+  squallStatsGet(&before);
+  ck_assert_int_eq(squallMpiAllreduce(g, a, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+  squallStatsGet(&after);
+  counts_identical(after.compressedCalls - before.compressedCalls, "compressed or not");
+  counts_identical(after.headers - before.headers, "headers");
+  assert_identical_across_ranks(a, n * 4, "cost model: result");
+}
+
 START_TEST(test_cost_model_agrees) {
   use_config("SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=on");
   size_t nmax = 1 << 18;
   float *g = malloc(nmax * 4), *a = malloc(nmax * 4);
   for (size_t n = 1000; n <= nmax; n = n * 3 / 2)
-    for (int t = 0; t < 3; t++) {
-      for (size_t i = 0; i < n; i++) g[i] = gen_uniform(80 + (uint64_t)t, rank, i);
-      squallStats_t before, after;
-      squallStatsGet(&before);
-      ck_assert_int_eq(squallMpiAllreduce(g, a, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
-      squallStatsGet(&after);
-      counts_identical(after.compressedCalls - before.compressedCalls, "compressed or not");
-      assert_identical_across_ranks(a, n * 4, "cost model: result");
-    }
+    for (int t = 0; t < 3; t++) agreed_call(g, a, n, 80 + (uint64_t)t);
   /* Plain timed first at each size, passed through with compression off
    * (as squall-bench's warm-ups are): then whole calls, timed on each rank,
    * decide, and the plain probes stay off; every rank still agrees. */
-  for (size_t n = 5000; n <= nmax; n *= 4) {
+  for (size_t n = 5000; n <= nmax; n *= 4)
     for (int t = 0; t < 9; t++) {
       use_config(t < 3 ? "SQUALL_COMPRESS=none" : "SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=on");
-      for (size_t i = 0; i < n; i++) g[i] = gen_uniform(90 + (uint64_t)t, rank, i);
-      squallStats_t before, after;
-      squallStatsGet(&before);
-      ck_assert_int_eq(squallMpiAllreduce(g, a, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
-      squallStatsGet(&after);
-      counts_identical(after.compressedCalls - before.compressedCalls, "compressed or not, plain timed first");
-      counts_identical(after.headers - before.headers, "headers, plain timed first");
-      assert_identical_across_ranks(a, n * 4, "cost model, plain timed first: result");
+      agreed_call(g, a, n, 90 + (uint64_t)t);
     }
-  }
   free(g); free(a);
 }
 END_TEST
