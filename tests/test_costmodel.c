@@ -3,8 +3,9 @@
  * the link fit recovers a known latency and bandwidth, follows a link
  * that changes, SQUALL_LINK_GBPS fixes the bandwidth; predictions for
  * plain, compressed and pipelined calls; no prediction without figures;
- * a codec's first figure declining nothing; compressed whole calls standing
- * against the model's plain, from their own size class or a smaller one;
+ * a codec's first figure declining nothing; whole calls standing in for
+ * the model where timed, the compressed call's from its own size class or
+ * a smaller one;
  * the exploration rhythm.
  */
 #include <math.h>
@@ -28,8 +29,8 @@ static void feed(squall_cost *m, double alpha, double beta_per_mb, int count) {
   }
 }
 
-/* A codec's figure: its first call stands in (a slower one here) until
- * the second replaces it. */
+/* A codec's figure: the smaller of its first two samples (a slower first
+ * one here). */
 static void codec_figure(squall_cost *m, int kind, size_t n, double seconds) {
   squall__cost_note_codec(m, kind, n, 10 * seconds);
   squall__cost_note_codec(m, kind, n, seconds);
@@ -148,7 +149,7 @@ START_TEST(test_first_codec_figure_declines_nothing) {
   squall__cost_note_codec(&m, 3, 1000, 2e-4); /* slow: no verdict, measure again */
   ck_assert_int_eq(squall__cost_predict(&m, &c, 0, &plain, &comp), 0);
   ck_assert_int_eq(squall__cost_predict(&m, &c, 1.0, &plain, &comp), 0); /* a given link too */
-  squall__cost_note_codec(&m, 3, 1000, 2e-6); /* the second replaces it */
+  squall__cost_note_codec(&m, 3, 1000, 2e-6); /* the smaller of the two */
   ck_assert_int_eq(squall__cost_predict(&m, &c, 0, &plain, &comp), 1);
   ck_assert(squall__cost_pays(comp, plain));
   squall__cost_note_codec(&m, 3, 1000, 2e-4); /* a third is smoothed, and declines */
@@ -164,6 +165,11 @@ START_TEST(test_codec_figure_is_smoothed) {
   close_to(m.spe[5], 7e-9, 1e-12, "the first call stands in");
   squall__cost_note_codec(&m, 5, 1000, 1e-6);
   close_to(m.spe[5], 1e-9, 1e-12, "the smaller of the first two");
+  squall_cost k;
+  memset(&k, 0, sizeof k);
+  squall__cost_note_codec(&k, 5, 1000, 1e-6);
+  squall__cost_note_codec(&k, 5, 1000, 9e-6); /* a slower second: the first stays */
+  close_to(k.spe[5], 1e-9, 1e-12, "the smaller of the first two, the first");
   squall__cost_note_codec(&m, 5, 1000, 11e-6); /* one slow call moves it 30% of the way */
   close_to(m.spe[5], 0.7e-9 + 0.3 * 11e-9, 1e-12, "smoothed");
 }
@@ -264,10 +270,11 @@ START_TEST(test_measured_calls_win) {
 }
 END_TEST
 
-/* Where plain was not timed at a size, the compressed call's own whole
- * calls there stand against the model's plain; where none was timed there
- * either, those of the nearest smaller class timed (at most three classes
- * down), at their time per byte; not with a given link. */
+/* The compressed call's own whole calls stand in for the model's figure:
+ * at its size, or where none was timed there, those of the nearest smaller
+ * class timed (at most three classes down), at their time per byte; plain
+ * from the model, or from its own whole calls at the size where timed;
+ * not with a given link. */
 START_TEST(test_compressed_calls_carry_up) {
   squall_cost m;
   memset(&m, 0, sizeof m);
@@ -300,6 +307,10 @@ START_TEST(test_compressed_calls_carry_up) {
   for (int i = 0; i < 2; i++) squall__cost_note_call(&m, 3, far.bytes_in / 8, 0.1); /* three classes down */
   ck_assert_int_eq(squall__cost_predict(&m, &far, 0, &plain, &comp), 1);
   close_to(comp, 0.8, 1e-6, "compressed, per byte from three classes down");
+  for (int i = 0; i < 3; i++) squall__cost_note_call(&m, -1, far.bytes_in, 2.0); /* plain timed there */
+  ck_assert_int_eq(squall__cost_predict(&m, &far, 0, &plain, &comp), 1);
+  close_to(plain, 2.0, 1e-6, "plain, measured at its size");
+  close_to(comp, 0.8, 1e-6, "compressed, still from three classes down");
   other.kind = 11;
   codec_figure(&m, 11, 1000, 3e-5);
   ck_assert_int_eq(squall__cost_predict(&m, &other, 0, &plain, &comp), 1);
@@ -330,6 +341,11 @@ START_TEST(test_variant_choice) {
   close_to(squall__cost_call_seconds(&m, 5, b), 0.3, 1e-6, "whole call");
   squall__cost_note_call(&m, 5, b, 0.2); /* the smaller of the first two */
   close_to(squall__cost_call_seconds(&m, 5, b), 0.2, 1e-6, "the second whole call");
+  squall__cost_note_call(&m, 6, b, 2.0);
+  squall__cost_note_call(&m, 6, b, -1.0); /* ran, not timed: still only seen */
+  squall__cost_note_call(&m, 6, b, 0.2);
+  squall__cost_note_call(&m, 6, b, 0.4); /* a slower second: the first stays */
+  close_to(squall__cost_call_seconds(&m, 6, b), 0.2, 1e-6, "the first whole call stays");
   squall__cost_note_call(&m, 5, b, 20.0); /* one stalled call: bounded at 3x */
   close_to(squall__cost_call_seconds(&m, 5, b), 0.7 * 0.2 + 0.3 * 0.6, 1e-6, "stalled call");
   squall__cost_note_call(&m, 5, b, 0.2);

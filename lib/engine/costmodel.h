@@ -35,12 +35,13 @@ typedef struct {
   int link_samples;
   double spe[SQ_COST_KINDS]; /* seconds per element; 0: not measured */
   uint8_t codec_samples[SQ_COST_KINDS]; /* calls that gave spe (to 255) */
-  /* whole calls as they ran, seconds per byte in, per size class: where
-   * both are known they overrule the model, which cannot see everything
-   * (ranks waiting for each other, caches, a CPU shared by several ranks) */
+  /* whole calls as they ran, seconds per byte in, per size class: each
+   * stands in for the model's figure where known (squall__cost_predict):
+   * the model cannot see everything (ranks waiting for each other, caches,
+   * a CPU shared by several ranks) */
   float plain_spb[SQ_COST_CLASSES];
   float comp_spb[SQ_COST_KINDS][SQ_COST_CLASSES];
-  /* whole calls noted (to 255; the first is not taken): plain's as a flag */
+  /* whole calls noted, per size class (to 255; the first is not taken) */
   uint8_t plain_seen[SQ_COST_CLASSES], comp_seen[SQ_COST_KINDS][SQ_COST_CLASSES];
   uint64_t plain_calls; /* plain whole calls of any size: none means the link was fitted from compressed
                            calls alone */
