@@ -18,8 +18,7 @@
 #include "codecs/codec.h"
 #include "codecs/lossless.h"
 
-/* Bytes per value, and the slot's tail after the values. */
-
+/* The slot's tail after the values. */
 static size_t tail_bytes(size_t k, squallValueType_t values) {
   return squall__topk_slot_bytes(k, values) - (4 + squall__slot_value_bytes(values)) * k;
 }

@@ -23,7 +23,6 @@
 
 #define PAGE_BITS 16
 
-
 static size_t pages_of(size_t n) { return (n + ((size_t)1 << PAGE_BITS) - 1) >> PAGE_BITS; }
 
 void squall__topk_slot_cut(const void *slot, size_t k, size_t from, size_t m, squallValueType_t values,

@@ -44,7 +44,6 @@ void squall__cost_note_call(squall_cost *m, int kind, uint64_t bytes_in, double 
     return;
   }
   float x = (float)(seconds / (double)bytes_in);
-  if (kind < 0 && m->plain_timed[cls] < UINT8_MAX) m->plain_timed[cls]++;
   float *v = kind < 0 ? &m->plain_spb[cls] : &m->comp_spb[kind][cls];
   /* A compressed kind's figure is the smaller of its first two samples,
    * smoothed from then on: the call after a fresh one also gives the
@@ -55,10 +54,8 @@ void squall__cost_note_call(squall_cost *m, int kind, uint64_t bytes_in, double 
   if (*seen < UINT8_MAX) ++*seen;
 }
 
-/* Whole compressed calls of kind `kind` taken at class cls. */
-static int comp_taken(const squall_cost *m, int kind, int cls) {
-  return m->comp_seen[kind][cls] > 1 ? m->comp_seen[kind][cls] - 1 : 0;
-}
+/* Whole calls taken, from a count of those noted (the first is not). */
+static int taken(uint8_t seen) { return seen > 1 ? seen - 1 : 0; }
 
 void squall__cost_note_codec(squall_cost *m, int kind, size_t n, double seconds) {
   if (kind < 0 || kind >= SQ_COST_KINDS || n == 0 || !(seconds >= 0)) return;
@@ -138,7 +135,7 @@ int squall__cost_predict(const squall_cost *m, const squall_cost_call *c, double
   int first; /* the compressed figure is a first one, which declines nothing */
   if (from >= 0) {
     *t_comp = m->comp_spb[c->kind][from] * bytes;
-    first = comp_taken(m, c->kind, from) < 2;
+    first = taken(m->comp_seen[c->kind][from]) < 2;
   } else {
     double xfer = alpha * c->collectives + beta * (double)c->wire / MB;
     double codec = m->spe[c->kind] * (double)c->n;
@@ -187,7 +184,7 @@ int squall__cost_probe_plain(const squall_cost *m, uint64_t bytes_in, double t_c
   int cls = size_class(bytes_in);
   int cheap = t_plain < SQ_COST_PROBE_CHEAP;
   if (m->judged[cls] < 2) return 0;
-  if (m->plain_runs[cls] < PROBE_RUNS && m->plain_timed[cls] < PROBE_RUNS - 1) {
+  if (m->plain_runs[cls] < PROBE_RUNS && taken(m->plain_seen[cls]) < PROBE_RUNS - 1) {
     /* one timed plain call has been heard, and the verdict is clear: a
      * second would move plain's figure by 30% of its miss, not across it */
     if (m->plain_runs[cls] >= PROBE_RUNS - 1 && !cheap && t_comp * SQ_COST_PROBE_CLEAR <= t_plain) return 0;

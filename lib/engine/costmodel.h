@@ -41,7 +41,9 @@ typedef struct {
    * a CPU shared by several ranks) */
   float plain_spb[SQ_COST_CLASSES];
   float comp_spb[SQ_COST_KINDS][SQ_COST_CLASSES];
-  /* whole calls noted, per size class (to 255; the first is not taken) */
+  /* whole calls noted, per size class (to 255; the first is not taken).
+   * Plain's decide plain probes, so every rank must count the same calls:
+   * plain calls are collective, every rank makes them and times them. */
   uint8_t plain_seen[SQ_COST_CLASSES], comp_seen[SQ_COST_KINDS][SQ_COST_CLASSES];
   uint64_t plain_calls; /* plain whole calls of any size: none means the link was fitted from compressed
                            calls alone */
@@ -56,10 +58,6 @@ typedef struct {
    * ones that ran plain, per size class: for the plain probes */
   uint64_t judged[SQ_COST_CLASSES];
   uint8_t plain_runs[SQ_COST_CLASSES];
-  /* plain whole calls taken, per size class (to 255), of any origin: it
-   * decides plain probes, so every rank must count the same calls (plain
-   * calls are collective: every rank makes them, and times them) */
-  uint8_t plain_timed[SQ_COST_CLASSES];
   /* variants of a compressed call (SQ_VARIANT_*): whole-call seconds per
    * byte in, per codec and size class, as agreed by the headers (the
    * largest over the ranks; 0 until every rank had a figure), and the
@@ -99,11 +97,12 @@ void squall__cost_note_call(squall_cost *m, int kind, uint64_t bytes_in, double 
 
 /* A codec kind that took `seconds` for n elements. Its figure is the
  * smaller of its first two samples (smoothed from then on), and one
- * sample alone declines nothing (squall__cost_predict): the first calls of a codec ran 4 to 7 times
- * slower than the next ones (int8 at 64 MiB, 4 ranks at 25 Gbit/s: 0.12 or
- * 0.24 s of codec, then 0.03), on memory and code paths they were the first
- * to use, and one such figure made the model decline int8 where it ran 2.4
- * times faster than plain, until the class's 32nd call explored it. */
+ * sample alone declines nothing (squall__cost_predict): the first calls
+ * of a codec ran 4 to 7 times slower than the next ones (int8 at 64 MiB,
+ * 4 ranks at 25 Gbit/s: 0.12 or 0.24 s of codec, then 0.03), on memory and
+ * code paths they were the first to use, and one such figure made the
+ * model decline int8 where it ran 2.4 times faster than plain, until the
+ * class's 32nd call explored it. */
 void squall__cost_note_codec(squall_cost *m, int kind, size_t n, double seconds);
 
 /* Predicts the seconds of the plain all-reduce and of the compressed call
