@@ -329,6 +329,29 @@ static int next_variant(squall_cost *m, int codec, unsigned allowed, uint64_t b)
   return v;
 }
 
+/* Plain's whole-call figure: the smaller of the first two taken samples,
+ * and a slow one later counts at most 1.25 times the figure (3 times for a
+ * compressed call): too slow a plain figure would compress calls that run
+ * slower than plain. A faster one counts in full. */
+START_TEST(test_plain_figure_errs_towards_plain) {
+  squall_cost m;
+  memset(&m, 0, sizeof m);
+  const uint64_t b = 1u << 20;
+  const int cls = 20;
+  squall__cost_note_call(&m, -1, b, 17e-3); /* the first: not taken */
+  ck_assert(m.plain_spb[cls] == 0);
+  squall__cost_note_call(&m, -1, b, 5.5e-3);
+  squall__cost_note_call(&m, -1, b, 1.3e-3); /* the smaller of the two */
+  close_to(m.plain_spb[cls] * (double)b, 1.3e-3, 1e-6, "plain: the smaller of the first two");
+  squall__cost_note_call(&m, -1, b, 5.2e-3); /* slow: bounded at 1.25x */
+  close_to(m.plain_spb[cls] * (double)b, 0.7 * 1.3e-3 + 0.3 * 1.25 * 1.3e-3, 1e-6, "a slow plain call");
+  double v = m.plain_spb[cls] * (double)b;
+  squall__cost_note_call(&m, -1, b, 0.1e-3); /* fast: in full */
+  close_to(m.plain_spb[cls] * (double)b, 0.7 * v + 0.3 * 0.1e-3, 1e-6, "a fast plain call");
+  ck_assert_uint_eq(m.plain_calls, 5);
+}
+END_TEST
+
 START_TEST(test_variant_choice) {
   squall_cost m;
   memset(&m, 0, sizeof m);
@@ -497,6 +520,7 @@ static Suite *costmodel_suite(void) {
   tcase_add_test(tc, test_settled_rhythm);
   tcase_add_test(tc, test_measured_calls_win);
   tcase_add_test(tc, test_compressed_calls_carry_up);
+  tcase_add_test(tc, test_plain_figure_errs_towards_plain);
   tcase_add_test(tc, test_variant_choice);
   tcase_add_test(tc, test_variant_unmeasured_gives_up);
   tcase_add_test(tc, test_plain_probes);

@@ -30,10 +30,20 @@ void squall__cost_note_link(squall_cost *m, int collectives, uint64_t bytes, dou
 
 /* Whole calls: the first of a kind at a size is not taken (it pays what
  * later calls do not: connections made on first use, pages touched for the
- * first time); a later one counts at most SLOW_CALL times the figure, so
- * that one stalled call moves it a little, and a lasting change still
- * within a few calls. */
+ * first time), and the figure is the smaller of the next two: the second
+ * is often still slow (a compressed call's also gives the codec's first
+ * figure, squall__cost_note_codec; plain calls of 1 MiB on 4 ranks at 25
+ * Gbit/s took 17, 5.5, then 1.3 ms). Later ones are smoothed, each
+ * counting at most a bounded multiple of the figure, so that one stalled
+ * call moves it a little and a lasting change still comes through within
+ * a few calls. Plain's bound is the tighter one: a plain figure too slow
+ * compresses calls that run slower than plain, the one error the model
+ * must not make (the first plain call after compressed ones at that size
+ * took 4 times the others, and at 3 times the figure it moved plain's by
+ * 60%: fp16 then compressed at 0.8x plain), whereas a compressed figure too
+ * slow only passes calls through until an exploration. */
 #define SLOW_CALL 3.0f
+#define SLOW_PLAIN_CALL 1.25f
 void squall__cost_note_call(squall_cost *m, int kind, uint64_t bytes_in, double seconds) {
   if (kind >= SQ_COST_KINDS || bytes_in == 0 || seconds != seconds) return;
   int cls = size_class(bytes_in);
@@ -45,12 +55,10 @@ void squall__cost_note_call(squall_cost *m, int kind, uint64_t bytes_in, double 
   }
   float x = (float)(seconds / (double)bytes_in);
   float *v = kind < 0 ? &m->plain_spb[cls] : &m->comp_spb[kind][cls];
-  /* A compressed kind's figure is the smaller of its first two samples,
-   * smoothed from then on: the call after a fresh one also gives the
-   * codec's first figure, and is as slow (squall__cost_note_codec). */
+  float bound = kind < 0 ? SLOW_PLAIN_CALL : SLOW_CALL;
   if (*v <= 0) *v = x;
-  else if (kind >= 0 && *seen == 2) *v = fminf(*v, x);
-  else *v = 0.7f * *v + 0.3f * fminf(x, SLOW_CALL * *v);
+  else if (*seen == 2) *v = fminf(*v, x);
+  else *v = 0.7f * *v + 0.3f * fminf(x, bound * *v);
   if (*seen < UINT8_MAX) ++*seen;
 }
 

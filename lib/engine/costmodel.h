@@ -87,10 +87,11 @@ void squall__cost_note_link(squall_cost *m, int collectives, uint64_t bytes, dou
 
 /* A whole call of bytes_in that took `seconds`: plain (kind < 0) or
  * compressed with codec kind `kind`. The first of each kind and size class
- * is not taken; later ones are smoothed, a stalled one bounded. A
- * compressed kind's figure is the smaller of its first two taken samples
- * (the first is as slow as the codec's first figure), and one alone
- * declines nothing. seconds < 0:
+ * is not taken; the figure is the smaller of the next two (often still
+ * slow), and later ones are smoothed, a slow one bounded: at 1.25 times
+ * the figure for plain (a plain figure too slow compresses calls slower
+ * than plain), 3 times for compressed calls. A compressed figure from
+ * one sample alone declines nothing. seconds < 0:
  * a call that ran but is not timed (it touched new memory): it counts as
  * the first. */
 void squall__cost_note_call(squall_cost *m, int kind, uint64_t bytes_in, double seconds);

@@ -984,6 +984,8 @@ void squall__engine_fold_done(squall_engine *e, const squall_decision *d) {
 void squall__engine_note_plain(squall_engine *e, uint64_t bytes, double seconds, double whole_seconds) {
   squall__cost_note_link(&e->cost, 1, squall__ring_allreduce_wire(bytes, e->tr.nranks), seconds);
   squall__cost_note_call(&e->cost, -1, bytes, whole_seconds);
+  SQ_TRACE("rank %d: %llu bytes: plain call %.3g s (its collective %.3g s)", e->tr.rank, (unsigned long long)bytes,
+           whole_seconds, seconds);
 }
 
 /* ------------------------------------------------------------ the call */
