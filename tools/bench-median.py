@@ -61,7 +61,7 @@ def main(argv):
                 by_key[key] = []
             speedup = plain[r["size_bytes"]] / r["time_us"] if r["size_bytes"] in plain else float("nan")
             by_key[key].append((r["time_us"], speedup, r["codec_us"], r["wire_bytes"], r["rel_err"],
-                                r.get("wrong", False) or not r.get("consistent", True)))
+                                bool(r.get("wrong")) or r.get("consistent") is False))  # None: not checked (-c 0)
 
     header = ["size", "codec", "runs", "time ms (median)", "min..max ms", "speedup (median)",
               "codec ms (median)", "wire MB/rank", "rel_err"]
@@ -72,11 +72,12 @@ def main(argv):
         speed = [v[1] for v in vals]
         codec = [v[2] / 1e3 for v in vals]
         bad = any(v[5] for v in vals)
+        errs = [v[4] for v in vals if v[4] is not None]  # None: run with -c 0 (no check)
         lines.append([
             f"{key[0] / (1 << 20):g} MiB", key[1], str(len(vals)),
             f"{statistics.median(times):.1f}", f"{min(times):.1f}..{max(times):.1f}",
             f"{statistics.median(speed):.2f}x", "-" if key[1] == "none" else f"{statistics.median(codec):.1f}",
-            f"{statistics.median(v[3] for v in vals) / 1e6:.2f}", f"{max(v[4] for v in vals):.2g}"
+            f"{statistics.median(v[3] for v in vals) / 1e6:.2f}", (f"{max(errs):.2g}" if errs else "-")
             + (" WRONG" if bad else ""),
         ])
     if markdown:

@@ -41,7 +41,9 @@ void squall__cost_note_link(squall_cost *m, int collectives, uint64_t bytes, dou
  * must not make (the first plain call after compressed ones at that size
  * took 4 times the others, and at 3 times the figure it moved plain's by
  * 60%: fp16 then compressed at 0.8x plain), whereas a compressed figure too
- * slow only passes calls through until an exploration. */
+ * slow only passes calls through until an exploration. A plain figure
+ * still follows a link that became three times slower within about 15
+ * plain calls (7.5% a call); a faster call counts in full. */
 #define SLOW_CALL 3.0f
 #define SLOW_PLAIN_CALL 1.25f
 void squall__cost_note_call(squall_cost *m, int kind, uint64_t bytes_in, double seconds) {
