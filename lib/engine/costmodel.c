@@ -195,9 +195,6 @@ int squall__cost_probe_plain(const squall_cost *m, uint64_t bytes_in, double t_c
   int cheap = t_plain < SQ_COST_PROBE_CHEAP;
   if (m->judged[cls] < 2) return 0;
   if (m->plain_runs[cls] < PROBE_RUNS && taken(m->plain_seen[cls]) < PROBE_RUNS - 1) {
-    /* one timed plain call has been heard, and the verdict is clear: a
-     * second would move plain's figure by 30% of its miss, not across it */
-    if (m->plain_runs[cls] >= PROBE_RUNS - 1 && !cheap && t_comp * SQ_COST_PROBE_CLEAR <= t_plain) return 0;
     return t_comp * SQ_COST_PROBE_MARGIN > t_plain || cheap || m->plain_calls == 0;
   }
   return m->judged[cls] % SQ_COST_EXPLORE == SQ_COST_EXPLORE - 1 && (t_comp * SQ_COST_REPROBE_MARGIN > t_plain || cheap);

@@ -178,10 +178,11 @@ void squall__cost_variant_count(squall_cost *m, int codec, unsigned allowed, int
  *   - or no plain call has run at all: a link fitted from compressed calls
  *     of one shape alone puts their latency into the bandwidth (64 KiB
  *     top-k on shared memory predicted plain 40 times slower than it was).
- * A class whose first timed plain call (the second) left the agreed
- * verdict at PROBE_CLEAR or more skips the third: fp16 on a slow link
- * (1.9-2x) then probes twice, not three times, and a 64 MiB plain call on
- * 1 Gbit/s costs as much as two compressed ones. A class where plain calls
+ * All three run however clear the verdict after the first timed one:
+ * plain's figure is the smaller of its first two timed calls
+ * (squall__cost_note_call), because the first is often still slow, and a
+ * verdict that rests on it alone could compress slower than plain for
+ * good. A class where plain calls
  * of any origin (passed through for another reason: compression off, too
  * small, a warm-up) have been timed twice needs no first probes at all.
  * After that, every EXPLORE-th judged call of the class is a probe again
@@ -193,7 +194,6 @@ void squall__cost_variant_count(squall_cost *m, int codec, unsigned allowed, int
  * 2x for good, and probing it would cost 3% of a long job.) 1 for a probe;
  * from counts and header times, the same on every rank. */
 #define SQ_COST_PROBE_MARGIN 2.0
-#define SQ_COST_PROBE_CLEAR 1.75
 #define SQ_COST_PROBE_CHEAP 0.02
 #define SQ_COST_REPROBE_MARGIN 1.25
 int squall__cost_probe_plain(const squall_cost *m, uint64_t bytes_in, double t_comp, double t_plain);
