@@ -2,7 +2,7 @@
 # check-bundle.sh DIST - does the GPU bundle that `make gpu-bundle` linked
 # into DIST load on a GPU machine that has no MPI, zstd or Check? Checks:
 #   - shared libraries needed: libc's family and libstdc++ only, plus
-#     libnccl.so.2 for the two test programs (the interposer must find
+#     libnccl.so.2 for the programs that call NCCL (the interposer must find
 #     NCCL itself, never through DT_NEEDED);
 #   - the interposer exports ncclX names and nothing else;
 #   - the newest glibc symbol version (the GPU machine's glibc must have it);
@@ -15,7 +15,8 @@
 set -euo pipefail
 dist=${1:?usage: check-bundle.sh DIST}
 die() { echo "check-bundle.sh: $*" >&2; exit 1; }
-for f in bin/selftest bin/test_nccl_device bin/test_nccl_device_direct bin/squall-run lib/libsquall-preload.so; do
+for f in bin/selftest bin/test_nccl_device bin/test_nccl_device_direct bin/device_bench bin/squall-run \
+  lib/libsquall-preload.so; do
   [ -e "$dist/$f" ] || die "$dist/$f is missing"
 done
 
@@ -28,15 +29,17 @@ check_needed() { # FILE ALLOWED...
     case " $* " in *" $n "*) ;; *) die "$f needs $n, which the GPU machine may not have (allowed: $*)" ;; esac
   done
 }
-elves=("$dist/bin/selftest" "$dist/bin/test_nccl_device" "$dist/bin/test_nccl_device_direct" "$dist/lib/libsquall-preload.so")
+elves=("$dist/bin/selftest" "$dist/bin/test_nccl_device" "$dist/bin/test_nccl_device_direct" "$dist/bin/device_bench"
+  "$dist/lib/libsquall-preload.so")
 check_needed "$dist/lib/libsquall-preload.so" "${base[@]}"
 check_needed "$dist/bin/selftest" "${base[@]}"
 check_needed "$dist/bin/test_nccl_device" "${base[@]}" libnccl.so.2
 check_needed "$dist/bin/test_nccl_device_direct" "${base[@]}" libnccl.so.2
-for f in "$dist/bin/test_nccl_device" "$dist/bin/test_nccl_device_direct"; do
+check_needed "$dist/bin/device_bench" "${base[@]}" libnccl.so.2
+for f in "$dist/bin/test_nccl_device" "$dist/bin/test_nccl_device_direct" "$dist/bin/device_bench"; do
   readelf -d "$f" | grep -q 'NEEDED.*\[libnccl\.so\.2\]' || die "$f does not load libnccl.so.2 by that soname"
 done
-echo "ok: shared libraries needed: libc's family only, libnccl.so.2 for the two test programs"
+echo "ok: shared libraries needed: libc's family only, libnccl.so.2 for the programs that call NCCL"
 extra=$(nm -D --defined-only "$dist/lib/libsquall-preload.so" | awk '{print $3}' | grep -v '^nccl[A-Z]' || true)
 [ -z "$extra" ] || die "the interposer exports more than ncclX: $extra"
 nccl_exports=$(nm -D --defined-only "$dist/lib/libsquall-preload.so" | grep -c ' nccl[A-Z]' || true)
@@ -80,6 +83,7 @@ if ! { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep
   echo "no GPU here: each program must skip"
   expect77 "$dist/bin/selftest"
   expect77 "$dist/bin/test_nccl_device_direct"
+  expect77 "$dist/bin/device_bench"
   expect77 env SQUALL_MIN_RANKS=1 SQUALL_PRELOAD_LIB="$dist/lib/libsquall-preload.so" "$dist/bin/squall-run" \
     --compress topk:0.01 --min-bytes 4096 -- "$dist/bin/test_nccl_device" run "${TMPDIR:-/tmp}"
 fi

@@ -9,18 +9,21 @@
 #               one run per codec, statistics checked afterwards (d)
 #   4 ddp       a one-process PyTorch DDP run under squall-run --compress
 #               topk:0.01 --min-bytes 0: compressed calls and a falling loss (c)
+#   5 bench     device_bench: what a compressed call costs on the device path
+#               against plain NCCL, each codec, 4 and 64 MiB (figures; fails
+#               only where a call errs or was not compressed)
 # Every step runs the bundle that `make gpu-bundle` (or the wrapper
 # tests/gpu/build-for-device.sh) builds into tests/gpu/build/dist on a
 # machine without a GPU: carry that folder along. Without it every step
 # fails and says so (there is no autotools build here to make it).
 #
 # Logs go to ${OUT:-tests/gpu/build/out}: summary.txt, env.log, selftest.log,
-# direct.log, preload.log, ddp.log, ddp-stats.0.json, ddp-loss.json.
+# direct.log, preload.log, ddp.log, ddp-stats.0.json, ddp-loss.json, bench.log.
 # Exit status: 0 all passed, 1 a check failed, 77 no GPU here (nothing ran).
 # The time limits add up to under 600 s, the device machine's limit per
-# command, even with a hang in every step: 100 + 80 + 4 x 40 + 120 + 20 s,
+# command, even with a hang in every step: 100 + 80 + 4 x 40 + 100 + 20 + 30 s,
 # 2 s more each to kill, and 20 + 30 + 30 s for the machine's description
-# (nvidia-smi, two Python imports of PyTorch): 576 s. The steps take a few
+# (nvidia-smi, two Python imports of PyTorch): 588 s. The steps take a few
 # seconds to a minute each when nothing hangs.
 # Environment: SQUALL_GPU_BUNDLE (the bundle; default tests/gpu/build/dist),
 # SELFTEST_ARGS (default: 1 1000 1048579 16777216), DDP_STEPS (300), PYTHON
@@ -88,7 +91,7 @@ fi
 if [ $gpu = no ]; then
   why="no NVIDIA GPU here (nvidia-smi lists none, no /dev/nvidia0)"
   echo "run-gpu-checks.sh: SKIP: $why" | tee "$out/env.log"
-  for s in selftest direct preload ddp; do add_row $s SKIP 0 "$why"; done
+  for s in selftest direct preload ddp bench; do add_row $s SKIP 0 "$why"; done
   summary
   exit 77
 fi
@@ -146,7 +149,8 @@ fi
 cat "$out/env.log"
 [ -n "$nccl_dir" ] && export LD_LIBRARY_PATH=${nccl_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 have_bundle=yes
-for f in bin/selftest bin/test_nccl_device_direct bin/test_nccl_device bin/squall-run lib/libsquall-preload.so; do
+for f in bin/selftest bin/test_nccl_device_direct bin/test_nccl_device bin/device_bench bin/squall-run \
+  lib/libsquall-preload.so; do
   [ -e "$dist/$f" ] || have_bundle=no
 done
 no_bundle="no bundle in $dist: run make gpu-bundle (or tests/gpu/build-for-device.sh) on the build machine and carry tests/gpu/build/dist"
@@ -218,7 +222,7 @@ if [ $have_bundle = yes ]; then
   t0=$SECONDS
   rm -f "$out"/ddp-stats.*.json "$out/ddp-loss.json"
   # PyTorch finds its own NCCL: the environment's LD_LIBRARY_PATH, without ours.
-  run_cmd "$out/ddp.log" 120 env LD_LIBRARY_PATH="$orig_ld_path" SQUALL_MIN_RANKS=1 PYTHONUNBUFFERED=1 \
+  run_cmd "$out/ddp.log" 100 env LD_LIBRARY_PATH="$orig_ld_path" SQUALL_MIN_RANKS=1 PYTHONUNBUFFERED=1 \
     SQUALL_PRELOAD_LIB="$dist/lib/libsquall-preload.so" "$dist/bin/squall-run" --compress topk:0.01 \
     --min-bytes 0 --debug INFO --stats "$out/ddp-stats.%r.json" -- \
     "$py" tests/gpu/ddp_squall.py train --steps "${DDP_STEPS:-300}" --out "$out/ddp-loss.json"
@@ -230,6 +234,16 @@ if [ $have_bundle = yes ]; then
 else
   echo "$no_bundle" | tee -a "$out/ddp.log"
   add_row ddp FAIL 0 "$no_bundle"
+fi
+
+# ------------------------------------------------------------------ 5 device figures
+: > "$out/bench.log"
+if [ $have_bundle = yes ] && [ -n "$nccl_dir" ]; then
+  run_cmd "$out/bench.log" 30 "$dist/bin/device_bench"
+  add_row bench "$RES" "$SECS" "$DETAIL"
+else
+  echo "${no_bundle}, or no libnccl.so.2 found" | tee -a "$out/bench.log"
+  add_row bench FAIL 0 "$no_bundle, or no libnccl.so.2"
 fi
 
 summary
