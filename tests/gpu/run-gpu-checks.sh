@@ -166,15 +166,22 @@ else
   add_row selftest FAIL 0 "$no_bundle"
 fi
 
+# nccl_step NAME LIMIT PROGRAM: one bundle program that calls NCCL, its
+# output in NAME.log, its row in the summary.
+nccl_step() {
+  local name=$1 limit=$2 prog=$3
+  : > "$out/$name.log"
+  if [ $have_bundle = yes ] && [ -n "$nccl_dir" ]; then
+    run_cmd "$out/$name.log" "$limit" "$dist/bin/$prog"
+    add_row "$name" "$RES" "$SECS" "$DETAIL"
+  else
+    echo "${no_bundle}, or no libnccl.so.2 found" | tee -a "$out/$name.log"
+    add_row "$name" FAIL 0 "$no_bundle, or no libnccl.so.2"
+  fi
+}
+
 # ------------------------------------------------------------------ 2 direct API
-: > "$out/direct.log"
-if [ $have_bundle = yes ] && [ -n "$nccl_dir" ]; then
-  run_cmd "$out/direct.log" 80 "$dist/bin/test_nccl_device_direct"
-  add_row direct "$RES" "$SECS" "$DETAIL"
-else
-  echo "${no_bundle}, or no libnccl.so.2 found" | tee -a "$out/direct.log"
-  add_row direct FAIL 0 "$no_bundle, or no libnccl.so.2"
-fi
+nccl_step direct 80 test_nccl_device_direct
 
 # ------------------------------------------------------------------ 3 the interposer
 # One run per codec (SQUALL_MIN_BYTES=4096 is what the program assumes),
@@ -237,14 +244,7 @@ else
 fi
 
 # ------------------------------------------------------------------ 5 device figures
-: > "$out/bench.log"
-if [ $have_bundle = yes ] && [ -n "$nccl_dir" ]; then
-  run_cmd "$out/bench.log" 30 "$dist/bin/device_bench"
-  add_row bench "$RES" "$SECS" "$DETAIL"
-else
-  echo "${no_bundle}, or no libnccl.so.2 found" | tee -a "$out/bench.log"
-  add_row bench FAIL 0 "$no_bundle, or no libnccl.so.2"
-fi
+nccl_step bench 30 device_bench
 
 summary
 status=0
