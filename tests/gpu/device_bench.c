@@ -20,6 +20,10 @@
  * a row whose calls were not says so and the exit status is 1.
  * Exit 0 figures printed, 1 a check failed, 2 usage, 77 no CUDA device.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* dladdr */
+#endif
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +66,21 @@ static int cmp_double(const void *a, const void *b) {
 
 static ncclComm_t g_comm;
 static cudaStream_t g_stream;
+
+/* The file the loaded NCCL came from: a figure depends on its version. */
+static const char *nccl_file(void) {
+  Dl_info info;
+  if (!dladdr((void *)ncclGetVersion, &info) || info.dli_fname == NULL) return "?";
+  return info.dli_fname;
+}
+
+/* A positive whole number, all of s; 0 when s is not one. */
+static unsigned long long parse_count(const char *s) {
+  char *end;
+  if (*s < '0' || *s > '9') return 0; /* strtoull takes "-5" and wraps it */
+  unsigned long long v = strtoull(s, &end, 10);
+  return *end ? 0 : v;
+}
 
 /* Seconds per call, the median of RUNS runs of reps calls; -1 when a call
  * fails (its error printed). */
@@ -124,6 +143,8 @@ static void bench_size(size_t n, int reps) {
   double plain = time_calls(0, send, recv, n, reps);
   if (plain < 0) {
     g_failed++;
+    CK(cudaFree(send));
+    CK(cudaFree(recv));
     return;
   }
   double mib = (double)n * 4 / (1 << 20);
@@ -135,20 +156,22 @@ static void bench_size(size_t n, int reps) {
       continue;
     }
     squallStats_t before, after;
-    squallStatsGet(&before);
+    if (squallStatsGet(&before) != squallSuccess) memset(&before, 0, sizeof before);
     double t = time_calls(1, send, recv, n, reps);
-    squallStatsGet(&after);
+    if (squallStatsGet(&after) != squallSuccess) memset(&after, 0, sizeof after);
     uint64_t calls = after.calls - before.calls, comp = after.compressedCalls - before.compressedCalls;
     int ok = t >= 0 && comp == calls && calls > 0;
     if (ok) g_passed++;
     else g_failed++;
+    if (t < 0) {
+      printf("%-16s %10zu %8.1f  a call failed (above)\n", rows[i].name, n, mib);
+      continue;
+    }
     char note[96] = "";
     if (!ok) snprintf(note, sizeof note, "NOT COMPRESSED: %llu of %llu calls", (unsigned long long)comp,
                       (unsigned long long)calls);
-    char ratio[16] = "-";
-    if (t > 0) snprintf(ratio, sizeof ratio, "%.2f", t / plain);
-    printf("%-16s %10zu %8.1f %10.1f %9.3f %8s  %s\n", rows[i].name, n, mib, t * 1e6, t * 1e9 / (double)n, ratio,
-           note);
+    printf("%-16s %10zu %8.1f %10.1f %9.3f %8.2f  %s\n", rows[i].name, n, mib, t * 1e6, t * 1e9 / (double)n,
+           t / plain, note);
     fflush(stdout);
   }
   CK(cudaFree(send));
@@ -157,24 +180,26 @@ static void bench_size(size_t n, int reps) {
 
 int main(int argc, char **argv) {
   int reps = 20, first = 1;
-  if (argc > 2 && !strcmp(argv[1], "-r")) {
-    reps = atoi(argv[2]);
+  if (argc > 1 && !strcmp(argv[1], "-r")) {
+    unsigned long long r = argc > 2 ? parse_count(argv[2]) : 0;
+    if (r == 0 || r > 100000) {
+      fprintf(stderr, "device_bench: -r needs a number of calls from 1 to 100000, got '%s'\n",
+              argc > 2 ? argv[2] : "");
+      return 2;
+    }
+    reps = (int)r;
     first = 3;
   }
   size_t sizes[16];
   int ns = 0;
   for (int i = first; i < argc; i++) {
-    char *end;
-    unsigned long long v = strtoull(argv[i], &end, 10);
-    if (*end || v == 0 || ns == 16) {
-      fprintf(stderr, "usage: device_bench [-r REPS] [N ...]  (N: float32 elements per call, at most 16 sizes)\n");
+    unsigned long long v = parse_count(argv[i]);
+    if (v == 0 || v > ((size_t)1 << 40) || ns == 16) {
+      fprintf(stderr, "usage: device_bench [-r REPS] [N ...]  (N: float32 elements per call, 1 to 2^40, at most "
+                      "16 sizes); got '%s'\n", argv[i]);
       return 2;
     }
     sizes[ns++] = (size_t)v;
-  }
-  if (reps < 1) {
-    fprintf(stderr, "device_bench: -r needs a positive number of calls\n");
-    return 2;
   }
   if (ns == 0) {
     sizes[ns++] = (size_t)1 << 20;
@@ -195,9 +220,9 @@ int main(int argc, char **argv) {
     printf("device_bench: cannot make a one-rank NCCL communicator\n0 passed, 1 failed\n");
     return 1;
   }
-  printf("device_bench: %s (sm_%d%d), NCCL %d, libsquall %s; one rank, float32 sum, %d calls x %d runs "
+  printf("device_bench: %s (sm_%d%d), NCCL %d from %s, libsquall %s; one rank, float32 sum, %d calls x %d runs "
          "(median), wall clock per call\n",
-         prop.name, prop.major, prop.minor, v, squallVersionString(), reps, RUNS);
+         prop.name, prop.major, prop.minor, v, nccl_file(), squallVersionString(), reps, RUNS);
   printf("%-16s %10s %8s %10s %9s %8s\n", "codec", "n", "MiB", "us/call", "ns/elem", "x plain");
   for (int i = 0; i < ns; i++) bench_size(sizes[i], reps);
   squallCommForget(g_comm);

@@ -23,7 +23,9 @@
 # The time limits add up to under 600 s, the device machine's limit per
 # command, even with a hang in every step: 100 + 80 + 4 x 40 + 100 + 20 + 30 s,
 # 2 s more each to kill, and 20 + 30 + 30 s for the machine's description
-# (nvidia-smi, two Python imports of PyTorch): 588 s. The steps take a few
+# (nvidia-smi, two Python imports of PyTorch), 2 s more each to kill:
+# 594 s. Left out, unlimited but quick: nvidia-smi -L, ldd, and the four
+# reads of the statistics (test_nccl_device check). The steps take a few
 # seconds to a minute each when nothing hangs.
 # Environment: SQUALL_GPU_BUNDLE (the bundle; default tests/gpu/build/dist),
 # SELFTEST_ARGS (default: 1 1000 1048579 16777216), DDP_STEPS (300), PYTHON
@@ -142,7 +144,8 @@ fi
 {
   echo "== libnccl.so.2 for the test programs: ${nccl_dir:-not found (set NCCL_LIBDIR)}"
   [ -n "$nccl_dir" ] && ls -l "$nccl_dir"/libnccl.so* 2>&1
-  for f in "$dist"/bin/test_nccl_device "$dist"/bin/test_nccl_device_direct "$dist"/lib/libsquall-preload.so; do
+  for f in "$dist"/bin/test_nccl_device "$dist"/bin/test_nccl_device_direct "$dist"/bin/device_bench \
+    "$dist"/lib/libsquall-preload.so; do
     [ -e "$f" ] && { echo "-- $f"; LD_LIBRARY_PATH=${nccl_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ldd "$f" 2>&1; }
   done
 } >> "$out/env.log" 2>&1
