@@ -182,9 +182,9 @@ void squall__cost_variant_count(squall_cost *m, int codec, unsigned allowed, int
  * plain's figure is the smaller of its first two timed calls
  * (squall__cost_note_call), because the first is often still slow, and a
  * verdict that rests on it alone could compress slower than plain for
- * good. A class where plain calls
- * of any origin (passed through for another reason: compression off, too
- * small, a warm-up) have been timed twice needs no first probes at all.
+ * good. A class where plain calls of any origin (passed through for
+ * another reason: compression off, too small, a warm-up) have been timed
+ * twice needs no first probes at all.
  * After that, every EXPLORE-th judged call of the class is a probe again
  * while plain stays cheap or the verdict within REPROBE_MARGIN, so that
  * plain's figure stays as current as the codec's: a job's first calls are

@@ -39,18 +39,15 @@
 #define WARM 3
 #define RUNS 3
 
+/* Each row: SQUALL_COMPRESS and SQUALL_TOPK_VALUES, as a user sets them. */
 typedef struct {
-  const char *name;
-  squallCodec_t codec;
-  double ratio;
-  squallValueType_t values;
+  const char *name, *compress, *values;
 } codec_row;
 
 static const codec_row rows[] = {
-    {"fp16", squallCodecFp16, 0, squallValueFp32},      {"bf16", squallCodecBf16, 0, squallValueFp32},
-    {"int8", squallCodecInt8, 0, squallValueFp32},      {"int4", squallCodecInt4, 0, squallValueFp32},
-    {"fp8", squallCodecFp8, 0, squallValueFp32},        {"topk:0.01", squallCodecTopk, 0.01, squallValueFp32},
-    {"topk:0.01:fp16", squallCodecTopk, 0.01, squallValueFp16},
+    {"fp16", "fp16", "fp32"},         {"bf16", "bf16", "fp32"},           {"int8", "int8", "fp32"},
+    {"int4", "int4", "fp32"},         {"fp8", "fp8", "fp32"},             {"topk:0.01", "topk:0.01", "fp32"},
+    {"topk:0.01:fp16", "topk:0.01", "fp16"},
 };
 
 static double now(void) {
@@ -108,10 +105,11 @@ static double time_calls(int squall, const float *send, float *recv, size_t n, i
 
 static int set_codec(const codec_row *c) {
   squallConfig_t cfg;
-  if (squallGetConfig(&cfg) != squallSuccess) return -1;
-  cfg.codec = c->codec;
-  if (c->codec == squallCodecTopk) cfg.topkRatio = c->ratio;
-  cfg.topkValues = c->values;
+  if (squallGetConfig(&cfg) != squallSuccess || squallConfigSet(&cfg, "SQUALL_COMPRESS", c->compress) != squallSuccess ||
+      squallConfigSet(&cfg, "SQUALL_TOPK_VALUES", c->values) != squallSuccess) {
+    fprintf(stderr, "device_bench: %s: %s\n", c->name, squallGetLastError());
+    return -1;
+  }
   cfg.errorFeedback = 1;
   cfg.minBytes = 0;
   cfg.minRanks = 1;

@@ -483,6 +483,15 @@ static allreduce_fn nccl_itself(void) {
 #endif
 }
 
+/* Words where a and b differ, and the first of them in *first. */
+static size_t words_differ(const uint32_t *a, const uint32_t *b, size_t n, size_t *first) {
+  size_t diff = 0;
+  *first = 0;
+  for (size_t i = 0; i < n; i++)
+    if (a[i] != b[i] && diff++ == 0) *first = i;
+  return diff;
+}
+
 /* A call squall must hand to NCCL unchanged: its result must be, bit for
  * bit, what NCCL itself makes of the same input. With one rank that is the
  * input itself for sum, max and average (premul times it for PreMulSum);
@@ -521,9 +530,7 @@ static void run_pass(tensor_t *t, ncclDataType_t type, ncclRedOp_t op, float pre
     NOK(settle(real(t->d_send, t->d_recv, n, type, op, g_comm, g_stream)));
     CK(cudaStreamSynchronize(g_stream));
     CK(cudaMemcpy(ref, t->d_recv, bytes, cudaMemcpyDeviceToHost));
-    size_t diff = 0, first = 0;
-    for (size_t i = 0; i < n; i++)
-      if (ref[i] != got[i] && diff++ == 0) first = i;
+    size_t first, diff = words_differ(ref, got, n, &first);
     if (diff)
       bad("%s: %zu of %zu words differ from NCCL's own result, first [%zu]: got 0x%08x, NCCL 0x%08x", label, diff,
           n, first, got[first], ref[first]);
@@ -531,9 +538,7 @@ static void run_pass(tensor_t *t, ncclDataType_t type, ncclRedOp_t op, float pre
   }
   if (premul != 1.0f)
     for (size_t i = 0; i < n; i++) in[i] = sq_float_bits(premul * sq_bits_float(in[i]));
-  size_t diff = 0, first = 0;
-  for (size_t i = 0; i < n; i++)
-    if (in[i] != got[i] && diff++ == 0) first = i;
+  size_t first, diff = words_differ(in, got, n, &first);
   if (diff && real == NULL)
     bad("%s: %zu of %zu words differ from the exact one-rank result, first [%zu]: got 0x%08x, want 0x%08x", label,
         diff, n, first, got[first], in[first]);
