@@ -712,6 +712,63 @@ START_TEST(test_stream_fence_orders_calls) {
 }
 END_TEST
 
+/* A device engine (the host set under another name: headers only where
+ * needed, no cost model) whose ranks are all on one node passes its calls
+ * through as not paying, from its first eligible call, with nothing held
+ * back; with SQUALL_COST_MODEL=off, or nodes of one rank each
+ * (SQUALL_RANKS_PER_NODE=1), it compresses, and so does a lone rank
+ * (SQUALL_MIN_RANKS=1 is there to prove the path). The host set itself,
+ * on the same node, times its calls instead. */
+START_TEST(test_device_on_one_node_passes_through) {
+  size_t n = 4096;
+  float *g = malloc(n * 4), *out = malloc(n * 4), *res = malloc(n * 4);
+  fill(g, n, 66, rank, gen_uniform);
+  const struct {
+    const char *spec;
+    int passes; /* where the ranks share a node */
+  } cases[] = {
+      {"SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=on", 1},
+      {"SQUALL_COMPRESS=topk:0.01 SQUALL_COST_MODEL=on", 1},
+      {"SQUALL_COMPRESS=int8 SQUALL_COST_MODEL=on SQUALL_HIERARCHY=flat", 1},
+      {"SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=off", 0},
+      {"SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=on SQUALL_RANKS_PER_NODE=1", 0},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    use_config(cases[i].spec);
+    squall_kernels k = squall__kernels_host;
+    k.name = "host-as-device";
+    test_engine t;
+    engine_with(&t, &k);
+    int passes = cases[i].passes && nranks > 1;
+    for (int call = 0; call < 3; call++) {
+      squall_call c = {.send = g, .recv = out, .count = n, .dtype = SQ_DT_F32, .elsize = 4, .op = SQ_OP_SUM,
+                       .premul = 1.0f};
+      squall_decision d;
+      ck_assert_int_eq(squall__engine_allreduce(t.e, &c, &d), squallSuccess);
+      if (passes) {
+        ck_assert_msg(d.route == SQ_ROUTE_PASS && d.reason == squallPassNotPaying,
+                      "%s, call %d: route %d, reason %d", cases[i].spec, call, (int)d.route, (int)d.reason);
+      } else {
+        ck_assert_msg(d.route != SQ_ROUTE_PASS, "%s, call %d: passed through (%s)", cases[i].spec, call,
+                      squallPassReasonName(d.reason));
+      }
+    }
+    const squallStats_t *st = squall__engine_stats(t.e);
+    if (passes) {
+      ck_assert_uint_eq(st->passthrough[squallPassNotPaying], 3);
+      ck_assert_uint_eq(st->compressedCalls, 0);
+      /* nothing was encoded: whatever residual the first call prepared is zero */
+      if (squall__engine_get_residual(t.e, g, n, SQ_DT_F32, res) == squallSuccess)
+        for (size_t j = 0; j < n; j++) MC_CHECK(res[j] == 0, "%s: residual element %zu is %g", cases[i].spec, j, res[j]);
+    }
+    engine_done(&t);
+  }
+  free(g);
+  free(out);
+  free(res);
+}
+END_TEST
+
 START_TEST(test_config_mismatch_passes_through) {
   if (nranks < 2) return; /* one rank cannot disagree with itself */
   /* Ranks disagree: every rank must pass through (no hang, no mixed codecs). */
@@ -1129,6 +1186,7 @@ static Suite *engine_suite(void) {
   tcase_add_test(tc, test_stream_fence_orders_calls);
   tc = tcase(s, "agreement");
   tcase_add_test(tc, test_config_mismatch_passes_through);
+  tcase_add_test(tc, test_device_on_one_node_passes_through);
   tcase_add_test(tc, test_min_ranks_differ_passes_through);
   tcase_add_test(tc, test_intercomm_passes_through);
   tcase_add_test(tc, test_set_config_from_another_thread);

@@ -385,7 +385,8 @@ static const option_t options[] = {
      "all-reduce from its measured codec speed and the link's speed (or from whole calls of the "
      "same size timed both ways); the call passes through (reason would_not_pay) unless the "
      "largest compressed prediction over the ranks is below the largest plain one. Where two "
-     "levels apply, the same timings choose between two levels and flat. off: every eligible "
+     "levels apply, the same timings choose between two levels and flat. On device memory, "
+     "where every rank is on one node, calls pass through (would_not_pay). off: every eligible "
      "call is compressed.",
      parse_cost_model, print_cost_model, check_cost_model},
     {"SQUALL_LINK_GBPS", "linkGbps", "auto", "auto (or 0), or a decimal number of Gbit/s from 0.001 to 100000",

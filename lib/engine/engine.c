@@ -88,6 +88,7 @@ struct squall_engine {
   size_t undo_n;
   squall_cost cost; /* SQUALL_COST_MODEL: this rank's link and codec figures */
   squall_tensor *shard_slot; /* the slot squall__engine_prepare_shard looked up for the next shard call */
+  int said_one_node; /* device_on_one_node() logged */
 };
 
 const squallStats_t *squall__engine_stats(const squall_engine *e) { return &e->stats; }
@@ -198,6 +199,7 @@ typedef struct {
                                 is below the largest plain one (or it explores); 1 where the
                                 model does not run */
   int nonblocking;           /* some rank's communicator is non-blocking (from the header) */
+  int one_node;              /* device_on_one_node(): the same on every rank */
 } decide_in;
 
 /* Reasons that follow from the call alone (identical on every rank: MPI
@@ -252,7 +254,7 @@ static squall_route decide(const decide_in *in, squallPassReason_t *why) {
     return SQ_ROUTE_PASS;
   }
   if (in->two_level == 1) return SQ_ROUTE_TWOLEVEL;
-  if (!in->pays) { *why = squallPassNotPaying; return SQ_ROUTE_PASS; }
+  if (!in->pays || in->one_node) { *why = squallPassNotPaying; return SQ_ROUTE_PASS; }
 route:
   if (cfg->codec == squallCodecTopk) return topk_route(c, cfg, in->nranks, in->topk_max);
   squall_twophase_codec tp;
@@ -264,6 +266,35 @@ route:
     }
   }
   return SQ_ROUTE_HALF;
+}
+
+/* Device engines run no cost model: rank-local timings reach the other
+ * ranks only through a header, which a device call exchanges only when it
+ * must (reading it back waits for the stream). One fact needs no timing:
+ * where every rank is on one node, NCCL all-reduces over NVLink, PCIe or
+ * shared memory, and a 64 MiB fp16 call's codec work alone (0.4 ms on one
+ * H200) is about what a plain all-reduce of 64 MiB takes over NVLink. Such
+ * calls pass through as not paying; SQUALL_COST_MODEL=off compresses them
+ * (a node whose GPUs talk over a NIC, NCCL_P2P_DISABLE and
+ * NCCL_SHM_DISABLE), as does SQUALL_RANKS_PER_NODE=1. The nodes were
+ * all-gathered and the configuration agreed: the same on every rank. One
+ * rank (SQUALL_MIN_RANKS=1) compresses: it is there to prove the path. */
+static int device_on_one_node(const squall_engine *e, const squallConfig_t *cfg, const squall_call *c) {
+  return cfg->costModel && !e->header_every_call && !c->shard && e->tr.nranks > 1 &&
+         squall__hier_one_node(e->hier, cfg);
+}
+
+static void say_one_node(squall_engine *e) {
+  if (e->said_one_node) return;
+  e->said_one_node = 1;
+  SQ_INFO("rank %d/%d: all ranks are on one node: device calls pass through (would_not_pay), since NCCL's "
+          "links inside a node outrun the codecs; SQUALL_COST_MODEL=off compresses them",
+          e->tr.rank, e->tr.nranks);
+  const char *p2p = getenv("NCCL_P2P_DISABLE"), *shm = getenv("NCCL_SHM_DISABLE");
+  if (p2p && shm && atoi(p2p) == 1 && atoi(shm) == 1)
+    SQ_WARN("rank %d: NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1 send this node's traffic over a network "
+            "interface, where compressing may pay: SQUALL_COST_MODEL=off compresses these calls",
+            e->tr.rank);
 }
 
 /* --------------------------------------------------------------- memory */
@@ -1040,7 +1071,7 @@ int squall__engine_ready(squall_engine *e, const squall_call *c) {
   uint64_t gen;
   squall__config_get(&cfg, &gen);
   decide_in in = {.call = c, .cfg = &cfg, .nranks = e->tr.nranks, .topk_max = e->k.topk_max_elems, .agreed = 1, .all_ok = 1,
-                  .alltoall = e->tr.alltoall != NULL, .pays = 1};
+                  .alltoall = e->tr.alltoall != NULL, .pays = 1, .one_node = device_on_one_node(e, &cfg, c)};
   squallPassReason_t why;
   squall_route guess = decide(&in, &why);
   scratch_layout L;
@@ -1082,7 +1113,8 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   /* What this rank's own configuration would do, to prepare for it. */
   decide_in in = {.call = c, .cfg = &cfg, .nranks = e->tr.nranks, .topk_max = e->k.topk_max_elems, .agreed = 1, .all_ok = 1,
                   .alltoall = e->tr.alltoall != NULL, .pays = 1,
-                  .two_level = c->shard ? 0 : squall__hier_known(e->hier, &cfg)};
+                  .two_level = c->shard ? 0 : squall__hier_known(e->hier, &cfg),
+                  .one_node = device_on_one_node(e, &cfg, c)};
   st->flat_reason = squallFlatConfigured;
   /* The variant (two levels or flat, top-k's slots lossless or raw) that
    * whole calls showed fastest at this size, from figures earlier headers
@@ -1184,6 +1216,7 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
       SQ_WARN("rank %d: a rank could not prepare a %zu-element all-reduce: every rank passes it through",
               e->tr.rank, c->count);
     if (d->reason == squallPassNotPaying) fold_into_plain(e, c, &cfg, st, d);
+    if (in.one_node) say_one_node(e);
     return squallSuccess;
   }
   if (in.two_level < 0) {
@@ -1194,6 +1227,14 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
      * preparation stays unused and the call runs two-level. */
     SQ_FORWARD_IF_ERROR(squall__hier_route(e->hier, &cfg, c->stream, &st->flat_reason));
     in.two_level = squall__hier_known(e->hier, &cfg);
+    if ((in.one_node = device_on_one_node(e, &cfg, c))) {
+      /* nothing has run yet: every rank passes this call through too
+       * (the warm-up was counted by the first decision: not again) */
+      in.count = NULL;
+      d->route = decide(&in, &d->reason);
+      say_one_node(e);
+      return squallSuccess;
+    }
     if (in.two_level == 1) {
       /* Its memory is allocated after the header: every rank learns
        * whether all could, and if one could not, all run this call on the

@@ -221,6 +221,10 @@ int squall__hier_known(const squall_hier *h, const squallConfig_t *cfg) {
   return h->split_state == 1;
 }
 
+int squall__hier_one_node(const squall_hier *h, const squallConfig_t *cfg) {
+  return h != NULL && h->known && h->rpn == cfg->ranksPerNode && h->verdict == squallFlatOneNode;
+}
+
 squallResult_t squall__hier_route(squall_hier *h, const squallConfig_t *cfg, void *stream, int *flat_reason) {
   *flat_reason = squallFlatConfigured;
   if (h == NULL) return squallSuccess;

@@ -46,6 +46,10 @@ void squall__hier_free(squall_hier *h);
  * -1 the nodes are not known yet for it (squall__hier_route must run). */
 int squall__hier_known(const squall_hier *h, const squallConfig_t *cfg);
 
+/* 1 when the nodes are known for cfg and all ranks are on one node (the
+ * same answer on every rank: the node keys were all-gathered), else 0. */
+int squall__hier_one_node(const squall_hier *h, const squallConfig_t *cfg);
+
 /* For a call that every rank compresses, after the call header (collective:
  * every rank calls it at the same call, never under graph capture): finds
  * the nodes and makes the node communicators on first need. *flat_reason
