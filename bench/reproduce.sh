@@ -18,7 +18,8 @@
 #   data     every --data distribution at 10 Gbit/s
 #   yield    ranks that spin against ranks that yield while they wait
 # JSON files go to DIR (default ./reproduce-<date>); every figure printed is
-# the median over the runs, min and max beside it.
+# the median over the runs, min and max beside it, and each table is drawn
+# beside them as a PNG (gnuplot) of the speedups.
 # Warm-up iterations: the cost model times each variant of a call (two
 # levels or flat, top-k's slots with or without zstd) on its first calls of
 # a size, twice each (the first run of each is not taken), before it runs
@@ -46,6 +47,16 @@ out=${out:-reproduce-$(date +%Y%m%d-%H%M)}
 mkdir -p "$out"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 median() { python3 "$top/tools/bench-median.py" "$@"; }
+# The table, and a plot of it beside the JSON (PNG NAME, TITLE, then the
+# JSON files); without gnuplot, the table alone.
+plotted() {
+  png=$1 title=$2
+  shift 2
+  median "$@" --markdown --plot "$out/$png" --title "$title" || {
+    rc=$?
+    test "$rc" = 3 || exit "$rc"
+  }
+}
 note() { echo "== $*"; echo "   load: $(cut -d' ' -f1-3 /proc/loadavg)"; }
 
 codecs=none,fp16,bf16,int8,int4,fp8,topk:0.01
@@ -60,7 +71,7 @@ for set in $sets; do
         "$top/tools/ethernet.sh" --rate "$rate" -- mpirun -n 4 ./squall-bench -b 64M -e 64M -n 3 -w "$warm" \
           -C "$codecs" -J "$out/link-$rate-$i.json" >"$out/link-$rate-$i.txt" 2>&1
       done
-      median "$out"/link-"$rate"-*.json --markdown
+      plotted "link-$rate.png" "4 ranks, one shared $rate link, 64 MiB: median of $runs runs" "$out"/link-"$rate"-*.json
     done ;;
   shm)
     # 20 timed iterations after 10 warm-up ones (nccl-tests' default count):
@@ -72,7 +83,7 @@ for set in $sets; do
       mpirun -n 4 ./squall-bench -b 64K -e 64M -f 4 -n 20 -w 10 -C none,fp16,int8,topk:0.01 \
         -J "$out/shm-$i.json" >"$out/shm-$i.txt" 2>&1
     done
-    median "$out"/shm-*.json --markdown ;;
+    plotted shm.png "4 ranks, shared memory, default configuration: median of $runs runs" "$out"/shm-[0-9]*.json ;;
   shm-pair)
     # One codec and plain per run, so that the two are timed close together,
     # and each first in half of the runs: on 4 ranks over 2 cores, one
@@ -88,7 +99,8 @@ for set in $sets; do
         done
       done
     done
-    median "$out"/shm-pair-*.json --markdown ;;
+    plotted shm-pair.png "4 ranks, shared memory, plain against one codec per run: median of $((2 * runs)) runs" \
+      "$out"/shm-pair-*.json ;;
   cluster)
     for shape in 2x2 4x1; do
       for rate in 1gbit 250mbit; do
@@ -99,7 +111,8 @@ for set in $sets; do
               ./squall-bench -b 64M -e 64M -n 3 -w "$warm_nodes" -C none,fp16,int8,topk:0.01 -S "SQUALL_HIERARCHY=$h" \
               -J "$out/cluster-$shape-$rate-$h-$i.json" >"$out/cluster-$shape-$rate-$h-$i.txt" 2>&1
           done
-          median "$out"/cluster-"$shape"-"$rate"-"$h"-*.json --markdown
+          plotted "cluster-$shape-$rate-$h.png" "$shape nodes, $rate per NIC, SQUALL_HIERARCHY=$h: median of $runs runs" \
+            "$out"/cluster-"$shape"-"$rate"-"$h"-*.json
           grep -h 'NIC' "$out"/cluster-"$shape"-"$rate"-"$h"-1.txt || true
         done
       done
@@ -118,7 +131,8 @@ for set in $sets; do
             -J "$out/cluster-2x2-250mbit-sweep-$h-$1-$i.json" >"$out/cluster-2x2-250mbit-sweep-$h-$1-$i.txt" 2>&1
         done
       done
-      median "$out"/cluster-2x2-250mbit-sweep-"$h"-*.json --markdown
+      plotted "sweep-$h.png" "2 x 2 nodes, 250 Mbit/s per NIC, SQUALL_HIERARCHY=$h: median of $runs runs" \
+        "$out"/cluster-2x2-250mbit-sweep-"$h"-*.json
     done ;;
   data)
     for d in uniform normal lognormal constant tiny sparse nonfinite; do
@@ -127,7 +141,7 @@ for set in $sets; do
         "$top/tools/ethernet.sh" --rate 10gbit -- mpirun -n 4 ./squall-bench -b 64M -e 64M -n 3 -w "$warm" \
           -C none,fp16,bf16,int8,int4,fp8,topk:0.01 --data "$d" -J "$out/data-$d-$i.json" >"$out/data-$d-$i.txt" 2>&1
       done
-      median "$out"/data-"$d"-*.json --markdown
+      plotted "data-$d.png" "--data $d, 4 ranks, one shared 10 Gbit/s link, 64 MiB: median of $runs runs" "$out"/data-"$d"-*.json
     done ;;
   yield)
     for y in 0 1; do
@@ -137,8 +151,8 @@ for set in $sets; do
           ./squall-bench -b 64M -e 64M -n 3 -w "$warm" -C none,fp16,topk:0.01 \
           -J "$out/yield-$y-$i.json" >"$out/yield-$y-$i.txt" 2>&1
       done
-      median "$out"/yield-"$y"-*.json --markdown
+      plotted "yield-$y.png" "OMPI_MCA_mpi_yield_when_idle=$y, 10 Gbit/s, 64 MiB: median of $runs runs" "$out"/yield-"$y"-*.json
     done ;;
   esac
 done
-echo "== JSON and full tables: $out"
+echo "== JSON, full tables and plots: $out"

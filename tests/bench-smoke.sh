@@ -121,6 +121,11 @@ else
   echo "note: gnuplot not installed, --plot not checked"
 fi
 
+# ---- tools/bench-median.py, as bench/reproduce.sh runs it: the median of
+# runs (here the --data runs below stand in: the same sizes and codecs), a
+# table row per (size, codec), and a plot of it
+median="${SQUALL_SRCDIR:?}/tools/bench-median.py"
+
 # ---- -o avg: MPI has no average op; the bench sums and divides
 "$run" 2 "$bench" -b 64K -e 64K -n 2 -w 1 -o avg -C none,fp16 -J "$tmp/avg.json" --no-progress \
   >"$tmp/avg.txt" 2>&1 || { bad "-o avg run failed"; cat "$tmp/avg.txt" >&2; }
@@ -167,6 +172,20 @@ rows = json.load(open(sys.argv[1]))
 ok = len(rows) == 4 and all(r["consistent"] is True and r["wrong"] is False for r in rows)
 sys.exit(0 if ok else 1)' "$tmp/d-$dist.json" || bad "--data $dist: rows wrong or ranks differ: $(cat "$tmp/d-$dist.json")"
 done
+
+$py "$median" "$tmp"/d-*.json --markdown >"$tmp/median.md" 2>&1 || bad "bench-median.py failed: $(cat "$tmp/median.md")"
+rows=$(grep -c '^| 64 MiB\|^| 0.0625 MiB' "$tmp/median.md")
+test "$rows" -eq 4 || bad "bench-median.py: $rows rows, expected 4 (one per codec): $(cat "$tmp/median.md")"
+grep -q '^| 0.0625 MiB | none | 7 | ' "$tmp/median.md" || bad "bench-median.py: no row of 7 runs for none"
+if test -n "$plot"; then
+  for list in "$tmp/d-uniform.json $tmp/d-normal.json" "$tmp/b.json"; do # one size (bars); several (lines)
+    rm -f "$tmp/m.png"
+    $py "$median" $list --plot "$tmp/m.png" --title "smoke" >/dev/null 2>"$tmp/m.err" || bad "bench-median.py --plot failed: $(cat "$tmp/m.err")"
+    magic=$(od -An -tx1 -N8 "$tmp/m.png" 2>/dev/null | tr -d ' \n')
+    test "$magic" = 89504e470d0a1a0a || bad "bench-median.py --plot did not write a PNG for $list"
+  done
+fi
+$py "$median" "$tmp/b.json" --plot "$tmp/m.svg" >/dev/null 2>&1 && bad "bench-median.py took --plot m.svg (not a .png)"
 
 # ---- squall-codec-bench: every codec and distribution, one row each
 codecbench="$SQUALL_BUILDDIR/squall-codec-bench"

@@ -2,16 +2,25 @@
 """bench-median.py - the median of several squall-bench runs, with the spread.
 
   tools/bench-median.py run1.json run2.json run3.json [--size 64M] [--markdown]
+                        [--plot FILE.png [--title TEXT]]
 
 Each file is the JSON array `squall-bench -J FILE` writes. Rows are matched by
 (size, codec); the table shows, per row, the median time over the runs, the
 smallest and largest, the median speedup against `none` of the same run, and
 the median codec time. Figures in README.md and in notes are made this way:
 the median of at least three separate runs.
+
+--plot draws the median speedups with gnuplot (Debian: gnuplot-nox), the
+smallest and largest of the runs as error bars: one bar per codec where the
+runs hold one size, else one line per codec against the size. Exit status 3:
+the table was printed, the plot could not be drawn.
 """
 import json
+import os
 import statistics
+import subprocess
 import sys
+import tempfile
 
 
 def parse_size(text):
@@ -25,11 +34,17 @@ def parse_size(text):
 
 
 def main(argv):
-    files, size, markdown = [], None, False
+    files, size, markdown, plot, title = [], None, False, None, None
     it = iter(argv)
     for arg in it:
         if arg == "--size":
             size = parse_size(next(it, ""))
+        elif arg == "--plot":
+            plot = next(it, "")
+            if not plot.endswith(".png"):
+                raise SystemExit(f"bench-median.py: --plot '{plot}' is not a .png file name")
+        elif arg == "--title":
+            title = next(it, "")
         elif arg == "--markdown":
             markdown = True
         elif arg in ("-h", "--help"):
@@ -90,6 +105,82 @@ def main(argv):
         print("  ".join(h.rjust(w) for h, w in zip(header, widths)))
         for line in lines:
             print("  ".join(c.rjust(w) for c, w in zip(line, widths)))
+    if plot:
+        return draw(plot, title or ", ".join(os.path.basename(f) for f in files), keys, by_key)
+    return 0
+
+
+def size_label(b):
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if b >= 1 << shift:
+            return f"{b / (1 << shift):g} {unit}"
+    return f"{b} B"
+
+
+def draw(png, title, keys, by_key):
+    """Median speedup per (size, codec), min..max as error bars, via gnuplot."""
+    codecs = [c for c in dict.fromkeys(k[1] for k in keys) if c != "none"]
+    sizes = sorted(dict.fromkeys(k[0] for k in keys))
+    quote = lambda t: "'" + t.replace("'", "''") + "'"
+    with tempfile.TemporaryDirectory() as tmp:
+        data = os.path.join(tmp, "speedup.dat")
+        with open(data, "w") as f:
+            for codec in codecs:  # one block per codec: x, median, min, max
+                f.write(f"# {codec}\n")
+                for i, b in enumerate(sizes):
+                    sp = [v[1] for v in by_key.get((b, codec), []) if v[1] == v[1]]
+                    if sp:
+                        x = i if len(sizes) == 1 else b
+                        f.write(f"{x} {statistics.median(sp)} {min(sp)} {max(sp)}\n")
+                f.write("\n\n")
+        script = [
+            "set terminal pngcairo size 900,560 noenhanced font ',10'",
+            f"set output {quote(png)}",
+            f"set title {quote(title)}",
+            "set ylabel 'speedup over the plain all-reduce (median; bars: min..max of the runs)'",
+            "set key top left",
+            "set grid ytics",
+            "set yrange [0:*]",
+        ]
+        if len(sizes) == 1:
+            labels = ", ".join(f"{quote(c)} {i}" for i, c in enumerate(codecs))
+            script += [
+                f"set xtics ({labels})",
+                f"set xrange [-0.6:{len(codecs) - 0.4}]",
+                f"set xlabel {quote(size_label(sizes[0]) + ' per rank')}",
+                "set style fill solid 0.5",
+                "set boxwidth 0.6",
+                "set arrow from graph 0, first 1 to graph 1, first 1 nohead dashtype 2",
+                "plot " + ", ".join(
+                    f"{quote(data)} index {i} using ({i}):2 with boxes notitle lc {i + 1}, "
+                    f"'' index {i} using ({i}):2:3:4 with yerrorbars notitle lc black pt 0, "
+                    f"'' index {i} using ({i} + 0.32):2:(sprintf('%.2fx', $2)) with labels left notitle"
+                    for i in range(len(codecs))),
+            ]
+        else:
+            labels = ", ".join(f"{quote(size_label(b))} {b}" for b in sizes)
+            script += [
+                "set logscale x 2",
+                f"set xrange [{sizes[0] / 1.5}:{sizes[-1] * 1.5}]",
+                f"set xtics ({labels})",
+                "set xlabel 'size per rank'",
+                "set arrow from graph 0, first 1 to graph 1, first 1 nohead dashtype 2",
+                "plot " + ", ".join(
+                    f"{quote(data)} index {i} using 1:2:3:4 with yerrorlines title {quote(c)} lw 2"
+                    for i, c in enumerate(codecs)),
+            ]
+        gp = os.path.join(tmp, "speedup.gp")
+        with open(gp, "w") as f:
+            f.write("\n".join(script) + "\n")
+        try:
+            r = subprocess.run([os.environ.get("SQUALL_BENCH_GNUPLOT", "gnuplot"), gp],
+                               capture_output=True, text=True)
+        except OSError as e:
+            print(f"bench-median.py: no plot: cannot run gnuplot ({e}); install gnuplot-nox", file=sys.stderr)
+            return 3
+        if r.returncode != 0:
+            print(f"bench-median.py: no plot: gnuplot failed: {r.stderr.strip()}", file=sys.stderr)
+            return 3
     return 0
 
 
