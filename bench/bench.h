@@ -65,6 +65,8 @@ typedef struct {
   double rel_err;      /* ||out - exact|| / ||exact|| (NaN when out holds NaN) */
   double codec_us;     /* compress + decompress per call, max over ranks */
   const char *path;    /* "plain", "16-bit", "sparse", "dense", "passthrough" */
+  const char *pass_reason; /* the timed calls' most common pass-through reason
+                              (squallPassReasonName), NULL where none passed */
   int consistent;      /* 1 when all ranks hold the same bits */
   int wrong;           /* 1 when -c found a result outside what the codec allows */
 } bench_row;

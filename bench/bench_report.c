@@ -110,6 +110,10 @@ void bench_report_summary(FILE *out, const bench_run_info *in, const bench_row *
               last->time_us > 0 ? 100.0 * last->codec_us / last->time_us : 0.0);
     }
     if (!(max_err < 0)) fprintf(out, ", rel_err <= %.2e", max_err);
+    /* a largest size that ran plain: say why, or its speedup means nothing */
+    if (!strcmp(last->path, "passthrough") && last->pass_reason)
+      fprintf(out, "; at %s every timed call passed through (%s)",
+              bench_human_bytes((double)last->bytes, a, sizeof a), last->pass_reason);
     fputc('\n', out);
   }
   for (int i = 0; i < n; i++) {
@@ -155,6 +159,8 @@ int bench_report_json(const char *path, const bench_run_info *in, const bench_ro
     num(f, "rel_err", r->rel_err, r->checked, "%.6g");
     num(f, "codec_us", r->codec_us, 1, "%.3f");
     str(f, "path", r->path);
+    if (r->pass_reason) str(f, "pass_reason", r->pass_reason);
+    else fputs(", \"pass_reason\": null", f);
     fprintf(f, ", \"consistent\": %s, \"wrong\": %s, \"ranks\": %d",
             !r->checked ? "null" : r->consistent ? "true" : "false",
             !r->checked ? "null" : r->wrong ? "true" : "false", in->nranks);

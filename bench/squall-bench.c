@@ -183,6 +183,12 @@ static void run_one(bench_ctx *c, const char *codec, void *send, void *recv, flo
   squallStats_t d = {0};
   d.compressedCalls = s1.compressedCalls - s0.compressedCalls;
   d.passthroughCalls = s1.passthroughCalls - s0.passthroughCalls;
+  /* why the timed calls passed through (the same on every rank: every
+   * reason is decided from inputs the ranks share) */
+  int reason = -1;
+  uint64_t most = 0;
+  for (int k = 0; k < squallPassNumReasons; k++)
+    if (s1.passthrough[k] - s0.passthrough[k] > most) most = s1.passthrough[k] - s0.passthrough[k], reason = k;
   uint64_t wire = s1.bytesWire - s0.bytesWire, in = s1.bytesIn - s0.bytesIn;
   uint64_t ring = p > 1 ? 2 * (uint64_t)(p - 1) * bytes / (uint64_t)p : 0;
   if (s1.calls == s0.calls) { /* a backend that bypasses squall's counters */
@@ -244,6 +250,7 @@ static void run_one(bench_ctx *c, const char *codec, void *send, void *recv, flo
   row->codec_us = mx[1] * 1e6;
   row->speedup = -1;
   row->path = path_of(codec, &d, (uint64_t)llround((double)wire / o->iters), ring, &cfg);
+  row->pass_reason = plain || reason < 0 ? NULL : squallPassReasonName((squallPassReason_t)reason);
   row->checked = o->check;
   if (o->check) {
     row->rel_err = sum[3] > 0 ? sqrt(sum[2] / sum[3]) : sqrt(sum[2]);

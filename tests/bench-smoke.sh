@@ -92,6 +92,7 @@ for s in sizes:
         lo, hi = bounds[c]
         need(r["rel_err"] is not None and lo <= r["rel_err"] <= hi, tag + ": rel_err %r outside [%g, %g]" % (r["rel_err"], lo, hi))
         need(r["path"] == paths[c], tag + ": path %r, expected %r" % (r["path"], paths[c]))
+        need(r["pass_reason"] is None, tag + ": pass_reason %r where every call ran its path" % r.get("pass_reason"))
         need(r["consistent"] is True, tag + ": ranks hold different results")
         need(r["wrong"] is False, tag + ": the bench flagged it wrong")
         need(math.isclose(r["speedup"], by[(s, "none")]["time_us"] / r["time_us"], rel_tol=1e-3), tag + ": speedup != t(none)/t")
@@ -143,10 +144,13 @@ for case in "1 passthrough 0 1e-6" "2 mixed 1e-5 3e-3"; do
   set -- $case
   SQUALL_COST_MODEL=on "$run" 2 "$bench" -b 64K -e 64K -n $1 -w 0 -C fp16 -S WARMUP=1 -J "$tmp/chk.json" \
     --no-progress >"$tmp/chk.txt" 2>&1 || { bad "check-path run -n $1 failed"; cat "$tmp/chk.txt" >&2; }
+  grep -q "every timed call passed through (warmup)" "$tmp/chk.txt" || test "$2" != passthrough ||
+    bad "check-path run -n $1: the summary does not say why the calls passed through"
   $py -c '
 import json, sys
 r = json.load(open(sys.argv[1]))[0]
-sys.exit(0 if r["path"] == sys.argv[2] and float(sys.argv[3]) <= r["rel_err"] <= float(sys.argv[4]) else 1)' \
+sys.exit(0 if r["path"] == sys.argv[2] and float(sys.argv[3]) <= r["rel_err"] <= float(sys.argv[4])
+         and r["pass_reason"] == "warmup" else 1)' \
     "$tmp/chk.json" "$2" "$3" "$4" || bad "check call of -n $1: expected path $2 and rel_err in [$3, $4]: $(cat "$tmp/chk.json")"
 done
 
