@@ -88,7 +88,7 @@ struct squall_engine {
   size_t undo_n;
   squall_cost cost; /* SQUALL_COST_MODEL: this rank's link and codec figures */
   squall_tensor *shard_slot; /* the slot squall__engine_prepare_shard looked up for the next shard call */
-  int said_one_node; /* device_on_one_node() logged */
+  int said_one_node; /* say_one_node() ran */
 };
 
 const squallStats_t *squall__engine_stats(const squall_engine *e) { return &e->stats; }
@@ -284,12 +284,15 @@ static int device_on_one_node(const squall_engine *e, const squallConfig_t *cfg,
          squall__hier_one_node(e->hier, cfg);
 }
 
+/* Said once per communicator, by its rank 0 at the default log level: a
+ * user who asked for a codec should learn why nothing is compressed. */
 static void say_one_node(squall_engine *e) {
   if (e->said_one_node) return;
   e->said_one_node = 1;
-  SQ_INFO("rank %d/%d: all ranks are on one node: device calls pass through (would_not_pay), since NCCL's "
-          "links inside a node outrun the codecs; SQUALL_COST_MODEL=off compresses them",
-          e->tr.rank, e->tr.nranks);
+  if (e->tr.rank == 0)
+    SQ_WARN("rank 0/%d: all ranks are on one node: calls on device buffers pass through (would_not_pay), "
+            "since NCCL's links inside a node are about as fast as the codecs; SQUALL_COST_MODEL=off "
+            "compresses them", e->tr.nranks);
   const char *p2p = getenv("NCCL_P2P_DISABLE"), *shm = getenv("NCCL_SHM_DISABLE");
   if (p2p && shm && atoi(p2p) == 1 && atoi(shm) == 1)
     SQ_WARN("rank %d: NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1 send this node's traffic over a network "
