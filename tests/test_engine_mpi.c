@@ -714,52 +714,84 @@ END_TEST
 
 /* A device engine (the host set under another name: headers only where
  * needed, no cost model) whose ranks are all on one node passes its calls
- * through as not paying, from its first eligible call, with nothing held
- * back; with SQUALL_COST_MODEL=off, or nodes of one rank each
- * (SQUALL_RANKS_PER_NODE=1), it compresses, and so does a lone rank
- * (SQUALL_MIN_RANKS=1 is there to prove the path). The host set itself,
- * on the same node, times its calls instead. */
+ * through as not paying, from its first eligible call (past the warm-up,
+ * which may find the nodes without a header of its own), with nothing
+ * held back; with SQUALL_COST_MODEL=off, or nodes of one rank each, it
+ * compresses, and so does a lone rank (SQUALL_MIN_RANKS=1 is there to
+ * prove the path). Nodes of two ranks run two levels on 4 ranks and flat
+ * on 3 (uneven): only one node passes. The nodes are set with
+ * SQUALL_RANKS_PER_NODE, whatever host the launcher put the ranks on. */
 START_TEST(test_device_on_one_node_passes_through) {
   size_t n = 4096;
   float *g = malloc(n * 4), *out = malloc(n * 4), *res = malloc(n * 4);
   fill(g, n, 66, rank, gen_uniform);
+  char all[32], two[32];
+  snprintf(all, sizeof all, " SQUALL_RANKS_PER_NODE=%d", nranks);
+  snprintf(two, sizeof two, " SQUALL_RANKS_PER_NODE=%d", 2);
   const struct {
-    const char *spec;
-    int passes; /* where the ranks share a node */
+    const char *spec, *nodes;
+    int warmup;
+    int route; /* on 2+ ranks: SQ_ROUTE_PASS where the rule applies */
   } cases[] = {
-      {"SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=on", 1},
-      {"SQUALL_COMPRESS=topk:0.01 SQUALL_COST_MODEL=on", 1},
-      {"SQUALL_COMPRESS=int8 SQUALL_COST_MODEL=on SQUALL_HIERARCHY=flat", 1},
-      {"SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=off", 0},
-      {"SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=on SQUALL_RANKS_PER_NODE=1", 0},
+      {"SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=on", all, 0, SQ_ROUTE_PASS},
+      {"SQUALL_COMPRESS=topk:0.01 SQUALL_COST_MODEL=on", all, 0, SQ_ROUTE_PASS},
+      {"SQUALL_COMPRESS=int8 SQUALL_COST_MODEL=on SQUALL_HIERARCHY=flat", all, 0, SQ_ROUTE_PASS},
+      {"SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=on SQUALL_WARMUP=1", all, 1, SQ_ROUTE_PASS},
+      {"SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=on", "", 0, SQ_ROUTE_PASS}, /* the launcher's nodes: one host */
+      {"SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=off", all, 0, SQ_ROUTE_TWOPHASE},
+      {"SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=on SQUALL_RANKS_PER_NODE=1", "", 0, SQ_ROUTE_TWOPHASE},
+      {"SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=on", two, 0, -1}, /* by rank count, below */
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-    use_config(cases[i].spec);
+    char spec[256];
+    snprintf(spec, sizeof spec, "%s%s", cases[i].spec, cases[i].nodes);
+    use_config(spec);
     squall_kernels k = squall__kernels_host;
     k.name = "host-as-device";
     test_engine t;
     engine_with(&t, &k);
-    int passes = cases[i].passes && nranks > 1;
-    for (int call = 0; call < 3; call++) {
+    int want = cases[i].route;
+    if (want < 0) want = nranks == 4 ? SQ_ROUTE_TWOLEVEL : nranks == 2 ? SQ_ROUTE_PASS : SQ_ROUTE_TWOPHASE;
+    if (nranks == 1) want = SQ_ROUTE_TWOPHASE; /* a lone rank compresses */
+    if (!strcmp(cases[i].nodes, "") && strstr(spec, "RANKS_PER_NODE") == NULL) {
+      /* the launcher's nodes: this test's premise is one host */
+      char me[MPI_MAX_PROCESSOR_NAME], first[MPI_MAX_PROCESSOR_NAME];
+      int len;
+      MPI_Get_processor_name(me, &len);
+      memcpy(first, me, sizeof me);
+      MPI_Bcast(first, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, 0, MPI_COMM_WORLD);
+      int same = !strcmp(me, first);
+      MPI_Allreduce(MPI_IN_PLACE, &same, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+      if (!same) {
+        engine_done(&t);
+        continue;
+      }
+    }
+    int calls = 3 + cases[i].warmup;
+    for (int call = 0; call < calls; call++) {
       squall_call c = {.send = g, .recv = out, .count = n, .dtype = SQ_DT_F32, .elsize = 4, .op = SQ_OP_SUM,
                        .premul = 1.0f};
       squall_decision d;
       ck_assert_int_eq(squall__engine_allreduce(t.e, &c, &d), squallSuccess);
-      if (passes) {
-        ck_assert_msg(d.route == SQ_ROUTE_PASS && d.reason == squallPassNotPaying,
-                      "%s, call %d: route %d, reason %d", cases[i].spec, call, (int)d.route, (int)d.reason);
+      if (call < cases[i].warmup) {
+        ck_assert_msg(d.route == SQ_ROUTE_PASS && d.reason == squallPassWarmup, "%s, call %d: not a warm-up", spec,
+                      call);
+      } else if (want == SQ_ROUTE_PASS) {
+        ck_assert_msg(d.route == SQ_ROUTE_PASS && d.reason == squallPassNotPaying, "%s, call %d: route %d, reason %s",
+                      spec, call, (int)d.route, squallPassReasonName(d.reason));
       } else {
-        ck_assert_msg(d.route != SQ_ROUTE_PASS, "%s, call %d: passed through (%s)", cases[i].spec, call,
+        ck_assert_msg(d.route == (squall_route)want || (strstr(spec, "topk") && d.route == SQ_ROUTE_TOPK),
+                      "%s, call %d: route %d, expected %d (%s)", spec, call, (int)d.route, want,
                       squallPassReasonName(d.reason));
       }
     }
     const squallStats_t *st = squall__engine_stats(t.e);
-    if (passes) {
+    if (want == SQ_ROUTE_PASS) {
       ck_assert_uint_eq(st->passthrough[squallPassNotPaying], 3);
       ck_assert_uint_eq(st->compressedCalls, 0);
-      /* nothing was encoded: whatever residual the first call prepared is zero */
-      if (squall__engine_get_residual(t.e, g, n, SQ_DT_F32, res) == squallSuccess)
-        for (size_t j = 0; j < n; j++) MC_CHECK(res[j] == 0, "%s: residual element %zu is %g", cases[i].spec, j, res[j]);
+      /* nothing was encoded: the residual the first call prepared is zero */
+      ck_assert_int_eq(squall__engine_get_residual(t.e, g, n, SQ_DT_F32, res), squallSuccess);
+      for (size_t j = 0; j < n; j++) MC_CHECK(res[j] == 0, "%s: residual element %zu is %g", spec, j, res[j]);
     }
     engine_done(&t);
   }

@@ -78,6 +78,10 @@ def main(argv):
             by_key[key].append((r["time_us"], speedup, r["codec_us"], r["wire_bytes"], r["rel_err"],
                                 bool(r.get("wrong")) or r.get("consistent") is False))  # None: not checked (-c 0)
 
+    if not keys:
+        where = f" of {size} bytes" if size is not None else ""
+        print(f"bench-median.py: no rows{where} in {', '.join(files)}", file=sys.stderr)
+        return 1
     header = ["size", "codec", "runs", "time ms (median)", "min..max ms", "speedup (median)",
               "codec ms (median)", "wire MB/rank", "rel_err"]
     lines = []
@@ -119,8 +123,15 @@ def size_label(b):
 
 def draw(png, title, keys, by_key):
     """Median speedup per (size, codec), min..max as error bars, via gnuplot."""
-    codecs = [c for c in dict.fromkeys(k[1] for k in keys) if c != "none"]
+    finite = lambda key: [v[1] for v in by_key.get(key, []) if v[1] == v[1]]  # NaN: no plain row
     sizes = sorted(dict.fromkeys(k[0] for k in keys))
+    # a codec without one speedup would be an empty block, which gnuplot
+    # does not count as a data set: every later codec would take its label
+    codecs = [c for c in dict.fromkeys(k[1] for k in keys) if c != "none" and any(finite((b, c)) for b in sizes)]
+    if not codecs:
+        print("bench-median.py: no plot: no speedup to draw (no codec beside 'none' at the sizes chosen)",
+              file=sys.stderr)
+        return 3
     quote = lambda t: "'" + t.replace("'", "''") + "'"
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(tmp, "speedup.dat")
@@ -128,13 +139,18 @@ def draw(png, title, keys, by_key):
             for codec in codecs:  # one block per codec: x, median, min, max
                 f.write(f"# {codec}\n")
                 for i, b in enumerate(sizes):
-                    sp = [v[1] for v in by_key.get((b, codec), []) if v[1] == v[1]]
+                    sp = finite((b, codec))
                     if sp:
                         x = i if len(sizes) == 1 else b
                         f.write(f"{x} {statistics.median(sp)} {min(sp)} {max(sp)}\n")
                 f.write("\n\n")
         script = [
-            "set terminal pngcairo size 900,560 noenhanced font ',10'",
+            # pngcairo where this gnuplot has it, else libgd's png (as squall-bench --plot)
+            "if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {",
+            "  set terminal pngcairo size 900,560 noenhanced font ',10'",
+            "} else {",
+            "  set terminal png size 900,560 noenhanced",
+            "}",
             f"set output {quote(png)}",
             f"set title {quote(title)}",
             "set ylabel 'speedup over the plain all-reduce (median; bars: min..max of the runs)'",

@@ -272,11 +272,13 @@ route:
  * ranks only through a header, which a device call exchanges only when it
  * must (reading it back waits for the stream). One fact needs no timing:
  * where every rank is on one node, NCCL all-reduces over NVLink, PCIe or
- * shared memory, and a 64 MiB fp16 call's codec work alone (0.4 ms on one
- * H200) is about what a plain all-reduce of 64 MiB takes over NVLink. Such
- * calls pass through as not paying; SQUALL_COST_MODEL=off compresses them
- * (a node whose GPUs talk over a NIC, NCCL_P2P_DISABLE and
- * NCCL_SHM_DISABLE), as does SQUALL_RANKS_PER_NODE=1. The nodes were
+ * shared memory, and over NVLink the codec's kernels alone (0.4 ms on one
+ * H200 for 16M floats sent as fp16) cost about what a whole plain
+ * all-reduce of those 64 MiB takes. Such calls pass through as not paying.
+ * That errs towards plain on PCIe-only nodes, which cannot be told apart
+ * here yet; SQUALL_COST_MODEL=off compresses them (PCIe, or a node whose
+ * GPUs talk over a NIC: NCCL_P2P_DISABLE and NCCL_SHM_DISABLE), as does
+ * SQUALL_RANKS_PER_NODE=1. The nodes were
  * all-gathered and the configuration agreed: the same on every rank. One
  * rank (SQUALL_MIN_RANKS=1) compresses: it is there to prove the path. */
 static int device_on_one_node(const squall_engine *e, const squallConfig_t *cfg, const squall_call *c) {
@@ -291,8 +293,8 @@ static void say_one_node(squall_engine *e) {
   e->said_one_node = 1;
   if (e->tr.rank == 0)
     SQ_WARN("rank 0/%d: all ranks are on one node: calls on device buffers pass through (would_not_pay), "
-            "since NCCL's links inside a node are about as fast as the codecs; SQUALL_COST_MODEL=off "
-            "compresses them", e->tr.nranks);
+            "since over NVLink a plain all-reduce costs about what the codecs' kernels do; where the GPUs "
+            "share only PCIe compressing may pay, and SQUALL_COST_MODEL=off compresses them", e->tr.nranks);
   const char *p2p = getenv("NCCL_P2P_DISABLE"), *shm = getenv("NCCL_SHM_DISABLE");
   if (p2p && shm && atoi(p2p) == 1 && atoi(shm) == 1)
     SQ_WARN("rank %d: NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1 send this node's traffic over a network "
