@@ -725,9 +725,9 @@ START_TEST(test_device_on_one_node_passes_through) {
   size_t n = 4096;
   float *g = malloc(n * 4), *out = malloc(n * 4), *res = malloc(n * 4);
   fill(g, n, 66, rank, gen_uniform);
-  char all[32], two[32];
+  char all[32];
   snprintf(all, sizeof all, " SQUALL_RANKS_PER_NODE=%d", nranks);
-  snprintf(two, sizeof two, " SQUALL_RANKS_PER_NODE=%d", 2);
+  const char *two = " SQUALL_RANKS_PER_NODE=2";
   const struct {
     const char *spec, *nodes;
     int warmup;

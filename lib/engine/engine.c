@@ -278,9 +278,10 @@ route:
  * That errs towards plain on PCIe-only nodes, which cannot be told apart
  * here yet; SQUALL_COST_MODEL=off compresses them (PCIe, or a node whose
  * GPUs talk over a NIC: NCCL_P2P_DISABLE and NCCL_SHM_DISABLE), as does
- * SQUALL_RANKS_PER_NODE=1. The nodes were
- * all-gathered and the configuration agreed: the same on every rank. One
- * rank (SQUALL_MIN_RANKS=1) compresses: it is there to prove the path. */
+ * SQUALL_RANKS_PER_NODE=1. The nodes were all-gathered and the
+ * configuration agreed: the same on every rank. Never a shard (a shard's
+ * outer call decided). One rank (SQUALL_MIN_RANKS=1) compresses: it is
+ * there to prove the path. */
 static int device_on_one_node(const squall_engine *e, const squallConfig_t *cfg, const squall_call *c) {
   return cfg->costModel && !e->header_every_call && !c->shard && e->tr.nranks > 1 &&
          squall__hier_one_node(e->hier, cfg);
@@ -1076,7 +1077,7 @@ int squall__engine_ready(squall_engine *e, const squall_call *c) {
   uint64_t gen;
   squall__config_get(&cfg, &gen);
   decide_in in = {.call = c, .cfg = &cfg, .nranks = e->tr.nranks, .topk_max = e->k.topk_max_elems, .agreed = 1, .all_ok = 1,
-                  .alltoall = e->tr.alltoall != NULL, .pays = 1, .one_node = device_on_one_node(e, &cfg, c)};
+                  .alltoall = e->tr.alltoall != NULL, .pays = 1};
   squallPassReason_t why;
   squall_route guess = decide(&in, &why);
   scratch_layout L;
