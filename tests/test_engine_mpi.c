@@ -790,7 +790,7 @@ START_TEST(test_device_on_one_node_passes_through) {
       ck_assert_uint_eq(st->passthrough[squallPassNotPaying], 3);
       ck_assert_uint_eq(st->compressedCalls, 0);
       /* nothing was encoded: the residual the first call prepared is zero */
-      ck_assert_int_eq(squall__engine_get_residual(t.e, g, n, SQ_DT_F32, res), squallSuccess);
+      ck_assert_int_eq(squall__engine_get_residual(t.e, g, n, SQ_DT_F32, 0, res), squallSuccess);
       for (size_t j = 0; j < n; j++) MC_CHECK(res[j] == 0, "%s: residual element %zu is %g", spec, j, res[j]);
     }
     engine_done(&t);

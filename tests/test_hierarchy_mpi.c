@@ -395,7 +395,7 @@ static void shard_failure_case(const char *spec, float mul) {
     ck_assert_int_eq(d.route, SQ_ROUTE_TWOLEVEL);
   }
   ck_assert_ptr_nonnull(intra_ctx);
-  ck_assert_int_eq(squall__engine_get_residual(e[0], g, n, SQ_DT_F32, res0), squallSuccess);
+  ck_assert_int_eq(squall__engine_get_residual(e[0], g, n, SQ_DT_F32, 0, res0), squallSuccess);
   size_t kept = 0;
   for (size_t i = 0; i < n; i++) kept += res0[i] != 0.0f;
   ck_assert_msg(kept > 0, "%s: nothing in the residual to restore", spec);
@@ -408,14 +408,14 @@ static void shard_failure_case(const char *spec, float mul) {
   ck_assert_uint_eq(b.passthrough[squallPassError] - a.passthrough[squallPassError], 1);
   ck_assert_uint_eq(b.twoLevelCalls - a.twoLevelCalls, 0);
   fail_intra = 0;
-  ck_assert_int_eq(squall__engine_get_residual(e[0], g, n, SQ_DT_F32, res1), squallSuccess);
+  ck_assert_int_eq(squall__engine_get_residual(e[0], g, n, SQ_DT_F32, 0, res1), squallSuccess);
   ck_assert_msg(memcmp(res0, res1, n * 4) == 0, "%s: the residual changed in a failed call", spec);
   /* the retry and the engine that never failed: the same bits, the same residual */
   ck_assert_int_eq(squall__engine_allreduce(e[0], &c, &d), squallSuccess);
   ck_assert_int_eq(squall__engine_allreduce(e[1], &cr, &d), squallSuccess);
   ck_assert(memcmp(out, ref, n * 4) == 0);
-  ck_assert_int_eq(squall__engine_get_residual(e[0], g, n, SQ_DT_F32, res1), squallSuccess);
-  ck_assert_int_eq(squall__engine_get_residual(e[1], g, n, SQ_DT_F32, rref), squallSuccess);
+  ck_assert_int_eq(squall__engine_get_residual(e[0], g, n, SQ_DT_F32, 0, res1), squallSuccess);
+  ck_assert_int_eq(squall__engine_get_residual(e[1], g, n, SQ_DT_F32, 0, rref), squallSuccess);
   ck_assert(memcmp(res1, rref, n * 4) == 0);
   for (int i = 0; i < 2; i++) {
     squall__engine_free(e[i]);
@@ -458,6 +458,49 @@ START_TEST(test_shard_residual_identity) {
 }
 END_TEST
 
+/* Counts n and n + 1 have one shard size (3001 and 3002 elements: 1501
+ * per rank of a two-rank node), but they are tensors of different shapes,
+ * each with a residual of its own, as on one node: sent alternately from
+ * one buffer into one output, what each sends plus what each keeps is
+ * what each was given, and no residual answers for a count nobody sent. */
+START_TEST(test_shard_residual_per_count) {
+  if (!two_level) return;
+  use_config("SQUALL_COMPRESS=fp16");
+  squallMpiResetResiduals(MPI_COMM_WORLD);
+  size_t n = 3001, m = n + 1;
+  const float mul = 1.0f + 0x1p-12f; /* 19 significant bits: fp16 keeps a residual */
+  float *g = malloc(m * 4), *out = malloc(m * 4), *res = malloc(m * 4);
+  double *sent = calloc(2 * m, 8), *given = calloc(2 * m, 8), *kept = malloc(2 * m * 8), *kept_all = malloc(2 * m * 8);
+  for (int t = 0; t < 8; t++)
+    for (int which = 0; which < 2; which++) {
+      size_t cnt = which ? m : n;
+      uint64_t seed = 500 + (uint64_t)(2 * t + which);
+      fill(g, cnt, seed, rank);
+      for (size_t i = 0; i < cnt; i++) g[i] *= mul;
+      for (size_t i = 0; i < cnt; i++)
+        for (int r = 0; r < nranks; r++) given[which * m + i] += gen(seed, r, i) * mul;
+      ck_assert_int_eq(squallMpiAllreduce(g, out, (int)cnt, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+      for (size_t i = 0; i < cnt; i++) sent[which * m + i] += out[i];
+    }
+  for (int which = 0; which < 2; which++) {
+    size_t cnt = which ? m : n;
+    ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, g, (int)cnt, MPI_FLOAT, res), MPI_SUCCESS);
+    for (size_t i = 0; i < m; i++) kept[which * m + i] = i < cnt ? res[i] : 0;
+  }
+  MPI_Allreduce(kept, kept_all, (int)(2 * m), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  for (size_t i = 0; i < 2 * m; i++)
+    MC_CHECK(sent[i] + kept_all[i] == given[i], "count %zu, element %zu: sent %.17g + kept %.17g != %.17g",
+             i < m ? n : m, i % m, sent[i], kept_all[i], given[i]);
+  /* a buffer sent with n elements keeps no residual of n + 1 */
+  float *h = malloc(m * 4);
+  fill(h, n, 520, rank);
+  ck_assert_int_eq(squallMpiAllreduce(h, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+  ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, h, (int)n, MPI_FLOAT, res), MPI_SUCCESS);
+  ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, h, (int)m, MPI_FLOAT, res), MPI_ERR_ARG);
+  free(g); free(out); free(res); free(h); free(sent); free(given); free(kept); free(kept_all);
+}
+END_TEST
+
 /* The two options: accepted values, clear errors, printed and defaulted. */
 START_TEST(test_options) {
   squallConfig_t c;
@@ -494,6 +537,7 @@ static Suite *hierarchy_suite(void) {
   tcase_add_test(tc, test_engine_average_halves_nosplit);
   tcase_add_test(tc, test_failure_after_shard_restores_residual);
   tcase_add_test(tc, test_shard_residual_identity);
+  tcase_add_test(tc, test_shard_residual_per_count);
   tcase_add_test(tc, test_level_choice_conserves); /* last: it leaves residuals of several kinds */
   suite_add_tcase(s, tc);
   return s;

@@ -116,8 +116,11 @@ int squallMpiAllreduce(const void *sendbuf, void *recvbuf, int count, MPI_Dataty
     return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm); /* MPI reports it */
   /* MPI refuses aliased buffers without MPI_IN_PLACE; so must the
    * compressed path, before anything collective (a local argument error,
-   * the same on every rank that makes it, as with MPI itself). */
-  if (count > 0 && sendbuf == recvbuf && sendbuf != MPI_IN_PLACE) {
+   * the same on every rank that makes it, as with MPI itself). Open MPI
+   * accepts them for one element, where reading and writing the same
+   * element cannot clash, and reduces in place: so does squall. */
+  if (count == 1 && sendbuf == recvbuf && sendbuf != MPI_IN_PLACE) sendbuf = MPI_IN_PLACE;
+  if (count > 1 && sendbuf == recvbuf && sendbuf != MPI_IN_PLACE) {
     SQ_WARN("squallMpiAllreduce(count=%d): sendbuf and recvbuf are the same buffer; "
             "use MPI_IN_PLACE for an in-place all-reduce", count);
     return fail(comm, MPI_ERR_BUFFER);
@@ -183,5 +186,5 @@ int squallMpiCommFree(MPI_Comm comm) {
 int squallMpiGetResidual(MPI_Comm comm, const void *sendbuf, int count, MPI_Datatype datatype, float *out) {
   comm_state *s = state_of(comm, 0);
   if (s == NULL || count < 0 || out == NULL) return MPI_ERR_ARG;
-  return to_mpi_error(squall__engine_get_residual(s->engine, sendbuf, (size_t)count, dtype_of(datatype), out));
+  return to_mpi_error(squall__engine_get_residual(s->engine, sendbuf, (size_t)count, dtype_of(datatype), 0, out));
 }

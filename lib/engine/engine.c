@@ -228,6 +228,17 @@ static squall_route topk_route(const squall_call *c, const squallConfig_t *cfg, 
   return c->dtype == SQ_DT_F32 ? SQ_ROUTE_DENSE : SQ_ROUTE_HALF;
 }
 
+/* The residual store's kind for c (residual.h): its type; a shard's is
+ * the two-level call's type and count, so that a tensor of n elements and
+ * one of n + 1 from the same buffer, whose shards have one size, keep
+ * residuals of their own as on one node (a shared one would carry the
+ * longer one's padding tail into the shorter one's, where nothing
+ * delivers it). Counts stay far below 2^56. */
+static uint64_t residual_kind(int dtype, size_t whole) { return (uint64_t)whole << 8 | (uint8_t)dtype; }
+static uint64_t kind_of(const squall_call *c) {
+  return c->shard ? residual_kind(c->whole->dtype, c->whole->count) : residual_kind(c->dtype, 0);
+}
+
 /* THE decision point: every input is the same on every rank, so every
  * rank takes the same route. Buffer addresses, allocation results and
  * timing never enter here except through all_ok, which is already the
@@ -249,7 +260,7 @@ static squall_route decide(const decide_in *in, squallPassReason_t *why) {
   if (cfg->codec == squallCodecNone) { *why = squallPassDisabled; return SQ_ROUTE_PASS; }
   if (c->count * c->elsize < cfg->minBytes) { *why = squallPassSmall; return SQ_ROUTE_PASS; }
   if (!in->all_ok) { *why = squallPassError; return SQ_ROUTE_PASS; }
-  if (in->count && squall__residuals_count_call(in->count, c->count, c->dtype) < (uint64_t)cfg->warmup) {
+  if (in->count && squall__residuals_count_call(in->count, c->count, kind_of(c)) < (uint64_t)cfg->warmup) {
     *why = squallPassWarmup;
     return SQ_ROUTE_PASS;
   }
@@ -445,7 +456,7 @@ static squall_tensor_key hint_of(const squall_call *c) {
 static squallResult_t prepare(squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
                               squall_route route, run_state *st) {
   if (route == SQ_ROUTE_TWOLEVEL) { /* the shard's state lives in the inner engine */
-    SQ_RETURN_ERROR_IF(squall__residuals_add_shape(e->residuals, c->count, c->dtype) != 0, squallSystemError,
+    SQ_RETURN_ERROR_IF(squall__residuals_add_shape(e->residuals, c->count, kind_of(c)) != 0, squallSystemError,
                        "out of memory for tensor state");
     return squall__hier_prepare(e->hier, c);
   }
@@ -462,8 +473,9 @@ static squallResult_t prepare(squall_engine *e, const squall_call *c, const squa
     squall_tensor *ahead = e->shard_slot;
     e->shard_slot = NULL;
     squall_tensor_key key = hint_of(c);
-    st->slot = c->shard && ahead && squall__tensor_key_eq(ahead->key, key) && ahead->count == c->count
-                   ? ahead : squall__residuals_slot(e->residuals, key, c->count, c->dtype);
+    st->slot = c->shard && ahead && squall__tensor_key_eq(ahead->key, key) && ahead->count == c->count &&
+                       ahead->kind == kind_of(c)
+                   ? ahead : squall__residuals_slot(e->residuals, key, c->count, kind_of(c));
     SQ_RETURN_ERROR_IF(st->slot == NULL, squallSystemError, "out of memory for tensor state");
     int new_residual = st->slot->residual == NULL;
     st->fresh |= new_residual;
@@ -487,7 +499,7 @@ static squallResult_t prepare(squall_engine *e, const squall_call *c, const squa
       st->fresh |= created;
     }
   } else { /* decide() counts the call per shape: the shape must exist */
-    SQ_RETURN_ERROR_IF(squall__residuals_add_shape(e->residuals, c->count, c->dtype) != 0,
+    SQ_RETURN_ERROR_IF(squall__residuals_add_shape(e->residuals, c->count, kind_of(c)) != 0,
                        squallSystemError, "out of memory for tensor state");
   }
   const scratch_layout *L = &st->L;
@@ -1068,7 +1080,7 @@ static int capture_ready(squall_engine *e, const squall_call *c, const squallCon
    * rank-local); a shard's plan is the outer call's (squall__hier_ready) */
   if (L->total > (c->shard ? e->scratch_bytes : e->scratch_planned)) return 0;
   if (!cfg->errorFeedback) return 1;
-  squall_tensor *t = squall__residuals_find(e->residuals, hint_of(c), c->count, c->dtype);
+  squall_tensor *t = squall__residuals_find(e->residuals, hint_of(c), c->count, kind_of(c));
   return t && (t->residual || t->no_residual);
 }
 
@@ -1110,7 +1122,7 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   if (settled_plain(e, c, bytes_in)) {
     d->reason = squallPassNotPaying;
     /* no lookup: the tensor is still live all the same */
-    if (cfg.errorFeedback) squall__residuals_touch(e->residuals, hint_of(c), c->count, c->dtype);
+    if (cfg.errorFeedback) squall__residuals_touch(e->residuals, hint_of(c), c->count, kind_of(c));
     squall__cost_declined(&e->cost, bytes_in); /* counts toward the next exploration */
     squall__cost_judged(&e->cost, bytes_in, 1);
     return squallSuccess;
@@ -1321,8 +1333,8 @@ squallResult_t squall__engine_undo_shard(squall_engine *e, void *stream) {
 }
 
 squallResult_t squall__engine_get_residual(squall_engine *e, const void *key, size_t count, int dtype,
-                                           float *out) {
-  squall_tensor *t = squall__residuals_latest_from(e->residuals, key, count, dtype);
+                                           size_t whole, float *out) {
+  squall_tensor *t = squall__residuals_latest_from(e->residuals, key, count, residual_kind(dtype, whole));
   int flat = t != NULL && t->residual != NULL, shard = 0;
   if (flat) SQ_FORWARD_IF_ERROR(e->k.to_host(e->last_stream, out, t->residual, count * sizeof(float)));
   /* two-level all-reduce: this rank's shard residual, in its place */

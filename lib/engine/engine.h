@@ -21,7 +21,7 @@
 
 typedef enum { SQ_OP_SUM = 0, SQ_OP_AVG = 1, SQ_OP_OTHER = 2 } squall_op;
 
-typedef struct {
+typedef struct squall_call {
   const void *send; /* may equal recv */
   void *recv;
   size_t count;
@@ -43,6 +43,8 @@ typedef struct {
   /* the residual's address hint where it is not (send, recv): a shard's is the
      caller's buffers, since every shard runs in the same scratch */
   const void *key, *key_recv;
+  const struct squall_call *whole; /* a shard's: the two-level call, whose count and type
+                       are the residual's shape (counts with one shard size are different tensors) */
   int raw_slots;    /* top-k without the lossless stage: set by the engine on the call's
                        variant (SQUALL_COST_MODEL), passed on to a two-level call's shards */
 } squall_call;
@@ -98,10 +100,10 @@ squallResult_t squall__engine_allreduce(squall_engine *engine, const squall_call
 squallResult_t squall__engine_reset_residuals(squall_engine *engine);
 
 /* Copies the residual of the tensor last sent from key (count floats,
- * kernel memory) into out (host memory). squallInvalidArgument when none
- * is kept. */
+ * kernel memory) into out (host memory); whole: 0, or for a shard's the
+ * two-level call's count. squallInvalidArgument when none is kept. */
 squallResult_t squall__engine_get_residual(squall_engine *engine, const void *key, size_t count,
-                                           int dtype, float *out);
+                                           int dtype, size_t whole, float *out);
 
 /* The engine's own counters (two-level: the inner engine's wire bytes). */
 const squallStats_t *squall__engine_stats(const squall_engine *engine);

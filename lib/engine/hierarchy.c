@@ -271,7 +271,8 @@ static void shape_of(const squall_hier *h, const squall_call *c, shape *sh) {
 static squall_call shard_call(const squall_call *c, float *shard, size_t s) {
   squall_call ic = {.send = shard, .recv = shard, .count = s, .dtype = SQ_DT_F32, .elsize = 4,
                     .op = SQ_OP_SUM, .premul = 1.0f, .stream = c->stream, .capturing = c->capturing,
-                    .shard = 1, .key = c->send, .key_recv = c->recv, .raw_slots = c->raw_slots};
+                    .shard = 1, .key = c->send, .key_recv = c->recv, .whole = c,
+                    .raw_slots = c->raw_slots};
   return ic;
 }
 
@@ -410,13 +411,12 @@ squallResult_t squall__hier_reset(squall_hier *h) {
 
 squallResult_t squall__hier_get_residual(squall_hier *h, const void *key, size_t count, int dtype, float *out,
                                          int have, int *found) {
-  (void)dtype;
   *found = 0;
   if (h == NULL || h->inner == NULL || count == 0) return squallSuccess;
   size_t L = (size_t)h->local_size, s = (count + L - 1) / L;
   float *mine = malloc(s * sizeof(float));
   SQ_RETURN_ERROR_IF(mine == NULL, squallSystemError, "out of memory reading a shard residual");
-  if (squall__engine_get_residual(h->inner, key, s, SQ_DT_F32, mine) != squallSuccess) {
+  if (squall__engine_get_residual(h->inner, key, s, dtype, count, mine) != squallSuccess) {
     free(mine);
     return squallSuccess; /* no shard residual for this tensor */
   }

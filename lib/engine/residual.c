@@ -13,7 +13,7 @@
 
 typedef struct shape {
   size_t count;
-  int dtype;
+  uint64_t kind;
   uint64_t calls; /* eligible calls (warm-up) */
   uint64_t clock; /* slot lookups and touches: the unit of a slot's age */
   uint64_t round; /* the age at which the last known pair came back */
@@ -69,37 +69,37 @@ void squall__residuals_free(squall_residuals *s) {
   free(s);
 }
 
-static shape *shape_of(squall_residuals *s, size_t count, int dtype, int create) {
+static shape *shape_of(squall_residuals *s, size_t count, uint64_t kind, int create) {
   for (shape *sh = s->shapes; sh; sh = sh->next)
-    if (sh->count == count && sh->dtype == dtype) return sh;
+    if (sh->count == count && sh->kind == kind) return sh;
   if (!create) return NULL;
   shape *sh = calloc(1, sizeof *sh);
   if (sh == NULL) return NULL;
   sh->count = count;
-  sh->dtype = dtype;
+  sh->kind = kind;
   sh->next = s->shapes;
   s->shapes = sh;
   return sh;
 }
 
-int squall__residuals_add_shape(squall_residuals *s, size_t count, int dtype) {
-  return shape_of(s, count, dtype, 1) ? 0 : -1;
+int squall__residuals_add_shape(squall_residuals *s, size_t count, uint64_t kind) {
+  return shape_of(s, count, kind, 1) ? 0 : -1;
 }
 
-uint64_t squall__residuals_count_call(squall_residuals *s, size_t count, int dtype) {
-  shape *sh = shape_of(s, count, dtype, 1);
+uint64_t squall__residuals_count_call(squall_residuals *s, size_t count, uint64_t kind) {
+  shape *sh = shape_of(s, count, kind, 1);
   return sh ? sh->calls++ : UINT64_MAX;
 }
 
-squall_tensor *squall__residuals_find(squall_residuals *s, squall_tensor_key key, size_t count, int dtype) {
-  shape *sh = shape_of(s, count, dtype, 0);
+squall_tensor *squall__residuals_find(squall_residuals *s, squall_tensor_key key, size_t count, uint64_t kind) {
+  shape *sh = shape_of(s, count, kind, 0);
   for (squall_tensor *t = sh ? sh->slots : NULL; t; t = t->next)
     if (squall__tensor_key_eq(t->key, key)) return t;
   return NULL;
 }
 
-squall_tensor *squall__residuals_latest_from(squall_residuals *s, const void *send, size_t count, int dtype) {
-  shape *sh = shape_of(s, count, dtype, 0);
+squall_tensor *squall__residuals_latest_from(squall_residuals *s, const void *send, size_t count, uint64_t kind) {
+  shape *sh = shape_of(s, count, kind, 0);
   squall_tensor *latest = NULL;
   for (squall_tensor *t = sh ? sh->slots : NULL; t; t = t->next)
     if (t->key.send == send && (latest == NULL || t->last_use > latest->last_use)) latest = t;
@@ -191,8 +191,8 @@ static squall_tensor *use_of(squall_residuals *s, shape *sh, squall_tensor_key k
   return NULL;
 }
 
-squall_tensor *squall__residuals_slot(squall_residuals *s, squall_tensor_key key, size_t count, int dtype) {
-  shape *sh = shape_of(s, count, dtype, 1);
+squall_tensor *squall__residuals_slot(squall_residuals *s, squall_tensor_key key, size_t count, uint64_t kind) {
+  shape *sh = shape_of(s, count, kind, 1);
   if (sh == NULL) return NULL;
   uint64_t now;
   squall_tensor *known = use_of(s, sh, key, &now);
@@ -202,7 +202,7 @@ squall_tensor *squall__residuals_slot(squall_residuals *s, squall_tensor_key key
   if (t == NULL) return NULL;
   t->key = key;
   t->count = count;
-  t->dtype = dtype;
+  t->kind = kind;
   if (donor) { /* the residual moves with the tensor to its new buffers */
     t->residual = donor->residual;
     t->no_residual = donor->no_residual;
@@ -219,8 +219,8 @@ squall_tensor *squall__residuals_slot(squall_residuals *s, squall_tensor_key key
   return t;
 }
 
-void squall__residuals_touch(squall_residuals *s, squall_tensor_key key, size_t count, int dtype) {
-  shape *sh = shape_of(s, count, dtype, 0);
+void squall__residuals_touch(squall_residuals *s, squall_tensor_key key, size_t count, uint64_t kind) {
+  shape *sh = shape_of(s, count, kind, 0);
   uint64_t now;
   if (sh) use_of(s, sh, key, &now);
 }
@@ -300,7 +300,7 @@ squallResult_t squall__residuals_ensure(squall_residuals *s, squall_tensor *t, s
 
 float *squall__residuals_spare(squall_residuals *s, squall_tensor *t, size_t max_bytes, void *stream,
                               int *created) {
-  shape *sh = shape_of(s, t->count, t->dtype, 0);
+  shape *sh = shape_of(s, t->count, t->kind, 0);
   *created = 0;
   if (sh == NULL || t->residual == NULL || t->pinned) return NULL;
   if (sh->spare) return sh->spare;
@@ -315,7 +315,7 @@ float *squall__residuals_spare(squall_residuals *s, squall_tensor *t, size_t max
 }
 
 int squall__residuals_take_spare(squall_residuals *s, squall_tensor *t) {
-  shape *sh = shape_of(s, t->count, t->dtype, 0);
+  shape *sh = shape_of(s, t->count, t->kind, 0);
   if (sh == NULL || sh->spare == NULL || t->residual == NULL) return -1;
   float *old = t->residual;
   t->residual = sh->spare;

@@ -2,7 +2,7 @@
  * residual.h - per-shape state of one communicator: error-feedback
  * residuals and the call counts that drive warm-up.
  *
- * Identity. A residual belongs to a slot of one shape (count, dtype). The
+ * Identity. A residual belongs to a slot of one shape (count, kind). The
  * buffers' addresses, send and receive together (the same address for an
  * in-place call), are only a hint:
  *   - a pair seen before finds its slot: a model whose tensors live at
@@ -77,7 +77,7 @@ static inline int squall__tensor_key_eq(squall_tensor_key a, squall_tensor_key b
 typedef struct squall_tensor {
   squall_tensor_key key; /* the addresses this slot answers to */
   size_t count;
-  int dtype;
+  uint64_t kind;    /* with count, the shape (see squall__residuals_add_shape) */
   float *residual;  /* count floats in the kernels' memory; NULL means zero */
   int no_residual;  /* the cap refused one: run without error feedback */
   float last_scale; /* the 16-bit scale of its last call (host kernels); 0: none yet */
@@ -96,31 +96,31 @@ squall_residuals *squall__residuals_create(const squall_kernels *kernels);
 /* Frees every residual; accepts NULL. */
 void squall__residuals_free(squall_residuals *store);
 
-/* Makes sure the shape is known (0), so that counting its calls cannot
+/* A shape is a count of residual floats and a kind that tells tensors of
+ * that count apart: the element type, and for the shard of a two-level
+ * call also the whole tensor's count (engine.c, residual_kind).
+ * Makes sure the shape is known (0), so that counting its calls cannot
  * fail later; -1 when out of memory. */
-int squall__residuals_add_shape(squall_residuals *store, size_t count, int dtype);
+int squall__residuals_add_shape(squall_residuals *store, size_t count, uint64_t kind);
 
 /* Counts one eligible call of this shape and returns how many came before
  * it (the warm-up ordinal); UINT64_MAX when out of memory. */
-uint64_t squall__residuals_count_call(squall_residuals *store, size_t count, int dtype);
+uint64_t squall__residuals_count_call(squall_residuals *store, size_t count, uint64_t kind);
 
 /* The slot for a call with these buffers (see the identity rules above),
  * created or inherited as needed; NULL only when out of memory. */
-squall_tensor *squall__residuals_slot(squall_residuals *store, squall_tensor_key key, size_t count,
-                                      int dtype);
+squall_tensor *squall__residuals_slot(squall_residuals *store, squall_tensor_key key, size_t count, uint64_t kind);
 
 /* The slot bound to key if there is one (never creates or moves). */
-squall_tensor *squall__residuals_find(squall_residuals *store, squall_tensor_key key, size_t count,
-                                      int dtype);
+squall_tensor *squall__residuals_find(squall_residuals *store, squall_tensor_key key, size_t count, uint64_t kind);
 
 /* The most recently used slot sent from send, whatever its receive
  * buffer (never creates or moves); NULL when there is none. */
-squall_tensor *squall__residuals_latest_from(squall_residuals *store, const void *send, size_t count,
-                                             int dtype);
+squall_tensor *squall__residuals_latest_from(squall_residuals *store, const void *send, size_t count, uint64_t kind);
 
 /* Marks key's slot, if it has one, as used by a call that passed through
  * without looking it up (never creates, moves or allocates). */
-void squall__residuals_touch(squall_residuals *store, squall_tensor_key key, size_t count, int dtype);
+void squall__residuals_touch(squall_residuals *store, squall_tensor_key key, size_t count, uint64_t kind);
 
 /* Makes sure t holds residual memory (zeroed, enqueued on stream).
  * squallSuccess with t->residual set, or with t->no_residual set when the
