@@ -240,7 +240,8 @@ typedef struct {
   uint64_t flat[squallFlatNumReasons]; /* flat compressed calls, by why not two-level */
   uint64_t bytesInterNode;   /* of bytesWire, what crossed this rank's node boundary (flat calls:
                                 a ring's send to the next rank, across when that rank is on another
-                                node, or when the nodes are not known) */
+                                node, or when the nodes are not known yet: a communicator's first
+                                compressed call finds them) */
   uint64_t bytesIntraNode;   /* of bytesWire, what stayed inside the node */
   /* ---- pipelining (added at the end) */
   uint64_t pipelinedCalls;   /* compressed calls that ran in more than one chunk (top-k: its

@@ -82,6 +82,39 @@ START_TEST(test_passthrough_exact) {
 }
 END_TEST
 
+/* Bytes at the node boundary of a pass-through call: all inter-node while
+ * the nodes are not known (a fresh communicator, nothing compressed yet),
+ * then split by the ring's next rank once a compressed call found them. */
+START_TEST(test_boundary_bytes_before_nodes_known) {
+  size_t n = 3001;
+  float *a = malloc(n * 4), *b = malloc(n * 4);
+  fill(a, n, 2, rank);
+  MPI_Comm comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  squallStats_t s0, s1, s2, s3;
+  use_config("SQUALL_COMPRESS=none");
+  squallStatsGet(&s0);
+  ck_assert_int_eq(squallMpiAllreduce(a, b, (int)n, MPI_FLOAT, MPI_SUM, comm), MPI_SUCCESS);
+  squallStatsGet(&s1);
+  ck_assert_uint_gt(s1.bytesWire - s0.bytesWire, 0);
+  ck_assert_uint_eq(s1.bytesInterNode - s0.bytesInterNode, s1.bytesWire - s0.bytesWire);
+  use_config("SQUALL_COMPRESS=fp16");
+  ck_assert_int_eq(squallMpiAllreduce(a, b, (int)n, MPI_FLOAT, MPI_SUM, comm), MPI_SUCCESS);
+  use_config("SQUALL_COMPRESS=none");
+  squallStatsGet(&s2);
+  ck_assert_int_eq(squallMpiAllreduce(a, b, (int)n, MPI_FLOAT, MPI_SUM, comm), MPI_SUCCESS);
+  squallStatsGet(&s3);
+  /* consecutive ranks fill a node (SQUALL_RANKS_PER_NODE) */
+  int next_elsewhere = (rank + 1) % nranks / rpn != rank / rpn;
+  uint64_t wire = s3.bytesWire - s2.bytesWire;
+  ck_assert_uint_eq(s3.bytesInterNode - s2.bytesInterNode, next_elsewhere ? wire : 0);
+  ck_assert_uint_eq(s3.bytesIntraNode - s2.bytesIntraNode, next_elsewhere ? 0 : wire);
+  squallMpiCommFree(comm);
+  MPI_Comm_free(&comm);
+  free(a); free(b);
+}
+END_TEST
+
 /* The path this layout must take, the model's bits on every rank, and the
  * statistics: path counters, flat reasons, bytes split at the boundary. */
 static void check_topk(size_t n, double ratio, int in_place, uint64_t seed) {
@@ -527,6 +560,7 @@ static Suite *hierarchy_suite(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_options);
   tcase_add_test(tc, test_passthrough_exact);
+  tcase_add_test(tc, test_boundary_bytes_before_nodes_known);
   tcase_add_test(tc, test_topk_matches_model);
   tcase_add_test(tc, test_conservation_topk);
   tcase_add_test(tc, test_conservation_topk_fp16_values);

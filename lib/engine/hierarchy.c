@@ -396,6 +396,8 @@ squallResult_t squall__hier_allreduce(squall_hier *h, const squall_call *c, squa
   return r;
 }
 
+/* Nodes not known yet (no compressed call so far) count as crossing: the
+ * inter-node bytes are never less than what crossed (squall(7)). */
 void squall__hier_record(const squall_hier *h, squallStats_t *local, int path, int flat_reason, uint64_t wire) {
   int p = h ? h->tr->nranks : 1, crosses = 1;
   if (h && h->known && p > 1) {
