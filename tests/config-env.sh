@@ -12,6 +12,13 @@ err=$(env SQUALL_COMPRES=fp16 "$info" -c 2>&1 >/dev/null)
 echo "$err" | grep -q 'unknown variable SQUALL_COMPRES is ignored (did you mean SQUALL_COMPRESS?)' ||
   bad "a misspelt SQUALL_COMPRESS went unnoticed: '$err'"
 [ "$(echo "$err" | grep -c 'unknown variable')" = 1 ] || bad "not named exactly once: '$err'"
+# names from other libraries' words, too far from the option for a typo
+err=$(env SQUALL_CODEC=fp16 "$info" -c 2>&1 >/dev/null)
+echo "$err" | grep -q 'unknown variable SQUALL_CODEC is ignored (did you mean SQUALL_COMPRESS?)' ||
+  bad "SQUALL_CODEC was not pointed to SQUALL_COMPRESS: '$err'"
+err=$(env SQUALL_TOPK=0.01 "$info" -c 2>&1 >/dev/null)
+echo "$err" | grep -q 'unknown variable SQUALL_TOPK is ignored (did you mean SQUALL_COMPRESS=topk:<ratio>?)' ||
+  bad "SQUALL_TOPK was not pointed to SQUALL_COMPRESS=topk:<ratio>: '$err'"
 err=$(env SQUALL_NOT_AN_OPTION=1 "$info" -c 2>&1 >/dev/null)
 echo "$err" | grep -q 'unknown variable SQUALL_NOT_AN_OPTION is ignored' || bad "an unknown variable went unnoticed: '$err'"
 err=$(env SQUALL_COMPRESS=fp16 SQUALL_LINK=1gbit SQUALL_RANKS=4 SQUALL_PRELOAD_LIB=/x SQUALL_BENCH_LINK=y \
@@ -29,5 +36,5 @@ for args in "-cv" "-v --config" "-v --man-environment" "--man-environment -c"; d
   [ $rc = 2 ] && echo "$out" | grep -q 'prints only itself' || bad "squall-info $args: exit $rc: '$out'"
 done
 env "$info" -v -h | grep -q '^usage: squall-info' || bad "squall-info -v -h did not print the help"
-[ $fails = 0 ] && echo "config env: 10 passed, 0 failed" && exit 0
+[ $fails = 0 ] && echo "config env: 12 passed, 0 failed" && exit 0
 exit 1

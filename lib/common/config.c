@@ -499,6 +499,48 @@ static int distance(const char *a, size_t la, const char *b) {
   return d[lb] < 3 ? d[lb] : 3;
 }
 
+/* Names a user may guess from other libraries' words, too far from the
+ * option by edit distance to be found as a typo; compared ignoring case. */
+static const struct {
+  const char *guess, *meant;
+} guesses[] = {
+    {"SQUALL_CODEC", "SQUALL_COMPRESS"},          {"SQUALL_COMPRESSION", "SQUALL_COMPRESS"},
+    {"SQUALL_COMPRESSOR", "SQUALL_COMPRESS"},     {"SQUALL_ALGO", "SQUALL_COMPRESS"},
+    {"SQUALL_METHOD", "SQUALL_COMPRESS"},         {"SQUALL_MODE", "SQUALL_COMPRESS"},
+    {"SQUALL_ENABLE", "SQUALL_COMPRESS"},         {"SQUALL_DISABLE", "SQUALL_COMPRESS=none"},
+    {"SQUALL_TOPK", "SQUALL_COMPRESS=topk:<ratio>"}, {"SQUALL_TOPK_RATIO", "SQUALL_COMPRESS=topk:<ratio>"},
+    {"SQUALL_RATIO", "SQUALL_COMPRESS=topk:<ratio>"}, {"SQUALL_DENSITY", "SQUALL_COMPRESS=topk:<ratio>"},
+    {"SQUALL_SPARSITY", "SQUALL_COMPRESS=topk:<ratio>"}, {"SQUALL_K", "SQUALL_COMPRESS=topk:<ratio>"},
+    {"SQUALL_FP16", "SQUALL_COMPRESS=fp16"},      {"SQUALL_BF16", "SQUALL_COMPRESS=bf16"},
+    {"SQUALL_INT8", "SQUALL_COMPRESS=int8"},      {"SQUALL_QUANTIZE", "SQUALL_COMPRESS"},
+    {"SQUALL_ERROR_FEEDBACK", "SQUALL_EF"},       {"SQUALL_RESIDUAL", "SQUALL_EF"},
+    {"SQUALL_RESIDUALS", "SQUALL_EF"},            {"SQUALL_MEMORY", "SQUALL_EF_MAX_BYTES"},
+    {"SQUALL_CHUNK", "SQUALL_CHUNK_BYTES"},       {"SQUALL_CHUNK_SIZE", "SQUALL_CHUNK_BYTES"},
+    {"SQUALL_PIPELINE", "SQUALL_CHUNK_BYTES"},    {"SQUALL_BUCKET_SIZE", "SQUALL_BUCKET"},
+    {"SQUALL_THRESHOLD", "SQUALL_MIN_BYTES"},     {"SQUALL_MIN_SIZE", "SQUALL_MIN_BYTES"},
+    {"SQUALL_MIN_COUNT", "SQUALL_MIN_BYTES"},     {"SQUALL_LOG", "SQUALL_DEBUG"},
+    {"SQUALL_LOG_LEVEL", "SQUALL_DEBUG"},         {"SQUALL_VERBOSE", "SQUALL_DEBUG"},
+    {"SQUALL_BANDWIDTH", "SQUALL_LINK_GBPS"},     {"SQUALL_LINK_SPEED", "SQUALL_LINK_GBPS"},
+    {"SQUALL_GBPS", "SQUALL_LINK_GBPS"},          {"SQUALL_COST", "SQUALL_COST_MODEL"},
+    {"SQUALL_AUTO", "SQUALL_COST_MODEL"},         {"SQUALL_STATS_FILE", "SQUALL_STATS"},
+    {"SQUALL_WARMUP_STEPS", "SQUALL_WARMUP"},     {"SQUALL_LOCAL_SIZE", "SQUALL_RANKS_PER_NODE"},
+    {"SQUALL_PPN", "SQUALL_RANKS_PER_NODE"},      {"SQUALL_GPUS_PER_NODE", "SQUALL_RANKS_PER_NODE"},
+    {"SQUALL_HIERARCHICAL", "SQUALL_HIERARCHY"},  {"SQUALL_TWO_LEVEL", "SQUALL_HIERARCHY"},
+};
+
+/* The option a misspelt or guessed name may have meant, or NULL. */
+static const char *meant_by(const char *name, size_t len) {
+  for (size_t i = 0; i < SQ_ARRAY_SIZE(guesses); i++)
+    if (strlen(guesses[i].guess) == len && !strncasecmp(name, guesses[i].guess, len)) return guesses[i].meant;
+  int best = 3;
+  const char *near = NULL;
+  for (size_t i = 0; i < SQ_ARRAY_SIZE(options); i++) {
+    int dist = distance(name, len, options[i].name);
+    if (dist < best) best = dist, near = options[i].name;
+  }
+  return near;
+}
+
 /* A misspelt variable (SQUALL_COMPRES=fp16) would leave compression off
  * without a word: every SQUALL_ variable that is neither an option nor a
  * tool's is named once per process, with the option it may have meant. */
@@ -509,14 +551,11 @@ static void warn_unknown_env(void) {
     if (strncasecmp(*e, "SQUALL_", 7)) continue;
     const char *eq = strchr(*e, '=');
     size_t len = eq ? (size_t)(eq - *e) : strlen(*e);
-    int known = 0, best = 3;
-    const char *near = NULL;
-    for (size_t i = 0; i < SQ_ARRAY_SIZE(options) && !known; i++) {
+    int known = 0;
+    for (size_t i = 0; i < SQ_ARRAY_SIZE(options) && !known; i++)
       known = strlen(options[i].name) == len && !strncmp(*e, options[i].name, len);
-      int dist = distance(*e, len, options[i].name);
-      if (dist < best) best = dist, near = options[i].name;
-    }
     if (known || is_tool_name(*e, len)) continue;
+    const char *near = meant_by(*e, len);
     if (near)
       SQ_WARN("unknown variable %.*s is ignored (did you mean %s?)", (int)len, *e, near);
     else
