@@ -213,6 +213,8 @@ int main(int argc, char **argv) {
   use(topk);
   CHECK(squallAllReduce(&x, &x, SIZE_MAX / 2 + 1, ncclFloat32, ncclSum, comm, NULL) == ncclInvalidArgument,
         "an overflowing count is ncclInvalidArgument");
+  CHECK(strstr(squallGetLastError(), "squallAllReduce: count") != NULL,
+        "squallGetLastError names the call and the count");
   CHECK(squallAllReduce(&x, &x, SIZE_MAX / 2 + 1, ncclInt32, ncclMax, comm, NULL) == ncclInvalidArgument,
         "an overflowing count is ncclInvalidArgument for a type squall passes through too");
   check_in_step(comm, "after the argument errors");

@@ -584,6 +584,9 @@ static int run(const char *dir) {
   const char *text = ncclGetLastError(c1.nc);
   check(plain_mode || (text && strstr(text, "squall") && strstr(text, "overflows")),
         "ncclGetLastError after squall's own failure: '%s'", text ? text : "(null)");
+  /* named as the program called it */
+  check(plain_mode || (text && strstr(text, "ncclAllReduce: count") && !strstr(text, "squallAllReduce")),
+        "the message names the call the program made: '%s'", text ? text : "(null)");
 
   NCCL_OK(ncclCommDestroy(c3.nc));
   drop(&c3);

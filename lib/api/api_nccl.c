@@ -250,8 +250,8 @@ ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *send
   /* count * size must fit a size_t before anything (NCCL itself refuses
    * such a count with ncclInvalidArgument). */
   if (count > SIZE_MAX / call.elsize) {
-    squall__fail(squallInvalidArgument, "squallAllReduce: count %zu of %zu-byte elements overflows size_t", count,
-                 call.elsize);
+    squall__fail(squallInvalidArgument, "%s: count %zu of %zu-byte elements overflows size_t", api->caller,
+                 count, call.elsize);
     SQ_WARN("%s", squallGetLastError());
     return ncclInvalidArgument;
   }
@@ -259,8 +259,8 @@ ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *send
   pthread_mutex_lock(&lock);
   if (is_lost(comm, (int)op)) {
     pthread_mutex_unlock(&lock);
-    squall__fail(squallSystemError, "squallAllReduce(count=%zu): squall lost track of this communicator's "
-                 "state for lack of memory (logged when it happened)", count);
+    squall__fail(squallSystemError, "%s(count=%zu): squall lost track of this communicator's "
+                 "state for lack of memory (logged when it happened)", api->caller, count);
     SQ_WARN("%s", squallGetLastError());
     return ncclSystemError;
   }
@@ -284,8 +284,8 @@ ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *send
      * its peers' compressed collectives: fail, as NCCL would. */
     char why[256]; /* the engine's reason where it gave one (a failed find() gives none) */
     snprintf(why, sizeof why, "%s", s ? squallGetLastError() : "out of memory");
-    squall__fail(squallSystemError, "squallAllReduce(count=%zu): cannot set up squall state for the NCCL "
-                 "communicator: %s", count, why);
+    squall__fail(squallSystemError, "%s(count=%zu): cannot set up squall state for the NCCL "
+                 "communicator: %s", api->caller, count, why);
     SQ_WARN("%s", squallGetLastError());
     return ncclSystemError;
   }

@@ -139,6 +139,7 @@ static void resolve_all(void) {
     if (i == FN_AllReduce) how_allreduce = how;
     if (real_fn[i] != NULL && fn_infos[i].required) nccl_found = 1;
   }
+  api.caller = "ncclAllReduce";
   api.allReduce = REAL(AllReduce);
   api.allGather = REAL(AllGather);
   api.commCount = REAL(CommCount);

@@ -11,6 +11,7 @@
 #include <nccl.h>
 
 typedef struct squall_nccl_api {
+  const char *caller; /* the all-reduce the application called, as messages name it */
   ncclResult_t (*allReduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
                             cudaStream_t);
   ncclResult_t (*allGather)(const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t);

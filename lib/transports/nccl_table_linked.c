@@ -8,6 +8,7 @@
 #include "squall_nccl.h"
 
 static const squall_nccl_api linked = {
+    .caller = "squallAllReduce",
     .allReduce = pncclAllReduce,
     .allGather = pncclAllGather,
     .commCount = pncclCommCount,

@@ -11,8 +11,9 @@
 
 squallResult_t squall__nccl_result(ncclResult_t r, const char *what) {
   if (r == ncclSuccess) return squallSuccess;
-  /* NCCL's codes are squall's (squall.h keeps the same numbers). */
-  return squall__fail((squallResult_t)r, "%s failed: NCCL error %d", what, (int)r);
+  /* NCCL's codes are squall's (squall.h keeps the same numbers and texts). */
+  return squall__fail((squallResult_t)r, "%s failed: %s (NCCL error %d)", what,
+                      squallGetErrorString((squallResult_t)r), (int)r);
 }
 
 squallResult_t squall__nccl_settle(const squall_nccl_api *api, ncclComm_t comm, ncclResult_t r, const char *what) {
