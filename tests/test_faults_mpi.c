@@ -613,8 +613,13 @@ START_TEST(test_aliased_buffers_as_mpi_takes_them) {
    * any type, and so does squall (compressed here: no size floor). */
   use_config("SQUALL_COMPRESS=fp16 SQUALL_MIN_BYTES=0 SQUALL_COST_MODEL=off");
   float x = (float)(rank + 1);
+  squallStats_t a, b;
+  squallStatsGet(&a);
   ck_assert_int_eq(squallMpiAllreduce(&x, &x, 1, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+  squallStatsGet(&b);
   ck_assert_float_eq(x, (float)nranks * (float)(nranks + 1) / 2);
+  if (nranks > 1) ck_assert_uint_eq(b.compressedCalls - a.compressedCalls, 1);
+  squallMpiResetResiduals(MPI_COMM_WORLD); /* keyed to a stack address later tests may reuse */
   double d = rank + 1;
   ck_assert_int_eq(squallMpiAllreduce(&d, &d, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
   ck_assert(d == (double)nranks * (nranks + 1) / 2);

@@ -120,6 +120,11 @@ static void run_case(ncclComm_t comm, const char *spec, const call_fault *f, int
     } else {
       failures++;
       CHECKS(step == 1 && r == want, "the injected fault is returned as the expected error", ctx);
+      /* a failed NCCL call is named with NCCL's own number and text */
+      char nccl_says[160];
+      snprintf(nccl_says, sizeof nccl_says, "NCCL error %d (%s)", (int)r, ncclGetErrorString(r));
+      if (f->fault && !strncmp(f->fault, "fail:", 5))
+        CHECKS(strstr(squallGetLastError(), nccl_says) != NULL, "the detail quotes NCCL's error", ctx);
     }
   }
   CHECKS(failures == 1, "exactly the faulty call failed", ctx);

@@ -118,7 +118,8 @@ int squallMpiAllreduce(const void *sendbuf, void *recvbuf, int count, MPI_Dataty
    * compressed path, before anything collective (a local argument error,
    * the same on every rank that makes it, as with MPI itself). Open MPI
    * accepts them for one element, where reading and writing the same
-   * element cannot clash, and reduces in place: so does squall. */
+   * element cannot clash, and reduces in place: so does squall (MPICH
+   * refuses even that; passing it is harmless). */
   if (count == 1 && sendbuf == recvbuf && sendbuf != MPI_IN_PLACE) sendbuf = MPI_IN_PLACE;
   if (count > 1 && sendbuf == recvbuf && sendbuf != MPI_IN_PLACE) {
     SQ_WARN("squallMpiAllreduce(count=%d): sendbuf and recvbuf are the same buffer; "

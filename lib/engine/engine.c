@@ -800,7 +800,7 @@ static squallResult_t header(squall_engine *e, const squall_call *c, const squal
   int formed = h[0] == 0 || h[0] == 1;
   SQ_RETURN_ERROR_IF(formed && h[6] != -h[7], squallInvalidArgument,
                      "ranks passed different counts to one all-reduce (from %lld to %lld elements; "
-                     "this rank %zu of %s): nothing was changed",
+                     "this rank: %zu %s elements): nothing was changed",
                      (long long)h[6], (long long)-h[7], c->count, dtype_name(c->dtype));
   SQ_RETURN_ERROR_IF(formed && h[8] != -h[9], squallInvalidArgument,
                      "ranks passed different datatypes or operations to one %zu-element all-reduce "

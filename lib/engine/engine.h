@@ -43,8 +43,8 @@ typedef struct squall_call {
   /* the residual's address hint where it is not (send, recv): a shard's is the
      caller's buffers, since every shard runs in the same scratch */
   const void *key, *key_recv;
-  const struct squall_call *whole; /* a shard's: the two-level call, whose count and type
-                       are the residual's shape (counts with one shard size are different tensors) */
+  const struct squall_call *whole; /* a shard's (required there): the two-level call, whose count
+                       and type are the residual's shape (counts with one shard size differ) */
   int raw_slots;    /* top-k without the lossless stage: set by the engine on the call's
                        variant (SQUALL_COST_MODEL), passed on to a two-level call's shards */
 } squall_call;

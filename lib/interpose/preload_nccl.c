@@ -87,6 +87,7 @@
   X(RedOpDestroy, 1, ncclResult_t, (ncclRedOp_t, ncclComm_t))                                   \
   X(GetVersion, 0, ncclResult_t, (int *))                                                       \
   X(GetLastError, 0, const char *, (ncclComm_t))                                                \
+  X(GetErrorString, 0, const char *, (ncclResult_t))                                            \
   X(Send, 0, ncclResult_t, (const void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t)) \
   X(Recv, 0, ncclResult_t, (void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t)) \
   X(ReduceScatter, 1, ncclResult_t,                                                             \
@@ -140,6 +141,7 @@ static void resolve_all(void) {
     if (real_fn[i] != NULL && fn_infos[i].required) nccl_found = 1;
   }
   api.caller = "ncclAllReduce";
+  api.getErrorString = REAL(GetErrorString);
   api.allReduce = REAL(AllReduce);
   api.allGather = REAL(AllGather);
   api.commCount = REAL(CommCount);

@@ -30,6 +30,7 @@ typedef struct squall_nccl_api {
                                 cudaStream_t);
   ncclResult_t (*commSplit)(ncclComm_t, int, int, ncclComm_t *, ncclConfig_t *);
   ncclResult_t (*commDestroy)(ncclComm_t);
+  const char *(*getErrorString)(ncclResult_t); /* messages; NULL where missing */
 } squall_nccl_api;
 
 /* The table of the NCCL that libsquall was linked with (profiling names). */

@@ -23,6 +23,7 @@ static const squall_nccl_api linked = {
     .reduceScatter = pncclReduceScatter,
     .commSplit = pncclCommSplit,
     .commDestroy = pncclCommDestroy,
+    .getErrorString = pncclGetErrorString,
 };
 
 const squall_nccl_api *squall__nccl_api_linked(void) { return &linked; }

@@ -42,7 +42,7 @@ static squallResult_t nccl_split(void *ctx, void *stream, int color, int key, sq
   ncclResult_t made = c->api->commSplit(c->comm, color, key, &comm, NULL);
   squallResult_t r = made == ncclInProgress && comm != NULL
                          ? squall__nccl_settle(c->api, comm, made, "ncclCommSplit (node communicators)")
-                         : squall__nccl_result(made, "ncclCommSplit (node communicators)");
+                         : squall__nccl_result(c->api, made, "ncclCommSplit (node communicators)");
   if (r == squallSuccess && comm == NULL)
     r = squall__fail(squallInternalError, "ncclCommSplit returned no communicator for color %d", color);
   if (r != squallSuccess) return r;

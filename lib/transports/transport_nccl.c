@@ -9,21 +9,23 @@
 #include "transports/transport_nccl.h"
 #include "transports/topology_nccl.h" /* two-level all-reduce */
 
-squallResult_t squall__nccl_result(ncclResult_t r, const char *what) {
+squallResult_t squall__nccl_result(const squall_nccl_api *api, ncclResult_t r, const char *what) {
   if (r == ncclSuccess) return squallSuccess;
-  /* NCCL's codes are squall's (squall.h keeps the same numbers and texts). */
-  return squall__fail((squallResult_t)r, "%s failed: %s (NCCL error %d)", what,
-                      squallGetErrorString((squallResult_t)r), (int)r);
+  /* NCCL's codes are squall's (squall.h keeps the same numbers); the text
+   * is NCCL's own, which says what the code means for NCCL. */
+  const char *text = api->getErrorString ? api->getErrorString(r) : NULL;
+  return squall__fail((squallResult_t)r, "%s failed: NCCL error %d (%s)", what, (int)r,
+                      text ? text : "no text: this NCCL lacks ncclGetErrorString");
 }
 
 squallResult_t squall__nccl_settle(const squall_nccl_api *api, ncclComm_t comm, ncclResult_t r, const char *what) {
   while (r == ncclInProgress) {
     ncclResult_t state = ncclSuccess, q = api->commGetAsyncError(comm, &state);
-    if (q != ncclSuccess) return squall__nccl_result(q, "ncclCommGetAsyncError (waiting for an operation in progress)");
+    if (q != ncclSuccess) return squall__nccl_result(api, q, "ncclCommGetAsyncError (waiting for an operation in progress)");
     r = state;
     if (r == ncclInProgress) sched_yield(); /* NCCL's own threads finish it */
   }
-  return squall__nccl_result(r, what);
+  return squall__nccl_result(api, r, what);
 }
 
 /* The result of an operation on the context's communicator, settled. */
@@ -89,8 +91,8 @@ static squallResult_t nccl_allreduce_min_i64_host(void *ctx, void *stream, int64
 static squallResult_t nccl_alltoall(void *ctx, void *stream, const void *send, void *recv, size_t bytes) {
   squall_nccl_ctx *c = ctx;
   int p = 0;
-  SQ_FORWARD_IF_ERROR(squall__nccl_result(c->api->commCount(c->comm, &p), "ncclCommCount"));
-  SQ_FORWARD_IF_ERROR(squall__nccl_result(c->api->groupStart(), "ncclGroupStart"));
+  SQ_FORWARD_IF_ERROR(squall__nccl_result(c->api, c->api->commCount(c->comm, &p), "ncclCommCount"));
+  SQ_FORWARD_IF_ERROR(squall__nccl_result(c->api, c->api->groupStart(), "ncclGroupStart"));
   ncclResult_t r = ncclSuccess;
   for (int q = 0; q < p && r == ncclSuccess; q++) {
     r = c->api->send((const char *)send + (size_t)q * bytes, bytes, ncclUint8, q, c->comm, (cudaStream_t)stream);
@@ -104,8 +106,8 @@ static squallResult_t nccl_alltoall(void *ctx, void *stream, const void *send, v
 squallResult_t squall__transport_nccl_init(squall_transport *tr, squall_nccl_ctx *ctx) {
   memset(tr, 0, sizeof *tr);
   tr->ctx = ctx;
-  SQ_FORWARD_IF_ERROR(squall__nccl_result(ctx->api->commUserRank(ctx->comm, &tr->rank), "ncclCommUserRank"));
-  SQ_FORWARD_IF_ERROR(squall__nccl_result(ctx->api->commCount(ctx->comm, &tr->nranks), "ncclCommCount"));
+  SQ_FORWARD_IF_ERROR(squall__nccl_result(ctx->api, ctx->api->commUserRank(ctx->comm, &tr->rank), "ncclCommUserRank"));
+  SQ_FORWARD_IF_ERROR(squall__nccl_result(ctx->api, ctx->api->commCount(ctx->comm, &tr->nranks), "ncclCommCount"));
   tr->allreduce_half = nccl_allreduce_half;
   tr->allreduce_max_f32 = nccl_allreduce_max_f32;
   tr->allreduce_sum_f32 = nccl_allreduce_sum_f32;

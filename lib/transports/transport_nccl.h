@@ -16,8 +16,9 @@ typedef struct {
 
 squallResult_t squall__transport_nccl_init(squall_transport *tr, squall_nccl_ctx *ctx);
 
-/* NCCL result -> squall result, with a detail naming the call. */
-squallResult_t squall__nccl_result(ncclResult_t r, const char *what);
+/* NCCL result -> squall result, with a detail naming the call and NCCL's
+ * text for r. */
+squallResult_t squall__nccl_result(const squall_nccl_api *api, ncclResult_t r, const char *what);
 
 /* The same for an operation on comm, after waiting out ncclInProgress: a
  * non-blocking communicator may answer it while NCCL enqueues (or, for a
