@@ -116,12 +116,18 @@ void bench_report_summary(FILE *out, const bench_run_info *in, const bench_row *
               bench_human_bytes((double)last->bytes, a, sizeof a), last->pass_reason);
     fputc('\n', out);
   }
+  int checked = 0;
   for (int i = 0; i < n; i++) {
     wrong += rows[i].wrong;
     differ += rows[i].checked && !rows[i].consistent;
+    checked += rows[i].checked;
   }
-  fprintf(out, "# %d results, %d out of bounds, %d where ranks differ; %.1f s in all\n", n, wrong,
-          differ, in->seconds);
+  if (checked == n)
+    fprintf(out, "# %d results, %d out of bounds, %d where ranks differ; %.1f s in all\n", n, wrong,
+            differ, in->seconds);
+  else /* nccl-tests says N/A where it did not check */
+    fprintf(out, "# %d results, %d checked (%s): %d out of bounds, %d where ranks differ; %.1f s in all\n", n,
+            checked, o->check ? "see the messages above" : "-c 0", wrong, differ, in->seconds);
   fflush(out);
 }
 
