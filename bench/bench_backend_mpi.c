@@ -28,8 +28,11 @@ static int run(mpi_allreduce_fn fn, const char *name, const void *send, void *re
   int rc = fn(send, recv, (int)count, MPI_FLOAT, MPI_SUM, comm);
   if (rc != MPI_SUCCESS) {
     char msg[MPI_MAX_ERROR_STRING];
-    snprintf(why, len, "%s(count=%zu) failed: %s (%s)", name, count, bench_mpi_error_text(rc, msg, sizeof msg),
-             squallGetLastError());
+    /* squall's detail belongs to squall's call; after the plain one it
+     * would be some earlier, unrelated text */
+    int ours = fn == squallMpiAllreduce;
+    snprintf(why, len, "%s(count=%zu) failed: %s%s%s%s", name, count, bench_mpi_error_text(rc, msg, sizeof msg),
+             ours ? " (" : "", ours ? squallGetLastError() : "", ours ? ")" : "");
     return -1;
   }
   /* MPI has no average op: sum, then divide here, inside the timed call, as

@@ -1,6 +1,7 @@
 #!/bin/sh
 # quickstart.sh - set up, build and run squall on a Debian 12 machine.
 #   tools/quickstart.sh bench [squall-bench args...]  build, then the benchmark on local ranks
+#     (it runs in ./build: relative paths in the arguments are relative to it)
 #     (SQUALL_LINK=1gbit|10gbit|none: the emulated link; SQUALL_CLUSTER=2x2: emulated nodes)
 #   tools/quickstart.sh test                          build, then `make check`
 #   tools/quickstart.sh build                         set up and build only
@@ -51,21 +52,23 @@ case $what in
     # memory, or another tc rate such as 10gbit).
     ranks=${SQUALL_RANKS:-4}
     link=${SQUALL_LINK:-1gbit}
-    args=${*:--b 1M -e 64M -f 4 -n 5 -w 5 --plot squall-bench.png -J squall-bench.json}
+    # the arguments stay as given ("$@": -S "TOPK_VALUES=fp16 ZSTD=3" is one)
+    [ $# -gt 0 ] || set -- -b 1M -e 64M -f 4 -n 5 -w 5 --plot squall-bench.png -J squall-bench.json
+    args=$*
     # SQUALL_CLUSTER=NxR: N emulated nodes of R ranks, each node's NIC
     # limited to SQUALL_LINK (tools/cluster.sh), instead of one shared link.
     if [ -n "${SQUALL_CLUSTER:-}" ]; then
       n=${SQUALL_CLUSTER%x*} r=${SQUALL_CLUSTER#*x}
       [ "$link" != none ] || link=10gbit
       echo "quickstart: tools/cluster.sh --nodes $n --ranks-per-node $r --rate $link -- ./squall-bench $args"
-      exec "$top/tools/cluster.sh" --nodes "$n" --ranks-per-node "$r" --rate "$link" -- ./squall-bench $args
+      exec "$top/tools/cluster.sh" --nodes "$n" --ranks-per-node "$r" --rate "$link" -- ./squall-bench "$@"
     fi
     if [ "$link" != none ] && "$top/tools/ethernet.sh" --rate "$link" -- true >/dev/null 2>&1; then
       echo "quickstart: tools/ethernet.sh --rate $link -- mpirun -n $ranks ./squall-bench $args"
-      exec "$top/tools/ethernet.sh" --rate "$link" -- mpirun -n "$ranks" --oversubscribe ./squall-bench $args
+      exec "$top/tools/ethernet.sh" --rate "$link" -- mpirun -n "$ranks" --oversubscribe ./squall-bench "$@"
     fi
     [ "$link" != none ] && echo "quickstart: cannot emulate a $link link here (tools/ethernet.sh needs root or user namespaces); running on shared memory"
     echo "quickstart: mpirun -n $ranks ./squall-bench $args"
-    exec mpirun -n "$ranks" --oversubscribe ./squall-bench $args ;;
+    exec mpirun -n "$ranks" --oversubscribe ./squall-bench "$@" ;;
   *) echo "usage: tools/quickstart.sh bench|test|build [args]" >&2; exit 2 ;;
 esac
