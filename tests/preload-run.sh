@@ -70,6 +70,13 @@ else
   expect_text "$tmp/out" "/nonexistent/libsquall-preload.so" "missing override"
 fi
 
+# 4a. A relative override is made absolute (the loader would search for a
+# bare name, never look in this directory), and a dry run loads nothing:
+# its own output is all there is, even at --debug INFO.
+(cd "$b/.libs" && SQUALL_PRELOAD_MPI_LIB=libsquall-preload-mpi.so "$run" --mpi --debug INFO -n -- true) > "$tmp/out" 2>&1
+expect_line "$tmp/out" "LD_PRELOAD=$abs_mpi" "relative override"
+grep -q "squall INFO" "$tmp/out" && bad "dry run: squall was loaded: $(cat "$tmp/out")"
+
 # 4b. An override that does not exist: one message, naming it, and exit 2;
 # and mpirun's "-n 4" by habit, which is --dry-run here, is refused.
 SQUALL_PRELOAD_MPI_LIB=/nonexistent/x.so "$run" --mpi -n -- true > "$tmp/out" 2>&1
