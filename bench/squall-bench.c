@@ -132,6 +132,31 @@ static double error_bound(const char *codec, int p, bench_dist data) {
   return INFINITY;
 }
 
+/* Whether this rank's SQUALL_STATS file (every %r the rank, else
+ * ".<rank>" appended, as the library names it) can be written; says why
+ * not on stderr. A file the check creates is removed again. */
+static int stats_file_writable(const char *pattern, int rank) {
+  if (!pattern[0]) return 1;
+  char path[1200], num[16];
+  snprintf(num, sizeof num, "%d", rank);
+  size_t used = 0;
+  const char *p = pattern, *r;
+  while ((r = strstr(p, "%r")) && used < sizeof path)
+    used += (size_t)snprintf(path + used, sizeof path - used, "%.*s%s", (int)(r - p), p, num), p = r + 2;
+  if (used < sizeof path)
+    snprintf(path + used, sizeof path - used, p == pattern ? "%s.%s" : "%s", p, num);
+  int existed = access(path, F_OK) == 0;
+  FILE *f = fopen(path, "a");
+  if (f == NULL) {
+    fprintf(stderr, "squall-bench: SQUALL_STATS='%s': rank %d cannot write '%s': %s\n", pattern, rank, path,
+            strerror(errno));
+    return 0;
+  }
+  fclose(f);
+  if (!existed) unlink(path);
+  return 1;
+}
+
 /* Check calls tried before giving up on matching the timed calls' path:
  * a header, which makes the check's configuration count, comes within
  * SQ_COST_RECHECK (16) calls of a size the cost model settled. */
@@ -364,6 +389,15 @@ int main(int argc, char **argv) {
    * variable the library cannot read is a usage error here: the library
    * itself would fall back to its defaults, and every row would then
    * silently run a configuration other than the one asked for. */
+  /* The benchmark sets these two itself: a value in the environment,
+   * even one the library would reject, is not a reason to stop. */
+  static const char *const set_here[] = {"SQUALL_COMPRESS", "SQUALL_MIN_BYTES"};
+  for (size_t i = 0; i < sizeof set_here / sizeof set_here[0]; i++)
+    if (getenv(set_here[i])) {
+      if (err) fprintf(err, "squall-bench: note: %s in the environment is ignored (%s)\n", set_here[i],
+                       i == 0 ? "-C chooses the codecs" : "every size may compress");
+      unsetenv(set_here[i]);
+    }
   if (squallConfigFromEnv(&c.base) != squallSuccess) {
     if (err) fprintf(err, "squall-bench: the environment: %s\n", squallGetLastError());
     MPI_Finalize();
@@ -376,6 +410,15 @@ int main(int argc, char **argv) {
     return 2;
   }
   c.base.codec = squallCodecNone;
+  /* The library writes SQUALL_STATS at exit, where a path it cannot write
+   * would only be warned about after the whole run: every rank tries its
+   * own file now, and any rank's failure is a usage error everywhere. */
+  int stats_ok = stats_file_writable(c.base.statsPath, c.rank), all_stats_ok = 0;
+  MPI_Allreduce(&stats_ok, &all_stats_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!all_stats_ok) {
+    MPI_Finalize();
+    return 2;
+  }
   if (c.nranks < c.base.minRanks && err)
     fprintf(err, "squall-bench: warning: %d rank%s, fewer than SQUALL_MIN_RANKS=%d: squall passes every call "
                  "through; run it under mpirun -n %d or more\n", c.nranks, c.nranks == 1 ? "" : "s",

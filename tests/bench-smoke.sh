@@ -150,6 +150,16 @@ sys.exit(0 if r["path"] == sys.argv[2] and float(sys.argv[3]) <= r["rel_err"] <=
     "$tmp/chk.json" "$2" "$3" "$4" || bad "check call of -n $1: expected path $2 and rel_err in [$3, $4]: $(cat "$tmp/chk.json")"
 done
 
+# ---- SQUALL_STATS that no rank can write stops the run before it starts
+# (exit 2, the file named); SQUALL_COMPRESS, which the benchmark sets
+# itself, is ignored with a note even where the library would reject it
+SQUALL_STATS=/nonexistent/st "$run" 2 "$bench" -b 1K -e 1K -n 1 -w 0 -C fp16 --no-progress >"$tmp/st.txt" 2>&1
+test $? -eq 2 && grep -q "cannot write '/nonexistent/st.0'" "$tmp/st.txt" ||
+  bad "an unwritable SQUALL_STATS did not stop the run: $(cat "$tmp/st.txt")"
+SQUALL_COMPRESS=bogus "$run" 2 "$bench" -b 1K -e 1K -n 1 -w 0 -C fp16 --no-progress >"$tmp/cz.txt" 2>&1 &&
+  grep -q "SQUALL_COMPRESS in the environment is ignored" "$tmp/cz.txt" ||
+  bad "SQUALL_COMPRESS=bogus in the environment: $(cat "$tmp/cz.txt")"
+
 # ---- a size the cost model settles as plain skips its call header, so the
 # check's own configuration (cost model off) counts only from the next
 # header: the check is repeated until it takes the timed calls' path, and
