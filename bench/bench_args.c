@@ -96,7 +96,7 @@ static int parse_u64(const char *v, uint64_t *out) {
   if (!isdigit((unsigned char)v[0])) return -1;
   char *end;
   errno = 0;
-  unsigned long long x = strtoull(v, &end, 0);
+  unsigned long long x = strtoull(v, &end, 10); /* decimal: "010" is ten, not octal eight */
   if (errno || *end) return -1;
   *out = x;
   return 0;

@@ -83,6 +83,9 @@ SQUALL_PRELOAD_MPI_LIB=/nonexistent/x.so "$run" --mpi -n -- true > "$tmp/out" 2>
 expect_status 2 $? "missing MPI override"
 expect_text "$tmp/out" "'/nonexistent/x.so', does not exist" "missing MPI override"
 test "$(wc -l < "$tmp/out")" -eq 1 || bad "missing MPI override: more than one message:"
+"$run" 4 ./prog > "$tmp/out" 2>&1
+expect_status 2 $? "a rank count as the command"
+expect_text "$tmp/out" "'4' is no command, and looks like a rank count" "a rank count as the command"
 "$run" -n 4 ./prog > "$tmp/out" 2>&1
 expect_status 2 $? "-n 4"
 expect_text "$tmp/out" "'4' looks like a rank count" "-n 4"
