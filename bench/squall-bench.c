@@ -384,11 +384,6 @@ int main(int argc, char **argv) {
     return 2;
   }
 
-  /* The configuration every codec starts from: the environment's, with
-   * SQUALL_MIN_BYTES=0 so that small sizes compress too, then -S. A
-   * variable the library cannot read is a usage error here: the library
-   * itself would fall back to its defaults, and every row would then
-   * silently run a configuration other than the one asked for. */
   /* The benchmark sets these two itself: a value in the environment,
    * even one the library would reject, is not a reason to stop. */
   static const char *const set_here[] = {"SQUALL_COMPRESS", "SQUALL_MIN_BYTES"};
@@ -398,6 +393,11 @@ int main(int argc, char **argv) {
                        i == 0 ? "-C chooses the codecs" : "every size may compress");
       unsetenv(set_here[i]);
     }
+  /* The configuration every codec starts from: the environment's, with
+   * SQUALL_MIN_BYTES=0 so that small sizes compress too, then -S. A
+   * variable the library cannot read is a usage error here: the library
+   * itself would fall back to its defaults, and every row would then
+   * silently run a configuration other than the one asked for. */
   if (squallConfigFromEnv(&c.base) != squallSuccess) {
     if (err) fprintf(err, "squall-bench: the environment: %s\n", squallGetLastError());
     MPI_Finalize();
