@@ -386,12 +386,14 @@ int main(int argc, char **argv) {
 
   /* The benchmark sets these two itself: a value in the environment,
    * even one the library would reject, is not a reason to stop. */
-  static const char *const set_here[] = {"SQUALL_COMPRESS", "SQUALL_MIN_BYTES"};
+  static const struct {
+    const char *name, *why;
+  } set_here[] = {{"SQUALL_COMPRESS", "-C chooses the codecs"}, {"SQUALL_MIN_BYTES", "every size may compress"}};
   for (size_t i = 0; i < sizeof set_here / sizeof set_here[0]; i++)
-    if (getenv(set_here[i])) {
-      if (err) fprintf(err, "squall-bench: note: %s in the environment is ignored (%s)\n", set_here[i],
-                       i == 0 ? "-C chooses the codecs" : "every size may compress");
-      unsetenv(set_here[i]);
+    if (getenv(set_here[i].name)) {
+      if (err) fprintf(err, "squall-bench: note: %s in the environment is ignored (%s)\n", set_here[i].name,
+                       set_here[i].why);
+      unsetenv(set_here[i].name);
     }
   /* The configuration every codec starts from: the environment's, with
    * SQUALL_MIN_BYTES=0 so that small sizes compress too, then -S. A

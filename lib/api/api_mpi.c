@@ -120,11 +120,13 @@ int squallMpiAllreduce(const void *sendbuf, void *recvbuf, int count, MPI_Dataty
    * accepts them for one element, where reading and writing the same
    * element cannot clash, and reduces in place: so does squall (MPICH
    * refuses even that; passing it is harmless). */
-  if (count == 1 && sendbuf == recvbuf && sendbuf != MPI_IN_PLACE) sendbuf = MPI_IN_PLACE;
-  if (count > 1 && sendbuf == recvbuf && sendbuf != MPI_IN_PLACE) {
-    SQ_WARN("squallMpiAllreduce(count=%d): sendbuf and recvbuf are the same buffer; "
-            "use MPI_IN_PLACE for an in-place all-reduce", count);
-    return fail(comm, MPI_ERR_BUFFER);
+  if (count > 0 && sendbuf == recvbuf && sendbuf != MPI_IN_PLACE) {
+    if (count > 1) {
+      SQ_WARN("squallMpiAllreduce(count=%d): sendbuf and recvbuf are the same buffer; "
+              "use MPI_IN_PLACE for an in-place all-reduce", count);
+      return fail(comm, MPI_ERR_BUFFER);
+    }
+    sendbuf = MPI_IN_PLACE;
   }
   /* A null buffer holds no floats (MPI_BOTTOM means something only with
    * a derived type, which passes through): MPI itself would fault, and

@@ -473,9 +473,10 @@ static squallResult_t prepare(squall_engine *e, const squall_call *c, const squa
     squall_tensor *ahead = e->shard_slot;
     e->shard_slot = NULL;
     squall_tensor_key key = hint_of(c);
+    uint64_t kind = kind_of(c);
     st->slot = c->shard && ahead && squall__tensor_key_eq(ahead->key, key) && ahead->count == c->count &&
-                       ahead->kind == kind_of(c)
-                   ? ahead : squall__residuals_slot(e->residuals, key, c->count, kind_of(c));
+                       ahead->kind == kind
+                   ? ahead : squall__residuals_slot(e->residuals, key, c->count, kind);
     SQ_RETURN_ERROR_IF(st->slot == NULL, squallSystemError, "out of memory for tensor state");
     int new_residual = st->slot->residual == NULL;
     st->fresh |= new_residual;

@@ -21,7 +21,8 @@ squallResult_t squall__nccl_result(const squall_nccl_api *api, ncclResult_t r, c
 squallResult_t squall__nccl_settle(const squall_nccl_api *api, ncclComm_t comm, ncclResult_t r, const char *what) {
   while (r == ncclInProgress) {
     ncclResult_t state = ncclSuccess, q = api->commGetAsyncError(comm, &state);
-    if (q != ncclSuccess) return squall__nccl_result(api, q, "ncclCommGetAsyncError (waiting for an operation in progress)");
+    if (q != ncclSuccess)
+      return squall__nccl_result(api, q, "ncclCommGetAsyncError (waiting for an operation in progress)");
     r = state;
     if (r == ncclInProgress) sched_yield(); /* NCCL's own threads finish it */
   }
