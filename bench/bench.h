@@ -44,7 +44,7 @@ typedef struct {
   const char *json_path;       /* -J, NULL = none */
   const char *plot_path;       /* --plot, NULL = none */
   const char *backend;         /* --backend: "auto", "mpi" or "nccl" */
-  const char *squall_spec;     /* -S: extra SQUALL_* items, NULL = none */
+  const char *squall_spec;     /* -S: extra SQUALL_* items (every -S, in order), NULL = none */
   uint64_t seed;               /* --seed */
   bench_dist data;             /* --data */
   int progress;                /* 0 with --no-progress */

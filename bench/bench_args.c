@@ -206,7 +206,11 @@ static const nccl_tests_option *nccl_tests_option_of(int flag) {
     return 2;                                      \
   } while (0)
 
+/* Every -S of the command line, joined by spaces (opt->squall_spec). */
+static char squall_specs[2048];
+
 int bench_parse_args(int argc, char **argv, bench_options *opt, FILE *out, FILE *err) {
+  squall_specs[0] = '\0';
   enum { OPT_PLOT = 256, OPT_BACKEND, OPT_SEED, OPT_NO_PROGRESS, OPT_DATA, OPT_CPUTIME, OPT_ERRORS };
   static const struct option longopts[] = {
       {"minbytes", required_argument, 0, 'b'},     {"maxbytes", required_argument, 0, 'e'},
@@ -316,7 +320,13 @@ int bench_parse_args(int argc, char **argv, bench_options *opt, FILE *out, FILE 
                  : "");
       if (cfg.codec != squallCodecNone)
         FAIL("-S '%s' sets SQUALL_COMPRESS: choose codecs with -C instead\n", v);
-      opt->squall_spec = v;
+      /* repeated -S add up, later items overriding earlier ones (as
+       * squallConfigParse reads "A=1 A=2") */
+      size_t used = strlen(squall_specs);
+      int w = snprintf(squall_specs + used, sizeof squall_specs - used, "%s%s", used ? " " : "", v);
+      if (w < 0 || (size_t)w >= sizeof squall_specs - used)
+        FAIL("-S: the options add up to more than %zu bytes\n", sizeof squall_specs - 1);
+      opt->squall_spec = squall_specs;
       break;
     }
     case OPT_SEED:

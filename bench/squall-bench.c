@@ -20,6 +20,7 @@
 
 #include "bench.h"
 #include "bench_backend.h"
+#include "common/stats_path.h"
 #include "squall_mpi.h"
 
 typedef struct {
@@ -132,29 +133,13 @@ static double error_bound(const char *codec, int p, bench_dist data) {
   return INFINITY;
 }
 
-/* Whether this rank's SQUALL_STATS file (every %r the rank, else
- * ".<rank>" appended, as the library names it) can be written; says why
- * not on stderr. A file the check creates is removed again. */
+/* Whether this rank's SQUALL_STATS file can be written, by the library's
+ * own rule; says why not on stderr. */
 static int stats_file_writable(const char *pattern, int rank) {
-  if (!pattern[0]) return 1;
-  char path[1200], num[16];
-  snprintf(num, sizeof num, "%d", rank);
-  size_t used = 0;
-  const char *p = pattern, *r;
-  while ((r = strstr(p, "%r")) && used < sizeof path)
-    used += (size_t)snprintf(path + used, sizeof path - used, "%.*s%s", (int)(r - p), p, num), p = r + 2;
-  if (used < sizeof path)
-    snprintf(path + used, sizeof path - used, p == pattern ? "%s.%s" : "%s", p, num);
-  int existed = access(path, F_OK) == 0;
-  FILE *f = fopen(path, "a");
-  if (f == NULL) {
-    fprintf(stderr, "squall-bench: SQUALL_STATS='%s': rank %d cannot write '%s': %s\n", pattern, rank, path,
-            strerror(errno));
-    return 0;
-  }
-  fclose(f);
-  if (!existed) unlink(path);
-  return 1;
+  char why[1400];
+  if (!pattern[0] || squall__stats_path_check(pattern, rank, why, sizeof why) == 0) return 1;
+  fprintf(stderr, "squall-bench: SQUALL_STATS='%s': %s\n", pattern, why);
+  return 0;
 }
 
 /* Check calls tried before giving up on matching the timed calls' path:

@@ -107,6 +107,13 @@ if test -x "$b/squall-info"; then
   expect_status 2 $? "unwritable --stats"
   expect_text "$tmp/out" "squall-run: --stats: SQUALL_STATS='$tmp/no-such-dir/st.json' cannot be written" "unwritable --stats"
   expect_text "$tmp/out" "No such file or directory" "unwritable --stats"
+  # every %r is the rank, by the library's own rule: rank 0 writes 00/x.0.json
+  mkdir -p "$tmp/00"
+  "$run" --mpi -n --stats "$tmp/%r%r/x.%r.json" -- true > "$tmp/out" 2>&1
+  expect_status 0 $? "--stats with %r twice in a directory that exists"
+  "$run" --mpi -n --stats "$tmp/%r%r" -- true > "$tmp/out" 2>&1
+  expect_status 2 $? "--stats naming a directory"
+  expect_text "$tmp/out" "rank 0 cannot write '$tmp/00': it is a directory" "--stats naming a directory"
   SQUALL_EF=7 "$run" --mpi -- true > "$tmp/out" 2>&1
   expect_status 2 $? "bad SQUALL_EF in the environment"
   expect_text "$tmp/out" "environment variable SQUALL_EF (not set by a flag)" "bad SQUALL_EF"

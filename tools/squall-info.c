@@ -1,14 +1,12 @@
 /* squall-info - prints the version, the build's features and the effective
  * configuration; exits 1 with the reason when the environment is invalid.
  * Everything it says about an option comes from squallConfigOption(). */
-#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
+#include "common/stats_path.h"
 #include "squall.h"
 
 static void usage(FILE *out) {
@@ -67,37 +65,6 @@ static void print_man_environment(void) {
   }
 }
 
-/* The library writes SQUALL_STATS at exit, when nobody can act on a
- * failure any more: check now that the file of rank 0 (the same
- * directory for every rank unless %r is in it) can be created. Returns 0, or
- * -1 with the reason in why. */
-static int check_stats_path(const char *pattern, char *why, size_t len) {
-  char path[1024];
-  const char *r = strstr(pattern, "%r");
-  if (r) snprintf(path, sizeof path, "%.*s0%s", (int)(r - pattern), pattern, r + 2);
-  else snprintf(path, sizeof path, "%s.0", pattern);
-  char dir[1024];
-  const char *slash = strrchr(path, '/');
-  if (slash == NULL) snprintf(dir, sizeof dir, ".");
-  else if (slash == path) snprintf(dir, sizeof dir, "/");
-  else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-  struct stat st;
-  if (stat(dir, &st) != 0) {
-    snprintf(why, len, "rank 0 writes '%s', and its directory '%s' is not usable: %s", path, dir,
-             strerror(errno));
-    return -1;
-  }
-  if (!S_ISDIR(st.st_mode)) {
-    snprintf(why, len, "rank 0 writes '%s', and '%s' is not a directory", path, dir);
-    return -1;
-  }
-  if (access(path, F_OK) == 0 ? access(path, W_OK) != 0 : access(dir, W_OK | X_OK) != 0) {
-    snprintf(why, len, "rank 0 writes '%s', which is not writable: %s", path, strerror(errno));
-    return -1;
-  }
-  return 0;
-}
-
 int main(int argc, char **argv) {
   static const struct option longopts[] = {{"config", no_argument, 0, 'c'},
                                            {"version", no_argument, 0, 'v'},
@@ -142,7 +109,10 @@ int main(int argc, char **argv) {
     return 1;
   }
   char why[2600];
-  if (cfg.statsPath[0] && check_stats_path(cfg.statsPath, why, sizeof why) != 0) {
+  /* The library writes SQUALL_STATS at exit, when nobody can act on a
+   * failure any more: check now that rank 0's file can be created (the
+   * same directory for every rank unless %r is in it). */
+  if (cfg.statsPath[0] && squall__stats_path_check(cfg.statsPath, 0, why, sizeof why) != 0) {
     fprintf(stderr, "squall-info: invalid configuration: SQUALL_STATS='%s' cannot be written: %s\n",
             cfg.statsPath, why);
     return 1;

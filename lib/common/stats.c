@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "common/stats.h"
+#include "common/stats_path.h"
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static squallStats_t process;
@@ -126,31 +127,6 @@ void squall__stats_json(FILE *out, const squallStats_t *s, int rank) {
           (unsigned long long)s->headers);
 }
 
-/* Every "%r" in the path becomes the rank; without one, ".<rank>" is
- * appended. -1 when the path does not fit in len (a cut path could name
- * another rank's file). */
-static int stats_path(const char *pattern, int rank, char *out, size_t len) {
-  if (strstr(pattern, "%r") == NULL) {
-    int w = snprintf(out, len, "%s.%d", pattern, rank);
-    return w >= 0 && (size_t)w < len ? 0 : -1;
-  }
-  size_t used = 0;
-  out[0] = '\0';
-  for (const char *p = pattern; *p;) {
-    const char *r = strstr(p, "%r");
-    size_t lit = r ? (size_t)(r - p) : strlen(p);
-    int w = snprintf(out + used, len - used, "%.*s", (int)lit, p);
-    if (w < 0 || (size_t)w >= len - used) return -1;
-    used += (size_t)w;
-    if (!r) break;
-    w = snprintf(out + used, len - used, "%d", rank);
-    if (w < 0 || (size_t)w >= len - used) return -1;
-    used += (size_t)w;
-    p = r + 2;
-  }
-  return 0;
-}
-
 void squall__stats_write_file(void) {
   squallConfig_t cfg;
   squallGetConfig(&cfg);
@@ -163,8 +139,8 @@ void squall__stats_write_file(void) {
   squallStats_t s = process;
   int rank = stats_rank < 0 ? 0 : stats_rank;
   pthread_mutex_unlock(&lock);
-  char path[600];
-  if (stats_path(cfg.statsPath, rank, path, sizeof path) != 0) {
+  char path[SQ_STATS_PATH_MAX];
+  if (squall__stats_path(cfg.statsPath, rank, path, sizeof path) != 0) {
     SQ_WARN("SQUALL_STATS: '%s' with the rank in place of %%r is longer than %zu bytes: not written",
             cfg.statsPath, sizeof path - 1);
     return;
