@@ -45,6 +45,9 @@ if test "$mpilib" = "$abs_mpi"; then
 else
   expect_line "$tmp/out" "LD_PRELOAD=$mpilib:$abs_mpi" "appended to LD_PRELOAD"
 fi
+# an LD_PRELOAD list separated by blanks, which ld.so also reads
+LD_PRELOAD="/lib/x.so $abs_mpi" "$run" --mpi -n -- true > "$tmp/out" 2>&1
+expect_line "$tmp/out" "LD_PRELOAD=/lib/x.so $abs_mpi" "no duplicate in a blank-separated LD_PRELOAD"
 
 # 3. The command runs with the variables and the interposer really loaded,
 #    and its exit status comes back.
