@@ -129,7 +129,7 @@ const char *bench_cpu_model(char *buf, size_t len);
 
 /* ---------------------------------------------------------- bench_report.c */
 void bench_report_header(FILE *out, const bench_run_info *info);
-void bench_report_row(FILE *out, const bench_row *row);
+void bench_report_row(FILE *out, const bench_options *opt, const bench_row *row);
 /* One line per codec, then the totals. */
 void bench_report_summary(FILE *out, const bench_run_info *info, const bench_row *rows, int nrows);
 /* Writes the JSON array; returns 0, or -1 with errno when the file fails. */

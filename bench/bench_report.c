@@ -9,6 +9,15 @@
 
 #include "bench.h"
 
+/* The codec column: 12 wide, or as wide as the longest name in -C
+ * (topk:0.001953125), so that the columns stay aligned. */
+static int codec_width(const bench_options *o) {
+  int w = 12;
+  for (int c = 0; c < o->ncodecs; c++)
+    if ((int)strlen(o->codecs[c]) > w) w = (int)strlen(o->codecs[c]);
+  return w;
+}
+
 void bench_report_header(FILE *out, const bench_run_info *in) {
   const bench_options *o = in->opt;
   const squallConfig_t *c = in->base;
@@ -50,21 +59,22 @@ void bench_report_header(FILE *out, const bench_run_info *in) {
                "warm-up and timed iterations (error feedback on)\n");
   fprintf(out, "# none = the plain all-reduce (%s, not through squall); speedup = time of none / time\n#\n",
           !strcmp(in->backend, "mpi") ? "PMPI_Allreduce" : "pncclAllReduce");
-  fprintf(out, "#%11s %10s %12s %12s %8s %8s %12s %7s %7s %10s %9s %s\n", "size", "count",
+  int cw = codec_width(o);
+  fprintf(out, "#%11s %10s %*s %12s %8s %8s %12s %7s %7s %10s %9s %s\n", "size", "count", cw,
           "codec", "time", "algbw", "busbw", "wire", "ratio", "speedup", "codec", "rel_err", "path");
-  fprintf(out, "#%11s %10s %12s %12s %8s %8s %12s %7s %7s %10s\n", "(B)", "(elts)", "", "(us)",
+  fprintf(out, "#%11s %10s %*s %12s %8s %8s %12s %7s %7s %10s\n", "(B)", "(elts)", cw, "", "(us)",
           "(GB/s)", "(GB/s)", "(B/rank)", "", "", "(us)");
   fflush(out);
 }
 
-void bench_report_row(FILE *out, const bench_row *r) {
+void bench_report_row(FILE *out, const bench_options *o, const bench_row *r) {
   char speed[16], err[16];
   if (r->speedup > 0) snprintf(speed, sizeof speed, "%.2f", r->speedup);
   else snprintf(speed, sizeof speed, "-");
   if (r->checked) snprintf(err, sizeof err, "%.2e", r->rel_err); /* "nan" too */
   else snprintf(err, sizeof err, "-");
-  fprintf(out, " %11zu %10zu %12s %12.1f %8.3f %8.3f %12.0f %7.2f %7s %10.1f %9s %s%s%s\n",
-          r->bytes, r->count, r->codec, r->time_us, r->algbw_gbs, r->busbw_gbs, r->wire_bytes,
+  fprintf(out, " %11zu %10zu %*s %12.1f %8.3f %8.3f %12.0f %7.2f %7s %10.1f %9s %s%s%s\n",
+          r->bytes, r->count, codec_width(o), r->codec, r->time_us, r->algbw_gbs, r->busbw_gbs, r->wire_bytes,
           r->ratio, speed, r->codec_us, err, r->path, r->checked && !r->consistent ? " RANKS-DIFFER" : "",
           r->wrong ? " WRONG" : "");
   fflush(out);
@@ -97,7 +107,7 @@ void bench_report_summary(FILE *out, const bench_run_info *in, const bench_row *
         max_err = r->rel_err; /* a NaN stays */
     }
     if (!last) continue;
-    fprintf(out, "# %-12s", last->codec);
+    fprintf(out, "# %-*s", codec_width(o), last->codec);
     if (!strcmp(last->codec, "none")) {
       fprintf(out, " busbw %.3f GB/s, %s per call", last->busbw_gbs, per_call(last->time_us, a, sizeof a));
     } else {

@@ -465,7 +465,7 @@ int main(int argc, char **argv) {
       if (!strcmp(first[k].codec, "none")) none = &first[k];
     for (int k = 0; k < opt.ncodecs; k++) {
       if (none && first[k].time_us > 0) first[k].speedup = none->time_us / first[k].time_us;
-      if (out) bench_report_row(out, &first[k]);
+      if (out) bench_report_row(out, &opt, &first[k]);
     }
     c.be->free_state(c.comm); /* residuals and scratch of this size */
     c.be->release(send);

@@ -159,10 +159,16 @@ test $? -eq 2 && grep -q "cannot write '/nonexistent/st.0'" "$tmp/st.txt" ||
 SQUALL_COMPRESS=bogus "$run" 2 "$bench" -b 1K -e 1K -n 1 -w 0 -C fp16 --no-progress >"$tmp/cz.txt" 2>&1 &&
   grep -q "SQUALL_COMPRESS in the environment is ignored" "$tmp/cz.txt" ||
   bad "SQUALL_COMPRESS=bogus in the environment: $(cat "$tmp/cz.txt")"
-# repeated -S add up, a later item overriding an earlier one
-"$run" 1 "$bench" -b 1K -e 1K -n 1 -w 0 -C none -S "ZSTD=3 EF=0" -S ZSTD=5 --no-progress >"$tmp/s2.txt" 2>&1 &&
-  grep -q "^# squall:.* SQUALL_EF=0 .*SQUALL_ZSTD=5" "$tmp/s2.txt" ||
+# repeated -S add up, a later item overriding an earlier one; a codec name
+# longer than its column widens the column (every row's name ends where
+# the header's "codec" does)
+"$run" 1 "$bench" -b 1K -e 1K -n 1 -w 0 -C none,topk:0.001953125 -S "ZSTD=3 EF=0" -S ZSTD=5 --no-progress \
+  >"$tmp/s2.txt" 2>&1 && grep -q "^# squall:.* SQUALL_EF=0 .*SQUALL_ZSTD=5" "$tmp/s2.txt" ||
   bad "two -S options did not both count: $(cat "$tmp/s2.txt")"
+awk '/^# +size +count +codec/ { end = index($0, " codec ") + 5 }
+     /^ +[0-9]+ +[0-9]+ / { n++; if (index($0, " " $3 " ") + length($3) != end) bad = 1 }
+     END { exit !(end > 0 && n == 2 && !bad) }' "$tmp/s2.txt" ||
+  bad "rows not aligned with the header: $(cat "$tmp/s2.txt")"
 
 # ---- a size the cost model settles as plain skips its call header, so the
 # check's own configuration (cost model off) counts only from the next
