@@ -60,6 +60,71 @@ static squallResult_t allreduce_chunked(MPI_Comm comm, const void *send, void *r
   return r;
 }
 
+/* ---- blocks of more than INT_MAX bytes
+ * A top-k slot, a two-phase block or a shard of a very large call can
+ * exceed MPI's int count (a legal MPI_Allreduce of 2^31 - 1 floats is 8
+ * GiB). Such blocks go in pieces of at most squall__transport_mpi_big_bytes:
+ * all-gathers as broadcasts from each rank in turn, an all-to-all as one
+ * exchange per pair. Every rank takes that path together, since all of
+ * them see the same sizes, and nothing on it can fail on one rank alone
+ * (no allocation, no derived type). Slower than one collective, and only
+ * ever taken above 2 GiB per block. */
+size_t squall__transport_mpi_big_bytes = INT_MAX;
+
+static int is_big(size_t bytes) { return bytes > squall__transport_mpi_big_bytes; }
+
+static squallResult_t bcast_pieces(MPI_Comm comm, char *buf, size_t bytes, int root) {
+  int rc = MPI_SUCCESS;
+  for (size_t off = 0, m; off < bytes && rc == MPI_SUCCESS; off += m) {
+    m = bytes - off < squall__transport_mpi_big_bytes ? bytes - off : squall__transport_mpi_big_bytes;
+    rc = PMPI_Bcast(buf + off, (int)m, MPI_BYTE, root, comm);
+  }
+  return mpi_result(rc, "MPI_Bcast (a block over INT_MAX bytes, in pieces)");
+}
+
+/* recv holds rank i's sizes[i] bytes at displs[i]; this rank's come from
+ * send. */
+static squallResult_t allgatherv_big(MPI_Comm comm, const void *send, void *recv, const size_t *sizes,
+                                     const size_t *displs) {
+  int me, p;
+  PMPI_Comm_rank(comm, &me);
+  PMPI_Comm_size(comm, &p);
+  if ((char *)recv + displs[me] != send) memmove((char *)recv + displs[me], send, sizes[me]);
+  squallResult_t r = squallSuccess;
+  for (int i = 0; i < p && r == squallSuccess; i++) r = bcast_pieces(comm, (char *)recv + displs[i], sizes[i], i);
+  return r;
+}
+
+static squallResult_t allgather_big(MPI_Comm comm, const void *send, void *recv, size_t bytes) {
+  int me, p;
+  PMPI_Comm_rank(comm, &me);
+  PMPI_Comm_size(comm, &p);
+  char *mine = (char *)recv + (size_t)me * bytes;
+  if (mine != send) memmove(mine, send, bytes);
+  squallResult_t r = squallSuccess;
+  for (int i = 0; i < p && r == squallSuccess; i++) r = bcast_pieces(comm, (char *)recv + (size_t)i * bytes, bytes, i);
+  return r;
+}
+
+static squallResult_t alltoall_big(MPI_Comm comm, const void *send, void *recv, size_t bytes) {
+  int me, p;
+  PMPI_Comm_rank(comm, &me);
+  PMPI_Comm_size(comm, &p);
+  memcpy((char *)recv + (size_t)me * bytes, (const char *)send + (size_t)me * bytes, bytes);
+  int rc = MPI_SUCCESS;
+  for (int d = 1; d < p && rc == MPI_SUCCESS; d++) { /* step d: send to me + d, receive from me - d */
+    int to = (me + d) % p, from = (me - d + p) % p;
+    const char *s = (const char *)send + (size_t)to * bytes;
+    char *q = (char *)recv + (size_t)from * bytes;
+    for (size_t off = 0, m; off < bytes && rc == MPI_SUCCESS; off += m) {
+      m = bytes - off < squall__transport_mpi_big_bytes ? bytes - off : squall__transport_mpi_big_bytes;
+      rc = PMPI_Sendrecv(s + off, (int)m, MPI_BYTE, to, 0, q + off, (int)m, MPI_BYTE, from, 0, comm,
+                         MPI_STATUS_IGNORE);
+    }
+  }
+  return mpi_result(rc, "MPI_Sendrecv (an all-to-all block over INT_MAX bytes, in pieces)");
+}
+
 static squallResult_t mpi_allreduce_half(void *ctx, void *stream, uint16_t *buf, size_t n, sq_half_kind kind) {
   squall_mpi_ctx *c = ctx;
   pthread_once(&ops_once, create_ops);
@@ -80,8 +145,7 @@ static squallResult_t mpi_allreduce_sum_f32(void *ctx, void *stream, const float
 
 static squallResult_t mpi_allgather(void *ctx, void *stream, const void *send, void *recv, size_t bytes) {
   squall_mpi_ctx *c = ctx;
-  SQ_RETURN_ERROR_IF(bytes > INT_MAX, squallInvalidUsage,
-                     "all-gather slot of %zu bytes exceeds MPI's int count", bytes);
+  if (is_big(bytes)) return allgather_big(c->comm, send, recv, bytes);
   return mpi_result(PMPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, c->comm),
                     "MPI_Allgather");
 }
@@ -100,15 +164,17 @@ static squallResult_t mpi_allgatherv(void *ctx, void *stream, const void *send, 
   for (int i = 0; r == squallSuccess && i < p; i++) {
     sizes[i] = (size_t)all[i];
     displs[i] = total;
-    if (all[i] > capacity - total || all[i] > INT_MAX) { bad = i; break; }
+    if (all[i] > capacity - total) { bad = i; break; }
     total += sizes[i];
     counts[i] = (int)sizes[i];
     counts[p + i] = (int)displs[i];
   }
-  /* Every rank sees the same sizes, so every rank stops here together. */
-  if (r == squallSuccess && (bad >= 0 || total > INT_MAX))
+  /* Every rank sees the same sizes, so every rank stops here together,
+   * and takes the path for more than INT_MAX bytes together. */
+  if (r == squallSuccess && bad >= 0)
     r = squall__fail(squallRemoteError, "rank %d announced a %llu-byte payload: more than the %zu bytes "
-                     "its slot can take", bad, (unsigned long long)all[bad < 0 ? 0 : bad], capacity);
+                     "its slot can take", bad, (unsigned long long)all[bad], capacity - displs[bad]);
+  if (r == squallSuccess && is_big(total)) return allgatherv_big(c->comm, send, recv, sizes, displs);
   if (r == squallSuccess)
     r = mpi_result(PMPI_Allgatherv(send, (int)bytes, MPI_BYTE, recv, counts, counts + p, MPI_BYTE, c->comm),
                    "MPI_Allgatherv");
@@ -138,8 +204,7 @@ int squall__transport_mpi_take_error(void) {
 /* The exchange of the two-phase all-reduce. */
 static squallResult_t mpi_alltoall(void *ctx, void *stream, const void *send, void *recv, size_t bytes) {
   squall_mpi_ctx *c = ctx;
-  SQ_RETURN_ERROR_IF(bytes > INT_MAX, squallInvalidUsage,
-                     "all-to-all block of %zu bytes exceeds MPI's int count", bytes);
+  if (is_big(bytes)) return alltoall_big(c->comm, send, recv, bytes);
   return mpi_result(PMPI_Alltoall(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, c->comm),
                     "MPI_Alltoall");
 }
@@ -150,8 +215,10 @@ _Static_assert(sizeof(MPI_Request) <= sizeof(squall_request), "an MPI_Request mu
 static squallResult_t mpi_ialltoall(void *ctx, const void *send, void *recv, size_t bytes,
                                     squall_request *req) {
   squall_mpi_ctx *c = ctx;
-  SQ_RETURN_ERROR_IF(bytes > INT_MAX, squallInvalidUsage,
-                     "all-to-all block of %zu bytes exceeds MPI's int count", bytes);
+  if (is_big(bytes)) { /* done now: the wait finds nothing left to do */
+    *(MPI_Request *)req = MPI_REQUEST_NULL;
+    return alltoall_big(c->comm, send, recv, bytes);
+  }
   return mpi_result(PMPI_Ialltoall(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, c->comm,
                                    (MPI_Request *)req),
                     "MPI_Ialltoall");
@@ -160,8 +227,10 @@ static squallResult_t mpi_ialltoall(void *ctx, const void *send, void *recv, siz
 static squallResult_t mpi_iallgather(void *ctx, const void *send, void *recv, size_t bytes,
                                      squall_request *req) {
   squall_mpi_ctx *c = ctx;
-  SQ_RETURN_ERROR_IF(bytes > INT_MAX, squallInvalidUsage,
-                     "all-gather block of %zu bytes exceeds MPI's int count", bytes);
+  if (is_big(bytes)) {
+    *(MPI_Request *)req = MPI_REQUEST_NULL;
+    return allgather_big(c->comm, send, recv, bytes);
+  }
   return mpi_result(PMPI_Iallgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, c->comm,
                                     (MPI_Request *)req),
                     "MPI_Iallgather");
