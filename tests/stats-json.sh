@@ -24,3 +24,28 @@ for r in (0, 1):
     assert s["compressed_calls"] <= s["headers"] <= s["calls"], s  # at most one per call; every compressed call has one
 print("stats json: 2 passed, 0 failed")
 PY
+
+# A process whose only all-reduce MPI refuses (aliased buffers, before
+# anything reaches the engine) still writes its file, with no calls in it.
+py=
+for c in ${PYTHON3:-} /usr/bin/python3 python3; do
+  if "$c" -c 'import mpi4py' 2>/dev/null; then py=$c; break; fi
+done
+if test -z "$py"; then
+  echo "note: no python3 with mpi4py: the refused-call case is skipped"
+  exit 0
+fi
+lib=$SQUALL_BUILDDIR/.libs/libsquall-preload-mpi.so
+SQUALL_STATS="$dir/refused.%r.json" LD_PRELOAD=$lib "$SQUALL_BUILDDIR/tests/run-mpi.sh" 2 -x SQUALL_STATS -x LD_PRELOAD \
+  "$py" -c 'from mpi4py import MPI
+import array
+b = array.array("f", [1.0, 2.0])
+try:
+    MPI.COMM_WORLD.Allreduce(b, b)
+except MPI.Exception as e:
+    assert e.Get_error_class() == MPI.ERR_BUFFER' > "$dir/log2" 2>&1 || { cat "$dir/log2"; exit 1; }
+for r in 0 1; do
+  python3 -c 'import json, sys; s = json.load(open(sys.argv[1])); assert s["calls"] == 0 and s["rank"] == int(sys.argv[2]), s' \
+    "$dir/refused.$r.json" "$r" || { echo "no SQUALL_STATS file of rank $r after a refused call"; cat "$dir/log2"; exit 1; }
+done
+echo "stats json: a process with a refused call only writes its file"

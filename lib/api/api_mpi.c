@@ -110,7 +110,10 @@ static int fail(MPI_Comm comm, int code) {
 
 int squallMpiAllreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                        MPI_Comm comm) {
-  int size = 0, inter = 0;
+  int size = 0, inter = 0, up = 0, down = 0;
+  /* any call names this rank's SQUALL_STATS file and arms its writer,
+   * also one that MPI refuses below or that passes through */
+  if (MPI_Initialized(&up) == MPI_SUCCESS && up && MPI_Finalized(&down) == MPI_SUCCESS && !down) ensure_keyval();
   if (count < 0 || comm == MPI_COMM_NULL || datatype == MPI_DATATYPE_NULL ||
       MPI_Type_size(datatype, &size) != MPI_SUCCESS || MPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS)
     return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm); /* MPI reports it */
