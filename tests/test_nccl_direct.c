@@ -150,6 +150,8 @@ int main(int argc, char **argv) {
   /* errors as NCCL reports them */
   check(squallAllReduce(g, out, n, ncclFloat32, ncclSum, NULL, NULL) == ncclInvalidArgument,
         "NULL communicator is ncclInvalidArgument");
+  check(strstr(squallGetLastError(), "ncclAllReduce (squallAllReduce passed the call through) failed: NCCL error") !=
+            NULL, "squallGetLastError holds NCCL's failure of a call squallAllReduce passed through");
   struct { char junk[256]; } not_a_comm = {{0}};
   check(squallAllReduce(g, out, n, ncclFloat32, ncclSum, (ncclComm_t)&not_a_comm, NULL) == ncclInvalidArgument,
         "something that is no communicator is ncclInvalidArgument");

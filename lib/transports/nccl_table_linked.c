@@ -5,6 +5,7 @@
 
 #include "transports/nccl_table.h"
 #include "api/api_nccl.h"
+#include "transports/transport_nccl.h"
 #include "squall_nccl.h"
 
 static const squall_nccl_api linked = {
@@ -30,5 +31,12 @@ const squall_nccl_api *squall__nccl_api_linked(void) { return &linked; }
 
 ncclResult_t squallAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
                              ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  return squall__nccl_allreduce(&linked, sendbuff, recvbuff, count, datatype, op, comm, stream, 0, NULL);
+  int raised = 1;
+  ncclResult_t r = squall__nccl_allreduce(&linked, sendbuff, recvbuff, count, datatype, op, comm, stream, 0, &raised);
+  /* ncclGetLastError is NCCL's, squallGetLastError the caller's one place
+   * to look: a failure of the call passed to NCCL goes there too, not an
+   * older message of squall's */
+  if (!raised && r != ncclSuccess && r != ncclInProgress)
+    squall__nccl_result(&linked, r, "ncclAllReduce (squallAllReduce passed the call through)");
+  return r;
 }
