@@ -52,7 +52,7 @@ static int ensure_keyval(void) {
       MPI_Comm_set_attr(MPI_COMM_SELF, self_key, NULL);
     int rank = 0;
     PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    squall__stats_set_rank(rank);
+    squall__stats_set_rank(rank, 1);
     __atomic_store_n(&keyval, key, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&keyval_lock);

@@ -2,10 +2,13 @@
 #include "common/internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/stats.h"
 #include "common/stats_path.h"
@@ -13,6 +16,10 @@
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static squallStats_t process;
 static int stats_rank = -1;
+static int stats_rank_unique; /* stats_rank is the process's own (MPI_COMM_WORLD's) */
+static struct timespec loaded; /* when this process loaded squall (see open_stats_file) */
+
+__attribute__((constructor)) static void note_load_time(void) { clock_gettime(CLOCK_REALTIME, &loaded); }
 static int written;
 
 double squall__now(void) {
@@ -127,6 +134,50 @@ void squall__stats_json(FILE *out, const squallStats_t *s, int rank) {
           (unsigned long long)s->headers);
 }
 
+/* The process's rank as its launcher gave it, or -1: torchrun's RANK
+ * (with WORLD_SIZE; it sets both for each process it starts, over what
+ * its own launcher gave it), Open MPI's, PMIx's, PMI's (MPICH), Slurm's. */
+static int launcher_rank(void) {
+  static const char *const names[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    const char *v = getenv(names[i]);
+    if (v == NULL || (i == 0 && getenv("WORLD_SIZE") == NULL)) continue;
+    char *end;
+    errno = 0;
+    long r = strtol(v, &end, 10);
+    if (end != v && *end == '\0' && errno == 0 && r >= 0 && r <= 0x7fffffff) return (int)r;
+  }
+  return -1;
+}
+
+/* Opens path for writing, but never over a file that another process of
+ * this run wrote (changed since this process loaded squall: two
+ * processes that found the same rank): that one's counters stay, and
+ * this process's go to path.<pid>, with a warning. path has len bytes. */
+static FILE *open_stats_file(char *path, size_t len) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0666);
+  if (fd < 0 && errno == EEXIST) {
+    struct stat st;
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
+        (st.st_mtim.tv_sec > loaded.tv_sec ||
+         (st.st_mtim.tv_sec == loaded.tv_sec && st.st_mtim.tv_nsec >= loaded.tv_nsec))) {
+      size_t n = strlen(path);
+      int w = snprintf(path + n, len - n, ".%ld", (long)getpid());
+      if (w < 0 || (size_t)w >= len - n) path[n] = '\0';
+      else
+        SQ_WARN("SQUALL_STATS: '%.*s' was written by another process of this run (the same rank in the file "
+                "name): this one's counters go to '%s'", (int)n, path, path);
+      fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0666);
+    } else {
+      fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0666); /* an earlier run's, or not a plain file */
+    }
+  }
+  if (fd < 0) return NULL;
+  FILE *f = fdopen(fd, "w");
+  if (f == NULL) close(fd);
+  return f;
+}
+
 void squall__stats_write_file(void) {
   squallConfig_t cfg;
   squallGetConfig(&cfg);
@@ -137,7 +188,8 @@ void squall__stats_write_file(void) {
   }
   written = 1;
   squallStats_t s = process;
-  int rank = stats_rank < 0 ? 0 : stats_rank;
+  int rank = stats_rank_unique ? stats_rank : launcher_rank();
+  if (rank < 0) rank = stats_rank < 0 ? 0 : stats_rank;
   pthread_mutex_unlock(&lock);
   char path[SQ_STATS_PATH_MAX];
   if (squall__stats_path(cfg.statsPath, rank, path, sizeof path) != 0) {
@@ -146,7 +198,7 @@ void squall__stats_write_file(void) {
     return;
   }
   /* At exit nobody can act on a failure: say why, so that the next run can. */
-  FILE *f = fopen(path, "w");
+  FILE *f = open_stats_file(path, sizeof path);
   if (f == NULL) {
     SQ_WARN("SQUALL_STATS: cannot create '%s': %s", path, strerror(errno));
     return;
@@ -163,10 +215,15 @@ void squall__stats_write_file(void) {
 
 static void at_exit(void) { squall__stats_write_file(); }
 
-void squall__stats_set_rank(int rank) {
+void squall__stats_set_rank(int rank, int unique) {
   static int armed;
   pthread_mutex_lock(&lock);
-  if (stats_rank < 0) stats_rank = rank;
+  if (unique && !stats_rank_unique) {
+    stats_rank = rank;
+    stats_rank_unique = 1;
+  } else if (stats_rank < 0) {
+    stats_rank = rank;
+  }
   int arm = !armed;
   armed = 1;
   pthread_mutex_unlock(&lock);

@@ -28,9 +28,13 @@ void squall__stats_record_header(squallStats_t *local);
 /* Counts a compressed call that ran in `chunks` pipeline chunks (> 1). */
 void squall__stats_record_chunks(squallStats_t *local, uint64_t chunks);
 
-/* The rank used to name the SQUALL_STATS file; the first call arms the
- * at-exit writer. */
-void squall__stats_set_rank(int rank);
+/* A rank that may name the SQUALL_STATS file; the first call arms the
+ * at-exit writer. unique: the process's own rank (MPI_COMM_WORLD's),
+ * which wins; else a communicator's, which names the file only where the
+ * launcher's environment gives no rank (RANK with WORLD_SIZE,
+ * OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID), the first
+ * such call winning. */
+void squall__stats_set_rank(int rank, int unique);
 
 /* Writes the process-wide counters to SQUALL_STATS now (once; later calls
  * do nothing). Also runs at exit. */

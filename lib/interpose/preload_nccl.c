@@ -310,11 +310,11 @@ EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo) {
 #endif
 
 /* ------------------------------------------------------------ creation */
-/* The rank of the first communicator this process creates names its
- * SQUALL_STATS file (the first call wins; it also arms the writer at exit).
- * In a data-parallel job that is the world communicator. */
+/* The rank in the first communicator this process creates names its
+ * SQUALL_STATS file where the launcher's environment gives none (stats.h);
+ * the call also arms the writer at exit. */
 static ncclResult_t name_stats(ncclResult_t r, int rank) {
-  if (r == ncclSuccess || r == ncclInProgress) squall__stats_set_rank(rank);
+  if (r == ncclSuccess || r == ncclInProgress) squall__stats_set_rank(rank, 0);
   return r;
 }
 
