@@ -36,6 +36,10 @@ if test -z "$py"; then
   exit 0
 fi
 lib=$SQUALL_BUILDDIR/.libs/libsquall-preload-mpi.so
+if ldd "$lib" 2>/dev/null | grep -q libasan; then # the sanitizer build: python3 has no ASan runtime to come first
+  echo "note: sanitizer build: the refused-call case (python3 under LD_PRELOAD) is skipped"
+  exit 0
+fi
 SQUALL_STATS="$dir/refused.%r.json" LD_PRELOAD=$lib "$SQUALL_BUILDDIR/tests/run-mpi.sh" 2 -x SQUALL_STATS -x LD_PRELOAD \
   "$py" -c 'from mpi4py import MPI
 import array

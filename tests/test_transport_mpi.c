@@ -7,7 +7,8 @@
  * (squall__transport_mpi_big_bytes) so that the path runs on megabytes:
  *  - every collective of the transport delivers exactly the bytes the
  *    plain one delivers, on both sides of the threshold, with blocks of
- *    whole pieces and a short last one;
+ *    whole pieces and a short last one, while a message of the
+ *    application's (tag 0) is in flight on the same communicator;
  *  - whole compressed calls (top-k raw and through zstd in one exchange,
  *    fp16 and int8 two-phase in one chunk and pipelined, top-k in rounds)
  *    give the same bits above the threshold as below it.
@@ -49,6 +50,13 @@ START_TEST(test_allgather_and_alltoall_bytes) {
       unsigned char *send = malloc(b * (size_t)nranks), *recv = malloc(b * (size_t)nranks);
       ck_assert_ptr_nonnull(send);
       ck_assert_ptr_nonnull(recv);
+      /* the application's own message, in flight on the same communicator
+       * with tag 0 while squall's collectives run, is neither taken by
+       * them nor disturbs them */
+      unsigned char note[64], got[64];
+      for (size_t i = 0; i < sizeof note; i++) note[i] = pattern(rank, 99, i);
+      MPI_Request sent;
+      MPI_Isend(note, (int)sizeof note, MPI_BYTE, (rank + 1) % nranks, 0, MPI_COMM_WORLD, &sent);
       for (int blocking = 0; blocking < 2; blocking++) {
         /* all-gather: rank r's block at r * b */
         for (size_t i = 0; i < b; i++) send[i] = pattern(rank, 0, i);
@@ -80,6 +88,11 @@ START_TEST(test_allgather_and_alltoall_bytes) {
             MC_CHECK(recv[(size_t)r * b + i] == pattern(r, rank, i), "all-to-all (big %d, blocking %d) of %zu "
                      "bytes: the block from rank %d, byte %zu wrong", big, blocking, b, r, i);
       }
+      int left = (rank + nranks - 1) % nranks;
+      MPI_Recv(got, (int)sizeof got, MPI_BYTE, left, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      MPI_Wait(&sent, MPI_STATUS_IGNORE);
+      for (size_t i = 0; i < sizeof got; i++)
+        MC_CHECK(got[i] == pattern(left, 99, i), "the application's message from rank %d changed (byte %zu)", left, i);
       free(send);
       free(recv);
       squall__transport_mpi_fini(&ctx);

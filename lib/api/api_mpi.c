@@ -52,7 +52,7 @@ static int ensure_keyval(void) {
       MPI_Comm_set_attr(MPI_COMM_SELF, self_key, NULL);
     int rank = 0;
     PMPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    squall__stats_set_rank(rank, 1);
+    squall__stats_set_rank(rank, 0, 1);
     __atomic_store_n(&keyval, key, __ATOMIC_RELEASE);
   }
   pthread_mutex_unlock(&keyval_lock);
@@ -113,7 +113,7 @@ int squallMpiAllreduce(const void *sendbuf, void *recvbuf, int count, MPI_Dataty
   int size = 0, inter = 0, up = 0, down = 0;
   /* any call names this rank's SQUALL_STATS file and arms its writer,
    * also one that MPI refuses below or that passes through */
-  if (MPI_Initialized(&up) == MPI_SUCCESS && up && MPI_Finalized(&down) == MPI_SUCCESS && !down) ensure_keyval();
+  if (PMPI_Initialized(&up) == MPI_SUCCESS && up && PMPI_Finalized(&down) == MPI_SUCCESS && !down) ensure_keyval();
   if (count < 0 || comm == MPI_COMM_NULL || datatype == MPI_DATATYPE_NULL ||
       MPI_Type_size(datatype, &size) != MPI_SUCCESS || MPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS)
     return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm); /* MPI reports it */

@@ -222,7 +222,7 @@ static squall_engine *engine_of(nccl_state *s, const squall_nccl_api *api, int d
   c->device_memory = device;
   squall_transport tr;
   if (squall__transport_nccl_init(&tr, c) != squallSuccess) return NULL;
-  squall__stats_set_rank(tr.rank, 0); /* may name the SQUALL_STATS file (stats.h) */
+  squall__stats_set_rank(tr.rank, tr.nranks, 0); /* may name the SQUALL_STATS file (stats.h) */
   /* NCCL is only built with CUDA: the device kernel set is always there. */
   s->engine[device] = squall__engine_create(&tr, device ? &squall__kernels_cuda : &squall__kernels_host);
   return s->engine[device];

@@ -1,4 +1,5 @@
 /* stats.c - the counters behind squallStatsGet() and SQUALL_STATS. */
+#define _POSIX_C_SOURCE 200809L /* st_mtim, fdopen, CLOCK_REALTIME under -std=c11 */
 #include "common/internal.h"
 
 #include <errno.h>
@@ -15,12 +16,14 @@
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static squallStats_t process;
-static int stats_rank = -1;
-static int stats_rank_unique; /* stats_rank is the process's own (MPI_COMM_WORLD's) */
-static struct timespec loaded; /* when this process loaded squall (see open_stats_file) */
+/* What names the SQUALL_STATS file (squall__stats_set_rank): */
+static int stats_rank = -1, stats_size; /* the first communicator's rank and size */
+static int stats_rank_unique;           /* stats_rank is the process's own (MPI_COMM_WORLD's) */
+static pid_t writer;                    /* the process that armed the writer (0: none did) */
+static struct timespec loaded;          /* when this process loaded squall, or forked (open_stats_file) */
+static int written;
 
 __attribute__((constructor)) static void note_load_time(void) { clock_gettime(CLOCK_REALTIME, &loaded); }
-static int written;
 
 double squall__now(void) {
   struct timespec ts;
@@ -135,42 +138,65 @@ void squall__stats_json(FILE *out, const squallStats_t *s, int rank) {
 }
 
 /* The process's rank as its launcher gave it, or -1: torchrun's RANK
- * (with WORLD_SIZE; it sets both for each process it starts, over what
- * its own launcher gave it), Open MPI's, PMIx's, PMI's (MPICH), Slurm's. */
-static int launcher_rank(void) {
-  static const char *const names[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"};
+ * (it sets RANK and WORLD_SIZE for each process it starts, over what its
+ * own launcher gave it), Open MPI's, PMI's (MPICH), Slurm's. Only where
+ * the launcher's world is at least as large as the first communicator
+ * (comm_size; 0: none known): processes that the application started
+ * itself, after its launcher (mp.spawn inside one Slurm task, workers of
+ * one MPI process per node), share its variables, and their communicator
+ * is larger than that world. */
+static int launcher_rank(int comm_size) {
+  static const char *const names[][2] = {{"RANK", "WORLD_SIZE"},
+                                         {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                         {"PMI_RANK", "PMI_SIZE"},
+                                         {"SLURM_PROCID", "SLURM_NTASKS"}};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-    const char *v = getenv(names[i]);
-    if (v == NULL || (i == 0 && getenv("WORLD_SIZE") == NULL)) continue;
-    char *end;
+    const char *rv = getenv(names[i][0]), *sv = getenv(names[i][1]);
+    if (rv == NULL || sv == NULL) continue;
+    char *re, *se;
     errno = 0;
-    long r = strtol(v, &end, 10);
-    if (end != v && *end == '\0' && errno == 0 && r >= 0 && r <= 0x7fffffff) return (int)r;
+    long r = strtol(rv, &re, 10), n = strtol(sv, &se, 10);
+    if (re == rv || *re || se == sv || *se || errno || r < 0 || n <= r || n > 0x7fffffff) continue;
+    return n >= comm_size ? (int)r : -1;
   }
   return -1;
+}
+
+static int newer_than_load(const struct stat *st) {
+  return st->st_mtim.tv_sec > loaded.tv_sec ||
+         (st->st_mtim.tv_sec == loaded.tv_sec && st->st_mtim.tv_nsec >= loaded.tv_nsec);
 }
 
 /* Opens path for writing, but never over a file that another process of
  * this run wrote (changed since this process loaded squall: two
  * processes that found the same rank): that one's counters stay, and
- * this process's go to path.<pid>, with a warning. path has len bytes. */
+ * this process's go to path.<pid>, with a warning. An earlier run's file
+ * is replaced. path has len bytes. */
 static FILE *open_stats_file(char *path, size_t len) {
-  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0666);
+  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0666), taken = 0;
   if (fd < 0 && errno == EEXIST) {
     struct stat st;
-    if (stat(path, &st) == 0 && S_ISREG(st.st_mode) &&
-        (st.st_mtim.tv_sec > loaded.tv_sec ||
-         (st.st_mtim.tv_sec == loaded.tv_sec && st.st_mtim.tv_nsec >= loaded.tv_nsec))) {
-      size_t n = strlen(path);
-      int w = snprintf(path + n, len - n, ".%ld", (long)getpid());
-      if (w < 0 || (size_t)w >= len - n) path[n] = '\0';
-      else
-        SQ_WARN("SQUALL_STATS: '%.*s' was written by another process of this run (the same rank in the file "
-                "name): this one's counters go to '%s'", (int)n, path, path);
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
+      fd = open(path, O_WRONLY | O_TRUNC); /* not a plain file (/dev/null): as it is */
+    } else if (newer_than_load(&st)) {
+      taken = 1;
+    } else { /* an earlier run's: replaced, unless a process of this run creates it first */
+      unlink(path);
       fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0666);
-    } else {
-      fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0666); /* an earlier run's, or not a plain file */
+      taken = fd < 0 && errno == EEXIST;
     }
+  }
+  if (taken) {
+    size_t n = strlen(path);
+    int w = snprintf(path + n, len - n, ".%ld", (long)getpid());
+    if (w < 0 || (size_t)w >= len - n) {
+      path[n] = '\0';
+      errno = EEXIST;
+      return NULL;
+    }
+    SQ_WARN("SQUALL_STATS: '%.*s' was written by another process of this run (the same rank in the file "
+            "name): this one's counters go to '%s'", (int)n, path, path);
+    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
   }
   if (fd < 0) return NULL;
   FILE *f = fdopen(fd, "w");
@@ -182,13 +208,15 @@ void squall__stats_write_file(void) {
   squallConfig_t cfg;
   squallGetConfig(&cfg);
   pthread_mutex_lock(&lock);
-  if (written || !cfg.statsPath[0]) {
+  /* a forked child that never used squall itself exits with the parent's
+   * counters: they are the parent's to write */
+  if (written || !cfg.statsPath[0] || (writer != 0 && writer != getpid())) {
     pthread_mutex_unlock(&lock);
     return;
   }
   written = 1;
   squallStats_t s = process;
-  int rank = stats_rank_unique ? stats_rank : launcher_rank();
+  int rank = stats_rank_unique ? stats_rank : launcher_rank(stats_size);
   if (rank < 0) rank = stats_rank < 0 ? 0 : stats_rank;
   pthread_mutex_unlock(&lock);
   char path[SQ_STATS_PATH_MAX];
@@ -215,17 +243,29 @@ void squall__stats_write_file(void) {
 
 static void at_exit(void) { squall__stats_write_file(); }
 
-void squall__stats_set_rank(int rank, int unique) {
-  static int armed;
+void squall__stats_set_rank(int rank, int size, int unique) {
   pthread_mutex_lock(&lock);
+  pid_t me = getpid();
+  if (writer != 0 && writer != me) {
+    /* a forked child that uses squall: its own counters and file from
+     * here on (the at-exit writer came with the fork) */
+    memset(&process, 0, sizeof process);
+    stats_rank = -1;
+    stats_size = 0;
+    stats_rank_unique = 0;
+    written = 0;
+    clock_gettime(CLOCK_REALTIME, &loaded);
+    writer = me;
+  }
   if (unique && !stats_rank_unique) {
     stats_rank = rank;
     stats_rank_unique = 1;
   } else if (stats_rank < 0) {
     stats_rank = rank;
+    stats_size = size;
   }
-  int arm = !armed;
-  armed = 1;
+  int arm = writer == 0;
+  if (arm) writer = me;
   pthread_mutex_unlock(&lock);
   if (arm) atexit(at_exit);
 }

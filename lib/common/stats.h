@@ -30,11 +30,12 @@ void squall__stats_record_chunks(squallStats_t *local, uint64_t chunks);
 
 /* A rank that may name the SQUALL_STATS file; the first call arms the
  * at-exit writer. unique: the process's own rank (MPI_COMM_WORLD's),
- * which wins; else a communicator's, which names the file only where the
- * launcher's environment gives no rank (RANK with WORLD_SIZE,
- * OMPI_COMM_WORLD_RANK, PMIX_RANK, PMI_RANK, SLURM_PROCID), the first
- * such call winning. */
-void squall__stats_set_rank(int rank, int unique);
+ * which wins; else `rank` of a communicator of `size` ranks, which names
+ * the file only where the launcher's environment gives no rank for a
+ * world of at least that size (RANK with WORLD_SIZE, OMPI_COMM_WORLD_RANK,
+ * PMI_RANK, SLURM_PROCID, with their sizes), the first such call winning.
+ * A forked child that calls it starts counters and a file of its own. */
+void squall__stats_set_rank(int rank, int size, int unique);
 
 /* Writes the process-wide counters to SQUALL_STATS now (once; later calls
  * do nothing). Also runs at exit. */

@@ -313,8 +313,8 @@ EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo) {
 /* The rank in the first communicator this process creates names its
  * SQUALL_STATS file where the launcher's environment gives none (stats.h);
  * the call also arms the writer at exit. */
-static ncclResult_t name_stats(ncclResult_t r, int rank) {
-  if (r == ncclSuccess || r == ncclInProgress) squall__stats_set_rank(rank, 0);
+static ncclResult_t name_stats(ncclResult_t r, int rank, int nranks) {
+  if (r == ncclSuccess || r == ncclInProgress) squall__stats_set_rank(rank, nranks, 0);
   return r;
 }
 
@@ -348,14 +348,15 @@ static ncclResult_t note_blocking(ncclResult_t r, ncclComm_t *newcomm, const ncc
 
 EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank) {
   INTERCEPT(CommInitRank, (comm, nranks, commId, rank),
-            name_stats(note_blocking(REAL(CommInitRank)(comm, nranks, commId, rank), comm, NULL, NULL), rank));
+            name_stats(note_blocking(REAL(CommInitRank)(comm, nranks, commId, rank), comm, NULL, NULL), rank,
+                       nranks));
 }
 
 EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *comm, int nranks, ncclUniqueId commId, int rank,
                                            ncclConfig_t *config) {
   INTERCEPT(CommInitRankConfig, (comm, nranks, commId, rank, config),
             name_stats(note_blocking(REAL(CommInitRankConfig)(comm, nranks, commId, rank, config), comm, config, NULL),
-                       rank));
+                       rank, nranks));
 }
 
 static ncclResult_t all_noted(ncclResult_t r, ncclComm_t *comms, int n) {
@@ -373,7 +374,7 @@ EXPORT ncclResult_t ncclCommInitRankScalable(ncclComm_t *newcomm, int nranks, in
   INTERCEPT(CommInitRankScalable, (newcomm, nranks, myrank, nId, commIds, config),
             name_stats(note_blocking(REAL(CommInitRankScalable)(newcomm, nranks, myrank, nId, commIds, config),
                                      newcomm, config, NULL),
-                       myrank));
+                       myrank, nranks));
 }
 #endif
 

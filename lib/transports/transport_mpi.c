@@ -63,20 +63,28 @@ static squallResult_t allreduce_chunked(MPI_Comm comm, const void *send, void *r
 /* ---- blocks of more than INT_MAX bytes
  * A top-k slot, a two-phase block or a shard of a very large call can
  * exceed MPI's int count (a legal MPI_Allreduce of 2^31 - 1 floats is 8
- * GiB). Such blocks go in pieces of at most squall__transport_mpi_big_bytes:
- * all-gathers as broadcasts from each rank in turn, an all-to-all as one
- * exchange per pair. Every rank takes that path together, since all of
- * them see the same sizes, and nothing on it can fail on one rank alone
- * (no allocation, no derived type). Slower than one collective, and only
+ * GiB). Such blocks go in pieces of at most 1 GiB: all-gathers as
+ * broadcasts from each rank in turn, an all-to-all as one all-to-all-v
+ * per pair of ranks and piece. Every rank takes that path together, since
+ * all of them see the same sizes; it uses collectives only (point-to-point
+ * messages on the caller's communicator could match the application's
+ * own), and nothing on it can fail on one rank alone (its counts were
+ * allocated with the transport). Slower than one collective, and only
  * ever taken above 2 GiB per block. */
 size_t squall__transport_mpi_big_bytes = INT_MAX;
 
 static int is_big(size_t bytes) { return bytes > squall__transport_mpi_big_bytes; }
 
+/* The piece of [off, bytes) to move next. */
+static size_t piece(size_t off, size_t bytes) {
+  size_t most = squall__transport_mpi_big_bytes < CHUNK ? squall__transport_mpi_big_bytes : CHUNK;
+  return bytes - off < most ? bytes - off : most;
+}
+
 static squallResult_t bcast_pieces(MPI_Comm comm, char *buf, size_t bytes, int root) {
   int rc = MPI_SUCCESS;
   for (size_t off = 0, m; off < bytes && rc == MPI_SUCCESS; off += m) {
-    m = bytes - off < squall__transport_mpi_big_bytes ? bytes - off : squall__transport_mpi_big_bytes;
+    m = piece(off, bytes);
     rc = PMPI_Bcast(buf + off, (int)m, MPI_BYTE, root, comm);
   }
   return mpi_result(rc, "MPI_Bcast (a block over INT_MAX bytes, in pieces)");
@@ -106,23 +114,29 @@ static squallResult_t allgather_big(MPI_Comm comm, const void *send, void *recv,
   return r;
 }
 
-static squallResult_t alltoall_big(MPI_Comm comm, const void *send, void *recv, size_t bytes) {
+/* Step d sends block me + d to rank me + d and receives block me - d from
+ * rank me - d: an all-to-all-v in which only those two counts are not 0,
+ * every displacement 0 and the buffers moved to the piece. */
+static squallResult_t alltoall_big(squall_mpi_ctx *c, const void *send, void *recv, size_t bytes) {
   int me, p;
-  PMPI_Comm_rank(comm, &me);
-  PMPI_Comm_size(comm, &p);
+  PMPI_Comm_rank(c->comm, &me);
+  PMPI_Comm_size(c->comm, &p);
+  int *scounts = c->counts, *rcounts = scounts + p, *zeros = scounts + 2 * p;
+  memset(scounts, 0, 3 * (size_t)p * sizeof *scounts);
   memcpy((char *)recv + (size_t)me * bytes, (const char *)send + (size_t)me * bytes, bytes);
   int rc = MPI_SUCCESS;
-  for (int d = 1; d < p && rc == MPI_SUCCESS; d++) { /* step d: send to me + d, receive from me - d */
+  for (int d = 1; d < p && rc == MPI_SUCCESS; d++) {
     int to = (me + d) % p, from = (me - d + p) % p;
     const char *s = (const char *)send + (size_t)to * bytes;
     char *q = (char *)recv + (size_t)from * bytes;
     for (size_t off = 0, m; off < bytes && rc == MPI_SUCCESS; off += m) {
-      m = bytes - off < squall__transport_mpi_big_bytes ? bytes - off : squall__transport_mpi_big_bytes;
-      rc = PMPI_Sendrecv(s + off, (int)m, MPI_BYTE, to, 0, q + off, (int)m, MPI_BYTE, from, 0, comm,
-                         MPI_STATUS_IGNORE);
+      m = piece(off, bytes);
+      scounts[to] = rcounts[from] = (int)m;
+      rc = PMPI_Alltoallv(s + off, scounts, zeros, MPI_BYTE, q + off, rcounts, zeros, MPI_BYTE, c->comm);
+      scounts[to] = rcounts[from] = 0;
     }
   }
-  return mpi_result(rc, "MPI_Sendrecv (an all-to-all block over INT_MAX bytes, in pieces)");
+  return mpi_result(rc, "MPI_Alltoallv (an all-to-all block over INT_MAX bytes, in pieces)");
 }
 
 static squallResult_t mpi_allreduce_half(void *ctx, void *stream, uint16_t *buf, size_t n, sq_half_kind kind) {
@@ -204,7 +218,7 @@ int squall__transport_mpi_take_error(void) {
 /* The exchange of the two-phase all-reduce. */
 static squallResult_t mpi_alltoall(void *ctx, void *stream, const void *send, void *recv, size_t bytes) {
   squall_mpi_ctx *c = ctx;
-  if (is_big(bytes)) return alltoall_big(c->comm, send, recv, bytes);
+  if (is_big(bytes)) return alltoall_big(c, send, recv, bytes);
   return mpi_result(PMPI_Alltoall(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, c->comm),
                     "MPI_Alltoall");
 }
@@ -217,7 +231,7 @@ static squallResult_t mpi_ialltoall(void *ctx, const void *send, void *recv, siz
   squall_mpi_ctx *c = ctx;
   if (is_big(bytes)) { /* done now: the wait finds nothing left to do */
     *(MPI_Request *)req = MPI_REQUEST_NULL;
-    return alltoall_big(c->comm, send, recv, bytes);
+    return alltoall_big(c, send, recv, bytes);
   }
   return mpi_result(PMPI_Ialltoall(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, c->comm,
                                    (MPI_Request *)req),
@@ -266,7 +280,7 @@ squallResult_t squall__transport_mpi_init(squall_transport *tr, squall_mpi_ctx *
   SQ_FORWARD_IF_ERROR(mpi_result(PMPI_Comm_rank(comm, &tr->rank), "MPI_Comm_rank"));
   SQ_FORWARD_IF_ERROR(mpi_result(PMPI_Comm_size(comm, &tr->nranks), "MPI_Comm_size"));
   ctx->sizes = malloc(sizeof(uint64_t) * (size_t)tr->nranks);
-  ctx->counts = malloc(sizeof(int) * 2 * (size_t)tr->nranks);
+  ctx->counts = malloc(sizeof(int) * 3 * (size_t)tr->nranks); /* all-gather-v: 2; big all-to-all: 3 */
   if (ctx->sizes == NULL || ctx->counts == NULL) {
     squall__transport_mpi_fini(ctx);
     return squall__fail(squallSystemError, "out of memory for all-gather-v sizes of %d ranks", tr->nranks);

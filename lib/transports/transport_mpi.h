@@ -23,8 +23,8 @@ void squall__transport_mpi_fini(squall_mpi_ctx *ctx);
 int squall__transport_mpi_take_error(void);
 
 /* Blocks above this many bytes (INT_MAX: MPI's counts are int) go in
- * pieces of at most this many, by broadcasts or pairwise exchanges. Tests
- * lower it to run that path on small buffers. */
+ * pieces of at most this many (and 1 GiB), by broadcasts or pairwise
+ * all-to-all-v. Tests lower it to run that path on small buffers. */
 extern size_t squall__transport_mpi_big_bytes;
 
 #endif
