@@ -109,7 +109,8 @@ START_TEST(test_accept_compress) {
     const char *text;
     double ratio;
   } topk[] = {{"topk:0.01", 0.01}, {"topk:1", 1.0},     {"TOPK:0.5", 0.5},      {"topk:1e-3", 0.001},
-              {"topk:.25", 0.25},  {"Topk:0.000001", 1e-6}, {"topk:1.0", 1.0}, {"topk:0.999", 0.999}};
+              {"topk:.25", 0.25},  {"Topk:0.000001", 1e-6}, {"topk:1.0", 1.0}, {"topk:0.999", 0.999},
+              {"topk:1e-320", 1e-320} /* subnormal, but above 0 */};
   for (size_t i = 0; i < sizeof topk / sizeof topk[0]; i++) {
     squallConfig_t c = unusual(), want = unusual();
     want.codec = squallCodecTopk;

@@ -81,7 +81,9 @@ static int parse_ratio(const char *v, double *out) {
   squall__round_nearest_begin(&env);
   double r = strtod(v, &end);
   squall__round_nearest_end(&env);
-  if (errno || end != p) return -1;
+  /* a subnormal result sets ERANGE too, but is the value written (a
+   * ratio of 1e-320 is still above 0); one that underflows to 0 is not */
+  if ((errno && !(errno == ERANGE && r != 0.0 && isfinite(r))) || end != p) return -1;
   *out = r;
   return 0;
 }
