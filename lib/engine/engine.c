@@ -1114,11 +1114,11 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   uint64_t gen;
   squall__config_get(&cfg, &gen);
   e->last_stream = c->stream;
-  SQ_RETURN_ERROR_IF(c->count > MAX_COUNT, squallInvalidArgument,
-                     "count %zu is too large (at most %zu elements)", c->count, (size_t)MAX_COUNT);
   d->route = SQ_ROUTE_PASS;
   if (c->shard) e->undo_res = NULL; /* set again when this shard's residual moves */
-  if (call_pass_reason(c, &d->reason)) return squallSuccess;
+  if (call_pass_reason(c, &d->reason)) return squallSuccess; /* unchanged, whatever its count: the library's to judge */
+  SQ_RETURN_ERROR_IF(c->count > MAX_COUNT, squallInvalidArgument,
+                     "count %zu is too large (at most %zu elements)", c->count, (size_t)MAX_COUNT);
   uint64_t bytes_in = (uint64_t)c->count * c->elsize;
   if (settled_plain(e, c, bytes_in)) {
     d->reason = squallPassNotPaying;
