@@ -159,6 +159,15 @@ test $? -eq 2 && grep -q "cannot write '/nonexistent/st.0'" "$tmp/st.txt" ||
 SQUALL_COMPRESS=bogus "$run" 2 "$bench" -b 1K -e 1K -n 1 -w 0 -C fp16 --no-progress >"$tmp/cz.txt" 2>&1 &&
   grep -q "SQUALL_COMPRESS in the environment is ignored" "$tmp/cz.txt" ||
   bad "SQUALL_COMPRESS=bogus in the environment: $(cat "$tmp/cz.txt")"
+# the scripts around the benchmark refuse a bad word or value before
+# doing anything: quickstart.sh before installing or building, ethernet.sh
+# before its namespace (--links 010 was read as octal 8)
+sh "$SQUALL_SRCDIR/tools/quickstart.sh" becnh >"$tmp/qs.txt" 2>&1
+test $? -eq 2 && grep -q "'becnh' is none of them" "$tmp/qs.txt" && ! grep -qi "configure\|make" "$tmp/qs.txt" ||
+  bad "quickstart.sh with a typo: $(cat "$tmp/qs.txt")"
+sh "$SQUALL_SRCDIR/tools/ethernet.sh" --links 010 -- true >"$tmp/eth.txt" 2>&1
+test $? -eq 2 && grep -q "\-\-links '010' is invalid" "$tmp/eth.txt" || bad "ethernet.sh --links 010: $(cat "$tmp/eth.txt")"
+
 # a correct int8 on heavy-tailed data is not WRONG: its bound grows with
 # how far each bucket's largest element stands above the rest (it once
 # failed at 4 KiB with rel_err 0.11 against a bound of 0.063)

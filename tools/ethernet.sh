@@ -74,7 +74,7 @@ test $# -gt 0 || { usage >&2; exit 2; }
 
 bits=$(rate_bits "$rate") || die "--rate '$rate' is invalid: accepted is a number with bit, kbit, mbit, gbit or tbit (tc's syntax, powers of 1000), e.g. 1gbit"
 test "$bits" -gt 0 || die "--rate '$rate' is invalid: it must be more than 0"
-case $links in '' | *[!0-9]*) die "--links '$links' is invalid: accepted is a positive integer" ;; esac
+case $links in '' | *[!0-9]* | 0*) die "--links '$links' is invalid: accepted is a positive integer (no leading 0)" ;; esac
 test "$links" -ge 1 || die "--links '$links' is invalid: accepted is a positive integer"
 total=$((bits * links))
 if test -z "$burst"; then

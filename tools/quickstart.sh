@@ -12,6 +12,12 @@ set -eu
 cd "$(dirname "$0")/.."
 top=$(pwd)
 what=${1:-bench}
+# the word first: a typo must not install packages and build before it is told
+case $what in
+  bench | test | build) ;;
+  -h | --help) echo "usage: tools/quickstart.sh bench|test|build [args]"; exit 0 ;;
+  *) echo "usage: tools/quickstart.sh bench|test|build [args] ('$what' is none of them)" >&2; exit 2 ;;
+esac
 [ $# -gt 0 ] && shift
 
 packages="build-essential autoconf automake libtool pkg-config libopenmpi-dev openmpi-bin \
