@@ -56,6 +56,7 @@ typedef struct {
   size_t bytes, count;
   char codec[BENCH_CODEC_LEN];
   double time_us;      /* max over ranks of each rank's median iteration */
+  double mean_us;      /* max over ranks of each rank's mean iteration (the codec's share) */
   double algbw_gbs;    /* bytes / time, 1e9 bytes per GB */
   double busbw_gbs;    /* algbw * 2(P-1)/P */
   double wire_bytes;   /* bytes one rank sent per call, mean over ranks */

@@ -117,7 +117,8 @@ void bench_report_summary(FILE *out, const bench_run_info *in, const bench_row *
                 best->speedup, bench_human_bytes((double)best->bytes, b, sizeof b));
       fprintf(out, " effective busbw %.3f GB/s, wire ratio %.1f, codec %s per call (%.0f%% of "
                    "the call)", last->busbw_gbs, last->ratio, per_call(last->codec_us, a, sizeof a),
-              last->time_us > 0 ? 100.0 * last->codec_us / last->time_us : 0.0);
+              /* the codec's time is a mean per call: its share is of the mean call */
+              last->mean_us > 0 ? 100.0 * last->codec_us / last->mean_us : 0.0);
     }
     if (!(max_err < 0)) fprintf(out, ", rel_err <= %.2e", max_err);
     /* a largest size that ran plain: say why, or its speedup means nothing */

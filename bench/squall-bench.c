@@ -226,6 +226,8 @@ static void run_one(bench_ctx *c, const char *codec, void *send, void *recv, flo
     progress(c, bytes, codec, it + 1, total);
   }
   squallStatsGet(&s1);
+  double mean = 0.0;
+  for (int i = 0; i < o->iters; i++) mean += times[i] / o->iters;
   qsort(times, (size_t)o->iters, sizeof *times, cmp_double);
   double median = o->iters % 2 ? times[o->iters / 2]
                                : 0.5 * (times[o->iters / 2 - 1] + times[o->iters / 2]);
@@ -296,10 +298,10 @@ static void run_one(bench_ctx *c, const char *codec, void *send, void *recv, flo
   }
 
   /* Combine over ranks: maxima, sums, and the hash's range. */
-  double mx[3] = {median, (s1.codecSeconds - s0.codecSeconds) / o->iters, crest};
+  double mx[4] = {median, (s1.codecSeconds - s0.codecSeconds) / o->iters, crest, mean};
   double sum[5] = {(double)wire / o->iters, (double)in, err2, ref2, out2};
   uint64_t hmin = hash, hmax = hash;
-  mpi_ok(c, MPI_Allreduce(MPI_IN_PLACE, mx, 3, MPI_DOUBLE, MPI_MAX, c->comm), "MPI_Allreduce of the times");
+  mpi_ok(c, MPI_Allreduce(MPI_IN_PLACE, mx, 4, MPI_DOUBLE, MPI_MAX, c->comm), "MPI_Allreduce of the times");
   mpi_ok(c, MPI_Allreduce(MPI_IN_PLACE, sum, 5, MPI_DOUBLE, MPI_SUM, c->comm), "MPI_Allreduce of the sums");
   mpi_ok(c, MPI_Allreduce(MPI_IN_PLACE, &hmin, 1, MPI_UINT64_T, MPI_MIN, c->comm), "MPI_Allreduce of the hashes");
   mpi_ok(c, MPI_Allreduce(MPI_IN_PLACE, &hmax, 1, MPI_UINT64_T, MPI_MAX, c->comm), "MPI_Allreduce of the hashes");
@@ -309,6 +311,7 @@ static void run_one(bench_ctx *c, const char *codec, void *send, void *recv, flo
   row->count = count;
   snprintf(row->codec, sizeof row->codec, "%s", codec);
   row->time_us = mx[0] * 1e6;
+  row->mean_us = mx[3] * 1e6;
   row->algbw_gbs = mx[0] > 0 ? (double)bytes / mx[0] / 1e9 : 0.0;
   row->busbw_gbs = row->algbw_gbs * (p > 1 ? 2.0 * (p - 1) / p : 1.0);
   row->wire_bytes = sum[0] / p;
