@@ -112,8 +112,11 @@ int squallMpiAllreduce(const void *sendbuf, void *recvbuf, int count, MPI_Dataty
                        MPI_Comm comm) {
   int size = 0, inter = 0, up = 0, down = 0;
   /* any call names this rank's SQUALL_STATS file and arms its writer,
-   * also one that MPI refuses below or that passes through */
-  if (PMPI_Initialized(&up) == MPI_SUCCESS && up && PMPI_Finalized(&down) == MPI_SUCCESS && !down) ensure_keyval();
+   * also one that MPI refuses below or that passes through (asked of MPI
+   * only until the first call has done it) */
+  if (__atomic_load_n(&keyval, __ATOMIC_ACQUIRE) == MPI_KEYVAL_INVALID && PMPI_Initialized(&up) == MPI_SUCCESS &&
+      up && PMPI_Finalized(&down) == MPI_SUCCESS && !down)
+    ensure_keyval();
   if (count < 0 || comm == MPI_COMM_NULL || datatype == MPI_DATATYPE_NULL ||
       MPI_Type_size(datatype, &size) != MPI_SUCCESS || MPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS)
     return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm); /* MPI reports it */

@@ -56,12 +56,13 @@ int squall__stats_path_check(const char *pattern, int rank, char *why, size_t le
     snprintf(why, len, "rank %d cannot write '%s': the name is a directory's", rank, path);
     return -1;
   }
-  if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+  int exists = stat(path, &st) == 0;
+  if (exists && S_ISDIR(st.st_mode)) {
     snprintf(why, len, "rank %d cannot write '%s': it is a directory", rank, path);
     return -1;
   }
   /* an existing file must be writable; a new one needs a writable directory */
-  if (access(path, F_OK) == 0 ? access(path, W_OK) != 0 : access(dir, W_OK | X_OK) != 0) {
+  if (exists ? access(path, W_OK) != 0 : access(dir, W_OK | X_OK) != 0) {
     snprintf(why, len, "rank %d cannot write '%s': %s", rank, path, strerror(errno));
     return -1;
   }

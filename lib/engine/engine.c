@@ -1116,7 +1116,8 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   e->last_stream = c->stream;
   d->route = SQ_ROUTE_PASS;
   if (c->shard) e->undo_res = NULL; /* set again when this shard's residual moves */
-  if (call_pass_reason(c, &d->reason)) return squallSuccess; /* unchanged, whatever its count: the library's to judge */
+  /* a pass-through goes to the library unchanged, whatever its count */
+  if (call_pass_reason(c, &d->reason)) return squallSuccess;
   SQ_RETURN_ERROR_IF(c->count > MAX_COUNT, squallInvalidArgument,
                      "count %zu is too large (at most %zu elements)", c->count, (size_t)MAX_COUNT);
   uint64_t bytes_in = (uint64_t)c->count * c->elsize;
