@@ -9,6 +9,9 @@
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "squall.h"
 
 /* ck_assert* records a mark point on every success, a write to Check's
  * file each time in this mode; loops over many elements test with this
@@ -17,6 +20,21 @@
   do {                                                                        \
     if (!(cond)) ck_abort_msg(__VA_ARGS__);                                   \
   } while (0)
+
+/* A case's configuration: the defaults with what the test runner sets in
+ * the environment kept (debug, the cost model: off, so that every eligible
+ * call is compressed; the statistics file), SQUALL_MIN_BYTES=0, then spec. */
+static inline void mc_use_config(const char *spec) {
+  squallConfig_t c, env;
+  squallConfigDefault(&c);
+  squallGetConfig(&env);
+  c.costModel = env.costModel;
+  c.debug = env.debug;
+  memcpy(c.statsPath, env.statsPath, sizeof c.statsPath);
+  ck_assert_int_eq(squallConfigParse(&c, "SQUALL_MIN_BYTES=0"), squallSuccess);
+  ck_assert_msg(squallConfigParse(&c, spec) == squallSuccess, "bad spec %s: %s", spec, squallGetLastError());
+  ck_assert_int_eq(squallSetConfig(&c), squallSuccess);
+}
 
 static inline int mpi_check_run(Suite *s) {
   int rank, failed, total;

@@ -131,16 +131,6 @@ START_TEST(test_allgatherv_bytes) {
 }
 END_TEST
 
-static void use_config(const char *spec) {
-  squallConfig_t c, env;
-  squallConfigDefault(&c);
-  squallGetConfig(&env);
-  c.costModel = env.costModel; /* run-mpi.sh: off, so that every eligible call is compressed */
-  ck_assert_int_eq(squallConfigParse(&c, "SQUALL_MIN_BYTES=0"), squallSuccess);
-  ck_assert_msg(squallConfigParse(&c, spec) == squallSuccess, "bad spec %s: %s", spec, squallGetLastError());
-  ck_assert_int_eq(squallSetConfig(&c), squallSuccess);
-}
-
 static float value(int r, int step, size_t i) {
   uint64_t x = (uint64_t)r * 0x9e3779b97f4a7c15ull + (uint64_t)step * 0xbf58476d1ce4e5b9ull + i * 0x94d049bb133111ebull;
   x ^= x >> 29;
@@ -152,7 +142,7 @@ static float value(int r, int step, size_t i) {
 /* Three steps of one tensor on a communicator of its own (its own
  * residuals), with blocks above `big` bytes taking the pieces path. */
 static float *run_steps(const char *spec, size_t n, size_t big) {
-  use_config(spec);
+  mc_use_config(spec);
   squall__transport_mpi_big_bytes = big;
   MPI_Comm comm;
   MPI_Comm_dup(MPI_COMM_WORLD, &comm);

@@ -40,18 +40,6 @@ static float gen_dyadic(uint64_t seed, int r, size_t i) {
   return (float)((int)(key(seed, r, i) % 8191) - 4095) / 64.0f;
 }
 
-static void use_config(const char *spec) {
-  squallConfig_t c, env;
-  squallConfigDefault(&c);
-  squallGetConfig(&env);
-  c.costModel = env.costModel; /* run-mpi.sh: off, so that every eligible call is compressed */
-  c.debug = env.debug;
-  memcpy(c.statsPath, env.statsPath, sizeof c.statsPath);
-  ck_assert_int_eq(squallConfigParse(&c, "SQUALL_MIN_BYTES=0"), squallSuccess);
-  ck_assert_msg(squallConfigParse(&c, spec) == squallSuccess, "bad spec %s: %s", spec, squallGetLastError());
-  ck_assert_int_eq(squallSetConfig(&c), squallSuccess);
-}
-
 static void assert_identical_across_ranks(const void *buf, size_t bytes, const char *what) {
   unsigned char *all = malloc(bytes * (size_t)nranks);
   MPI_Allgather(buf, (int)bytes, MPI_BYTE, all, (int)bytes, MPI_BYTE, MPI_COMM_WORLD);
@@ -80,7 +68,7 @@ static const size_t counts[] = {20011, 1536, 700, 1};
  * step's output is the same bits on every rank. */
 static void check_conservation(const char *spec, size_t n) {
   enum { T = 20 };
-  use_config(spec);
+  mc_use_config(spec);
   float *g = malloc(n * 4), *out = malloc(n * 4), *res = malloc(n * 4);
   double *sum_out = calloc(n, sizeof(double)), *sum_in = calloc(n, sizeof(double));
   double *tot_res = malloc(n * sizeof(double)), *mine = malloc(n * sizeof(double));
@@ -140,7 +128,7 @@ static void check_against_model(const char *spec, size_t n) {
   const int fp16_exps[T] = {0, 3, -2, 5, 5, -1, 0, 2}, bf16_exps[T] = {E - 20, E, E - 10, E, E - 1, E - 15, E, E - 5};
   const int *exps = kind == SQ_HALF_BF16 ? bf16_exps : fp16_exps;
   float amp = kind == SQ_HALF_BF16 ? 0.75f : 1.0f;
-  use_config(spec);
+  mc_use_config(spec);
   ck_assert_int_eq(squallMpiResetResiduals(MPI_COMM_WORLD), MPI_SUCCESS);
   size_t se = ((n + (size_t)P - 1) / (size_t)P + 63) / 64 * 64; /* shards of whole lines of 64 */
   float *g = malloc(n * 4), *out = malloc(n * 4), *res = malloc(n * 4), *want = malloc(n * 4);
@@ -205,7 +193,7 @@ END_TEST
  * sums up to P*M: |out - exact| <= 2 P M q (1 + q). */
 static double check_bound(const char *spec, double q, float amp, double *rel) {
   size_t n = 30011;
-  use_config(spec);
+  mc_use_config(spec);
   squallMpiResetResiduals(MPI_COMM_WORLD);
   float *g = malloc(n * 4), *out = malloc(n * 4);
   for (size_t i = 0; i < n; i++) g[i] = gen_uniform(7, rank, i) * amp;
@@ -280,7 +268,7 @@ START_TEST(test_nonfinite_propagates) {
   size_t n = 5000;
   const char *specs[] = {"SQUALL_COMPRESS=int8", "SQUALL_COMPRESS=int4", "SQUALL_COMPRESS=fp8"};
   for (int s = 0; s < 3; s++) {
-    use_config(specs[s]);
+    mc_use_config(specs[s]);
     squallMpiResetResiduals(MPI_COMM_WORLD);
     float *g = malloc(n * 4), *out = malloc(n * 4);
     for (size_t i = 0; i < n; i++) g[i] = gen_uniform(3, rank, i);
@@ -317,7 +305,7 @@ static void run_steps(const char *spec, const char *chunk, size_t n, int T, floa
                       uint64_t *pipelined) {
   char full[256];
   snprintf(full, sizeof full, "%s SQUALL_CHUNK_BYTES=%s", spec, chunk);
-  use_config(full);
+  mc_use_config(full);
   ck_assert_int_eq(squallMpiResetResiduals(MPI_COMM_WORLD), MPI_SUCCESS);
   float *g = malloc(n * 4), *out = malloc(n * 4);
   squallStats_t before, after;
@@ -487,7 +475,7 @@ START_TEST(test_cost_model) {
   for (size_t s = 0; s < sizeof specs / sizeof specs[0]; s++) {
     char spec[256];
     snprintf(spec, sizeof spec, "%s SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=100000", specs[s]);
-    use_config(spec);
+    mc_use_config(spec);
     squallMpiCommFree(MPI_COMM_WORLD); /* a fresh engine: no figures yet */
     squallStats_t before, after, first;
     int compressed = 0, declined = 0, last_compressed = -1, headed[40];
@@ -547,7 +535,7 @@ START_TEST(test_cost_model) {
                   (unsigned long long)(after.headers - first.headers));
 
     snprintf(spec, sizeof spec, "%s SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=0.001", specs[s]);
-    use_config(spec);
+    mc_use_config(spec);
     int first_compressed = -1;
     for (int t = 0; t < SQ_COST_RECHECK + 4; t++) {
       squallStatsGet(&before);
@@ -576,13 +564,13 @@ START_TEST(test_settled_config_change) {
   if (nranks < 2) return;
   size_t n = 100003;
   float *g = malloc(n * 4), *a = malloc(n * 4), *b = malloc(n * 4);
-  use_config("SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=100000");
+  mc_use_config("SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=100000");
   squallConfig_t agreed;
   squallGetConfig(&agreed);
   squallMpiCommFree(MPI_COMM_WORLD); /* a fresh engine: no figures yet */
   int mismatched = 0, skipped_after_change = 0, settled_headers = 0;
   for (int t = 0; t < 60; t++) {
-    if (t == 6 && rank == 0) use_config("SQUALL_COMPRESS=int8 SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=100000");
+    if (t == 6 && rank == 0) mc_use_config("SQUALL_COMPRESS=int8 SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=100000");
     if (t == 45 && rank == 0) ck_assert_int_eq(squallSetConfig(&agreed), squallSuccess);
     for (size_t i = 0; i < n; i++) g[i] = gen_uniform(90 + (uint64_t)t, rank, i);
     squallStats_t before, after;
@@ -614,7 +602,7 @@ START_TEST(test_settled_config_change) {
   /* 13 calls, one check header in every SQ_COST_RECHECK */
   ck_assert_msg(settled_headers <= (13 + SQ_COST_RECHECK - 1) / SQ_COST_RECHECK, "%d headers in 13 settled calls",
                 settled_headers);
-  use_config("SQUALL_COMPRESS=int8");
+  mc_use_config("SQUALL_COMPRESS=int8");
   free(g); free(a); free(b);
 }
 END_TEST
@@ -636,7 +624,7 @@ static void agreed_call(float *g, float *a, size_t n, uint64_t seed) {
 }
 
 START_TEST(test_cost_model_agrees) {
-  use_config("SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=on");
+  mc_use_config("SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=on");
   size_t nmax = 1 << 18;
   float *g = malloc(nmax * 4), *a = malloc(nmax * 4);
   for (size_t n = 1000; n <= nmax; n = n * 3 / 2)
@@ -646,7 +634,7 @@ START_TEST(test_cost_model_agrees) {
    * decide, and the plain probes stay off; every rank still agrees. */
   for (size_t n = 5000; n <= nmax; n *= 4)
     for (int t = 0; t < 9; t++) {
-      use_config(t < 3 ? "SQUALL_COMPRESS=none" : "SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=on");
+      mc_use_config(t < 3 ? "SQUALL_COMPRESS=none" : "SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=on");
       agreed_call(g, a, n, 90 + (uint64_t)t);
     }
   free(g); free(a);
@@ -656,7 +644,7 @@ END_TEST
 /* In place (send == recv) gives the bits of out of place. */
 START_TEST(test_in_place) {
   size_t n = 4099;
-  use_config("SQUALL_COMPRESS=int8 SQUALL_EF=0");
+  mc_use_config("SQUALL_COMPRESS=int8 SQUALL_EF=0");
   float *g = malloc(n * 4), *a = malloc(n * 4), *b = malloc(n * 4);
   for (size_t i = 0; i < n; i++) g[i] = gen_uniform(9, rank, i);
   memcpy(b, g, n * 4);
@@ -678,7 +666,7 @@ START_TEST(test_disagreement_passes_through) {
   const char *specs[2][2] = {{"SQUALL_COMPRESS=int8 SQUALL_BUCKET=64", "SQUALL_COMPRESS=int8 SQUALL_BUCKET=512"},
                              {"SQUALL_COMPRESS=fp16 SQUALL_HALF_ACCUM=half", "SQUALL_COMPRESS=fp16 SQUALL_HALF_ACCUM=fp32"}};
   for (int s = 0; s < 2; s++) {
-    use_config(specs[s][rank == 0 ? 0 : 1]);
+    mc_use_config(specs[s][rank == 0 ? 0 : 1]);
     squallStats_t before, after;
     squallStatsGet(&before);
     ck_assert_int_eq(squallMpiAllreduce(g, a, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
