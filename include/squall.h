@@ -199,7 +199,8 @@ SQUALL_API squallResult_t squallSetConfig(const squallConfig_t *config);
   X(squallPassNonblocking, "nonblocking", "a non-blocking NCCL communicator")  \
   X(squallPassError, "error", "a rank could not prepare the call: every rank passed it through; or it failed") \
   X(squallPassIntercomm, "intercomm", "an MPI intercommunicator")       \
-  X(squallPassNotPaying, "would_not_pay", "the cost model predicted plain to be faster, or device buffers with every rank on one node (SQUALL_COST_MODEL)")
+  X(squallPassNotPaying, "would_not_pay", "the cost model predicted plain to be faster, or device buffers with every rank on one node (SQUALL_COST_MODEL)") \
+  X(squallPassDeviceMemory, "device_memory", "device buffers on the MPI path (a CUDA-aware MPI): the host codecs cannot read them")
 
 typedef enum {
 #define SQUALL_PASS_ENUM(name, key, doc) name,

@@ -969,15 +969,19 @@ START_TEST(test_intercomm_passes_through) {
 }
 END_TEST
 
-/* squallSetConfig from another thread while calls run: each call uses one
- * snapshot, and the per-call header makes ranks whose snapshots differ pass
- * through together. Every call succeeds and every rank holds the same bits
- * (used to hang or abort). Again with the cost model declining every call
- * (a link said to be 100 Tbit/s), where settled calls skip the header: the
- * skip follows past headers only, never the snapshot. */
+/* squallSetConfig from another thread while calls run, at different
+ * points on each rank: each call uses one snapshot, and the header, which
+ * every call here exchanges (every configuration the thread sets would
+ * compress it), makes ranks whose snapshots differ pass through together.
+ * Every call succeeds and every rank holds the same bits (used to hang or
+ * abort). Such a thread breaks squallSetConfig's collective rule
+ * (squall(7)): where a configuration would pass the call through without
+ * a header (compression off, a size class the cost model settled), ranks
+ * could meet with different collectives, which is why the thread never
+ * sets one; test_set_config_collective covers those. */
 static volatile int flipping;
 static void *flip_config(void *arg) {
-  const char *specs[] = {"SQUALL_COMPRESS=fp16", "SQUALL_COMPRESS=topk:0.01", "SQUALL_COMPRESS=none",
+  const char *specs[] = {"SQUALL_COMPRESS=fp16", "SQUALL_COMPRESS=topk:0.01", "SQUALL_COMPRESS=int8",
                          "SQUALL_COMPRESS=bf16", "SQUALL_COMPRESS=topk:0.05 SQUALL_ZSTD=0"};
   squallConfig_t base = *(squallConfig_t *)arg;
   for (unsigned i = 0; __atomic_load_n(&flipping, __ATOMIC_RELAXED); i++) {
@@ -1011,7 +1015,48 @@ static void check_set_config_from_another_thread(const char *spec) {
 
 START_TEST(test_set_config_from_another_thread) {
   check_set_config_from_another_thread("SQUALL_COMPRESS=fp16");
-  check_set_config_from_another_thread("SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=100000");
+  check_set_config_from_another_thread("SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=on");
+}
+END_TEST
+
+/* squallSetConfig called collectively (every rank between the same two
+ * calls) takes effect at the next call, whatever the configuration before
+ * it passed through without a header: compression off, below the size
+ * threshold, a size class the cost model settled. Calls the agreed
+ * configuration passes through exchange no header at all, and give
+ * plain's bits. */
+START_TEST(test_set_config_collective) {
+  const char *specs[] = {"SQUALL_COMPRESS=none", "SQUALL_COMPRESS=fp16", "SQUALL_COMPRESS=topk:0.01 SQUALL_MIN_BYTES=1M",
+                         "SQUALL_COMPRESS=topk:0.01", "SQUALL_COMPRESS=int8 SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=100000",
+                         "SQUALL_COMPRESS=none", "SQUALL_COMPRESS=bf16"};
+  const int compresses[] = {0, 1, 0, 1, 0, 0, 1};
+  size_t n = 3001;
+  float *g = malloc(n * 4), *out = malloc(n * 4), *ref = malloc(n * 4);
+  fill(g, n, 77, rank, gen_uniform);
+  MPI_Comm comm; /* an engine of its own: no size class settled by an earlier test */
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  PMPI_Allreduce(g, ref, (int)n, MPI_FLOAT, MPI_SUM, comm);
+  for (int round = 0; round < 2; round++)
+    for (size_t s = 0; s < sizeof specs / sizeof specs[0]; s++) {
+      use_config(specs[s]);
+      for (int t = 0; t < 40; t++) {
+        squallStats_t before, after;
+        squallStatsGet(&before);
+        ck_assert_int_eq(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, comm), MPI_SUCCESS);
+        squallStatsGet(&after);
+        assert_identical_across_ranks(out, n * 4);
+        uint64_t comp = after.compressedCalls - before.compressedCalls, heads = after.headers - before.headers;
+        if (compresses[s])
+          ck_assert_msg(comp == 1, "%s: call %d passed through", specs[s], t);
+        else if (t >= 1 && s != 4) /* the first may carry what the last compressed call left */
+          ck_assert_msg(comp == 0 && memcmp(out, ref, n * 4) == 0, "%s: call %d is not plain's", specs[s], t);
+        if (!compresses[s] && t > 0 && s != 4 && s != 5) /* 5: the class 4 settled heads every 16th */
+          ck_assert_msg(heads == 0, "%s: call %d exchanged a header", specs[s], t);
+      }
+    }
+  squallMpiCommFree(comm);
+  MPI_Comm_free(&comm);
+  free(g); free(out); free(ref);
 }
 END_TEST
 
@@ -1221,7 +1266,9 @@ static Suite *engine_suite(void) {
   tcase_add_test(tc, test_device_on_one_node_passes_through);
   tcase_add_test(tc, test_min_ranks_differ_passes_through);
   tcase_add_test(tc, test_intercomm_passes_through);
+  tc = tcase(s, "set_config");
   tcase_add_test(tc, test_set_config_from_another_thread);
+  tcase_add_test(tc, test_set_config_collective);
   tc = tcase(s, "warmup");
   tcase_add_test(tc, test_warmup_goes_dense);
   tcase_add_test(tc, test_warmup_same_on_every_rank);

@@ -108,6 +108,63 @@ static int fail(MPI_Comm comm, int code) {
   return code;
 }
 
+/* The plain all-reduce of a call squall passed through, timed for the
+ * cost model; a fold's residual is emptied once it was delivered. */
+static int run_plain(comm_state *s, const squall_decision *d, const void *sendbuf, void *recvbuf, int count,
+                     MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, int size) {
+  /* a fold in place is in recvbuf already */
+  const void *send = d->fold && sendbuf != MPI_IN_PLACE ? (const void *)d->fold : sendbuf;
+  double t0 = squall__now(); /* the plain call's time tells the cost model the link's speed */
+  int rc = PMPI_Allreduce(send, recvbuf, count, datatype, op, comm);
+  double t1 = squall__now();
+  if (rc == MPI_SUCCESS) {
+    squall__engine_note_plain(s->engine, (uint64_t)count * (uint64_t)size, t1 - t0, t1 - d->t_start);
+    if (d->fold) squall__engine_fold_done(s->engine, d);
+  }
+  return rc;
+}
+
+/* squall's own checks of a call it handles, before anything collective:
+ * MPI_SUCCESS, or the error for the communicator's handler (logged).
+ * MPI refuses aliased buffers without MPI_IN_PLACE; so must the
+ * compressed path (a local argument error, the same on every rank that
+ * makes it, as with MPI itself). Open MPI accepts them for one element,
+ * where reading and writing the same element cannot clash, and reduces
+ * in place: so does squall (MPICH refuses even that; passing it is
+ * harmless). A null buffer holds no floats (MPI_BOTTOM means something
+ * only with a derived type, which passes through): MPI itself would
+ * fault, and a codec that finds no output must not take the call as
+ * sent. Nor is MPI_IN_PLACE a receive buffer. */
+static int check_buffers(const void **sendbuf, void *recvbuf, int count) {
+  if (*sendbuf == recvbuf && *sendbuf != MPI_IN_PLACE) {
+    if (count > 1) {
+      SQ_WARN("squallMpiAllreduce(count=%d): sendbuf and recvbuf are the same buffer; "
+              "use MPI_IN_PLACE for an in-place all-reduce", count);
+      return MPI_ERR_BUFFER;
+    }
+    *sendbuf = MPI_IN_PLACE;
+  }
+  if (recvbuf == NULL || *sendbuf == NULL || recvbuf == MPI_IN_PLACE) {
+    SQ_WARN("squallMpiAllreduce(count=%d): %s", count,
+            recvbuf == NULL ? "recvbuf is NULL" : *sendbuf == NULL ? "sendbuf is NULL" : "recvbuf is MPI_IN_PLACE");
+    return MPI_ERR_BUFFER;
+  }
+  return MPI_SUCCESS;
+}
+
+/* A CUDA-aware MPI takes device buffers; the host codecs cannot read them.
+ * Whether a rank's buffers are device memory is its own affair: the call
+ * header tells every rank, and all pass the call through together. */
+static int device_memory(const void *sendbuf, const void *recvbuf) {
+#ifdef HAVE_CUDA
+  return squall__cuda_is_device_pointer(recvbuf) ||
+         (sendbuf != MPI_IN_PLACE && squall__cuda_is_device_pointer(sendbuf));
+#else
+  (void)sendbuf; (void)recvbuf;
+  return 0; /* built without CUDA: nothing to ask */
+#endif
+}
+
 int squallMpiAllreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                        MPI_Comm comm) {
   int size = 0, inter = 0, up = 0, down = 0;
@@ -117,40 +174,10 @@ int squallMpiAllreduce(const void *sendbuf, void *recvbuf, int count, MPI_Dataty
   if (__atomic_load_n(&keyval, __ATOMIC_ACQUIRE) == MPI_KEYVAL_INVALID && PMPI_Initialized(&up) == MPI_SUCCESS &&
       up && PMPI_Finalized(&down) == MPI_SUCCESS && !down)
     ensure_keyval();
-  if (count < 0 || comm == MPI_COMM_NULL || datatype == MPI_DATATYPE_NULL ||
-      MPI_Type_size(datatype, &size) != MPI_SUCCESS || MPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS)
+  if (count < 0 || comm == MPI_COMM_NULL || datatype == MPI_DATATYPE_NULL || op == MPI_OP_NULL ||
+      PMPI_Type_size(datatype, &size) != MPI_SUCCESS || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS)
     return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm); /* MPI reports it */
-  /* MPI refuses aliased buffers without MPI_IN_PLACE; so must the
-   * compressed path, before anything collective (a local argument error,
-   * the same on every rank that makes it, as with MPI itself). Open MPI
-   * accepts them for one element, where reading and writing the same
-   * element cannot clash, and reduces in place: so does squall (MPICH
-   * refuses even that; passing it is harmless). */
-  if (count > 0 && sendbuf == recvbuf && sendbuf != MPI_IN_PLACE) {
-    if (count > 1) {
-      SQ_WARN("squallMpiAllreduce(count=%d): sendbuf and recvbuf are the same buffer; "
-              "use MPI_IN_PLACE for an in-place all-reduce", count);
-      return fail(comm, MPI_ERR_BUFFER);
-    }
-    sendbuf = MPI_IN_PLACE;
-  }
-  /* A null buffer holds no floats (MPI_BOTTOM means something only with
-   * a derived type, which passes through): MPI itself would fault, and
-   * a codec that finds no output must not take the call as sent. Nor is
-   * MPI_IN_PLACE a receive buffer. */
-  if (count > 0 && dtype_of(datatype) >= 0 && (recvbuf == NULL || sendbuf == NULL || recvbuf == MPI_IN_PLACE)) {
-    SQ_WARN("squallMpiAllreduce(count=%d): %s", count,
-            recvbuf == NULL ? "recvbuf is NULL" : sendbuf == NULL ? "sendbuf is NULL" : "recvbuf is MPI_IN_PLACE");
-    return fail(comm, MPI_ERR_BUFFER);
-  }
   comm_state *s = state_of(comm, 1);
-  if (s == NULL) {
-    /* Passing through here alone could pair this rank's plain all-reduce
-     * with its peers' compressed collectives: fail instead. */
-    SQ_WARN("squallMpiAllreduce(count=%d): cannot set up squall state for the communicator (out of memory)",
-            count);
-    return fail(comm, MPI_ERR_NO_MEM);
-  }
   squall_call call = {
       .send = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf,
       .recv = recvbuf,
@@ -162,21 +189,29 @@ int squallMpiAllreduce(const void *sendbuf, void *recvbuf, int count, MPI_Dataty
       .intercomm = inter,
       .can_fold = 1,
   };
-  squall__transport_mpi_take_error(); /* what follows is this call's */
   squall_decision d;
+  /* What squall never touches goes to MPI as it came: MPI's answer,
+   * errors included, and nothing logged. */
+  if (s == NULL && (call.dtype < 0 || call.op == SQ_OP_OTHER || inter || count == 0))
+    return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm); /* the same on every rank */
+  if (s == NULL) {
+    /* Passing through here alone could pair this rank's plain all-reduce
+     * with its peers' compressed collectives: fail instead. */
+    SQ_WARN("squallMpiAllreduce(count=%d): cannot set up squall state for the communicator (out of memory)",
+            count);
+    return fail(comm, MPI_ERR_NO_MEM);
+  }
+  if (squall__engine_passes(s->engine, &call, &d))
+    return run_plain(s, &d, sendbuf, recvbuf, count, datatype, op, comm, size);
+  int bad = check_buffers(&sendbuf, recvbuf, count);
+  if (bad != MPI_SUCCESS) return fail(comm, bad);
+  call.send = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+  call.foreign = device_memory(sendbuf, recvbuf);
+  squall__transport_mpi_take_error(); /* what follows is this call's */
   squallResult_t r = squall__engine_allreduce(s->engine, &call, &d);
   if (r != squallSuccess) return fail(comm, to_mpi_error(r)); /* the engine logged it */
   if (d.route != SQ_ROUTE_PASS) return MPI_SUCCESS;
-  /* a fold in place is in recvbuf already */
-  const void *send = d.fold && sendbuf != MPI_IN_PLACE ? (const void *)d.fold : sendbuf;
-  double t0 = squall__now(); /* the plain call's time tells the cost model the link's speed */
-  int rc = PMPI_Allreduce(send, recvbuf, count, datatype, op, comm);
-  double t1 = squall__now();
-  if (rc == MPI_SUCCESS) {
-    squall__engine_note_plain(s->engine, (uint64_t)count * (uint64_t)size, t1 - t0, t1 - d.t_start);
-    if (d.fold) squall__engine_fold_done(s->engine, &d);
-  }
-  return rc;
+  return run_plain(s, &d, sendbuf, recvbuf, count, datatype, op, comm, size);
 }
 
 int squallMpiResetResiduals(MPI_Comm comm) {

@@ -88,7 +88,10 @@ struct squall_engine {
   size_t undo_n;
   squall_cost cost; /* SQUALL_COST_MODEL: this rank's link and codec figures */
   squall_tensor *shard_slot; /* the slot squall__engine_prepare_shard looked up for the next shard call */
+  float *fold_buf; /* g + residual for a plain call that is not in place (fold_into_plain) */
+  size_t fold_bytes;
   int said_one_node; /* say_one_node() ran */
+  int said_changes;  /* ranks' squallSetConfig counts differed: said once */
 };
 
 const squallStats_t *squall__engine_stats(const squall_engine *e) { return &e->stats; }
@@ -132,6 +135,7 @@ void squall__engine_free(squall_engine *e) {
   squall__graph_memory_free(&e->graphs, &e->k);
   if (e->fence && e->k.fence_free) e->k.fence_free(e->fence);
   free(e->host);
+  free(e->fold_buf);
   free(e);
 }
 
@@ -200,6 +204,7 @@ typedef struct {
                                 model does not run */
   int nonblocking;           /* some rank's communicator is non-blocking (from the header) */
   int one_node;              /* device_on_one_node(): the same on every rank */
+  int foreign;               /* some rank's buffers are not the kernels' memory (from the header) */
 } decide_in;
 
 /* Reasons that follow from the call alone (identical on every rank: MPI
@@ -255,6 +260,7 @@ static squall_route decide(const decide_in *in, squallPassReason_t *why) {
    * return ncclInProgress); the mode is each rank's own, so it counts
    * where the header has combined it over the ranks. */
   if (in->nonblocking) { *why = squallPassNonblocking; return SQ_ROUTE_PASS; }
+  if (in->foreign) { *why = squallPassDeviceMemory; return SQ_ROUTE_PASS; }
   if (!in->agreed) { *why = squallPassMismatch; return SQ_ROUTE_PASS; }
   if (in->nranks < cfg->minRanks) { *why = squallPassSingleRank; return SQ_ROUTE_PASS; }
   if (cfg->codec == squallCodecNone) { *why = squallPassDisabled; return SQ_ROUTE_PASS; }
@@ -434,6 +440,7 @@ typedef struct {
   int fresh;                  /* prepare() allocated: this call's times are not typical */
   double t_start;             /* when the call entered the engine */
   squall_hier_figures hier;   /* a two-level call's bytes and time */
+  uint64_t chunks;            /* a shard call's chunks (call_chunks), for its outer call */
 } run_state;
 
 /* The configuration a call runs with: the agreed one, without the lossless
@@ -784,15 +791,22 @@ static int64_t call_signature(const squall_call *c) { return (int64_t)c->dtype *
  * another count, type or operation is found here, before anything has
  * changed, where otherwise the collectives that follow would mismatch
  * (a hang, a truncation error on some ranks only, or a silent wrong sum);
- * and [-nonblocking]: a communicator's blocking mode is each rank's own
- * choice, and one non-blocking rank makes every rank pass through. */
-#define HEADER_WORDS (11 + SQ_COST_VARIANTS)
+ * [-nonblocking]: a communicator's blocking mode is each rank's own
+ * choice, and one non-blocking rank makes every rank pass through; and
+ * [changes, -changes], the squallSetConfig calls this process has made:
+ * ranks that made different numbers of them have broken its collective
+ * rule (squall(7)), which is said, where this header could still meet;
+ * [-foreign]: a rank whose buffers its kernels cannot read makes every
+ * rank pass through. */
+#define HEADER_FIXED 14
+#define HEADER_WORDS (HEADER_FIXED + SQ_COST_VARIANTS)
 static squallResult_t header(squall_engine *e, const squall_call *c, const squallConfig_t *cfg, uint64_t gen,
-                             int ok, int *agreed, int *all_ok, cost_verdict *v) {
+                             int ok, int *agreed, int *all_ok, int *foreign, cost_verdict *v) {
   int64_t d = digest(cfg), sig = call_signature(c), n = (int64_t)c->count;
+  int64_t changes = (int64_t)(gen & INT64_MAX);
   int64_t h[HEADER_WORDS] = {ok ? 1 : 0, d, -d, -(int64_t)v->forced, -v->comp_ns, -v->plain_ns, n, -n, sig, -sig,
-                             c->nonblocking ? -1 : 0};
-  for (int i = 0; i < SQ_COST_VARIANTS; i++) h[11 + i] = -v->variant_ns[i];
+                             c->nonblocking ? -1 : 0, changes, -changes, c->foreign ? -1 : 0};
+  for (int i = 0; i < SQ_COST_VARIANTS; i++) h[HEADER_FIXED + i] = -v->variant_ns[i];
   SQ_FORWARD_IF_ERROR(e->tr.allreduce_min_i64_host(e->tr.ctx, c->stream, h, HEADER_WORDS));
   squall__stats_record_header(&e->stats);
   /* Every rank sees the same minima: all of them return this error (not
@@ -814,8 +828,14 @@ static squallResult_t header(squall_engine *e, const squall_call *c, const squal
   v->forced = h[3] < 0;
   v->comp_ns = -h[4];
   v->plain_ns = -h[5];
-  for (int i = 0; i < SQ_COST_VARIANTS; i++) v->variant_ns[i] = -h[11 + i];
+  for (int i = 0; i < SQ_COST_VARIANTS; i++) v->variant_ns[i] = -h[HEADER_FIXED + i];
+  if (formed && h[11] != -h[12] && !e->said_changes++)
+    SQ_WARN("rank %d: the ranks have called squallSetConfig different numbers of times (from %lld to %lld; "
+            "this rank: %lld): it is collective, to be called between the same two calls on every rank, "
+            "or ranks that pass a call through without a header meet others that exchange one",
+            e->tr.rank, (long long)h[11], (long long)-h[12], (long long)changes);
   e->agreed_nonblocking = formed && h[10] < 0; /* for device calls without a header, too */
+  *foreign = formed && h[13] < 0;
   e->agreed_gen = gen;
   e->agreed_valid = 1;
   e->agreed_ok = *agreed;
@@ -918,6 +938,17 @@ static void cost_vote(squall_engine *e, const squall_call *c, const squallConfig
            t_plain);
 }
 
+/* The chunks a compressed call ran in (top-k: the rounds of its exchange,
+ * which pipeline the exchange but not the selection: the model's chunks,
+ * which would overlap the whole codec, stay 1 there); 0 for a route the
+ * model does not weigh. */
+static uint64_t call_chunks(const squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
+                            squall_route route, const run_state *st) {
+  squall_cost_call cc;
+  if (!cost_call(e, c, cfg, route, &st->L, &cc)) return 0;
+  return route == SQ_ROUTE_TOPK ? st->L.rounds : cc.chunks;
+}
+
 /* Feeds a finished compressed call's figures to the model: the codec's
  * time per element, and the exchange (the call's time less the codec's;
  * a pipelined call hides part of its exchange, which biases the link fast
@@ -926,10 +957,7 @@ static void cost_learn(squall_engine *e, const squall_call *c, const squallConfi
                        const run_state *st, double seconds) {
   squall_cost_call cc;
   int weighed = cost_call(e, c, cfg, route, &st->L, &cc);
-  /* (top-k's rounds pipeline its exchange but not its selection: the
-   * model's chunks, which would overlap the whole codec, stay 1) */
-  if (weighed) squall__stats_record_chunks(&e->stats, route == SQ_ROUTE_TOPK ? st->L.rounds : cc.chunks);
-  if (c->shard) return; /* the outer two-level call is what the model weighs */
+  squall__stats_record_chunks(&e->stats, call_chunks(e, c, cfg, route, st));
   uint64_t bytes_in = (uint64_t)c->count * c->elsize;
   if (st->fresh) { /* page faults of new memory: not what the next call will see */
     squall__cost_note_call(&e->cost, cost_kind(cfg, route), bytes_in, -1.0); /* but its first call ran */
@@ -990,30 +1018,66 @@ static void variant_agree(squall_engine *e, const squallConfig_t *cfg, unsigned 
   if (counted) squall__cost_variant_count(&e->cost, (int)cfg->codec, allowed, variant, bytes_in);
 }
 
-/* A call the cost model declined runs plain, and would leave the tensor's
- * residual to wait for its next compressed call, which in a size class
- * that does not pay can be hundreds of calls away (the explorations). The
- * residual rides along instead where the caller can send it
- * (c->can_fold: MPI's sum of floats on host memory): its contribution
- * becomes a = g + e, formed here in st->work (in place, in the receive
- * buffer), and e is emptied once the plain call succeeded. The collective
- * is the caller's plain one whether this rank folds or not, so a choice
- * made from this rank's residual alone cannot make ranks mismatch. Only
- * calls with a header get here: in a settled class that is every 16th, so
- * the mass waits at most that long. */
-static void fold_into_plain(squall_engine *e, const squall_call *c, const squallConfig_t *cfg, run_state *st,
+/* A call that passes through for its configuration (the cost model
+ * declined its size class, compression is off or the call is below the
+ * size threshold, the ranks disagree) would leave the tensor's residual to
+ * wait for its next compressed call, which can be hundreds of calls away
+ * or never come. The residual rides along instead where the caller can
+ * send it (c->can_fold: MPI's sum of floats on host memory): its
+ * contribution becomes a = g + e, formed here (in place, in the receive
+ * buffer; otherwise in `work` or the engine's fold buffer), and e is
+ * emptied once the plain call succeeded. A two-level call's shard
+ * residual, kept by the inner engine, is added at the shard's place. The
+ * collective is the caller's plain one whether this rank folds or not, so
+ * a choice made from this rank's residuals alone cannot make ranks
+ * mismatch, and no header is needed: every such call of the tensor folds,
+ * so what a compressed call leaves is delivered by the tensor's next call
+ * that passes through (squall(7), ERROR FEEDBACK). */
+static int can_fold(const squall_engine *e, const squall_call *c) {
+  return c->can_fold && !c->foreign && e->header_every_call && !c->capturing && !c->shard && c->dtype == SQ_DT_F32 &&
+         c->op == SQ_OP_SUM && c->premul == 1.0f && squall__residuals_process_bytes() != 0;
+}
+
+static int holds_mass(const squall_tensor *t) { return t && t->residual && t->unsent && !t->pinned; }
+
+static float *fold_buffer(squall_engine *e, const squall_call *c, float *work) {
+  if (c->send == c->recv) return (float *)c->recv;
+  if (work) return work;
+  size_t bytes = c->count * sizeof(float);
+  if (e->fold_bytes < bytes) {
+    float *b = malloc(bytes); /* failing only skips this fold: the mass waits for the next call */
+    if (b == NULL) return NULL;
+    free(e->fold_buf);
+    e->fold_buf = b;
+    e->fold_bytes = bytes;
+  }
+  return e->fold_buf;
+}
+
+static void fold_into_plain(squall_engine *e, const squall_call *c, float *work, squall_tensor *slot,
                             squall_decision *d) {
-  squall_tensor *t = st->slot;
-  if (!c->can_fold || !cfg->errorFeedback || !e->header_every_call || c->capturing || c->shard ||
-      c->dtype != SQ_DT_F32 || c->op != SQ_OP_SUM || c->premul != 1.0f || t == NULL || t->residual == NULL ||
-      !t->unsent || t->pinned)
-    return;
-  float *a = c->send == c->recv ? (float *)c->recv : st->work;
+  if (!can_fold(e, c)) return;
+  squall_tensor *t = slot ? slot : squall__residuals_find(e->residuals, hint_of(c), c->count, kind_of(c));
+  size_t first = 0, s = 0;
+  squall_tensor *sh = squall__hier_shard_slot(e->hier, c, &first, &s);
+  if (!holds_mass(t)) t = NULL;
+  if (!holds_mass(sh) || first >= c->count) sh = NULL;
+  if (t == NULL && sh == NULL) return;
+  float *a = fold_buffer(e, c, work);
   if (a == NULL) return;
-  const float *g = c->send, *r = t->residual;
+  const float *g = c->send;
   double t0 = squall__now();
   const unsigned fp = squall__fp_default_begin(); /* the sum every other path forms */
-  for (size_t i = 0; i < c->count; i++) a[i] = g[i] + r[i];
+  if (t) {
+    const float *r = t->residual;
+    for (size_t i = 0; i < c->count; i++) a[i] = g[i] + r[i];
+  } else if (a != g) {
+    memcpy(a, g, c->count * sizeof(float));
+  }
+  if (sh) {
+    size_t m = c->count - first < s ? c->count - first : s;
+    for (size_t j = 0; j < m; j++) a[first + j] += sh->residual[j];
+  }
   squall__fp_default_end(fp);
   /* the plain call's whole time, which the model compares with compressed
    * ones, leaves out this pass: only the first declined call after
@@ -1021,14 +1085,23 @@ static void fold_into_plain(squall_engine *e, const squall_call *c, const squall
   d->t_start += squall__now() - t0;
   d->fold = a;
   d->fold_slot = t;
+  d->fold_shard_slot = sh;
   SQ_TRACE("rank %d: %zu elements: the residual rides along the plain call", e->tr.rank, c->count);
 }
 
-void squall__engine_fold_done(squall_engine *e, const squall_decision *d) {
-  squall_tensor *t = d->fold_slot;
+static void empty_residual(squall_engine *e, squall_tensor *t, size_t count) {
   if (t == NULL || t->residual == NULL) return;
-  e->k.zero(NULL, t->residual, t->count * sizeof(float));
+  e->k.zero(NULL, t->residual, count * sizeof(float));
   t->unsent = 0;
+}
+
+void squall__engine_fold_done(squall_engine *e, const squall_decision *d) {
+  if (d->fold_slot) empty_residual(e, d->fold_slot, d->fold_slot->count);
+  if (d->fold_shard_slot) empty_residual(e, d->fold_shard_slot, d->fold_shard_slot->count);
+}
+
+squall_tensor *squall__engine_find_slot(squall_engine *e, const squall_call *c) {
+  return squall__residuals_find(e->residuals, hint_of(c), c->count, kind_of(c));
 }
 
 void squall__engine_note_plain(squall_engine *e, uint64_t bytes, double seconds, double whole_seconds) {
@@ -1044,6 +1117,10 @@ static void record(squall_engine *e, const squall_call *c, const squall_decision
   uint64_t bytes_in = (uint64_t)c->count * c->elsize;
   if (c->shard) { /* two-level: the outer call counts it, with these figures */
     if (r != squallSuccess) return;
+    if (st->chunks > 1) {
+      e->stats.pipelinedCalls++;
+      e->stats.pipelineChunks += st->chunks;
+    }
     e->stats.calls++;
     e->stats.compressedCalls++;
     e->stats.bytesIn += bytes_in;
@@ -1055,7 +1132,10 @@ static void record(squall_engine *e, const squall_call *c, const squall_decision
     uint64_t wire = st->hier.inter + st->hier.intra;
     squall__stats_record(&e->stats, r == squallSuccess ? -1 : squallPassError, bytes_in, wire,
                          st->hier.codec_s);
-    if (r == squallSuccess) squall__stats_record_path(&e->stats, 2, -1, st->hier.inter, st->hier.intra);
+    if (r == squallSuccess) {
+      squall__stats_record_path(&e->stats, 2, -1, st->hier.inter, st->hier.intra);
+      squall__stats_record_chunks(&e->stats, st->hier.chunks); /* the shard's, across nodes */
+    }
   } else if (r != squallSuccess) {
     squall__stats_record(&e->stats, squallPassError, bytes_in, st->wire, st->codec_s);
   } else if (d->route == SQ_ROUTE_PASS) {
@@ -1098,15 +1178,46 @@ int squall__engine_ready(squall_engine *e, const squall_call *c) {
   return capture_ready(e, c, &cfg, gen, guess, &L);
 }
 
+/* Calls that need no header. squallSetConfig is collective (squall(7)):
+ * every rank calls it between the same two calls of each communicator,
+ * so every rank sees the generation move at the same call, and that call
+ * exchanges a header, where the ranks agree on the new configuration.
+ * While the generation stays where the ranks last agreed, this rank's
+ * configuration is the agreed one, and what it passes through whatever
+ * the others say (compression off, below the size threshold, fewer ranks
+ * than SQUALL_MIN_RANKS) costs nothing more than the plain call. */
+static int agreed(const squall_engine *e, uint64_t gen) {
+  return e->agreed_valid && e->agreed_gen == gen && e->agreed_ok;
+}
+
+static int agreed_pass(const squall_engine *e, const squall_call *c, const squallConfig_t *cfg, uint64_t gen,
+                       squallPassReason_t *why) {
+  if (c->shard || !agreed(e, gen)) return 0;
+  if (e->tr.nranks < cfg->minRanks) *why = squallPassSingleRank;
+  else if (cfg->codec == squallCodecNone) *why = squallPassDisabled;
+  else if (c->count * c->elsize < cfg->minBytes) *why = squallPassSmall;
+  else return 0;
+  if (e->agreed_nonblocking) *why = squallPassNonblocking; /* decide()'s order */
+  return 1;
+}
+
 /* A host call of a size class that the agreed cost model has settled as
  * not paying (squall__cost_settled) passes through without its header.
  * Only past headers decide it, never this rank's configuration: a
- * squallSetConfig that one rank's call sees and another's does not reaches
- * the class at its next header (at most SQ_COST_RECHECK calls on), where
- * the digests are compared. */
+ * squallSetConfig reaches the class at its next header (at most
+ * SQ_COST_RECHECK calls on), where the digests are compared, so that even
+ * one made on some ranks only, against the rule, never meets a header
+ * here. */
 static int settled_plain(const squall_engine *e, const squall_call *c, uint64_t bytes_in) {
   return e->header_every_call && !c->shard && e->agreed_valid && e->agreed_ok &&
          squall__cost_settled(&e->cost, bytes_in);
+}
+
+/* Pass-throughs whose tensor may still hold a residual from earlier
+ * compressed calls: the configuration's, not the call's own. */
+static int folds_for(squallPassReason_t why) {
+  return why == squallPassNotPaying || why == squallPassDisabled || why == squallPassSmall ||
+         why == squallPassSingleRank || why == squallPassMismatch;
 }
 
 static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_decision *d, run_state *st) {
@@ -1121,12 +1232,17 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   SQ_RETURN_ERROR_IF(c->count > MAX_COUNT, squallInvalidArgument,
                      "count %zu is too large (at most %zu elements)", c->count, (size_t)MAX_COUNT);
   uint64_t bytes_in = (uint64_t)c->count * c->elsize;
+  if (agreed_pass(e, c, &cfg, gen, &d->reason)) {
+    fold_into_plain(e, c, NULL, NULL, d);
+    return squallSuccess;
+  }
   if (settled_plain(e, c, bytes_in)) {
     d->reason = squallPassNotPaying;
     /* no lookup: the tensor is still live all the same */
     if (cfg.errorFeedback) squall__residuals_touch(e->residuals, hint_of(c), c->count, kind_of(c));
     squall__cost_declined(&e->cost, bytes_in); /* counts toward the next exploration */
     squall__cost_judged(&e->cost, bytes_in, 1);
+    fold_into_plain(e, c, NULL, NULL, d);
     return squallSuccess;
   }
 
@@ -1134,7 +1250,7 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   decide_in in = {.call = c, .cfg = &cfg, .nranks = e->tr.nranks, .topk_max = e->k.topk_max_elems, .agreed = 1, .all_ok = 1,
                   .alltoall = e->tr.alltoall != NULL, .pays = 1,
                   .two_level = c->shard ? 0 : squall__hier_known(e->hier, &cfg),
-                  .one_node = device_on_one_node(e, &cfg, c)};
+                  .one_node = device_on_one_node(e, &cfg, c), .foreign = c->foreign};
   st->flat_reason = squallFlatConfigured;
   /* The variant (two levels or flat, top-k's slots lossless or raw) that
    * whole calls showed fastest at this size, from figures earlier headers
@@ -1177,7 +1293,10 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
     d->route = decide(&in, &d->reason);
     SQ_RETURN_ERROR_IF(d->route != guess, squallInternalError, "route %d decided, %d prepared",
                        (int)d->route, (int)guess);
-    return d->route == SQ_ROUTE_PASS ? squallSuccess : run(e, c, &rc, d->route, st);
+    if (d->route == SQ_ROUTE_PASS) return squallSuccess;
+    SQ_FORWARD_IF_ERROR(run(e, c, &rc, d->route, st));
+    st->chunks = call_chunks(e, c, &rc, d->route, st); /* the outer call records them */
+    return squallSuccess;
   }
   if (prep != squallSuccess)
     SQ_WARN("rank %d: cannot prepare a %zu-element all-reduce: %s", e->tr.rank, c->count, squallGetLastError());
@@ -1191,7 +1310,8 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
     variant_vote(e, c, &cfg, &in_nodes, guess == SQ_ROUTE_PASS ? 0 : allowed, &v);
     explored = v.explored;
     double th = squall__now();
-    SQ_FORWARD_IF_ERROR(header(e, c, &cfg, gen, prep == squallSuccess && !skip, &in.agreed, &in.all_ok, &v));
+    SQ_FORWARD_IF_ERROR(
+        header(e, c, &cfg, gen, prep == squallSuccess && !skip, &in.agreed, &in.all_ok, &in.foreign, &v));
     /* A plain call's whole time, which the model compares with compressed
      * ones (header included), leaves the header out: once the model has
      * declined a size class its calls skip it (squall__cost_settled), and
@@ -1235,7 +1355,7 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
     if (d->reason == squallPassError)
       SQ_WARN("rank %d: a rank could not prepare a %zu-element all-reduce: every rank passes it through",
               e->tr.rank, c->count);
-    if (d->reason == squallPassNotPaying) fold_into_plain(e, c, &cfg, st, d);
+    if (folds_for(d->reason)) fold_into_plain(e, c, st->work, st->slot, d);
     if (in.one_node) say_one_node(e);
     return squallSuccess;
   }
@@ -1293,13 +1413,37 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   return squallSuccess;
 }
 
+static int fold_due(squall_engine *e, const squall_call *c) {
+  size_t first = 0, s = 0;
+  return can_fold(e, c) && (holds_mass(squall__engine_find_slot(e, c)) ||
+                            holds_mass(squall__hier_shard_slot(e->hier, c, &first, &s)));
+}
+
+int squall__engine_passes(squall_engine *e, const squall_call *c, squall_decision *d) {
+  memset(d, 0, sizeof *d);
+  d->route = SQ_ROUTE_PASS;
+  d->t_start = squall__now();
+  int pass = call_pass_reason(c, &d->reason);
+  if (!pass && c->count <= MAX_COUNT) {
+    squallConfig_t cfg;
+    uint64_t gen;
+    squall__config_get(&cfg, &gen);
+    pass = agreed_pass(e, c, &cfg, gen, &d->reason) && !fold_due(e, c);
+  }
+  if (!pass) return 0;
+  run_state st;
+  memset(&st, 0, sizeof st);
+  record(e, c, d, squallSuccess, &st);
+  return 1;
+}
+
 squallResult_t squall__engine_allreduce(squall_engine *e, const squall_call *c, squall_decision *d) {
   run_state st;
   memset(&st, 0, sizeof st);
   st.t_start = squall__now();
   d->t_start = st.t_start;
   d->fold = NULL;
-  d->fold_slot = NULL;
+  d->fold_slot = d->fold_shard_slot = NULL;
   squallResult_t r = squallSuccess;
   /* The scratch may still be in use by the last compressed call's work on
    * another stream (not under capture: a graph's launches are ordered by

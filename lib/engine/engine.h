@@ -33,6 +33,8 @@ typedef struct squall_call {
   int intercomm;    /* an MPI intercommunicator: pass through */
   int capturing;    /* CUDA graph capture: no allocation, no host wait */
   int can_fold;     /* the caller can send g + residual in its plain call (squall_decision.fold) */
+  int foreign;      /* a buffer the engine's kernels cannot read (device memory on the MPI path):
+                       passes through, and the header tells every rank (a rank-local fact) */
   int nonblocking;  /* this rank's NCCL communicator is non-blocking: such calls pass through,
                        and the header tells every rank (a rank-local fact: see decide()) */
   void *stream;     /* the caller's stream (cudaStream_t), NULL for host */
@@ -66,13 +68,16 @@ typedef struct {
   squallPassReason_t reason; /* why, when route is SQ_ROUTE_PASS */
   double t_start;            /* when the engine took the call (squall__now()), moved on by the
                                 time of the header and of a fold: what a plain call is timed from */
-  /* A pass-through the cost model chose, of a tensor whose residual holds
-   * mass (call.can_fold only): the caller's plain all-reduce sends fold
+  /* A pass-through for the configuration (the cost model's verdict,
+   * compression off, below the size threshold, disagreeing ranks) of a
+   * tensor whose residual holds mass (call.can_fold only): the caller's
+   * plain all-reduce sends fold
    * (g + residual; the receive buffer itself when in place) instead of
    * its input, and calls squall__engine_fold_done once it succeeded. NULL
    * otherwise. */
   const float *fold;
-  struct squall_tensor *fold_slot;
+  struct squall_tensor *fold_slot, *fold_shard_slot; /* what fold carries: the tensor's residual, its
+                                                       two-level shard residual (either may be NULL) */
 } squall_decision;
 
 typedef struct squall_engine squall_engine;
@@ -85,6 +90,16 @@ squall_engine *squall__engine_create(const squall_transport *transport, const sq
 /* Frees all state (residuals, scratch); logs the communicator's summary at
  * SQUALL_DEBUG=INFO. Accepts NULL. */
 void squall__engine_free(squall_engine *engine);
+
+/* 1 when the call passes through with nothing squall does: a call the
+ * engine never compresses (its type, op or communicator), or one that the
+ * configuration the ranks agreed on passes through (compression off,
+ * below the size threshold) and that carries no residual. Fills d and
+ * records the call as squall__engine_allreduce would; the caller runs the
+ * plain collective with the arguments as given, so that MPI's or NCCL's
+ * own answer, errors included, is the caller's. 0: the caller runs
+ * squall__engine_allreduce, after its own checks of the arguments. */
+int squall__engine_passes(squall_engine *engine, const squall_call *call, squall_decision *d);
 
 /* Runs the call. squallSuccess with d->route == SQ_ROUTE_PASS: the caller
  * must run the plain collective itself (nothing was written, no residual
@@ -137,6 +152,10 @@ uint64_t squall__ring_allreduce_wire(uint64_t bytes, int p);
  * header, which a size class the model declines soon skips, and the
  * residual's fold). */
 void squall__engine_note_plain(squall_engine *engine, uint64_t bytes, double seconds, double whole_seconds);
+
+/* The slot holding the residual of call c (a shard call: its shard
+ * residual), if one is bound to its buffers; never creates or moves one. */
+struct squall_tensor *squall__engine_find_slot(squall_engine *engine, const squall_call *c);
 
 /* The plain all-reduce that carried d->fold succeeded: the residual it
  * carried is delivered, and emptied. */

@@ -343,7 +343,7 @@ squallResult_t squall__hier_allreduce(squall_hier *h, const squall_call *c, squa
   float *full = (float *)h->buf;
   float *shard = (float *)((char *)h->buf + (need_full ? squall__align_up(sh.padded * sizeof(float)) : 0));
   const squallStats_t *is = squall__engine_stats(h->inner);
-  uint64_t wire0 = is->bytesWire;
+  uint64_t wire0 = is->bytesWire, chunks0 = is->pipelineChunks;
   double codec0 = is->codecSeconds;
   memset(f, 0, sizeof *f);
   squallResult_t r = squallSuccess;
@@ -392,6 +392,7 @@ squallResult_t squall__hier_allreduce(squall_hier *h, const squall_call *c, squa
     squall__fail(r, "%s", why);
   }
   f->inter = is->bytesWire - wire0;
+  f->chunks = is->pipelineChunks - chunks0;
   f->codec_s += is->codecSeconds - codec0;
   return r;
 }
@@ -409,6 +410,15 @@ void squall__hier_record(const squall_hier *h, squallStats_t *local, int path, i
 
 squallResult_t squall__hier_reset(squall_hier *h) {
   return h && h->inner ? squall__engine_reset_residuals(h->inner) : squallSuccess;
+}
+
+struct squall_tensor *squall__hier_shard_slot(squall_hier *h, const squall_call *c, size_t *first, size_t *s) {
+  if (h == NULL || h->inner == NULL || c->count == 0) return NULL;
+  size_t L = (size_t)h->local_size;
+  *s = (c->count + L - 1) / L;
+  *first = (size_t)h->local_rank * *s;
+  squall_call ic = shard_call(c, NULL, *s);
+  return squall__engine_find_slot(h->inner, &ic);
 }
 
 squallResult_t squall__hier_get_residual(squall_hier *h, const void *key, size_t count, int dtype, float *out,

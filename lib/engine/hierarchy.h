@@ -72,6 +72,7 @@ int squall__hier_grows(squall_hier *h, const squall_call *c);
 typedef struct {
   uint64_t inter, intra;
   double codec_s;
+  uint64_t chunks; /* the chunks the shard's call ran in (pipelining), 1 or 0 where it ran in one */
 } squall_hier_figures;
 
 /* Runs a call two-level (prepared by squall__hier_prepare). On failure
@@ -92,6 +93,11 @@ int squall__hier_ready(squall_hier *h, const squall_call *c);
 
 /* Zeroes the per-shard residuals. */
 squallResult_t squall__hier_reset(squall_hier *h);
+
+/* The inner engine's slot of c's shard residual on this rank, where one is
+ * bound to c's buffers (NULL otherwise): it covers the s elements of c
+ * from *first on (those below c->count). For the fold of a plain call. */
+struct squall_tensor *squall__hier_shard_slot(squall_hier *h, const squall_call *c, size_t *first, size_t *s);
 
 /* Adds this rank's shard residual of the tensor (key, count, dtype) into
  * out (count host floats) at the shard's place; when have is 0, out is

@@ -15,12 +15,14 @@
 #include "common/fpenv.h"
 #include "transports/topology_mpi.h"
 
-static squallResult_t fail_mpi(int rc, const char *what) {
-  char msg[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  PMPI_Error_string(rc, msg, &len);
-  return squall__fail(squallSystemError, "%s failed: %s", what, msg);
-}
+/* MPI's own code goes back to the caller (transport_mpi.h). */
+#define fail_mpi squall__transport_mpi_result
+
+/* squall's own communicators return their errors to squall, which hands
+ * them to the caller's communicator's error handler as it is at the call
+ * (api_mpi.c): a split keeps the handler its parent had then, and a
+ * program may set another one afterwards. */
+static int errors_return(MPI_Comm comm) { return PMPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN); }
 
 static squallResult_t mpi_reduce_scatter_f32(void *ctx, void *stream, const float *send, float *recv, size_t recvcount) {
   (void)stream; /* host memory */
@@ -43,7 +45,8 @@ static squallResult_t mpi_node_key(void *ctx, void *stream, uint64_t *key) {
   PMPI_Comm_rank(c->comm, &rank);
   rc = PMPI_Comm_split_type(c->comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local);
   if (rc != MPI_SUCCESS) return fail_mpi(rc, "MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)");
-  rc = PMPI_Allreduce(&rank, &lowest, 1, MPI_INT, MPI_MIN, local);
+  rc = errors_return(local);
+  if (rc == MPI_SUCCESS) rc = PMPI_Allreduce(&rank, &lowest, 1, MPI_INT, MPI_MIN, local);
   PMPI_Comm_free(&local);
   if (rc != MPI_SUCCESS) return fail_mpi(rc, "MPI_Allreduce (node key)");
   *key = (uint64_t)lowest;
@@ -133,6 +136,11 @@ static squallResult_t mpi_split(void *ctx, void *stream, int color, int key, squ
   MPI_Comm comm;
   int rc = PMPI_Comm_split(c->comm, color, key, &comm);
   if (rc != MPI_SUCCESS) return fail_mpi(rc, "MPI_Comm_split (node communicators)");
+  rc = errors_return(comm);
+  if (rc != MPI_SUCCESS) {
+    PMPI_Comm_free(&comm);
+    return fail_mpi(rc, "MPI_Comm_set_errhandler (node communicators)");
+  }
   sub_ctx *s = calloc(1, sizeof *s);
   if (s == NULL) {
     PMPI_Comm_free(&comm);

@@ -31,8 +31,9 @@ static void create_ops(void) {
 /* The code of the last failed MPI call on this thread: the entry point
  * returns it as is (thread-local, like squallGetLastError). */
 static __thread int last_mpi_error;
+#define mpi_result squall__transport_mpi_result
 
-static squallResult_t mpi_result(int rc, const char *what) {
+squallResult_t squall__transport_mpi_result(int rc, const char *what) {
   if (rc == MPI_SUCCESS) return squallSuccess;
   last_mpi_error = rc;
   char msg[MPI_MAX_ERROR_STRING];

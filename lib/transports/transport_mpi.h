@@ -17,6 +17,12 @@ squallResult_t squall__transport_mpi_init(squall_transport *tr, squall_mpi_ctx *
 /* Frees what init allocated; accepts a zeroed ctx. */
 void squall__transport_mpi_fini(squall_mpi_ctx *ctx);
 
+/* rc as squall's result: squallSuccess for MPI_SUCCESS; otherwise the
+ * failure, named by `what` and MPI's text, and rc kept for the entry point
+ * (squall__transport_mpi_take_error), so that the caller sees MPI's own
+ * error class whichever of squall's MPI calls failed. */
+squallResult_t squall__transport_mpi_result(int rc, const char *what);
+
 /* The code of the last MPI call of this thread's transport that failed
  * (MPI_SUCCESS when none since the last take), and clears it: the MPI
  * entry point returns MPI's own error class for a failed collective. */
