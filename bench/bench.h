@@ -49,6 +49,8 @@ typedef struct {
   bench_dist data;             /* --data */
   int progress;                /* 0 with --no-progress */
   int errors_fatal;            /* --errors fatal: the MPI backend's communicator keeps MPI's default handler */
+  int alternate;               /* --alternate N: N blocks of -n calls each way, squall and plain
+                                  interleaved (0: the usual rows) */
 } bench_options;
 
 /* What one (size, codec) measured, already combined over ranks. */
@@ -68,6 +70,8 @@ typedef struct {
   const char *path;    /* "plain", "16-bit", "sparse", "dense", "passthrough" */
   const char *pass_reason; /* the timed calls' most common pass-through reason
                               (squallPassReasonName), NULL where none passed */
+  double plain_us;     /* --alternate: the plain blocks' median per call, interleaved with
+                          this row's (speedup = plain_us / time_us); 0 otherwise */
   int consistent;      /* 1 when all ranks hold the same bits */
   int wrong;           /* 1 when -c found a result outside what the codec allows */
 } bench_row;

@@ -68,6 +68,11 @@ static void usage(FILE *f) {
           "                          lognormal, constant, tiny (near 1e-38), sparse (99%% zeros),\n"
           "                          nonfinite (1 in 4096 NaN or +-Inf)\n"
           "      --no-progress       no progress lines on stderr\n"
+          "      --alternate N       N blocks of -n calls through squall and N of the plain\n"
+          "                          all-reduce, interleaved on the same buffers; each row is\n"
+          "                          the median block against the plain blocks' (none: squall\n"
+          "                          with compression off, what squall adds to calls it passes\n"
+          "                          through); no rel_err\n"
           "      --errors MODE       return (default) or fatal: how the mpi backend's failed\n"
           "                          all-reduces end (MPI_ERRORS_RETURN, or MPI's default\n"
           "                          MPI_ERRORS_ARE_FATAL, where squall keeps no backups)\n"
@@ -211,7 +216,7 @@ static char squall_specs[2048];
 
 int bench_parse_args(int argc, char **argv, bench_options *opt, FILE *out, FILE *err) {
   squall_specs[0] = '\0';
-  enum { OPT_PLOT = 256, OPT_BACKEND, OPT_SEED, OPT_NO_PROGRESS, OPT_DATA, OPT_CPUTIME, OPT_ERRORS };
+  enum { OPT_PLOT = 256, OPT_BACKEND, OPT_SEED, OPT_NO_PROGRESS, OPT_DATA, OPT_CPUTIME, OPT_ERRORS, OPT_ALTERNATE };
   static const struct option longopts[] = {
       {"minbytes", required_argument, 0, 'b'},     {"maxbytes", required_argument, 0, 'e'},
       {"stepfactor", required_argument, 0, 'f'},   {"stepbytes", required_argument, 0, 'i'},
@@ -222,6 +227,7 @@ int bench_parse_args(int argc, char **argv, bench_options *opt, FILE *out, FILE 
       {"backend", required_argument, 0, OPT_BACKEND}, {"squall", required_argument, 0, 'S'},
       {"seed", required_argument, 0, OPT_SEED},    {"no-progress", no_argument, 0, OPT_NO_PROGRESS},
       {"data", required_argument, 0, OPT_DATA},    {"errors", required_argument, 0, OPT_ERRORS},
+      {"alternate", required_argument, 0, OPT_ALTERNATE},
       {"nthreads", required_argument, 0, 't'},     {"ngpus", required_argument, 0, 'g'},
       {"agg_iters", required_argument, 0, 'm'},    {"run_cycles", required_argument, 0, 'N'},
       {"average", required_argument, 0, 'a'},      {"blocking", required_argument, 0, 'z'},
@@ -338,6 +344,11 @@ int bench_parse_args(int argc, char **argv, bench_options *opt, FILE *out, FILE 
       if (strcmp(v, "return") && strcmp(v, "fatal"))
         FAIL("--errors '%s' is invalid: accepted are return and fatal\n", v);
       opt->errors_fatal = !strcmp(v, "fatal");
+      break;
+    case OPT_ALTERNATE:
+      if (parse_int(v, 2, 10000, &x))
+        FAIL("--alternate '%s' is invalid: accepted is a block count from 2 to 10000\n", v);
+      opt->alternate = (int)x;
       break;
     case OPT_DATA:
       if (bench_dist_parse(v, &opt->data))

@@ -57,8 +57,16 @@ void bench_report_header(FILE *out, const bench_run_info *in) {
                "rank sends per call;\n# ratio = bytes in / bytes on the wire; codec: compress + "
                "decompress per call;\n# rel_err = ||result - exact sum|| / ||exact sum|| after "
                "warm-up and timed iterations (error feedback on)\n");
-  fprintf(out, "# none = the plain all-reduce (%s, not through squall); speedup = time of none / time\n#\n",
-          !strcmp(in->backend, "mpi") ? "PMPI_Allreduce" : "pncclAllReduce");
+  if (o->alternate)
+    fprintf(out, "# alternating blocks: %d blocks of %d calls through squall and %d of the plain all-reduce\n"
+                 "# (%s), interleaved after %d warm-up calls through squall; time: max over ranks of each\n"
+                 "# block's mean call, median over blocks; speedup = the plain blocks' time / time;\n"
+                 "# none = squall with compression off (what it adds to calls it passes through)\n#\n",
+            o->alternate, o->iters, o->iters, !strcmp(in->backend, "mpi") ? "PMPI_Allreduce" : "pncclAllReduce",
+            o->warmup);
+  else
+    fprintf(out, "# none = the plain all-reduce (%s, not through squall); speedup = time of none / time\n#\n",
+            !strcmp(in->backend, "mpi") ? "PMPI_Allreduce" : "pncclAllReduce");
   int cw = codec_width(o);
   fprintf(out, "#%11s %10s %*s %12s %8s %8s %12s %7s %7s %10s %9s %s\n", "size", "count", cw,
           "codec", "time", "algbw", "busbw", "wire", "ratio", "speedup", "codec", "rel_err", "path");
@@ -108,7 +116,7 @@ void bench_report_summary(FILE *out, const bench_run_info *in, const bench_row *
     }
     if (!last) continue;
     fprintf(out, "# %-*s", codec_width(o), last->codec);
-    if (!strcmp(last->codec, "none")) {
+    if (!strcmp(last->codec, "none") && !o->alternate) {
       fprintf(out, " busbw %.3f GB/s, %s per call", last->busbw_gbs, per_call(last->time_us, a, sizeof a));
     } else {
       if (last->speedup > 0)
@@ -138,7 +146,8 @@ void bench_report_summary(FILE *out, const bench_run_info *in, const bench_row *
             differ, in->seconds);
   else /* nccl-tests says N/A where it did not check */
     fprintf(out, "# %d results, %d checked (%s): %d out of bounds, %d where ranks differ; %.1f s in all\n", n,
-            checked, o->check ? "see the messages above" : "-c 0", wrong, differ, in->seconds);
+            checked, o->alternate ? "--alternate checks nothing" : o->check ? "see the messages above" : "-c 0",
+            wrong, differ, in->seconds);
   fflush(out);
 }
 
@@ -173,6 +182,8 @@ int bench_report_json(const char *path, const bench_run_info *in, const bench_ro
     num(f, "wire_bytes", r->wire_bytes, 1, "%.10g"); /* a mean over ranks */
     num(f, "ratio", r->ratio, r->ratio > 0, "%.6g");
     num(f, "speedup", r->speedup, r->speedup > 0, "%.6g");
+    num(f, "plain_us", r->plain_us, r->plain_us > 0, "%.3f"); /* --alternate: the interleaved plain blocks */
+    fprintf(f, ", \"alternate_blocks\": %d", in->opt->alternate);
     num(f, "rel_err", r->rel_err, r->checked, "%.6g");
     num(f, "codec_us", r->codec_us, 1, "%.3f");
     str(f, "path", r->path);

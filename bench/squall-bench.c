@@ -330,6 +330,90 @@ static void run_one(bench_ctx *c, const char *codec, void *send, void *recv, flo
   }
 }
 
+/* --alternate: what squall costs against the plain all-reduce where the
+ * difference is a few percent, which separate runs cannot resolve (the
+ * machine's speed drifts between them): blocks of -n calls through squall
+ * and of plain calls, interleaved on the same buffers, the order swapped
+ * every block, after -w warm-up calls through squall (which let the cost
+ * model settle a size class). A block's time is the slowest rank's mean
+ * call; the row is the median block, against the plain blocks' median.
+ * "none" runs squall with compression off: what squall adds to the calls
+ * it passes through. No check of the result (the usual rows have it). */
+static double median_of(double *x, int n) {
+  qsort(x, (size_t)n, sizeof *x, cmp_double);
+  return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
+static void run_alternating(bench_ctx *c, const char *codec, void *send, void *recv, float *stage, size_t count,
+                            bench_row *row) {
+  const bench_options *o = c->opt;
+  size_t bytes = count * sizeof(float);
+  int p = c->nranks, blocks = o->alternate;
+  squallConfig_t cfg = c->base;
+  if (squallConfigSet(&cfg, "SQUALL_COMPRESS", codec) != squallSuccess || squallSetConfig(&cfg) != squallSuccess)
+    die(c, squallGetLastError());
+  c->be->reset_residuals(c->comm);
+  for (int it = 0; it < o->warmup; it++) {
+    fill(c, send, stage, count, it);
+    allreduce(c, 0, send, recv, count);
+    progress(c, bytes, codec, it + 1, o->warmup + 2 * blocks * o->iters);
+  }
+  double *t = malloc(sizeof(double) * 2 * (size_t)blocks); /* [squall blocks | plain blocks] */
+  if (t == NULL) die(c, "out of memory for timings");
+  squallStats_t s0, s1;
+  squallStatsGet(&s0);
+  double codec_s = 0.0;
+  for (int b = 0; b < blocks; b++)
+    for (int side = 0; side < 2; side++) {
+      int plain = side ^ (b & 1); /* squall first in even blocks, plain first in odd ones */
+      fill(c, send, stage, count, o->warmup + b);
+      mpi_ok(c, MPI_Barrier(c->comm), "MPI_Barrier");
+      squallStats_t k0, k1;
+      squallStatsGet(&k0);
+      double t0 = MPI_Wtime();
+      for (int it = 0; it < o->iters; it++) allreduce(c, plain, send, recv, count);
+      double el = (MPI_Wtime() - t0) / o->iters;
+      squallStatsGet(&k1);
+      if (!plain) codec_s += k1.codecSeconds - k0.codecSeconds;
+      t[plain * blocks + b] = el;
+      progress(c, bytes * (size_t)o->iters, codec, o->warmup + (2 * b + side + 1) * o->iters,
+               o->warmup + 2 * blocks * o->iters);
+    }
+  squallStatsGet(&s1);
+  mpi_ok(c, MPI_Allreduce(MPI_IN_PLACE, t, 2 * blocks, MPI_DOUBLE, MPI_MAX, c->comm), "MPI_Allreduce of the times");
+  double squall_t = median_of(t, blocks), plain_t = median_of(t + blocks, blocks);
+  free(t);
+  uint64_t calls = (uint64_t)blocks * (uint64_t)o->iters;
+  double sum[2] = {(double)(s1.bytesWire - s0.bytesWire) / (double)calls, (double)(s1.bytesIn - s0.bytesIn)},
+         mx = codec_s / (double)calls;
+  mpi_ok(c, MPI_Allreduce(MPI_IN_PLACE, sum, 2, MPI_DOUBLE, MPI_SUM, c->comm), "MPI_Allreduce of the sums");
+  mpi_ok(c, MPI_Allreduce(MPI_IN_PLACE, &mx, 1, MPI_DOUBLE, MPI_MAX, c->comm), "MPI_Allreduce of the times");
+  squallStats_t d = {0};
+  d.compressedCalls = s1.compressedCalls - s0.compressedCalls;
+  d.passthroughCalls = s1.passthroughCalls - s0.passthroughCalls;
+  int reason = -1;
+  uint64_t most = 0;
+  for (int k = 0; k < squallPassNumReasons; k++)
+    if (s1.passthrough[k] - s0.passthrough[k] > most) most = s1.passthrough[k] - s0.passthrough[k], reason = k;
+  uint64_t ring = p > 1 ? 2 * (uint64_t)(p - 1) * bytes / (uint64_t)p : 0;
+  memset(row, 0, sizeof *row);
+  row->bytes = bytes;
+  row->count = count;
+  snprintf(row->codec, sizeof row->codec, "%s", codec);
+  row->time_us = row->mean_us = squall_t * 1e6;
+  row->plain_us = plain_t * 1e6;
+  row->algbw_gbs = squall_t > 0 ? (double)bytes / squall_t / 1e9 : 0.0;
+  row->busbw_gbs = row->algbw_gbs * (p > 1 ? 2.0 * (p - 1) / p : 1.0);
+  row->wire_bytes = sum[0] / p;
+  row->ratio = sum[0] > 0 ? sum[1] / (sum[0] * (double)calls) : 0.0;
+  row->codec_us = mx * 1e6;
+  row->speedup = squall_t > 0 ? plain_t / squall_t : -1;
+  /* "none" went through squall here: its path is squall's, not plain's */
+  row->path = d.compressedCalls == 0 ? "passthrough"
+                                     : path_of(codec, &d, (uint64_t)llround(sum[0] / p), ring, &cfg);
+  row->pass_reason = reason < 0 ? NULL : squallPassReasonName((squallPassReason_t)reason);
+}
+
 /* All ranks agree whether everyone allocated, so that nobody waits on a
  * rank that is about to stop. */
 static void all_ok_or_exit(bench_ctx *c, int ok, const char *what, int status) {
@@ -469,7 +553,8 @@ int main(int argc, char **argv) {
   bench_row *rows = calloc((size_t)nsizes * (size_t)opt.ncodecs, sizeof *rows);
   all_ok(&c, rows != NULL, "out of memory for the results");
   for (int s = 0; s < nsizes; s++)
-    c.work_total += (double)sizes[s] * opt.ncodecs * (opt.warmup + opt.iters);
+    c.work_total += (double)sizes[s] * opt.ncodecs *
+                    (opt.warmup + (opt.alternate ? 2 * opt.alternate : 1) * opt.iters);
   bench_run_info info = {.nranks = c.nranks, .backend = c.be->name, .memory = c.be->memory,
                          .opt = &opt, .base = &c.base, .link = getenv("SQUALL_BENCH_LINK")};
   if (info.link && !*info.link) info.link = NULL;
@@ -501,11 +586,13 @@ int main(int argc, char **argv) {
     bench_row *first = &rows[nrows];
     fill(&c, send, stage, count, 0); /* data, not whatever the allocation held */
     warm_up(&c, send, recv, count, opt.warmup);
-    for (int k = 0; k < opt.ncodecs; k++) run_one(&c, opt.codecs[k], send, recv, stage, count, &rows[nrows++]);
-    /* Speedups need none's time at this size, whatever its place in -C. */
+    for (int k = 0; k < opt.ncodecs; k++)
+      (opt.alternate ? run_alternating : run_one)(&c, opt.codecs[k], send, recv, stage, count, &rows[nrows++]);
+    /* Speedups need none's time at this size, whatever its place in -C
+     * (--alternate: each row has its own plain blocks). */
     const bench_row *none = NULL;
     for (int k = 0; k < opt.ncodecs; k++)
-      if (!strcmp(first[k].codec, "none")) none = &first[k];
+      if (!strcmp(first[k].codec, "none") && !opt.alternate) none = &first[k];
     for (int k = 0; k < opt.ncodecs; k++) {
       if (none && first[k].time_us > 0) first[k].speedup = none->time_us / first[k].time_us;
       if (out) bench_report_row(out, &opt, &first[k]);

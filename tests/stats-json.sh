@@ -25,6 +25,21 @@ for r in (0, 1):
 print("stats json: 2 passed, 0 failed")
 PY
 
+# A two-level call (4 ranks, 2 nodes faked through MPI_COMM_TYPE_SHARED)
+# that runs its shard across nodes in chunks counts them: pipelined_calls
+# and pipeline_chunks, as a flat call's do (they read 0 before).
+if test -x "$SQUALL_BUILDDIR/tests/test_audit_mpi"; then
+  SQUALL_STATS="$dir/two-level.%r.json" AUDIT_FAKE_NODES=1 CK_RUN_CASE=chunks \
+    "$SQUALL_BUILDDIR/tests/run-mpi.sh" 4 -x SQUALL_STATS -x AUDIT_FAKE_NODES -x CK_RUN_CASE \
+    "$SQUALL_BUILDDIR/tests/test_audit_mpi" > "$dir/log3" 2>&1 || { cat "$dir/log3"; exit 1; }
+  for r in 0 1 2 3; do
+    python3 -c 'import json, sys; s = json.load(open(sys.argv[1]))
+assert s["two_level_calls"] >= 1 and s["pipelined_calls"] >= 1 and s["pipeline_chunks"] >= 2 * s["pipelined_calls"], s' \
+      "$dir/two-level.$r.json" || { echo "rank $r: a two-level call's chunks are not counted"; exit 1; }
+  done
+  echo "stats json: a two-level call's chunks are counted"
+fi
+
 # A process whose only all-reduce MPI refuses (aliased buffers, before
 # anything reaches the engine) still writes its file, with no calls in it.
 py=

@@ -118,7 +118,8 @@ static int run_plain(comm_state *s, const squall_decision *d, const void *sendbu
   int rc = PMPI_Allreduce(send, recvbuf, count, datatype, op, comm);
   double t1 = squall__now();
   if (rc == MPI_SUCCESS) {
-    squall__engine_note_plain(s->engine, (uint64_t)count * (uint64_t)size, t1 - t0, t1 - d->t_start);
+    squall__engine_note_plain(s->engine, (uint64_t)count * (uint64_t)size, t1 - t0,
+                              t1 - (d->t_start > 0 ? d->t_start : t0));
     if (d->fold) squall__engine_fold_done(s->engine, d);
   }
   return rc;

@@ -97,7 +97,8 @@ void squall__engine_free(squall_engine *engine);
  * below the size threshold) and that carries no residual. Fills d and
  * records the call as squall__engine_allreduce would; the caller runs the
  * plain collective with the arguments as given, so that MPI's or NCCL's
- * own answer, errors included, is the caller's. 0: the caller runs
+ * own answer, errors included, is the caller's (d->t_start is 0: the
+ * whole call is the plain one). 0: the caller runs
  * squall__engine_allreduce, after its own checks of the arguments. */
 int squall__engine_passes(squall_engine *engine, const squall_call *call, squall_decision *d);
 
