@@ -196,6 +196,21 @@ static const char *path_of(const char *codec, const squallStats_t *d, uint64_t w
   return wire_per_call == ring ? "dense" : "sparse"; /* the engine's dense fallback */
 }
 
+/* The timed calls' compressed and passed-through counts (into *d), and
+ * the reason most of those that passed through had (-1: none did; the
+ * same on every rank: every reason is decided from inputs the ranks
+ * share). */
+static int timed_calls(const squallStats_t *s0, const squallStats_t *s1, squallStats_t *d) {
+  memset(d, 0, sizeof *d);
+  d->compressedCalls = s1->compressedCalls - s0->compressedCalls;
+  d->passthroughCalls = s1->passthroughCalls - s0->passthroughCalls;
+  int reason = -1;
+  uint64_t most = 0;
+  for (int k = 0; k < squallPassNumReasons; k++)
+    if (s1->passthrough[k] - s0->passthrough[k] > most) most = s1->passthrough[k] - s0->passthrough[k], reason = k;
+  return reason;
+}
+
 static void run_one(bench_ctx *c, const char *codec, void *send, void *recv, float *stage,
                     size_t count, bench_row *row) {
   const bench_options *o = c->opt;
@@ -233,15 +248,8 @@ static void run_one(bench_ctx *c, const char *codec, void *send, void *recv, flo
                                : 0.5 * (times[o->iters / 2 - 1] + times[o->iters / 2]);
   free(times);
 
-  squallStats_t d = {0};
-  d.compressedCalls = s1.compressedCalls - s0.compressedCalls;
-  d.passthroughCalls = s1.passthroughCalls - s0.passthroughCalls;
-  /* why the timed calls passed through (the same on every rank: every
-   * reason is decided from inputs the ranks share) */
-  int reason = -1;
-  uint64_t most = 0;
-  for (int k = 0; k < squallPassNumReasons; k++)
-    if (s1.passthrough[k] - s0.passthrough[k] > most) most = s1.passthrough[k] - s0.passthrough[k], reason = k;
+  squallStats_t d;
+  int reason = timed_calls(&s0, &s1, &d);
   uint64_t wire = s1.bytesWire - s0.bytesWire, in = s1.bytesIn - s0.bytesIn;
   uint64_t ring = p > 1 ? 2 * (uint64_t)(p - 1) * bytes / (uint64_t)p : 0;
   if (s1.calls == s0.calls) { /* a backend that bypasses squall's counters */
@@ -388,13 +396,8 @@ static void run_alternating(bench_ctx *c, const char *codec, void *send, void *r
          mx = codec_s / (double)calls;
   mpi_ok(c, MPI_Allreduce(MPI_IN_PLACE, sum, 2, MPI_DOUBLE, MPI_SUM, c->comm), "MPI_Allreduce of the sums");
   mpi_ok(c, MPI_Allreduce(MPI_IN_PLACE, &mx, 1, MPI_DOUBLE, MPI_MAX, c->comm), "MPI_Allreduce of the times");
-  squallStats_t d = {0};
-  d.compressedCalls = s1.compressedCalls - s0.compressedCalls;
-  d.passthroughCalls = s1.passthroughCalls - s0.passthroughCalls;
-  int reason = -1;
-  uint64_t most = 0;
-  for (int k = 0; k < squallPassNumReasons; k++)
-    if (s1.passthrough[k] - s0.passthrough[k] > most) most = s1.passthrough[k] - s0.passthrough[k], reason = k;
+  squallStats_t d;
+  int reason = timed_calls(&s0, &s1, &d);
   uint64_t ring = p > 1 ? 2 * (uint64_t)(p - 1) * bytes / (uint64_t)p : 0;
   memset(row, 0, sizeof *row);
   row->bytes = bytes;

@@ -16,7 +16,8 @@
  *     plain MPI, argument errors, intercommunicators, and nothing logged
  *     for calls squall never touches;
  *   - device buffers (a CUDA-aware MPI) pass through, from an injected
- *     "is device" answer.
+ *     "is device" answer;
+ *   - threads, each on a communicator of its own, at once.
  * MPI failures are injected here by defining the PMPI functions squall
  * calls: each forwards to the real one (dlsym RTLD_NEXT) unless armed,
  * and an armed failure does what MPI does: it calls the communicator's
@@ -28,6 +29,7 @@
 #endif
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,13 +109,14 @@ cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void
 #endif
 
 /* --------------------------------------------------------------- helpers */
+/* Dyadic inputs (integers in [-64, 64] times 1/8, so every sum below is
+ * exact), drawn as the other MPI suites draw them (splitmix64). */
 static uint64_t mix(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
   return x ^ (x >> 31);
 }
-/* Dyadic: integers in [-64, 64] times 1/8, so every sum below is exact. */
 static float dyadic(uint64_t seed, int r, size_t i) {
   return (float)((int)(mix(seed * 1000003u + (uint64_t)r * 7919u + i) % 129) - 64) / 8.0f;
 }
@@ -158,12 +161,12 @@ static uint64_t headers(void) {
 
 /* ------------------------------------------- every residual is delivered */
 /* T tensors of one size, called STEPS times each, in a fixed order or one
- * shuffled each step (the same shuffle on every rank), in a size class the
- * cost model declines (a link said to be 100 Tbit/s): after the first
- * calls, only the explorations compress. A call that passes through must
- * leave its tensor's residual empty (it carried it), whatever the tensor's
- * place in the order; conservation is exact over everything. */
-static void check_delivery(int T, int shuffled) {
+ * shuffled each step (the same shuffle on every rank), under specs[step /
+ * period % nspecs] (squallSetConfig at the same step on every rank). A
+ * call that passes through must leave its tensor's residual empty, flat
+ * and shard (it carried them), whatever the tensor's place in the order;
+ * conservation is exact over everything. */
+static void check_delivery(int T, int shuffled, const char *const *specs, int nspecs, int period) {
   enum { STEPS = 48 };
   const size_t n = 4096 + (size_t)T; /* a shape of its own per T */
   MPI_Comm comm = fresh_comm(MPI_ERRHANDLER_NULL);
@@ -177,6 +180,7 @@ static void check_delivery(int T, int shuffled) {
   }
   int *order = malloc(sizeof *order * (size_t)T), carried = 0, explored_late = 0;
   for (int step = 0; step < STEPS; step++) {
+    if (step % period == 0) use(specs[step / period % nspecs]);
     for (int j = 0; j < T; j++) order[j] = j;
     for (int j = T - 1; shuffled && j > 0; j--) { /* Fisher-Yates, the same seed on every rank */
       int k = (int)(mix((uint64_t)step * 131u + (uint64_t)j) % (uint64_t)(j + 1)), t = order[j];
@@ -232,12 +236,31 @@ static void check_delivery(int T, int shuffled) {
   drop_comm(&comm);
 }
 
+/* A size class the cost model declines (a link said to be 100 Tbit/s,
+ * flat: two-level calls are weighed by whole-call times, which vary):
+ * after the first calls, only the explorations compress, at the rhythm's
+ * positions, and every other call of every tensor carries what they left. */
 START_TEST(test_every_residual_delivered) {
-  use("SQUALL_COMPRESS=topk:0.01 SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=100000");
+  const char *declined[] = {"SQUALL_COMPRESS=topk:0.01 SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=100000 "
+                            "SQUALL_HIERARCHY=flat"};
   const int Ts[] = {1, 2, 3, 4, 8, 16};
   for (size_t i = 0; i < sizeof Ts / sizeof Ts[0]; i++) {
-    check_delivery(Ts[i], 0);
-    check_delivery(Ts[i], 1);
+    check_delivery(Ts[i], 0, declined, 1, 48);
+    check_delivery(Ts[i], 1, declined, 1, 48);
+  }
+}
+END_TEST
+
+/* Two levels (4 ranks as 2 nodes): steps that compress two-level leave
+ * shard residuals, and the steps after them, which pass through (below
+ * the size threshold), carry them at each shard's place. */
+START_TEST(test_shard_residuals_delivered) {
+  if (!fake_nodes) return;
+  const char *phases[] = {"SQUALL_COMPRESS=topk:0.01", "SQUALL_COMPRESS=topk:0.01 SQUALL_MIN_BYTES=1G"};
+  const int Ts[] = {1, 3, 4};
+  for (size_t i = 0; i < sizeof Ts / sizeof Ts[0]; i++) {
+    check_delivery(Ts[i], 0, phases, 2, 3);
+    check_delivery(Ts[i], 1, phases, 2, 3);
   }
 }
 END_TEST
@@ -455,6 +478,54 @@ START_TEST(test_intercomm_is_mpi) {
 }
 END_TEST
 
+/* ---------------------------------------------------------------- threads */
+/* Two threads per rank, each on a communicator of its own, at once
+ * (MPI_THREAD_MULTIPLE): compressed float sums give the same bits on
+ * every rank, and what squall never touches gives MPI's own bits. */
+typedef struct {
+  MPI_Comm comm;
+  int id, failures;
+} thread_job;
+
+static void *thread_calls(void *arg) {
+  thread_job *j = arg;
+  const size_t n = 3000;
+  float *g = malloc(n * 4), *out = malloc(n * 4), *lo = malloc(n * 4), *hi = malloc(n * 4);
+  double d[64], dref[64], dout[64];
+  for (int t = 0; t < 100; t++) {
+    for (size_t i = 0; i < n; i++) g[i] = dyadic((uint64_t)(j->id * 1000 + t), rank, i);
+    for (int i = 0; i < 64; i++) d[i] = dyadic((uint64_t)t, rank, (size_t)i) * 1e-3;
+    if (squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, j->comm) != MPI_SUCCESS) j->failures++;
+    PMPI_Allreduce(out, lo, (int)n, MPI_FLOAT, MPI_MIN, j->comm);
+    PMPI_Allreduce(out, hi, (int)n, MPI_FLOAT, MPI_MAX, j->comm);
+    if (memcmp(lo, hi, n * 4) != 0) j->failures++; /* ranks differ */
+    if (squallMpiAllreduce(d, dout, 64, MPI_DOUBLE, MPI_SUM, j->comm) != MPI_SUCCESS) j->failures++;
+    PMPI_Allreduce(d, dref, 64, MPI_DOUBLE, MPI_SUM, j->comm);
+    if (memcmp(dout, dref, sizeof dref) != 0) j->failures++;
+  }
+  free(g); free(out); free(lo); free(hi);
+  return NULL;
+}
+
+START_TEST(test_threads_on_their_own_communicators) {
+  int provided = 0;
+  MPI_Query_thread(&provided);
+  if (provided < MPI_THREAD_MULTIPLE) return; /* said by main() */
+  use("SQUALL_COMPRESS=fp16");
+  thread_job jobs[2];
+  pthread_t th[2];
+  for (int i = 0; i < 2; i++) {
+    jobs[i] = (thread_job){.comm = fresh_comm(MPI_ERRHANDLER_NULL), .id = i};
+    ck_assert_int_eq(pthread_create(&th[i], NULL, thread_calls, &jobs[i]), 0);
+  }
+  for (int i = 0; i < 2; i++) {
+    pthread_join(th[i], NULL);
+    ck_assert_msg(jobs[i].failures == 0, "thread %d: %d failures", i, jobs[i].failures);
+    drop_comm(&jobs[i].comm);
+  }
+}
+END_TEST
+
 /* ------------------------------------------------------ device buffers */
 /* Rank 0's buffer is "device memory" (a CUDA-aware MPI's), the others'
  * host memory: every rank passes the call through together. */
@@ -494,6 +565,7 @@ static void add(Suite *s, const char *name, const TTest *test) {
 static Suite *audit_suite(void) {
   Suite *s = suite_create("audit");
   add(s, "delivery", test_every_residual_delivered);
+  add(s, "shards", test_shard_residuals_delivered);
   add(s, "handlers", test_handler_changed_after_first_call);
   add(s, "classes", test_one_class_for_one_failure);
   add(s, "chunks", test_two_level_chunks_counted);
@@ -501,14 +573,18 @@ static Suite *audit_suite(void) {
   add(s, "mpi", test_pass_through_is_mpi);
   add(s, "intercomm", test_intercomm_is_mpi);
   add(s, "device", test_device_buffers_pass_through);
+  add(s, "threads", test_threads_on_their_own_communicators);
   return s;
 }
 
 int main(int argc, char **argv) {
   fake_nodes = getenv("AUDIT_FAKE_NODES") != NULL;
-  MPI_Init(&argc, &argv);
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  if (provided < MPI_THREAD_MULTIPLE && rank == 0)
+    printf("note: MPI gives no MPI_THREAD_MULTIPLE here: the threads probe is skipped\n");
   int failed = mpi_check_run(audit_suite());
   MPI_Finalize();
   return failed ? 1 : 0;

@@ -74,7 +74,10 @@ def main(argv):
             if key not in by_key:
                 keys.append(key)
                 by_key[key] = []
-            speedup = plain[r["size_bytes"]] / r["time_us"] if r["size_bytes"] in plain else float("nan")
+            if r.get("alternate_blocks"):  # --alternate: against the plain blocks interleaved with it
+                speedup = r["plain_us"] / r["time_us"] if r.get("plain_us") else float("nan")
+            else:
+                speedup = plain[r["size_bytes"]] / r["time_us"] if r["size_bytes"] in plain else float("nan")
             by_key[key].append((r["time_us"], speedup, r["codec_us"], r["wire_bytes"], r["rel_err"],
                                 bool(r.get("wrong")) or r.get("consistent") is False))  # None: not checked (-c 0)
 

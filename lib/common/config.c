@@ -669,6 +669,11 @@ void squall__config_get(squallConfig_t *config, uint64_t *gen) {
   pthread_mutex_unlock(&config_lock);
 }
 
+uint64_t squall__config_generation(void) {
+  pthread_once(&config_once, config_load);
+  return __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
+}
+
 squallResult_t squallSetConfig(const squallConfig_t *config) {
   SQ_RETURN_ERROR_IF(config == NULL, squallInvalidArgument, "squallSetConfig: config is NULL");
   for (size_t i = 0; i < SQ_ARRAY_SIZE(options); i++) {
@@ -679,7 +684,7 @@ squallResult_t squallSetConfig(const squallConfig_t *config) {
   pthread_once(&config_once, config_load);
   pthread_mutex_lock(&config_lock);
   current = *config;
-  generation++;
+  __atomic_store_n(&generation, generation + 1, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&config_lock);
   squall__log_set_level(config->debug);
   return squallSuccess;

@@ -34,6 +34,8 @@ squallResult_t squall__fail(squallResult_t code, const char *fmt, ...)
 /* The process-wide configuration and its generation, which every
  * squallSetConfig() bumps: engines re-agree with their peers when it moves. */
 void squall__config_get(squallConfig_t *config, uint64_t *generation);
+/* The generation alone (squallSetConfig bumps it): one atomic load. */
+uint64_t squall__config_generation(void);
 
 #define SQ_RETURN_ERROR_IF(cond, code, ...)                                   \
   do {                                                                        \

@@ -70,6 +70,17 @@ void squall__stats_record_path(squallStats_t *local, int path, int flat_reason, 
   pthread_mutex_unlock(&lock);
 }
 
+void squall__stats_record_pass(squallStats_t *local, int reason, uint64_t in, uint64_t inter, uint64_t intra) {
+  pthread_mutex_lock(&lock);
+  add(&process, reason, in, inter + intra, 0.0);
+  add_path(&process, 0, -1, inter, intra);
+  if (local) {
+    add(local, reason, in, inter + intra, 0.0);
+    add_path(local, 0, -1, inter, intra);
+  }
+  pthread_mutex_unlock(&lock);
+}
+
 void squall__stats_record_header(squallStats_t *local) {
   pthread_mutex_lock(&lock);
   process.headers++;

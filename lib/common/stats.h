@@ -22,6 +22,11 @@ void squall__stats_record(squallStats_t *local, int reason, uint64_t bytes_in,
 void squall__stats_record_path(squallStats_t *local, int path, int flat_reason, uint64_t inter,
                                uint64_t intra);
 
+/* A passed-through call: squall__stats_record and squall__stats_record_path
+ * (path 0) under one lock, for the calls squall adds least to. */
+void squall__stats_record_pass(squallStats_t *local, int reason, uint64_t bytes_in, uint64_t inter,
+                               uint64_t intra);
+
 /* Counts a call header exchanged. */
 void squall__stats_record_header(squallStats_t *local);
 

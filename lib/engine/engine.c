@@ -65,6 +65,7 @@ struct squall_engine {
   int header_every_call; /* host memory: the header costs no synchronisation */
   int agreed_nonblocking; /* the last header: some rank's communicator is non-blocking */
   uint64_t agreed_gen;   /* configuration generation of the last header */
+  squallConfig_t agreed_cfg; /* the configuration it agreed on (agreed_ok) */
   int agreed_valid, agreed_ok;
   uint64_t warned_gen; /* disagreement logged for this generation */
   int warned_valid;
@@ -839,6 +840,7 @@ static squallResult_t header(squall_engine *e, const squall_call *c, const squal
   e->agreed_gen = gen;
   e->agreed_valid = 1;
   e->agreed_ok = *agreed;
+  e->agreed_cfg = *cfg;
   if (!*agreed && !(e->warned_valid && e->warned_gen == gen)) {
     char mine[DESC_BYTES];
     describe(cfg, mine);
@@ -1140,8 +1142,8 @@ static void record(squall_engine *e, const squall_call *c, const squall_decision
     squall__stats_record(&e->stats, squallPassError, bytes_in, st->wire, st->codec_s);
   } else if (d->route == SQ_ROUTE_PASS) {
     uint64_t wire = squall__ring_allreduce_wire(bytes_in, e->tr.nranks);
-    squall__stats_record(&e->stats, (int)d->reason, bytes_in, wire, 0.0);
-    squall__hier_record(e->hier, &e->stats, 0, -1, wire); /* two-level: bytes at the node boundary */
+    int crosses = squall__hier_crosses(e->hier); /* two-level: bytes at the node boundary */
+    squall__stats_record_pass(&e->stats, (int)d->reason, bytes_in, crosses ? wire : 0, crosses ? 0 : wire);
   } else {
     squall__stats_record(&e->stats, -1, bytes_in, st->wire, st->codec_s);
     squall__hier_record(e->hier, &e->stats, 1, st->flat_reason, st->wire); /* flat path, and why */
@@ -1423,11 +1425,15 @@ int squall__engine_passes(squall_engine *e, const squall_call *c, squall_decisio
   memset(d, 0, sizeof *d); /* t_start 0: the plain call's own start (a clock read saved) */
   d->route = SQ_ROUTE_PASS;
   int pass = call_pass_reason(c, &d->reason);
-  if (!pass && c->count <= MAX_COUNT) {
-    squallConfig_t cfg;
-    uint64_t gen;
-    squall__config_get(&cfg, &gen);
-    pass = agreed_pass(e, c, &cfg, gen, &d->reason) && !fold_due(e, c);
+  /* while the generation stands where the ranks agreed, this rank's
+   * configuration is the one they agreed on: no snapshot needed */
+  if (!pass && c->count <= MAX_COUNT && e->agreed_valid) {
+    uint64_t gen = squall__config_generation();
+    pass = agreed_pass(e, c, &e->agreed_cfg, gen, &d->reason) && !fold_due(e, c);
+    /* never compressed while this configuration stands: no figure to
+     * learn from its plain call (compression off keeps its timings: a
+     * job may turn it on, and squall-bench's warm-ups time plain so) */
+    d->untimed = pass && (d->reason == squallPassSmall || d->reason == squallPassSingleRank);
   }
   if (!pass) return 0;
   run_state st;

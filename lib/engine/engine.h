@@ -75,6 +75,9 @@ typedef struct {
    * (g + residual; the receive buffer itself when in place) instead of
    * its input, and calls squall__engine_fold_done once it succeeded. NULL
    * otherwise. */
+  int untimed; /* a pass-through whose plain call the cost model has no use for (below
+                  SQUALL_MIN_BYTES, or fewer ranks than SQUALL_MIN_RANKS, as the ranks agreed):
+                  the caller need not time it (squall__engine_note_plain) */
   const float *fold;
   struct squall_tensor *fold_slot, *fold_shard_slot; /* what fold carries: the tensor's residual, its
                                                        two-level shard residual (either may be NULL) */

@@ -399,12 +399,15 @@ squallResult_t squall__hier_allreduce(squall_hier *h, const squall_call *c, squa
 
 /* Nodes not known yet (no compressed call so far) count as crossing: the
  * inter-node bytes are never less than what crossed (squall(7)). */
+int squall__hier_crosses(const squall_hier *h) {
+  int p = h ? h->tr->nranks : 1;
+  if (!(h && h->known && p > 1)) return 1;
+  int me = h->tr->rank;
+  return h->node_of[(me + 1) % p] != h->node_of[me];
+}
+
 void squall__hier_record(const squall_hier *h, squallStats_t *local, int path, int flat_reason, uint64_t wire) {
-  int p = h ? h->tr->nranks : 1, crosses = 1;
-  if (h && h->known && p > 1) {
-    int me = h->tr->rank;
-    crosses = h->node_of[(me + 1) % p] != h->node_of[me];
-  }
+  int crosses = squall__hier_crosses(h);
   squall__stats_record_path(local, path, flat_reason, crosses ? wire : 0, crosses ? 0 : wire);
 }
 
