@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * bench.h - squall-bench's shared types: the options a run was asked for,
  * one measured row per (size, codec), and the small modules that parse,

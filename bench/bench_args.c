@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * bench_args.c - squall-bench's command line, in nccl-tests' spelling
  * (-b -e -f -i -n -w -d -o -c, and -t -g -m -N -a -z -G -p -y -R -r -T -M at the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * bench_backend.c - the list of backends this build has and --backend's
  * choice among them. An NCCL backend, when the NCCL transport exists, is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * bench_backend.h - where the benchmark's buffers live and which squall
  * entry point all-reduces them. The driver (squall-bench.c) only talks to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * bench_backend_mpi.c - the host-memory backend: buffers from malloc,
  * all-reduce by squallMpiAllreduce (MPI_Allreduce's signature), plain by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * bench_backend_nccl.c - the device-memory backend: buffers from
  * cudaMalloc, all-reduce by squallAllReduce (ncclAllReduce's signature) on

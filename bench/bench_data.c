@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * bench_data.c - the gradients the benchmark feeds in, and the exact sum
  * they should produce.

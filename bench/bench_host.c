@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * bench_host.c - what the machine is, for the headers of squall-bench and
  * squall-codec-bench: figures mean little without the CPU they ran on.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * bench_plot.c - --plot FILE.png: effective bus bandwidth against message
  * size, one line per codec, drawn by gnuplot (Debian: gnuplot-nox). The

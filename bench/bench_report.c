@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * bench_report.c - what squall-bench prints: a header that says what was
  * run, an aligned row per (size, codec) as it finishes, a one-line summary

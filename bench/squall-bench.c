@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * squall-bench - how much faster squall's compressed all-reduce is than the
  * plain one, and at what accuracy cost, in the style of nccl-tests.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * squall-codec-bench - the host codecs alone, on one core, against the
  * memory floor: nanoseconds per element of each codec's whole encode and

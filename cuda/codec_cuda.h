@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * codec_cuda.h - the device twins of the host codecs in lib/codecs/codec.h.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cuda_check.h - propagate CUDA runtime errors, NCCLCHECK style: a failing
  * call returns its cudaError_t from the enclosing function. Launches are

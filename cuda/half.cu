@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * half.cu - device twins of the 16-bit codec (lib/codecs/codec_half.c): absmax,
  * power-of-two scale, encode with error feedback, decode. Per element the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * kernels_cuda.cu - the engine's kernel set on device memory: the CUDA
  * codec twins (half.cu, topk.cu, sparse.cu) plus the small element-wise

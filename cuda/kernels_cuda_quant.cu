@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * kernels_cuda_quant.cu - the device kernel set's entries for the
  * quantised codecs and the two-phase reductions (kernels_cuda.cu points at

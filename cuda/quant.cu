@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * quant.cu - device twins of the quantised codecs (lib/codecs/codec_quant.c):
  * per-bucket encode with error feedback, decode, and the rank-ordered fp32

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * sparse.cu - device twin of the sparse decoder (lib/codecs/codec_sparse.c): sums
  * the all-gathered top-k slots into a zeroed dense buffer, rank by rank.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * topk.cu - device twin of the top-k encoder (lib/codecs/codec_topk.c).
  *

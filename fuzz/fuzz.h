@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fuzz.h - what the fuzz targets share: the libFuzzer entry point, a check
  * that stops the run with a message (libFuzzer keeps the input as a crash;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fuzz_config.c - the configuration parser (squallConfigParse,
  * squallConfigSet) on arbitrary text.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fuzz_lossless.c - the lossless stage's decoder (squall__lossless_decode)
  * on payloads from a peer that may be corrupt, and its round trip.

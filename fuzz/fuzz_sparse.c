@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fuzz_sparse.c - the sparse decoder (squall__sparse_decode) on the slots
  * of every rank, which come from the network.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * make-seeds.c - writes the starting corpora of the fuzz targets:
  *   make-seeds DIR   ->  DIR/config, DIR/lossless, DIR/sparse

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * replay.c - runs a fuzz target over its committed corpus without
  * libFuzzer, so that `make check` replays every seed with the normal

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * squall.h - squeezed all-reduce: compressed gradient all-reduce.
  *

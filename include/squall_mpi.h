@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * squall_mpi.h - compressed all-reduce of host buffers over MPI.
  *

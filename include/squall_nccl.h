@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * squall_nccl.h - compressed all-reduce with ncclAllReduce's signature.
  *

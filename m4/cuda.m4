@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # SQUALL_CHECK_CUDA: find nvcc and cudart, test-compile a kernel.
 # Defines HAVE_CUDA (AM_CONDITIONAL and config.h), NVCC, NVCCFLAGS, CUDA_CFLAGS, CUDA_LIBS.
 AC_DEFUN([SQUALL_CHECK_CUDA], [

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Small helpers local to squall.
 
 AC_DEFUN([AX_CHECK_COMPILE_FLAG_SIMPLE], [

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The ABI of libsquall.so is exactly the SQUALL_API functions of the public
 # headers: none missing, none extra (an internal squall__ name, or a
 # function that left the headers, such as the old configuration printers),

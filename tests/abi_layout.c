@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * abi_layout - prints the layout of the public structs (size, and the
  * offset of every member) that a program compiled against include/squall.h

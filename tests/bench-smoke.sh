@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # bench-smoke.sh - squall-bench end to end on 3 ranks with tiny sizes: the
 # JSON parses and holds every (size, codec), the wire bytes follow the
 # formulas, each lossy codec's error is within its bound, the plot is a

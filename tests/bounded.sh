@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # bounded.sh COMMAND [ARGS...]: the test driver's log compiler; runs one test
 # with a time limit so that nothing in make check can hang it forever:
 # SQUALL_TEST_LIMIT seconds (default 400, above run-mpi.sh's 300 s for one

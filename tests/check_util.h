@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * check_util.h - helpers shared by the Check unit tests: a seeded random
  * generator (runs are reproducible), float bit access, a cheap assertion for

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The environment: a SQUALL_ variable that is no option (a typo) is named
 # on stderr with the option it may have meant, once; the options and the
 # variables of squall's own tools are not. And squall-info's option rules.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The test-only host-memory NCCL (tests/fakenccl) checked on 2 MPI ranks,
 # twice: non-blocking init answering ncclSuccess, then ncclInProgress (the
 # two answers real NCCL gives).

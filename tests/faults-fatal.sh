@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # On a communicator whose errors are fatal (MPI's default), a corrupt top-k
 # payload must end the job, not return: the engine keeps no way back for
 # the residual there (transport.h, failures_fatal). The job must stop

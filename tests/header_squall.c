@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* header_squall.c - squall.h stands alone: this file is built with only
  * include/ on the include path (no MPI, NCCL or CUDA), and squall.h must
  * not pull in any of their headers when they happen to be reachable. */

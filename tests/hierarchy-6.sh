@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The two-level all-reduce on 6 MPI ranks as 2 nodes x 3 ranks: a node
 # size that is not a power of two (3-step ring reduce-scatter, counts not
 # divisible by 3).

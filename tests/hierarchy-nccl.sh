@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The two-level all-reduce through squallAllReduce on the test-only host
 # NCCL: 4 ranks as 2 nodes x 2, then 3 ranks (2 + 1: uneven, flat).
 fake="$SQUALL_BUILDDIR/tests/fakenccl/.libs"

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The two-level all-reduce through the NCCL interposer (LD_PRELOAD), on 4
 # ranks as 2 nodes x 2 (SQUALL_RANKS_PER_NODE=2), fp16 on dyadic data so
 # that every result is exact (tests/test_hierarchy_preload checks them):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * hierarchy_model.h - an independent model of what squall's top-k must
  * return, flat and two-level, for the hierarchy tests (MPI and NCCL), from

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Man pages: every cross-reference name(N) in man/*.[1-9]* (man(7): .BR,
 # .IR, .RB, .RI, .BI, .IB "name (N)"; mdoc(7): Xr name N) that names a
 # squall page must exist in man/; other names must be in the list of

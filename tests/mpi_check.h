@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* mpi_check.h - running Check suites on every MPI rank. Check's fork mode
  * cannot be used after MPI_Init, so suites run in-process (CK_NOFORK) on all
  * ranks in the same order; rank 0 prints, and the exit status is the

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # squallAllReduce through libsquall on the test-only host NCCL, 2 and 3 ranks.
 fake="$SQUALL_BUILDDIR/tests/fakenccl/.libs"
 test -f "$fake/libnccl.so.2" || { echo "SKIP: host NCCL not built"; exit 77; }

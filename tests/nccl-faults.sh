@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # squallAllReduce's failure policy on the test-only host NCCL with injected
 # faults (FAKENCCL_FAULT), 2 and 3 ranks.
 fake="$SQUALL_BUILDDIR/tests/fakenccl/.libs"

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # What the NCCL interposer records about a communicator, when recording it
 # runs out of memory (tests/test_nccl_tracking.c): 2 ranks on the host NCCL.
 fake="$SQUALL_BUILDDIR/tests/fakenccl/.libs"

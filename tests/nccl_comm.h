@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nccl_comm.h - a communicator of the test NCCL over MPI_COMM_WORLD, for
  * the tests that drive squallAllReduce or the interposer. */
 #ifndef SQUALL_TESTS_NCCL_COMM_H

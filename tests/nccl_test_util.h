@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nccl_test_util.h - what the squallAllReduce tests over the test NCCL
  * share: dyadic test data (exact in any summation order) and a
  * configuration set from defaults plus a spec. */

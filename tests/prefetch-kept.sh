@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Every host codec whose source asks for software prefetches has them in
 # its compiled code. GCC deletes a call to a function that only prefetches
 # (it finds no side effects) unless the call was inlined first: for a while

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The NCCL interposer when NCCL is loaded with RTLD_LOCAL (as PyTorch loads
 # it): tests/test_preload_dlopen dlopens tests/.libs/preload_dlmod.so, which
 # links libnccl.so.2 (the host-memory test NCCL here). The interposer must

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # An independent, real MPI client under the MPI interposer: Debian's mpi4py
 # (python3-mpi4py, python3-numpy) calling comm.Allreduce, started with
 # mpirun -x LD_PRELOAD=libsquall-preload-mpi.so, and once through squall-run.

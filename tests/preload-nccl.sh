@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The NCCL interposer end to end: tests/test_preload_nccl, an NCCL program
 # that knows nothing of squall, on the host-memory NCCL (tests/fakenccl),
 # with no interposer (its own checks must hold), then under

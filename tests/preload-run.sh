@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # squall-run, the launcher: the environment it builds, its errors, and that
 # it runs the command with the interposer loaded.
 set -u

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * preload_dlmod.c - a small shared library that uses NCCL the way PyTorch's
  * libtorch_cuda does: linked with -lnccl, and itself loaded by its host with

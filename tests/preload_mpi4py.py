@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """preload_mpi4py.py - an unmodified MPI client (mpi4py + numpy) under
 squall's MPI interposer, libsquall-preload-mpi.so.
 

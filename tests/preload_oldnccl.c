@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * preload_oldnccl.c - a stand-in for an old or partial libnccl.so.2, for
  * tests/test_preload_dlopen --old-nccl: it has the group calls and

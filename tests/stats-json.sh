@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # SQUALL_STATS: one JSON file per process, every %r replaced by the rank, with the
 # documented keys and counts that add up; SQUALL_DEBUG=INFO logs a summary
 # per communicator at teardown.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Which rank names a SQUALL_STATS file where the rank comes from a
 # communicator (the NCCL side): the launcher's, where its environment
 # gives one for a world at least as large as the communicator (torchrun's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * stats_writer.c - a process that names its SQUALL_STATS file by a
  * communicator's rank and size, as the NCCL side does, and exits after the

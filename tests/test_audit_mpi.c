@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_audit_mpi.c - the standing adversarial suite of the MPI path (run
  * by tests/audit-2.sh on 2 ranks and tests/audit-4.sh on 4, where a faked

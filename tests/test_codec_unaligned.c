@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_codec_unaligned.c - the host codecs on buffers that are not aligned
  * for their element type. A user's MPI buffer can start anywhere (a numpy

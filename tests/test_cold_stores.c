@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_cold_stores.c - the decoders' cold outputs (cold_stores.c): the
  * streamed stores give the same bytes as the plain ones at every alignment

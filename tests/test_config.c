@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_config.c - the configuration table through the public API:
  * defaults, every accepted value of every variable, rejected values and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_costmodel.c - the cost model's arithmetic (lib/engine/costmodel.c):
  * the link fit recovers a known latency and bandwidth, follows a link

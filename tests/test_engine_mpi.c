@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_engine_mpi.c - the compressed all-reduce end to end over MPI ranks
  * (run by tests/engine-N.sh with 2, 3 and 4 ranks): pass-through is bit

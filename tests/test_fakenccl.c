@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_fakenccl.c - sanity test of the test-only host-memory NCCL
  * (tests/fakenccl), run on 2 MPI ranks by tests/fakenccl-2.sh.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_faults_mpi.c - the failure policy under injected faults, over MPI
  * (run by tests/faults-N.sh on 2 and 3 ranks):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_half.c - the 16-bit codec: fp16 and bf16 conversions against
  * independent references (GCC's _Float16, and a rounding reference written

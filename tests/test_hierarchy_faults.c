@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_hierarchy_faults.c - local failures on one rank around the two-level
  * all-reduce (run by tests/hierarchy-faults.sh on 4 ranks as 2 nodes x 2):

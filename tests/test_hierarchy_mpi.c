@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_hierarchy_mpi.c - the two-level all-reduce over MPI (run by
  * tests/hierarchy-4.sh on 4 ranks as 2 nodes x 2 with

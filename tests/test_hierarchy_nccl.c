@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_hierarchy_nccl.c - the two-level all-reduce through squallAllReduce
  * on the test-only host NCCL (tests/fakenccl), with SQUALL_RANKS_PER_NODE=2:

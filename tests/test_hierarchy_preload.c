@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_hierarchy_preload.c - a plain NCCL program (it knows nothing of
  * squall) for tests/hierarchy-preload.sh, which runs it under squall's

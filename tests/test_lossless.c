@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_lossless.c - the zstd stage: round trips, and corrupt or truncated
  * payloads from a peer are errors, never crashes or out-of-bounds writes. */
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_nccl_direct.c - squallAllReduce(), the direct API with
  * ncclAllReduce's signature, on host buffers through libsquall and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_nccl_faults.c - squallAllReduce's failure policy on the test-only
  * host NCCL (tests/fakenccl), whose FAKENCCL_FAULT fails or corrupts the

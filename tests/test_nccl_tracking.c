@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_nccl_tracking.c - what the NCCL interposer records about a
  * communicator (a PreMulSum op, a non-blocking mark), when recording it

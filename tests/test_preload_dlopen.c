@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_preload_dlopen.c - a host program that loads an NCCL-using library
  * with dlopen(RTLD_LOCAL), as Python loads PyTorch, run by

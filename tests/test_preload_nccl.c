@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_preload_nccl.c - an NCCL program that knows nothing of squall (plain
  * nccl.h, linked with -lnccl, unique ids broadcast with MPI), run by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_quant.c - the quantised codecs (int8, int4, fp8 e4m3, per-bucket
  * power-of-two scales): every code decodes to what an independent

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_reduce_encode.c - the owner's step of the 16-bit two-phase
  * all-reduce in one pass (squall__half_reduce_encode) gives the bits of the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_residual.c - which residual a call finds (lib/engine/residual.c),
  * over call patterns that real programs make: tensors at stable addresses,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_sparse.c - the host sparse decoder: the rank-ordered sum of every
  * rank's slot against a reference, fp16 slots with their own scales,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_topk.c - the host top-k encoder against a sort-based reference
  * (qsort by key descending, index ascending), on many input shapes, sizes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_topk_parts.c - a round's part of a top-k slot on the wire
  * (topk_parts.c): the packed part (16-bit indices under per-page counts)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_transport_mpi.c - the MPI transport's blocks of more than INT_MAX
  * bytes (tests/transport-3.sh, 3 ranks). MPI's counts are int, and a legal

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_twophase_mpi.c - the two-phase compressed all-reduce (int8, int4,
  * fp8; fp16 and bf16 with SQUALL_HALF_ACCUM=fp32) end to end over MPI

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # timeouts.sh - nothing in make check can hang forever:
 #   - every test goes through tests/bounded.sh (the log compilers for
 #     programs and for .sh scripts; any other test extension would not);

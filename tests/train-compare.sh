@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # train-compare.sh short|long - does compression hurt accuracy? One
 # comparison of squall-train (dense, fp16, bf16, top-k 1% with and without
 # error feedback, and a linear baseline) on 2 ranks, asserted from its JSON:

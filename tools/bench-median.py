@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """bench-median.py - the median of several squall-bench runs, with the spread.
 
   tools/bench-median.py run1.json run2.json run3.json [--size 64M] [--markdown]

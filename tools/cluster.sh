@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # cluster.sh - runs an MPI program on an emulated cluster of N nodes x R
 # ranks on this one machine: each node is a network namespace with its own
 # hostname (UTS namespace) and one "NIC", a veth link to a bridge that is

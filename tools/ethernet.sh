@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # ethernet.sh - runs a command as if its MPI ranks talked over Ethernet:
 # inside a private network namespace whose loopback is rate-limited with a
 # tc token bucket (tbf), with Open MPI forced onto TCP over that loopback.

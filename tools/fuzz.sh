@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # fuzz.sh - builds the fuzz targets (fuzz/fuzz_*.c) with clang's libFuzzer,
 # AddressSanitizer and UndefinedBehaviorSanitizer, and runs each one.
 #   tools/fuzz.sh [-o DIR] [--merge] [SECONDS [TARGET...]]

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """nic-bytes.py - bytes each node's NIC sends per all-reduce call, flat vs
 two-level, from squall's algorithm (not measured): N nodes of L ranks, ranks
 placed node by node, each rank contributing SIZE bytes of fp32.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # quickstart.sh - set up, build and run squall on a Debian 12 machine.
 #   tools/quickstart.sh bench [squall-bench args...]  build, then the benchmark on local ranks
 #     (it runs in ./build: relative paths in the arguments are relative to it)

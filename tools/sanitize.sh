@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # sanitize.sh - the sanitizer stage: builds squall with AddressSanitizer
 # and UndefinedBehaviorSanitizer (the system C compiler, --without-cuda) in
 # its own directory and runs `make check` there: the unit tests, the MPI

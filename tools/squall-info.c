@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* squall-info - prints the version, the build's features and the effective
  * configuration; exits 1 with the reason when the environment is invalid.
  * Everything it says about an option comes from squallConfigOption(). */

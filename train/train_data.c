@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* train_data.c - the teacher-labelled data set and its batches. */
 #include "train_data.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * train_data.h - the training program's data: a fixed-seed synthetic
  * classification task, and the global batches that the ranks split.

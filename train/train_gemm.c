@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * train_gemm.c - a small register-blocked matrix product, fast enough that a
  * 1M-parameter MLP trains in seconds on two cores without a BLAS.

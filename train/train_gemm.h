@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * train_gemm.h - the one matrix product the training program needs, on
  * row-major float matrices. Every element of C is summed over k in

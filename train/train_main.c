@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * squall-train - does gradient compression hurt accuracy? Trains the same
  * MLP from the same seed once per squall configuration (dense, fp16, bf16,

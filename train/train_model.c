@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * train_model.c - forward and backward of the MLP over a batch, all in
  * float, every sum in a fixed order (the result depends only on the inputs,

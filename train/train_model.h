@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * train_model.h - a multi-layer perceptron (ReLU hidden layers, softmax
  * cross-entropy) whose parameters and gradient each live in one flat float

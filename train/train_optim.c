@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* train_optim.c - SGD with momentum and a cosine schedule. */
 #include "train_optim.h"
 

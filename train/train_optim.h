@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * train_optim.h - SGD with momentum on a flat parameter buffer, with a
  * cosine learning-rate schedule. Every rank applies it to the same averaged

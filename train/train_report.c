@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* train_report.c - table, JSON and plot of a training comparison. */
 #ifdef HAVE_CONFIG_H
 #include "config.h"

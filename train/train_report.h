@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * train_report.h - the comparison's outputs: a Markdown table, a JSON file
  * (one line per run, so that shell tests can read it with awk), and a PNG of

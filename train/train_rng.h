@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * train_rng.h - the training program's random numbers: splitmix64, seeded
  * explicitly, so that the data set and the initial weights are the same bits

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* train_run.c - one data-parallel training run through squallMpiAllreduce. */
 #include "train_run.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * train_run.h - one data-parallel training run, as a framework does it: each
  * rank computes the gradient of its shard of the global batch, the flat

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * squall_mpi.c - squallMpiAllreduce(): MPI_Allreduce's contract on host
  * buffers, through the engine with the host codecs. Each communicator's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * squall_nccl.c - the NCCL side shared by squallAllReduce() and the
  * LD_PRELOAD interposer: per-communicator engines (one for device buffers,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * squall_nccl.h - the NCCL side of squall shared by the direct API
  * (squallAllReduce) and the LD_PRELOAD interposer: per-communicator state,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * codec.h - the host codecs: pure functions over buffers, no communication,
  * no global state but which stores write cold outputs faster on this host

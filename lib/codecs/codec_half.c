@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * codec_half.c - the host 16-bit codec (fp16 and bf16) and the absolute
  * maximum that picks its scale. Every element goes through codec_math.h, so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * codec_math.h - per-element arithmetic shared by the host codecs (cc) and
  * the CUDA kernels (nvcc). Both compilers include this one file, so a kernel

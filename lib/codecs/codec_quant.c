@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * codec_quant.c - the host quantised codecs (int8, int4, fp8 e4m3) with one
  * power-of-two scale per bucket, and the rank-ordered fp32 reductions the

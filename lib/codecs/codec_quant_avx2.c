@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * codec_quant_avx2.c - AVX2 inner loops of the quantised codecs, 8 lanes at
  * a time (see codec_quant_simd.h). Each lane computes what the scalar code

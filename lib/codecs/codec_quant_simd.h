@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * codec_quant_simd.h - the AVX2 inner loops of the quantised codecs
  * (codec_quant_avx2.c), private to codec_quant.c. Each function does the

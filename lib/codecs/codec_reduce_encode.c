@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * codec_reduce_encode.c - the owner's step of the 16-bit two-phase
  * all-reduce in one pass: the rank-ordered sum of its shard's blocks,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * codec_sparse.c - after the top-k exchange: the host sparse decoder sums
  * the slots of every rank into a dense vector, in rank order, so that every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * codec_topk.c - the host top-k encoder: exact selection of the k entries of
  * largest |a|, written as one slot of ascending u32 indices and fp32 or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * cold_stores.c - which stores a decoder uses for an output that goes cold
  * before anything reads it (SQ_OUT_COLD_BYTES): plain ones, which read each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* lossless.c - byte planes + zstd for top-k slots.
  *
  * Before zstd, a slot is rearranged so that bytes of the same kind sit

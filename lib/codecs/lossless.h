@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * lossless.h - the lossless stage for top-k slots on the host transport:
  * index gaps and values rearranged into byte planes (lossless.c), then

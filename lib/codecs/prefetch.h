@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * prefetch.h - software prefetches for the host codecs' streaming loops:
  * the hardware prefetcher of the 2-core EPYC KVM machines falls behind two

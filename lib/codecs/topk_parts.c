@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * topk_parts.c - a round's part of a top-k slot (entries [from, from + m)
  * of a k-entry slot), as it goes on the wire: raw, an m-entry slot of its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * config.c - the configuration table. One row per environment variable:
  * name, struct member, default, what is accepted, what it means, a parser,

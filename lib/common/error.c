@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* error.c - result strings (from the X-macro table in squall.h) and the
  * per-thread detail behind squallGetLastError(). */
 #include "common/internal.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fpenv.h - the floating-point environment squall's arithmetic assumes, for
  * the duration of a call: round to nearest, no flush-to-zero, no

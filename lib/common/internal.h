@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* internal.h - what every library file needs: the public header, config.h,
  * and the error macros (zstd's RETURN_ERROR_IF / FORWARD_IF_ERROR idiom). */
 #ifndef SQUALL_INTERNAL_H

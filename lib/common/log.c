@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* log.c - the logger behind SQ_WARN/SQ_INFO/SQ_TRACE. */
 #include "common/internal.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* log.h - SQUALL_DEBUG-levelled logging to stderr, NCCL_DEBUG style:
  * "host:pid:tid squall INFO message". */
 #ifndef SQUALL_LOG_H

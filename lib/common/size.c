@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* size.c - sizes in bytes: see size.h. */
 #include "common/size.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* size.h - the one parser of sizes in bytes, for SQUALL_MIN_BYTES,
  * SQUALL_EF_MAX_BYTES and squall-bench's -b/-e/-i. Self-contained (no other
  * squall header), so that squall-bench compiles the same source: it links

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* stats.c - the counters behind squallStatsGet() and SQUALL_STATS. */
 #define _POSIX_C_SOURCE 200809L /* st_mtim, fdopen, CLOCK_REALTIME under -std=c11 */
 #include "common/internal.h"

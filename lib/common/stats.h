@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * stats.h - statistics counters: process-wide (squallStatsGet, SQUALL_STATS
  * JSON at exit) and per communicator (the INFO summary at teardown).

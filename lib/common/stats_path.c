@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* stats_path.c - the SQUALL_STATS file name rule and its writability check
  * (see stats_path.h). */
 #define _POSIX_C_SOURCE 200809L /* access, stat under -std=c11 */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * stats_path.h - the SQUALL_STATS file of a rank: its name, and whether it
  * can be written. One rule for the library, which writes the file at exit,

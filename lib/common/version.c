@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* version.c - what this build is. */
 #include "common/internal.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * costmodel.c - see costmodel.h. The link fit: minimise
  * sum w_i (t_i - alpha c_i - beta b_i)^2 with weights that halve every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * costmodel.h - predicts, per call, whether compression beats the plain
  * all-reduce on this rank (SQUALL_COST_MODEL). Two measured inputs:

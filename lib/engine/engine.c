@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * engine.c - decides and runs one compressed all-reduce. Routes:
  *   16-bit: global max |a| -> power-of-two scale -> encode -> 16-bit

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * engine.h - one compressed all-reduce: decide (pass through, or which
  * codec), then compress -> exchange -> decompress through a transport and

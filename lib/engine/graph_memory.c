@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* graph_memory.c - see graph_memory.h. */
 #include "engine/graph_memory.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * graph_memory.h - kernel memory that a captured CUDA graph may still use.
  * A graph replays the addresses of its capture: once a call has been

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * hierarchy.c - the two-level all-reduce (see hierarchy.h): node discovery,
  * the node communicators, and the reduce-scatter / compressed shard

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * hierarchy.h - the two-level all-reduce: only what crosses the node
  * boundary is compressed. Inside a node, a dense fp32 reduce-scatter leaves

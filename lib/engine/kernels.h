@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * kernels.h - the set of codec kernels and memory operations the engine
  * runs, in one memory space: host (engine/kernels_host.c, over lib/codecs/codec_*.c) or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* engine/kernels_host.c - the engine's kernel set on host memory: thin wrappers
  * over the host codecs, plus the widening and narrowing of 16-bit data. */
 #include "common/internal.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* engine/kernels_host_quant.c - the host kernel set's entries for the
  * quantised codecs and the two-phase reductions: thin wrappers over
  * codecs/codec_quant.c (kept apart from kernels_host.c, which only points

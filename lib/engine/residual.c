@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* residual.c - residual slots grouped by shape (see residual.h for the
  * identity rules). Shapes are few, slots per shape are as many as the
  * model has tensors of that shape: linear lists are enough. */

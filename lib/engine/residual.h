@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * residual.h - per-shape state of one communicator: error-feedback
  * residuals and the call counts that drive warm-up.

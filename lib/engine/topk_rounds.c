@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* topk_rounds.c - top-k's exchange in rounds (see topk_rounds.h). */
 #include "common/internal.h"
 

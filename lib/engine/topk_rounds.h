@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * topk_rounds.h - top-k's exchange in rounds, on host transports with a
  * non-blocking all-gather, so that finishing the call overlaps the wire.

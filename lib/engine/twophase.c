@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * twophase.c - the two-phase compressed all-reduce (see twophase.h). Knows
  * the transport and kernel interfaces only, never MPI or NCCL.

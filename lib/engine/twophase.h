@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * twophase.h - the two-phase compressed all-reduce: reduce-scatter by
  * exchange, then all-gather, with the sum taken in fp32.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * preload_mpi.c - libsquall-preload-mpi.so, the MPI interposer, through the
  * standard PMPI profiling interface: the library defines MPI_Allreduce and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * preload_nccl.c - libsquall-preload.so, the NCCL interposer. Loaded with
  * LD_PRELOAD ahead of libnccl, it defines the NCCL functions squall must

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* preload_resolve.c - RTLD_NEXT first, then the already-loaded library by
  * soname; never the interposer's own symbol. */
 #ifndef _GNU_SOURCE

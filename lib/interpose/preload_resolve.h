@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * preload_resolve.h - finding the real functions behind an LD_PRELOAD
  * interposer. The interposer's own symbols shadow the library's public names,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * nccl_api.h - the NCCL functions squall itself calls, as a table. The
  * direct API (libsquall, linked with -lnccl) fills it with NCCL's profiling

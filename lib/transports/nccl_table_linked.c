@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nccl_linked.c - the NCCL table of libsquall, which links -lnccl: NCCL's
  * profiling names, so that an NCCL interposer loaded beside libsquall never
  * sees squall's own collectives. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * topology_mpi.c - what the two-level all-reduce needs from MPI (see
  * engine/hierarchy.c): the node a rank is on (MPI_Comm_split_type with

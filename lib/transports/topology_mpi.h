@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* topology_mpi.h - the MPI transport's operations for the two-level
  * all-reduce: node discovery, sub-communicators, reduce-scatter. */
 #ifndef SQUALL_TOPOLOGY_MPI_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * topology_nccl.c - what the two-level all-reduce needs from NCCL (see
  * engine/hierarchy.c), through the table of real NCCL functions so that an

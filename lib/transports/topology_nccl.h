@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* topology_nccl.h - the NCCL transport's operations for the two-level
  * all-reduce: sub-communicators (ncclCommSplit) and reduce-scatter. */
 #ifndef SQUALL_TOPOLOGY_NCCL_H

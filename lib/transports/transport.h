@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * transport.h - what the engine needs from a collective library, and
  * nothing about which one it is. transport_mpi.c fills it with MPI on host

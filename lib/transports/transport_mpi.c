@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* transport_mpi.c - MPI collectives for the engine (host memory). */
 #include "common/internal.h"
 

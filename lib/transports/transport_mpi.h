@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* transport_mpi.h - the engine's transport over MPI on host memory. Uses
  * the PMPI_ names so that an MPI interposer never sees squall's own calls. */
 #ifndef SQUALL_TRANSPORT_MPI_H

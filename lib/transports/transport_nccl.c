@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* transport_nccl.c - NCCL collectives for the engine, on the call's stream. */
 #include "common/internal.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* transport_nccl.h - the engine's transport over NCCL, through a table of
  * real NCCL functions, on the stream each call brings. Device memory
  * normally; host memory with the test-only host NCCL. NCCL is built only

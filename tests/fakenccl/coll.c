@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * coll.c - collectives and PreMulSum operators, on host buffers.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * comm.c - unique ids and communicators: creation, split, shrink, teardown
  * and queries.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fakenccl.h - internals of the test-only host-memory NCCL (tests/fakenccl).
  *

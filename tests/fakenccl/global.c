@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * global.c - the functions not tied to a communicator: version, error
  * strings, the last error, and host "device memory" allocation.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * group.c - ncclGroupStart/End. Operations run as soon as they are called,
  * also inside a group: that is correct as long as every rank issues its

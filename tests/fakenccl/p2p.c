@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * p2p.c - ncclSend/ncclRecv for the test NCCL. Unlike the collectives,
  * point-to-point calls cannot run as soon as they are called (every rank

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * reduce.c - datatypes and the arithmetic of reductions, on host memory.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * split_fault.c - an injected ncclCommSplit failure, for squall's two-level
  * all-reduce tests: with FAKENCCL_FAIL_SPLIT=1 in the environment (read at

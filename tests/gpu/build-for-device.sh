@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # build-for-device.sh - on a machine without a GPU, builds the bundle that
 # tests/gpu/run-gpu-checks.sh runs on a GPU machine: configures the tree in
 # tests/gpu/build/obj (ignored by git) for the GPU's SMs and runs

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # check-bundle.sh DIST - does the GPU bundle that `make gpu-bundle` linked
 # into DIST load on a GPU machine that has no MPI, zstd or Check? Checks:
 #   - shared libraries needed: libc's family and libstdc++ only, plus

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """ddp_squall.py - a one-process PyTorch DDP training run whose gradient
 all-reduces go through squall's NCCL interposer. run-gpu-checks.sh starts it
 as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * device_bench.c - what squall's device path costs a call, one rank on one
  * GPU: squallAllReduce on device buffers, each codec, against the plain

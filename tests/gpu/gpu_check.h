@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * gpu_check.h - what the GPU test programs share: the pass/fail counters,
  * CK() for CUDA calls that must succeed (after a fault the context is

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # run-gpu-checks.sh - every GPU check of tests/gpu in one command, on a
 # machine with an NVIDIA GPU, nvcc's runtime, Python with PyTorch and the
 # pip NCCL (no autotools, MPI or zstd needed there):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * selftest.c - the GPU self-test: every CUDA codec (cuda/codec_cuda.h)
  * against its host twin (lib/codecs/codec.h), bit for bit, plus timings.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_nccl_device.c - squall's compressed all-reduce on DEVICE buffers, one
  * rank, the real NCCL (SQUALL_MIN_RANKS=1 runs the whole compressed path on
