@@ -51,13 +51,17 @@ void bench_report_header(FILE *out, const bench_run_info *in) {
   fprintf(out, "# mpi: %s\n", in->mpi_library ? in->mpi_library : "unknown");
   fprintf(out, "# link: %s\n", in->link ? in->link
                                         : "as the ranks find it (no emulation: SQUALL_BENCH_LINK unset)");
-  fprintf(out, "#\n# out-of-place (separate send and receive buffers; in place, squall runs the same path)\n"
-               "# time: max over ranks of the median iteration; algbw = size/time; busbw = "
-               "algbw*2(P-1)/P\n# (one rank: busbw = algbw, ratio 0: nothing is exchanged)\n"
-               "# (for codecs: effective, from the uncompressed size); wire: bytes one "
-               "rank sends per call;\n# ratio = bytes in / bytes on the wire; codec: compress + "
-               "decompress per call;\n# rel_err = ||result - exact sum|| / ||exact sum|| after "
-               "warm-up and timed iterations (error feedback on)\n");
+  fprintf(out, "#\n# out-of-place (separate send and receive buffers; in place, squall runs the same path)\n");
+  if (!o->alternate)
+    fprintf(out, "# time: max over ranks of the median iteration; algbw = size/time; busbw = "
+                 "algbw*2(P-1)/P\n# (one rank: busbw = algbw, ratio 0: nothing is exchanged)\n"
+                 "# (for codecs: effective, from the uncompressed size); wire: bytes one "
+                 "rank sends per call;\n# ratio = bytes in / bytes on the wire; codec: compress + "
+                 "decompress per call;\n# rel_err = ||result - exact sum|| / ||exact sum|| after "
+                 "warm-up and timed iterations (error feedback on)\n");
+  else
+    fprintf(out, "# algbw = size/time; busbw = algbw*2(P-1)/P; wire: bytes one rank sends per call;\n"
+                 "# ratio = bytes in / bytes on the wire; codec: compress + decompress per call\n");
   if (o->alternate)
     fprintf(out, "# alternating blocks: %d blocks of %d calls through squall and %d of the plain all-reduce\n"
                  "# (%s), interleaved after %d warm-up calls through squall; time: max over ranks of each\n"

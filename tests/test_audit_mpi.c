@@ -84,6 +84,15 @@ int PMPI_Ialltoall(const void *sb, int sc, MPI_Datatype st, void *rb, int rc, MP
   return REAL(PMPI_Ialltoall)(sb, sc, st, rb, rc, rt, comm, req);
 }
 
+/* A slow link for plain calls (armed): float all-reduces of 1024 elements
+ * or more take 4 ms longer, so that the cost model finds compressing pays
+ * and probes plain now and then. */
+static int slow_plain;
+int PMPI_Allreduce(const void *sb, void *rb, int n, MPI_Datatype t, MPI_Op op, MPI_Comm comm) {
+  if (slow_plain && t == MPI_FLOAT && n >= 1024) usleep(4000);
+  return REAL(PMPI_Allreduce)(sb, rb, n, t, op, comm);
+}
+
 /* Nodes faked through MPI_COMM_TYPE_SHARED (audit-4.sh): ranks 2j and
  * 2j+1 share a "node", so that squall's own node discovery finds two. */
 int PMPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info info, MPI_Comm *out) {
@@ -96,8 +105,11 @@ int PMPI_Comm_split_type(MPI_Comm comm, int type, int key, MPI_Info info, MPI_Co
 }
 
 #ifdef HAVE_CUDA
-/* A CUDA-aware MPI's device buffer, where no GPU is: this one buffer says
- * it is device memory. */
+/* A CUDA-aware MPI's device buffer, where no GPU is: the driver "is
+ * loaded" (squall asks the runtime about pointers only then), and this one
+ * buffer says it is device memory. */
+int squall__cuda_driver_loaded(void);
+int squall__cuda_driver_loaded(void) { return 1; }
 static const void *fake_device;
 cudaError_t cudaPointerGetAttributes(struct cudaPointerAttributes *a, const void *p) {
   if (fake_device && p == fake_device) {
@@ -263,6 +275,79 @@ START_TEST(test_shard_residuals_delivered) {
     check_delivery(Ts[i], 0, phases, 2, 3);
     check_delivery(Ts[i], 1, phases, 2, 3);
   }
+}
+END_TEST
+
+/* A tensor whose buffers are new every step (both of them, as NumPy code
+ * hands out) carries its residual with it while compressed (squall(7),
+ * RESIDUALS), and so into the plain calls once compression is off: the
+ * first of them delivers everything, and the sums are exact. */
+START_TEST(test_fresh_buffers_deliver) {
+  const size_t n = 6007;
+  MPI_Comm comm = fresh_comm(MPI_ERRHANDLER_NULL);
+  enum { STEPS = 6 };
+  float *bufs[2 * STEPS];
+  double *sum_in = calloc(n, 8), *sum_out = calloc(n, 8), *kept = calloc(n, 8), *mine = calloc(n, 8);
+  float *res = malloc(n * 4);
+  for (int step = 0; step < STEPS; step++) {
+    if (step == 0) use("SQUALL_COMPRESS=topk:0.01");
+    if (step == STEPS / 2) use("SQUALL_COMPRESS=none");
+    float *g = bufs[2 * step] = malloc(n * 4), *out = bufs[2 * step + 1] = malloc(n * 4); /* kept alive: new addresses */
+    for (size_t i = 0; i < n; i++) {
+      g[i] = dyadic(700 + (uint64_t)step, rank, i);
+      for (int r = 0; r < nranks; r++) sum_in[i] += dyadic(700 + (uint64_t)step, r, i);
+    }
+    ck_assert_int_eq(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, comm), MPI_SUCCESS);
+    for (size_t i = 0; i < n; i++) sum_out[i] += out[i];
+    if (step < STEPS / 2) continue;
+    residual_of(comm, g, n, res);
+    ck_assert_msg(all_zero(res, n), "step %d: the pass-through left a residual", step);
+    for (size_t i = 0; i < n; i++)
+      MC_CHECK(sum_out[i] == sum_in[i], "step %d, element %zu: sent %.17g of %.17g", step, i, sum_out[i], sum_in[i]);
+  }
+  for (int i = 0; i < 2 * STEPS; i++) free(bufs[i]);
+  free(sum_in); free(sum_out); free(kept); free(mine); free(res);
+  drop_comm(&comm);
+}
+END_TEST
+
+/* A rank whose residual is empty where its peers' is not (its own
+ * affair: squallMpiResetResiduals is local) decides every call as they do,
+ * with the cost model on over a slow link: whether a pass-through folds
+ * must never change what the model learns (a review found a version where
+ * it decided whether the plain call was timed, and the ranks' probes then
+ * parted: a hang; here the pass-throughs of the size class fold on one
+ * rank only, and the calls after them must still meet). */
+START_TEST(test_rank_local_fold_keeps_ranks_together) {
+  const int nx = 10240, ny = 14336, T = 3;
+  MPI_Comm comm = fresh_comm(MPI_ERRHANDLER_NULL);
+  float *x[3], *xo[3], *y = malloc((size_t)ny * 4), *yo = malloc((size_t)ny * 4);
+  for (int j = 0; j < T; j++) {
+    x[j] = malloc((size_t)nx * 4);
+    xo[j] = malloc((size_t)nx * 4);
+    for (int i = 0; i < nx; i++) x[j][i] = dyadic((uint64_t)j, rank, (size_t)i);
+  }
+  for (int i = 0; i < ny; i++) y[i] = dyadic(99, rank, (size_t)i);
+  slow_plain = 1;
+  use("SQUALL_COMPRESS=topk:0.01 SQUALL_COST_MODEL=on SQUALL_HIERARCHY=flat");
+  for (int j = 0; j < T; j++) ck_assert_int_eq(squallMpiAllreduce(x[j], xo[j], nx, MPI_FLOAT, MPI_SUM, comm), MPI_SUCCESS);
+  use("SQUALL_COMPRESS=topk:0.01 SQUALL_COST_MODEL=on SQUALL_HIERARCHY=flat SQUALL_MIN_BYTES=48K");
+  if (rank == 1) squallMpiResetResiduals(comm); /* only rank 0 folds below */
+  for (int j = 0; j < T; j++) ck_assert_int_eq(squallMpiAllreduce(x[j], xo[j], nx, MPI_FLOAT, MPI_SUM, comm), MPI_SUCCESS);
+  for (int k = 0; k < 4; k++) {
+    ck_assert_int_eq(squallMpiAllreduce(y, yo, ny, MPI_FLOAT, MPI_SUM, comm), MPI_SUCCESS);
+    float *lo = malloc((size_t)ny * 4), *hi = malloc((size_t)ny * 4);
+    REAL(PMPI_Allreduce)(yo, lo, ny, MPI_FLOAT, MPI_MIN, comm);
+    REAL(PMPI_Allreduce)(yo, hi, ny, MPI_FLOAT, MPI_MAX, comm);
+    ck_assert_msg(memcmp(lo, hi, (size_t)ny * 4) == 0, "call %d: ranks differ", k);
+    free(lo); free(hi);
+  }
+  slow_plain = 0;
+  for (int j = 0; j < T; j++) {
+    free(x[j]); free(xo[j]);
+  }
+  free(y); free(yo);
+  drop_comm(&comm);
 }
 END_TEST
 
@@ -567,6 +652,8 @@ static Suite *audit_suite(void) {
   Suite *s = suite_create("audit");
   add(s, "delivery", test_every_residual_delivered);
   add(s, "shards", test_shard_residuals_delivered);
+  add(s, "fresh", test_fresh_buffers_deliver);
+  add(s, "together", test_rank_local_fold_keeps_ranks_together);
   add(s, "handlers", test_handler_changed_after_first_call);
   add(s, "classes", test_one_class_for_one_failure);
   add(s, "chunks", test_two_level_chunks_counted);

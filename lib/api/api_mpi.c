@@ -113,17 +113,16 @@ static int fail(MPI_Comm comm, int code) {
  * cost model; a fold's residual is emptied once it was delivered. */
 static int run_plain(comm_state *s, const squall_decision *d, const void *sendbuf, void *recvbuf, int count,
                      MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, int size) {
-  if (d->untimed) return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm); /* a clock read saved */
   /* a fold in place is in recvbuf already */
   const void *send = d->fold && sendbuf != MPI_IN_PLACE ? (const void *)d->fold : sendbuf;
-  double t0 = squall__now(); /* the plain call's time tells the cost model the link's speed */
+  double t0 = d->untimed ? 0.0 : squall__now(); /* the plain call's time tells the cost model the link's speed */
   int rc = PMPI_Allreduce(send, recvbuf, count, datatype, op, comm);
-  double t1 = squall__now();
-  if (rc == MPI_SUCCESS) {
+  if (rc == MPI_SUCCESS && !d->untimed) {
+    double t1 = squall__now();
     squall__engine_note_plain(s->engine, (uint64_t)count * (uint64_t)size, t1 - t0,
                               t1 - (d->t_start > 0 ? d->t_start : t0));
-    if (d->fold) squall__engine_fold_done(s->engine, d);
   }
+  if (rc == MPI_SUCCESS && d->fold) squall__engine_fold_done(s->engine, d);
   return rc;
 }
 
@@ -155,13 +154,16 @@ static int check_buffers(const void **sendbuf, void *recvbuf, int count) {
   return MPI_SUCCESS;
 }
 
-/* A CUDA-aware MPI takes device buffers; the host codecs cannot read them.
- * Whether a rank's buffers are device memory is its own affair: the call
- * header tells every rank, and all pass the call through together. */
+/* A CUDA-aware MPI takes device buffers; the host codecs cannot read them
+ * (managed memory they can). Whether a rank's buffers are device memory is
+ * its own affair: the call header tells every rank, and all pass the call
+ * through together. Asked only of a process that has loaded the CUDA
+ * driver (cuda_loaded.c). */
 static int device_memory(const void *sendbuf, const void *recvbuf) {
 #ifdef HAVE_CUDA
-  return squall__cuda_is_device_pointer(recvbuf) ||
-         (sendbuf != MPI_IN_PLACE && squall__cuda_is_device_pointer(sendbuf));
+  if (!squall__cuda_driver_loaded()) return 0;
+  return squall__cuda_pointer_type(recvbuf) == 1 ||
+         (sendbuf != MPI_IN_PLACE && squall__cuda_pointer_type(sendbuf) == 1);
 #else
   (void)sendbuf; (void)recvbuf;
   return 0; /* built without CUDA: nothing to ask */

@@ -1059,8 +1059,8 @@ static float *fold_buffer(squall_engine *e, const squall_call *c, float *work) {
 
 static void fold_into_plain(squall_engine *e, const squall_call *c, float *work, squall_tensor *slot,
                             squall_decision *d) {
-  if (!can_fold(e, c)) return;
-  squall_tensor *t = slot ? slot : squall__residuals_find(e->residuals, hint_of(c), c->count, kind_of(c));
+  if (!can_fold(e, c) || c->send == NULL || c->recv == NULL) return;
+  squall_tensor *t = slot ? slot : squall__engine_carrier_slot(e, c);
   size_t first = 0, s = 0;
   squall_tensor *sh = squall__hier_shard_slot(e->hier, c, &first, &s);
   if (!holds_mass(t)) t = NULL;
@@ -1103,8 +1103,8 @@ void squall__engine_fold_done(squall_engine *e, const squall_decision *d) {
   if (d->fold_shard_slot) empty_residual(e, d->fold_shard_slot, d->fold_shard_slot->count);
 }
 
-squall_tensor *squall__engine_find_slot(squall_engine *e, const squall_call *c) {
-  return squall__residuals_find(e->residuals, hint_of(c), c->count, kind_of(c));
+squall_tensor *squall__engine_carrier_slot(squall_engine *e, const squall_call *c) {
+  return squall__residuals_carrier(e->residuals, hint_of(c), c->count, kind_of(c));
 }
 
 void squall__engine_note_plain(squall_engine *e, uint64_t bytes, double seconds, double whole_seconds) {
@@ -1216,6 +1216,14 @@ static int settled_plain(const squall_engine *e, const squall_call *c, uint64_t 
          squall__cost_settled(&e->cost, bytes_in);
 }
 
+/* Agreed pass-throughs that are never compressed while the configuration
+ * stands (below SQUALL_MIN_BYTES, fewer ranks than SQUALL_MIN_RANKS): the
+ * cost model has no use for their plain call's time. Compression off keeps
+ * its timings: a job may turn it on, and squall-bench's warm-ups time plain
+ * so. From the reason alone, the same on every rank: the model's plain
+ * counts steer its probes, which every rank must choose alike. */
+static int untimed(squallPassReason_t why) { return why == squallPassSmall || why == squallPassSingleRank; }
+
 /* Pass-throughs whose tensor may still hold a residual from earlier
  * compressed calls: the configuration's, not the call's own. */
 static int folds_for(squallPassReason_t why) {
@@ -1235,17 +1243,17 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   SQ_RETURN_ERROR_IF(c->count > MAX_COUNT, squallInvalidArgument,
                      "count %zu is too large (at most %zu elements)", c->count, (size_t)MAX_COUNT);
   uint64_t bytes_in = (uint64_t)c->count * c->elsize;
-  if (agreed_pass(e, c, &cfg, gen, &d->reason)) {
+  if (agreed_pass(e, c, &cfg, gen, &d->reason)) { /* (squall__engine_passes takes these first) */
+    d->untimed = untimed(d->reason);
     fold_into_plain(e, c, NULL, NULL, d);
     return squallSuccess;
   }
   if (settled_plain(e, c, bytes_in)) {
     d->reason = squallPassNotPaying;
-    /* no lookup: the tensor is still live all the same */
-    if (cfg.errorFeedback) squall__residuals_touch(e->residuals, hint_of(c), c->count, kind_of(c));
     squall__cost_declined(&e->cost, bytes_in); /* counts toward the next exploration */
     squall__cost_judged(&e->cost, bytes_in, 1);
-    fold_into_plain(e, c, NULL, NULL, d);
+    if (can_fold(e, c)) fold_into_plain(e, c, NULL, NULL, d); /* marks the tensor as used too */
+    else if (cfg.errorFeedback) squall__residuals_touch(e->residuals, hint_of(c), c->count, kind_of(c));
     return squallSuccess;
   }
 
@@ -1416,25 +1424,17 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   return squallSuccess;
 }
 
-static int fold_due(squall_engine *e, const squall_call *c) {
-  size_t first = 0, s = 0;
-  return can_fold(e, c) && (holds_mass(squall__engine_find_slot(e, c)) ||
-                            holds_mass(squall__hier_shard_slot(e->hier, c, &first, &s)));
-}
-
 int squall__engine_passes(squall_engine *e, const squall_call *c, squall_decision *d) {
   memset(d, 0, sizeof *d); /* t_start 0: the plain call's own start (a clock read saved) */
   d->route = SQ_ROUTE_PASS;
   int pass = call_pass_reason(c, &d->reason);
   /* while the generation stands where the ranks agreed, this rank's
    * configuration is the one they agreed on: no snapshot needed */
-  if (!pass && c->count <= MAX_COUNT && e->agreed_valid) {
-    uint64_t gen = squall__config_generation();
-    pass = agreed_pass(e, c, &e->agreed_cfg, gen, &d->reason) && !fold_due(e, c);
-    /* never compressed while this configuration stands: no figure to
-     * learn from its plain call (compression off keeps its timings: a
-     * job may turn it on, and squall-bench's warm-ups time plain so) */
-    d->untimed = pass && (d->reason == squallPassSmall || d->reason == squallPassSingleRank);
+  if (!pass && c->count <= MAX_COUNT && e->agreed_valid &&
+      agreed_pass(e, c, &e->agreed_cfg, squall__config_generation(), &d->reason)) {
+    pass = 1;
+    d->untimed = untimed(d->reason);
+    fold_into_plain(e, c, NULL, NULL, d); /* this rank's own affair: the collective is plain either way */
   }
   if (!pass) return 0;
   run_state st;

@@ -95,15 +95,17 @@ squall_engine *squall__engine_create(const squall_transport *transport, const sq
  * SQUALL_DEBUG=INFO. Accepts NULL. */
 void squall__engine_free(squall_engine *engine);
 
-/* 1 when the call passes through with nothing squall does: a call the
- * engine never compresses (its type, op or communicator), or one that the
- * configuration the ranks agreed on passes through (compression off,
- * below the size threshold) and that carries no residual. Fills d and
- * records the call as squall__engine_allreduce would; the caller runs the
- * plain collective with the arguments as given, so that MPI's or NCCL's
- * own answer, errors included, is the caller's (d->t_start is 0: the
- * whole call is the plain one). 0: the caller runs
- * squall__engine_allreduce, after its own checks of the arguments. */
+/* 1 when the call passes through without anything collective of
+ * squall's: a call the engine never compresses (its type, op or
+ * communicator), or one that the configuration the ranks agreed on
+ * passes through (compression off, below the size threshold, fewer ranks
+ * than SQUALL_MIN_RANKS), which may carry its tensor's residual (d->fold).
+ * The same answer on every rank. Fills d and records the call as
+ * squall__engine_allreduce would; the caller runs the plain collective
+ * with the arguments as given (or d->fold), so that MPI's or NCCL's own
+ * answer, errors included, is the caller's (d->t_start is 0: the whole
+ * call is the plain one). 0: the caller runs squall__engine_allreduce,
+ * after its own checks of the arguments. */
 int squall__engine_passes(squall_engine *engine, const squall_call *call, squall_decision *d);
 
 /* Runs the call. squallSuccess with d->route == SQ_ROUTE_PASS: the caller
@@ -158,9 +160,9 @@ uint64_t squall__ring_allreduce_wire(uint64_t bytes, int p);
  * residual's fold). */
 void squall__engine_note_plain(squall_engine *engine, uint64_t bytes, double seconds, double whole_seconds);
 
-/* The slot holding the residual of call c (a shard call: its shard
- * residual), if one is bound to its buffers; never creates or moves one. */
-struct squall_tensor *squall__engine_find_slot(squall_engine *engine, const squall_call *c);
+/* The slot that carries the residual of call c (a shard call: its shard
+ * residual) into a plain call (squall__residuals_carrier), or NULL. */
+struct squall_tensor *squall__engine_carrier_slot(squall_engine *engine, const squall_call *c);
 
 /* The plain all-reduce that carried d->fold succeeded: the residual it
  * carried is delivered, and emptied. */

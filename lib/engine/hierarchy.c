@@ -422,7 +422,7 @@ struct squall_tensor *squall__hier_shard_slot(squall_hier *h, const squall_call 
   *s = (c->count + L - 1) / L;
   *first = (size_t)h->local_rank * *s;
   squall_call ic = shard_call(c, NULL, *s);
-  return squall__engine_find_slot(h->inner, &ic);
+  return squall__engine_carrier_slot(h->inner, &ic);
 }
 
 squallResult_t squall__hier_get_residual(squall_hier *h, const void *key, size_t count, int dtype, float *out,

@@ -99,9 +99,9 @@ int squall__hier_ready(squall_hier *h, const squall_call *c);
 /* Zeroes the per-shard residuals. */
 squallResult_t squall__hier_reset(squall_hier *h);
 
-/* The inner engine's slot of c's shard residual on this rank, where one is
- * bound to c's buffers (NULL otherwise): it covers the s elements of c
- * from *first on (those below c->count). For the fold of a plain call. */
+/* The inner engine's slot that carries c's shard residual on this rank
+ * into a plain call (squall__engine_carrier_slot), or NULL: it covers the
+ * s elements of c from *first on (those below c->count). */
 struct squall_tensor *squall__hier_shard_slot(squall_hier *h, const squall_call *c, size_t *first, size_t *s);
 
 /* Adds this rank's shard residual of the tensor (key, count, dtype) into

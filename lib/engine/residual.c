@@ -220,6 +220,16 @@ squall_tensor *squall__residuals_slot(squall_residuals *s, squall_tensor_key key
   return t;
 }
 
+static int holds(const shape *sh, int pinned_only);
+
+squall_tensor *squall__residuals_carrier(squall_residuals *s, squall_tensor_key key, size_t count, uint64_t kind) {
+  shape *sh = shape_of(s, count, kind, 0);
+  if (sh && holds(sh, 0)) return squall__residuals_slot(s, key, count, kind);
+  uint64_t now;
+  if (sh) use_of(s, sh, key, &now); /* as squall__residuals_touch */
+  return NULL;
+}
+
 void squall__residuals_touch(squall_residuals *s, squall_tensor_key key, size_t count, uint64_t kind) {
   shape *sh = shape_of(s, count, kind, 0);
   uint64_t now;

@@ -119,6 +119,15 @@ squall_tensor *squall__residuals_find(squall_residuals *store, squall_tensor_key
  * buffer (never creates or moves); NULL when there is none. */
 squall_tensor *squall__residuals_latest_from(squall_residuals *store, const void *send, size_t count, uint64_t kind);
 
+/* For a call that passes through carrying its tensor's residual: where
+ * some slot of the shape holds a residual, the slot the identity rules
+ * give key (squall__residuals_slot: it may take a residual that moved
+ * with the tensor to new buffers); otherwise NULL, and key's slot, if it
+ * has one, is marked as used (squall__residuals_touch). Never creates a
+ * shape. */
+squall_tensor *squall__residuals_carrier(squall_residuals *store, squall_tensor_key key, size_t count,
+                                         uint64_t kind);
+
 /* Marks key's slot, if it has one, as used by a call that passed through
  * without looking it up (never creates, moves or allocates). */
 void squall__residuals_touch(squall_residuals *store, squall_tensor_key key, size_t count, uint64_t kind);
