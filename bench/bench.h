@@ -59,6 +59,8 @@ typedef struct {
   size_t bytes, count;
   char codec[BENCH_CODEC_LEN];
   double time_us;      /* max over ranks of each rank's median iteration */
+  double min_us, max_us; /* max over ranks of each rank's fastest and slowest iteration (the
+                            spread; --alternate: of its blocks) */
   double mean_us;      /* max over ranks of each rank's mean iteration (the codec's share) */
   double algbw_gbs;    /* bytes / time, 1e9 bytes per GB */
   double busbw_gbs;    /* algbw * 2(P-1)/P */
@@ -90,6 +92,9 @@ typedef struct {
   int cores;                    /* online cores of rank 0's machine */
   int node_ranks;               /* ranks on rank 0's machine */
   const char *mpi_library;      /* MPI_Get_library_version's first line */
+  const char *nccl_version;     /* "2.28.3" where the backend is nccl, else NULL */
+  char date[32];                /* when the run started, ISO 8601 UTC */
+  char hostname[64];            /* rank 0's */
 } bench_run_info;
 
 /* ------------------------------------------------------------ bench_args.c */
@@ -143,8 +148,9 @@ int bench_report_json(const char *path, const bench_run_info *info, const bench_
 
 /* ------------------------------------------------------------ bench_plot.c */
 /* PNG of effective busbw against size, one line per codec, by gnuplot (the
- * program named by SQUALL_BENCH_GNUPLOT, default "gnuplot"). Returns 0, or
- * -1 after printing why to err (no gnuplot, gnuplot failed). */
+ * program named by SQUALL_BENCH_GNUPLOT, default "gnuplot"). Returns 0;
+ * -2 after a warning to err when there is no gnuplot; -1 after printing
+ * why to err when it failed. */
 int bench_plot(const char *png, const bench_run_info *info, const bench_row *rows, int nrows,
                FILE *err);
 

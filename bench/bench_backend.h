@@ -52,6 +52,9 @@ typedef struct bench_backend {
   int (*reset_residuals)(MPI_Comm comm);
   /* Frees squall's per-communicator state (after each size). */
   int (*free_state)(MPI_Comm comm);
+  /* The collective library's version where it is not MPI ("2.28.3"), for
+   * the JSON; NULL: none. */
+  const char *(*version)(void);
 } bench_backend;
 
 /* The backend for --backend NAME ("auto" picks the best usable one).

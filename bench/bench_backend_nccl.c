@@ -125,7 +125,17 @@ static int nccl_reset_residuals(MPI_Comm comm) { return squallResetResiduals(ncc
 
 static int nccl_free_state(MPI_Comm comm) { return squallCommForget(nccl_comm) == ncclSuccess ? 0 : -1; }
 
+static const char *nccl_version(void) {
+  static char text[32];
+  int v = 0;
+  if (ncclGetVersion(&v) != ncclSuccess) return NULL;
+  /* NCCL_VERSION_CODE: major*10000 + minor*100 + patch since 2.9 */
+  snprintf(text, sizeof text, "%d.%d.%d", v / 10000, v / 100 % 100, v % 100);
+  return text;
+}
+
 const bench_backend bench_backend_nccl = {
+    .version = nccl_version,
     .name = "nccl",
     .memory = "device memory",
     .usable = nccl_usable,

@@ -108,11 +108,11 @@ int bench_plot(const char *png, const bench_run_info *in, const bench_row *rows,
   if (rc == 0 && waitpid(pid, &status, 0) < 0) rc = errno;
   unlink(tmp);
   if (rc == ENOENT) {
-    fprintf(err, "squall-bench: --plot %s: '%s' was not found in PATH, so there is no plot (the "
+    fprintf(err, "squall-bench: warning: --plot %s: '%s' was not found in PATH, so there is no plot (the "
                  "table%s is complete); install gnuplot (Debian/Ubuntu: apt-get install "
                  "gnuplot-nox) or name it with SQUALL_BENCH_GNUPLOT\n",
             png, prog, in->opt->json_path ? " and the JSON" : "");
-    return -1;
+    return -2;
   }
   if (rc != 0) {
     fprintf(err, "squall-bench: --plot %s: cannot run '%s': %s\n", png, prog, strerror(rc));

@@ -4,6 +4,9 @@
  * run, an aligned row per (size, codec) as it finishes, a one-line summary
  * per codec, and the same rows as a JSON array for scripts.
  */
+#ifdef HAVE_CONFIG_H
+#include "config.h" /* SQUALL_COMMIT */
+#endif
 #include <errno.h>
 #include <math.h>
 #include <string.h>
@@ -163,14 +166,19 @@ static void num(FILE *f, const char *key, double v, int valid, const char *fmt) 
   else fputs("null", f);
 }
 
-static void str(FILE *f, const char *key, const char *v) {
-  fprintf(f, ", \"%s\": \"", key);
+static void quoted(FILE *f, const char *v) {
+  fputc('"', f);
   for (; v && *v; v++) {
     if (*v == '"' || *v == '\\') fprintf(f, "\\%c", *v);
     else if ((unsigned char)*v < 0x20) fprintf(f, "\\u%04x", *v);
     else fputc(*v, f);
   }
   fputc('"', f);
+}
+
+static void str(FILE *f, const char *key, const char *v) {
+  fprintf(f, ", \"%s\": ", key);
+  quoted(f, v);
 }
 
 int bench_report_json(const char *path, const bench_run_info *in, const bench_row *rows, int n) {
@@ -182,6 +190,8 @@ int bench_report_json(const char *path, const bench_run_info *in, const bench_ro
     fprintf(f, "  {\"size_bytes\": %zu, \"count\": %zu", r->bytes, r->count);
     str(f, "codec", r->codec);
     num(f, "time_us", r->time_us, 1, "%.3f");
+    num(f, "min_us", r->min_us, 1, "%.3f"); /* the spread over iterations (--alternate: blocks) */
+    num(f, "max_us", r->max_us, 1, "%.3f");
     num(f, "algbw_gbs", r->algbw_gbs, 1, "%.6g");
     num(f, "busbw_gbs", r->busbw_gbs, 1, "%.6g");
     num(f, "wire_bytes", r->wire_bytes, 1, "%.10g"); /* a mean over ranks */
@@ -204,6 +214,30 @@ int bench_report_json(const char *path, const bench_run_info *in, const bench_ro
     str(f, "errors", in->opt->errors_fatal ? "fatal" : "return"); /* fatal: the mpi backend only */
     if (in->link) str(f, "link", in->link);
     else fputs(", \"link\": null", f);
+    /* what the figures were measured with */
+    str(f, "squall", squallVersionString());
+#ifdef SQUALL_COMMIT
+    str(f, "commit", SQUALL_COMMIT);
+#else
+    str(f, "commit", "unknown");
+#endif
+    str(f, "date", in->date);
+    str(f, "host", in->hostname);
+    str(f, "cpu", in->cpu ? in->cpu : "unknown");
+    fprintf(f, ", \"cores\": %d, \"node_ranks\": %d", in->cores, in->node_ranks);
+    str(f, "mpi", in->mpi_library ? in->mpi_library : "unknown");
+    if (in->nccl_version) str(f, "nccl", in->nccl_version);
+    else fputs(", \"nccl\": null", f);
+    fputs(", \"config\": {", f);
+    squallOption_t opt;
+    for (int k = 0, first = 1; squallConfigOption(in->base, k, &opt) == squallSuccess; k++) {
+      if (!strcmp(opt.name, "SQUALL_COMPRESS") || !strcmp(opt.name, "SQUALL_DEBUG") || !strcmp(opt.name, "SQUALL_STATS"))
+        continue; /* the codec is per row; logging and the statistics file change no figure */
+      fprintf(f, "%s\"%s\": ", first ? "" : ", ", opt.name);
+      first = 0;
+      quoted(f, opt.value);
+    }
+    fputc('}', f);
     fprintf(f, "}%s\n", i + 1 < n ? "," : "");
   }
   fputs("]\n", f);

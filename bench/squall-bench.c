@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "bench.h"
@@ -252,6 +253,7 @@ static void run_one(bench_ctx *c, const char *codec, void *send, void *recv, flo
   qsort(times, (size_t)o->iters, sizeof *times, cmp_double);
   double median = o->iters % 2 ? times[o->iters / 2]
                                : 0.5 * (times[o->iters / 2 - 1] + times[o->iters / 2]);
+  double fastest = times[0], slowest = times[o->iters - 1];
   free(times);
 
   squallStats_t d;
@@ -312,10 +314,10 @@ static void run_one(bench_ctx *c, const char *codec, void *send, void *recv, flo
   }
 
   /* Combine over ranks: maxima, sums, and the hash's range. */
-  double mx[4] = {median, (s1.codecSeconds - s0.codecSeconds) / o->iters, crest, mean};
+  double mx[6] = {median, (s1.codecSeconds - s0.codecSeconds) / o->iters, crest, mean, fastest, slowest};
   double sum[5] = {(double)wire / o->iters, (double)in, err2, ref2, out2};
   uint64_t hmin = hash, hmax = hash;
-  mpi_ok(c, MPI_Allreduce(MPI_IN_PLACE, mx, 4, MPI_DOUBLE, MPI_MAX, c->comm), "MPI_Allreduce of the times");
+  mpi_ok(c, MPI_Allreduce(MPI_IN_PLACE, mx, 6, MPI_DOUBLE, MPI_MAX, c->comm), "MPI_Allreduce of the times");
   mpi_ok(c, MPI_Allreduce(MPI_IN_PLACE, sum, 5, MPI_DOUBLE, MPI_SUM, c->comm), "MPI_Allreduce of the sums");
   mpi_ok(c, MPI_Allreduce(MPI_IN_PLACE, &hmin, 1, MPI_UINT64_T, MPI_MIN, c->comm), "MPI_Allreduce of the hashes");
   mpi_ok(c, MPI_Allreduce(MPI_IN_PLACE, &hmax, 1, MPI_UINT64_T, MPI_MAX, c->comm), "MPI_Allreduce of the hashes");
@@ -326,6 +328,8 @@ static void run_one(bench_ctx *c, const char *codec, void *send, void *recv, flo
   snprintf(row->codec, sizeof row->codec, "%s", codec);
   row->time_us = mx[0] * 1e6;
   row->mean_us = mx[3] * 1e6;
+  row->min_us = mx[4] * 1e6;
+  row->max_us = mx[5] * 1e6;
   row->algbw_gbs = mx[0] > 0 ? (double)bytes / mx[0] / 1e9 : 0.0;
   row->busbw_gbs = row->algbw_gbs * (p > 1 ? 2.0 * (p - 1) / p : 1.0);
   row->wire_bytes = sum[0] / p;
@@ -395,8 +399,12 @@ static void run_alternating(bench_ctx *c, const char *codec, void *send, void *r
     }
   squallStatsGet(&s1);
   mpi_ok(c, MPI_Allreduce(MPI_IN_PLACE, t, 2 * blocks, MPI_DOUBLE, MPI_MAX, c->comm), "MPI_Allreduce of the times");
-  double mean_t = 0.0; /* the mean call, for the codec's share of it (a mean over a mean) */
-  for (int b = 0; b < blocks; b++) mean_t += t[b] / blocks;
+  double mean_t = 0.0, min_t = t[0], max_t = t[0]; /* the mean call, for the codec's share of it */
+  for (int b = 0; b < blocks; b++) {
+    mean_t += t[b] / blocks;
+    min_t = t[b] < min_t ? t[b] : min_t;
+    max_t = t[b] > max_t ? t[b] : max_t;
+  }
   double squall_t = median_of(t, blocks), plain_t = median_of(t + blocks, blocks);
   free(t);
   uint64_t calls = (uint64_t)blocks * (uint64_t)o->iters;
@@ -413,6 +421,8 @@ static void run_alternating(bench_ctx *c, const char *codec, void *send, void *r
   snprintf(row->codec, sizeof row->codec, "%s", codec);
   row->time_us = squall_t * 1e6;
   row->mean_us = mean_t * 1e6;
+  row->min_us = min_t * 1e6;
+  row->max_us = max_t * 1e6;
   row->plain_us = plain_t * 1e6;
   row->algbw_gbs = squall_t > 0 ? (double)bytes / squall_t / 1e9 : 0.0;
   row->busbw_gbs = row->algbw_gbs * (p > 1 ? 2.0 * (p - 1) / p : 1.0);
@@ -584,6 +594,12 @@ int main(int argc, char **argv) {
   info.cores = ncores > 0 ? (int)ncores : 0;
   info.node_ranks = node_ranks;
   info.mpi_library = mpilib;
+  info.nccl_version = c.be->version ? c.be->version() : NULL;
+  time_t now = time(NULL);
+  struct tm utc;
+  if (gmtime_r(&now, &utc)) strftime(info.date, sizeof info.date, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  if (gethostname(info.hostname, sizeof info.hostname) != 0) snprintf(info.hostname, sizeof info.hostname, "unknown");
+  info.hostname[sizeof info.hostname - 1] = 0;
   if (out) bench_report_header(out, &info);
   c.start = MPI_Wtime();
 
@@ -630,7 +646,11 @@ int main(int argc, char **argv) {
   MPI_Comm_free(&c.comm);
   MPI_Finalize();
   /* gnuplot runs after MPI is gone: no forking inside an MPI process. */
-  if (out && opt.plot_path && bench_plot(opt.plot_path, &info, rows, nrows, stderr) != 0) status = 1;
+  /* a missing gnuplot is a warning with a status of its own (4), below a
+   * wrong result's or an unwritten file's (1) */
+  int plotted = out && opt.plot_path ? bench_plot(opt.plot_path, &info, rows, nrows, stderr) : 0;
+  if (plotted == -1) status = 1;
+  else if (plotted == -2 && status == 0) status = 4;
   free(rows);
   return status;
 }

@@ -98,6 +98,12 @@ for s in sizes:
         need(r["wrong"] is False, tag + ": the bench flagged it wrong")
         need(math.isclose(r["speedup"], by[(s, "none")]["time_us"] / r["time_us"], rel_tol=1e-3), tag + ": speedup != t(none)/t")
         need(math.isclose(r["ratio"], s / r["wire_bytes"], rel_tol=1e-3), tag + ": ratio != bytes in / wire")
+        # the spread, and what the figures were measured with
+        need(0 < r["min_us"] <= r["time_us"] <= r["max_us"], tag + ": min/median/max %r %r %r" % (r["min_us"], r["time_us"], r["max_us"]))
+        for k in ("squall", "commit", "date", "host", "cpu", "mpi"):
+            need(isinstance(r.get(k), str) and r[k], tag + ": no %s" % k)
+        need(r["date"].endswith("Z") and len(r["date"]) == 20, tag + ": date %r is not ISO 8601 UTC" % r["date"])
+        need(r["config"].get("SQUALL_EF") == "1" and "SQUALL_COMPRESS" not in r["config"], tag + ": config %r" % r.get("config"))
         if c in ("none", "topk:1"):
             need(r["wire_bytes"] == ring, tag + ": wire %r != ring %d" % (r["wire_bytes"], ring))
         elif c in ("fp16", "bf16"):  # two-phase: 2 (P-1) blocks of ceil(n/P) 2-byte codes in whole 64s, plus the max
@@ -332,12 +338,12 @@ if test $rc -ne 0 || ! grep -q "^ *4096 .* none" "$tmp/nt.txt"; then
   cat "$tmp/nt.txt" >&2
 fi
 
-# ---- a missing plotter is a message, not a crash: exit 1 after the results
+# ---- a missing plotter is a warning, not a crash: exit 4 after the results
 SQUALL_BENCH_GNUPLOT="$tmp/no-such-gnuplot" "$run" 2 "$bench" -b 4K -e 4K -n 1 -w 0 -C none \
   --plot "$tmp/x.png" --no-progress >"$tmp/np.txt" 2>&1
 rc=$?
-if test $rc -ne 1 || ! grep -q "was not found" "$tmp/np.txt" || ! grep -q "^ *4096 .* none" "$tmp/np.txt"; then
-  bad "missing gnuplot: exit $rc, expected 1, the results and 'was not found'"
+if test $rc -ne 4 || ! grep -q "warning: --plot .* was not found" "$tmp/np.txt" || ! grep -q "^ *4096 .* none" "$tmp/np.txt"; then
+  bad "missing gnuplot: exit $rc, expected 4, the results and the warning 'was not found'"
   cat "$tmp/np.txt" >&2
 fi
 

@@ -46,6 +46,13 @@ run() {
     grep ' squall ' "$d/log"
     failed=1
   fi
+  # Never a silent no-op: the grouped calls passed through, and rank 0 of
+  # the communicator said so, once.
+  n=$(grep -c "rank 0/$np: all-reduces inside ncclGroupStart/ncclGroupEnd pass through uncompressed" "$d/log")
+  if test "$n" != 1; then
+    echo "FAIL: $name: the grouped-call warning was said $n times, expected once"
+    failed=1
+  fi
 }
 
 common="-x LD_LIBRARY_PATH -x SQUALL_MIN_BYTES=4K -x SQUALL_DEBUG=INFO"

@@ -65,6 +65,8 @@ if test -f "$nccllib"; then
   abs_nccl=$(cd "$b/.libs" && pwd -P)/libsquall-preload.so
   "$run" -n -- true > "$tmp/out" 2>&1
   expect_line "$tmp/out" "LD_PRELOAD=$abs_nccl" "default interposer"
+  # never a silent no-op: without --compress, compression is off, and it says so
+  expect_text "$tmp/out" "no --compress (nor SQUALL_COMPRESS): compression is off" "the note without --compress"
   "$run" --nccl --mpi -n -- true > "$tmp/out" 2>&1
   expect_line "$tmp/out" "LD_PRELOAD=$abs_nccl:$abs_mpi" "--nccl --mpi"
 else

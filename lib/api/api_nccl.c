@@ -35,6 +35,7 @@ typedef struct nccl_state {
   squall_engine *engine[2];
   premul *ops;
   int nonblocking;
+  int said_group; /* a grouped call that squall would compress passed through: said once */
   int users;     /* all-reduces running on this state right now */
   int forgotten; /* torn down while in use: the last user frees it */
   struct nccl_state *next;
@@ -232,6 +233,19 @@ static squall_engine *engine_of(nccl_state *s, const squall_nccl_api *api, int d
 static ncclResult_t run_on_state(const squall_nccl_api *api, squall_engine *e, squall_call *c, int device,
                                  ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, int *raised);
 
+/* Never a silent no-op: grouped calls pass through (reason in_group), and
+ * some PyTorch 2.x releases group every collective. Said once per
+ * communicator, by its rank 0. */
+static void say_grouped(const squall_nccl_api *api, ncclComm_t comm) {
+  int rank = 0, n = 0;
+  if (api->commUserRank) api->commUserRank(comm, &rank);
+  if (api->commCount) api->commCount(comm, &n);
+  if (rank == 0)
+    SQ_WARN("rank 0/%d: all-reduces inside ncclGroupStart/ncclGroupEnd pass through uncompressed (reason "
+            "in_group): squall does not compress grouped collectives; a framework that groups every "
+            "collective (some PyTorch 2.x releases) compresses nothing this way", n);
+}
+
 ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *sendbuff, void *recvbuff, size_t count,
                                     ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
                                     int in_group, int *raised) {
@@ -279,7 +293,10 @@ ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *send
   call.nonblocking = s && s->nonblocking;
   squall_engine *e = s ? engine_of(s, api, device) : NULL;
   if (e) s->users++;
+  int say_group = e && in_group && call.dtype >= 0 && call.op != SQ_OP_OTHER && !s->said_group;
+  if (say_group) s->said_group = 1;
   pthread_mutex_unlock(&lock);
+  if (say_group) say_grouped(api, comm);
   if (e == NULL) {
     /* Passing through alone could pair this rank's plain all-reduce with
      * its peers' compressed collectives: fail, as NCCL would. */

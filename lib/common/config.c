@@ -352,7 +352,9 @@ static const option_t options[] = {
      "rank, which proves the device path on a machine with one GPU.",
      parse_min_ranks, print_min_ranks, check_min_ranks},
     {"SQUALL_DEBUG", "debug", "WARN", "WARN, INFO or TRACE",
-     "Logging to standard error: INFO logs the configuration and a summary per communicator.",
+     "Logging to standard error: INFO logs every setting at start, one line whenever the path of a size "
+     "class of calls changes (with its reason), and a summary per communicator. At any level, rank 0 says "
+     "at exit when less than half of the bytes squall could have compressed were, and why.",
      parse_debug, print_debug, check_debug},
     {"SQUALL_STATS", "statsPath", "", "a file path of at most 511 bytes; every %r is replaced by the rank, else .<rank> is appended",
      "Write the statistics counters as JSON at exit, one file per process.",
@@ -646,13 +648,16 @@ static void config_load(void) {
   }
   squall__log_set_level(c.debug);
   current = c;
-  if (c.debug >= squallLogInfo) {
-    char codec[64];
-    SQ_INFO("squall %s: SQUALL_COMPRESS=%s SQUALL_TOPK_VALUES=%s SQUALL_EF=%d SQUALL_MIN_BYTES=%zu "
-            "SQUALL_ZSTD=%d SQUALL_WARMUP=%d",
-            squallVersionString(), squallConfigCodecString(&c, codec, sizeof codec),
-            c.topkValues == squallValueFp16 ? "fp16" : "fp32", c.errorFeedback, c.minBytes,
-            c.zstdLevel, c.warmup);
+  if (c.debug >= squallLogInfo) { /* every setting, as its variable spells it */
+    char line[4096];
+    size_t used = 0;
+    squallOption_t o;
+    for (int i = 0; squallConfigOption(&c, i, &o) == squallSuccess && used < sizeof line; i++) {
+      int w = snprintf(line + used, sizeof line - used, " %s=%s", o.name, o.value[0] ? o.value : "''");
+      if (w < 0) break;
+      used += (size_t)w;
+    }
+    SQ_INFO("squall %s:%s", squallVersionString(), line);
   }
 }
 

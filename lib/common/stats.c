@@ -17,6 +17,9 @@
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static squallStats_t process;
+/* The process's bytes by what became of them, for the summary at exit
+ * (not in squallStats_t: its layout is the ABI's) */
+static uint64_t compressed_bytes, pass_bytes[squallPassNumReasons];
 /* What names the SQUALL_STATS file (squall__stats_set_rank): */
 static int stats_rank = -1, stats_size; /* the first communicator's rank and size */
 static int stats_rank_unique;           /* stats_rank is the process's own (MPI_COMM_WORLD's) */
@@ -45,9 +48,15 @@ static void add(squallStats_t *s, int reason, uint64_t in, uint64_t wire, double
   s->codecSeconds += secs;
 }
 
+static void add_bytes(int reason, uint64_t in) {
+  if (reason < 0) compressed_bytes += in;
+  else if (reason < squallPassNumReasons) pass_bytes[reason] += in;
+}
+
 void squall__stats_record(squallStats_t *local, int reason, uint64_t in, uint64_t wire, double secs) {
   pthread_mutex_lock(&lock);
   add(&process, reason, in, wire, secs);
+  add_bytes(reason, in);
   if (local) add(local, reason, in, wire, secs);
   pthread_mutex_unlock(&lock);
 }
@@ -74,6 +83,7 @@ void squall__stats_record_path(squallStats_t *local, int path, int flat_reason, 
 void squall__stats_record_pass(squallStats_t *local, int reason, uint64_t in, uint64_t inter, uint64_t intra) {
   pthread_mutex_lock(&lock);
   add(&process, reason, in, inter + intra, 0.0);
+  add_bytes(reason, in);
   add_path(&process, 0, -1, inter, intra);
   if (local) {
     add(local, reason, in, inter + intra, 0.0);
@@ -253,7 +263,63 @@ void squall__stats_write_file(void) {
   if (failed) SQ_WARN("SQUALL_STATS: cannot write '%s': %s", path, strerror(saved));
 }
 
-static void at_exit(void) { squall__stats_write_file(); }
+/* What to do about each reason a call squall could compress passed
+ * through (the summary at exit). */
+static const char *fix_for(int reason) {
+  switch (reason) {
+  case squallPassDisabled: return "compression is off: set SQUALL_COMPRESS (squall-run --compress fp16)";
+  case squallPassSmall: return "smaller than SQUALL_MIN_BYTES: lower it";
+  case squallPassSingleRank: return "fewer ranks than SQUALL_MIN_RANKS";
+  case squallPassInGroup: return "inside ncclGroupStart/ncclGroupEnd, which squall does not compress";
+  case squallPassMismatch: return "the ranks' configurations differ: give every rank the same SQUALL_* variables";
+  case squallPassWarmup: return "SQUALL_WARMUP's dense steps";
+  case squallPassCapture: return "captured in a CUDA graph before squall's memory was ready: run a step first";
+  case squallPassNonblocking: return "a non-blocking NCCL communicator";
+  case squallPassError: return "a rank could not prepare the call (see the warnings above)";
+  case squallPassNotPaying:
+    return "the cost model found plain faster (one node, or a fast link): SQUALL_COST_MODEL=off compresses anyway";
+  case squallPassDeviceMemory: return "device buffers on the MPI path: use the NCCL interposer (squall-run --nccl)";
+  default: return NULL; /* type, op, intercommunicator: never squall's to compress */
+  }
+}
+
+/* Never a silent no-op: rank 0 says at exit, in one line, when less than
+ * half of the bytes squall could have compressed were, and why. */
+static void say_summary(int rank) {
+  pthread_mutex_lock(&lock);
+  uint64_t done = compressed_bytes, eligible = compressed_bytes, bytes[squallPassNumReasons];
+  memcpy(bytes, pass_bytes, sizeof bytes);
+  pthread_mutex_unlock(&lock);
+  for (int r = 0; r < squallPassNumReasons; r++)
+    if (fix_for(r)) eligible += bytes[r];
+  if (rank != 0 || eligible == 0 || 2 * done >= eligible) return;
+  char why[1024] = "";
+  size_t used = 0;
+  for (int k = 0; k < 3; k++) { /* the three largest reasons */
+    int best = -1;
+    for (int r = 0; r < squallPassNumReasons; r++)
+      if (fix_for(r) && bytes[r] > 0 && (best < 0 || bytes[r] > bytes[best])) best = r;
+    if (best < 0) break;
+    int w = snprintf(why + used, sizeof why - used, "%s%.0f%% %s (%s)", k ? "; " : "",
+                     100.0 * (double)bytes[best] / (double)eligible, squallPassReasonName((squallPassReason_t)best),
+                     fix_for(best));
+    if (w < 0 || (size_t)w >= sizeof why - used) break;
+    used += (size_t)w;
+    bytes[best] = 0;
+  }
+  SQ_WARN("rank 0 compressed %.0f%% of the %llu bytes squall could have compressed; the rest passed through: %s",
+          100.0 * (double)done / (double)eligible, (unsigned long long)eligible, why);
+}
+
+static void at_exit(void) {
+  squall__stats_write_file();
+  pthread_mutex_lock(&lock);
+  int mine = writer == getpid(); /* not a forked child's copy of the parent's counters */
+  int rank = stats_rank_unique ? stats_rank : launcher_rank(stats_size);
+  if (rank < 0) rank = stats_rank < 0 ? 0 : stats_rank;
+  pthread_mutex_unlock(&lock);
+  if (mine) say_summary(rank);
+}
 
 void squall__stats_set_rank(int rank, int size, int unique) {
   pthread_mutex_lock(&lock);

@@ -94,6 +94,8 @@ struct squall_engine {
   size_t fold_bytes;
   int said_one_node; /* say_one_node() ran */
   int said_changes;  /* ranks' squallSetConfig counts differed: said once */
+  /* SQUALL_DEBUG=INFO: each size class's last path (say_path), 0: none yet */
+  uint8_t last_path[64];
 };
 
 const squallStats_t *squall__engine_stats(const squall_engine *e) { return &e->stats; }
@@ -1115,9 +1117,34 @@ void squall__engine_note_plain(squall_engine *e, uint64_t bytes, double seconds,
 }
 
 /* ------------------------------------------------------------ the call */
+static const char *route_name(squall_route r) {
+  static const char *const names[] = {"pass", "16-bit", "top-k", "dense", "two-phase", "two-level"};
+  return (unsigned)r < SQ_ARRAY_SIZE(names) ? names[r] : "?";
+}
+
+/* SQUALL_DEBUG=INFO: one line whenever the path of a size class (a power
+ * of two of bytes) changes, with its reason: what a user looking for why
+ * nothing (or everything) is compressed wants, without a line per call. */
+static void say_path(squall_engine *e, const squall_call *c, const squall_decision *d, squallResult_t r) {
+  if (squall__log_level() < squallLogInfo || c->shard || r != squallSuccess) return;
+  uint64_t bytes = (uint64_t)c->count * c->elsize;
+  int cls = 0;
+  while (cls < 63 && (bytes >> (cls + 1)) != 0) cls++;
+  uint8_t path = (uint8_t)(d->route == SQ_ROUTE_PASS ? 0x80 | (unsigned)d->reason : 1 + (unsigned)d->route);
+  if (e->last_path[cls] == path) return;
+  e->last_path[cls] = path;
+  if (d->route == SQ_ROUTE_PASS)
+    SQ_INFO("rank %d/%d: calls of %llu bytes and up to twice that now pass through (%s)", e->tr.rank,
+            e->tr.nranks, (unsigned long long)(1ull << cls), squallPassReasonName(d->reason));
+  else
+    SQ_INFO("rank %d/%d: calls of %llu bytes and up to twice that now run %s", e->tr.rank, e->tr.nranks,
+            (unsigned long long)(1ull << cls), route_name(d->route));
+}
+
 static void record(squall_engine *e, const squall_call *c, const squall_decision *d, squallResult_t r,
                    const run_state *st) {
   uint64_t bytes_in = (uint64_t)c->count * c->elsize;
+  say_path(e, c, d, r);
   if (c->shard) { /* two-level: the outer call counts it, with these figures */
     if (r != squallSuccess) return;
     if (st->chunks > 1) {

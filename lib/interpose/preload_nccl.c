@@ -470,6 +470,7 @@ EXPORT ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm) {
 typedef struct {
   char mpi[256];  /* path of the first MPI library found, "" if none */
   int squall_mpi; /* libsquall-preload-mpi.so is loaded */
+  int cuda;       /* the CUDA driver is loaded: the process used a GPU */
 } loaded_libs;
 
 static int note_lib(struct dl_phdr_info *info, size_t size, void *data) {
@@ -478,6 +479,7 @@ static int note_lib(struct dl_phdr_info *info, size_t size, void *data) {
   const char *name = info->dlpi_name ? info->dlpi_name : "";
   const char *base = strrchr(name, '/');
   base = base ? base + 1 : name;
+  if (!strncmp(base, "libcuda.so", 10)) l->cuda = 1;
   if (!strncmp(base, "libsquall-preload-mpi", 21)) l->squall_mpi = 1;
   else if (!l->mpi[0] && (!strncmp(base, "libmpi.so", 9) || !strncmp(base, "libmpich.so", 11)))
     snprintf(l->mpi, sizeof l->mpi, "%s", name);
@@ -499,9 +501,20 @@ __attribute__((destructor)) static void mpi_hint(void) {
   squallConfig_t cfg;
   squall__config_get(&cfg, NULL);
   if (cfg.codec == squallCodecNone) return;
-  loaded_libs l = {"", 0};
+  loaded_libs l = {"", 0, 0};
   dl_iterate_phdr(note_lib, &l);
-  if (!l.mpi[0] || l.squall_mpi || !maybe_rank0()) return;
+  if (!maybe_rank0()) return;
+  /* A process that used a GPU and all-reduced nothing through squall:
+   * where it all-reduced with NCCL, that NCCL was out of LD_PRELOAD's
+   * reach (linked statically, as in conda's PyTorch builds). */
+  if (!l.mpi[0] && l.cuda) {
+    SQ_WARN("this process used CUDA and no ncclAllReduce reached the NCCL interposer: if it all-reduced "
+            "with NCCL, that NCCL is linked statically (as in conda's PyTorch builds) or bound before the "
+            "interposer, and LD_PRELOAD cannot reach it; use a PyTorch that loads libnccl.so (pip's), or "
+            "link squallAllReduce directly");
+    return;
+  }
+  if (!l.mpi[0] || l.squall_mpi) return;
   SQ_WARN("this process loaded MPI (%s) and made no ncclAllReduce call, so the NCCL interposer "
           "compressed nothing; for MPI_Allreduce use the MPI interposer: squall-run --mpi "
           "(or LD_PRELOAD=libsquall-preload-mpi.so)",
