@@ -204,15 +204,13 @@ const squall_kernels squall__kernels_cuda = {
     dev_fence_record, dev_fence_wait, dev_fence_free,
 };
 
-int squall__cuda_pointer_type(const void *p) {
+int squall__cuda_is_device_pointer(const void *p) {
   cudaPointerAttributes a;
   if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
     cudaGetLastError(); /* no driver, or an unregistered host pointer: host memory */
     return 0;
   }
-  return a.type == cudaMemoryTypeDevice ? 1 : a.type == cudaMemoryTypeManaged ? 2 : 0;
+  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
 }
-
-int squall__cuda_is_device_pointer(const void *p) { return squall__cuda_pointer_type(p) != 0; }
 
 } /* extern "C" */

@@ -157,18 +157,19 @@ static int check_buffers(const void **sendbuf, void *recvbuf, int count) {
 /* A CUDA-aware MPI takes device buffers; the host codecs cannot read them
  * (managed memory they can). Whether a rank's buffers are device memory is
  * its own affair: the call header tells every rank, and all pass the call
- * through together. Asked only of a process that has loaded the CUDA
- * driver (cuda_loaded.c). */
+ * through together (lib/api/cuda_pointer.c asks without making a context). */
 static int device_memory(const void *sendbuf, const void *recvbuf) {
 #ifdef HAVE_CUDA
-  if (!squall__cuda_driver_loaded()) return 0;
-  return squall__cuda_pointer_type(recvbuf) == 1 ||
-         (sendbuf != MPI_IN_PLACE && squall__cuda_pointer_type(sendbuf) == 1);
+  return squall__cuda_pointer_is_device(recvbuf) ||
+         (sendbuf != MPI_IN_PLACE && squall__cuda_pointer_is_device(sendbuf));
 #else
   (void)sendbuf; (void)recvbuf;
   return 0; /* built without CUDA: nothing to ask */
 #endif
 }
+
+/* The engine asks before a fold reads the buffers (squall_call.on_device). */
+static int call_on_device(const squall_call *c) { return device_memory(c->send, c->recv); }
 
 int squallMpiAllreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                        MPI_Comm comm) {
@@ -192,7 +193,12 @@ int squallMpiAllreduce(const void *sendbuf, void *recvbuf, int count, MPI_Dataty
       .op = op == MPI_SUM ? SQ_OP_SUM : SQ_OP_OTHER,
       .premul = 1.0f,
       .intercomm = inter,
-      .can_fold = 1,
+      /* a fold reads the buffers before MPI has seen them: only buffers
+       * MPI would take (squall's own checks run later, and not on every
+       * call), and only host memory (asked when a fold is due) */
+      .can_fold = recvbuf != NULL && recvbuf != MPI_IN_PLACE && sendbuf != NULL &&
+                  !(sendbuf == recvbuf && count > 1),
+      .on_device = call_on_device,
   };
   squall_decision d;
   /* What squall never touches goes to MPI as it came: MPI's answer,

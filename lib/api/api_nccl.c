@@ -294,7 +294,13 @@ ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *send
   squall_engine *e = s ? engine_of(s, api, device) : NULL;
   if (e) s->users++;
   int say_group = e && in_group && call.dtype >= 0 && call.op != SQ_OP_OTHER && !s->said_group;
-  if (say_group) s->said_group = 1;
+  if (say_group) {
+    /* only where the configuration would compress it otherwise */
+    squallConfig_t cfg;
+    squall__config_get(&cfg, NULL);
+    say_group = cfg.codec != squallCodecNone && count > 0 && count * call.elsize >= cfg.minBytes;
+    if (say_group) s->said_group = 1;
+  }
   pthread_mutex_unlock(&lock);
   if (say_group) say_grouped(api, comm);
   if (e == NULL) {

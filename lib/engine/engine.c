@@ -1068,6 +1068,7 @@ static void fold_into_plain(squall_engine *e, const squall_call *c, float *work,
   if (!holds_mass(t)) t = NULL;
   if (!holds_mass(sh) || first >= c->count) sh = NULL;
   if (t == NULL && sh == NULL) return;
+  if (c->on_device && c->on_device(c)) return; /* asked only here: a fold is due (a device check costs) */
   float *a = fold_buffer(e, c, work);
   if (a == NULL) return;
   const float *g = c->send;
@@ -1126,7 +1127,8 @@ static const char *route_name(squall_route r) {
  * of two of bytes) changes, with its reason: what a user looking for why
  * nothing (or everything) is compressed wants, without a line per call. */
 static void say_path(squall_engine *e, const squall_call *c, const squall_decision *d, squallResult_t r) {
-  if (squall__log_level() < squallLogInfo || c->shard || r != squallSuccess) return;
+  squallPassReason_t own;
+  if (squall__log_level() < squallLogInfo || c->shard || r != squallSuccess || call_pass_reason(c, &own)) return;
   uint64_t bytes = (uint64_t)c->count * c->elsize;
   int cls = 0;
   while (cls < 63 && (bytes >> (cls + 1)) != 0) cls++;
@@ -1462,6 +1464,7 @@ int squall__engine_passes(squall_engine *e, const squall_call *c, squall_decisio
     pass = 1;
     d->untimed = untimed(d->reason);
     fold_into_plain(e, c, NULL, NULL, d); /* this rank's own affair: the collective is plain either way */
+    d->t_start = 0; /* the plain call's own start: the fold, before it, is left out */
   }
   if (!pass) return 0;
   run_state st;
@@ -1477,6 +1480,7 @@ squallResult_t squall__engine_allreduce(squall_engine *e, const squall_call *c, 
   d->t_start = st.t_start;
   d->fold = NULL;
   d->fold_slot = d->fold_shard_slot = NULL;
+  d->untimed = 0;
   squallResult_t r = squallSuccess;
   /* The scratch may still be in use by the last compressed call's work on
    * another stream (not under capture: a graph's launches are ordered by

@@ -36,6 +36,8 @@ typedef struct squall_call {
   int can_fold;     /* the caller can send g + residual in its plain call (squall_decision.fold) */
   int foreign;      /* a buffer the engine's kernels cannot read (device memory on the MPI path):
                        passes through, and the header tells every rank (a rank-local fact) */
+  int (*on_device)(const struct squall_call *c); /* the caller's check for device buffers, asked
+                       only before a fold reads them (it costs); NULL: host memory */
   int nonblocking;  /* this rank's NCCL communicator is non-blocking: such calls pass through,
                        and the header tells every rank (a rank-local fact: see decide()) */
   void *stream;     /* the caller's stream (cudaStream_t), NULL for host */
@@ -109,8 +111,10 @@ void squall__engine_free(squall_engine *engine);
 int squall__engine_passes(squall_engine *engine, const squall_call *call, squall_decision *d);
 
 /* Runs the call. squallSuccess with d->route == SQ_ROUTE_PASS: the caller
- * must run the plain collective itself (nothing was written, no residual
- * changed, and every rank got the same answer). squallSuccess otherwise:
+ * must run the plain collective itself (every rank got the same answer;
+ * nothing was written and no residual changed, except a fold: d->fold,
+ * which may be recv itself, holds g + residual for the plain call, and
+ * the residual is emptied by squall__engine_fold_done once it succeeded). squallSuccess otherwise:
  * recv holds the result. Any other result: the call failed; recv is
  * undefined, the residuals are as before the call, and the caller must
  * return the error (never pass the call through). Every failure is logged.

@@ -80,14 +80,14 @@ typedef struct {
  * the shard residual is as before the call; the caller records it. */
 squallResult_t squall__hier_allreduce(squall_hier *h, const squall_call *c, squall_hier_figures *f);
 
-/* Records how a call's wire bytes split at the node boundary: path 0 a
- * pass-through, 1 a flat compressed call (with flat_reason). A flat ring
- * sends only to the next rank, so the bytes cross when that rank is on
- * another node, or when the nodes are not known yet. */
 /* 1 when this rank's ring neighbour is on another node, or the nodes are
  * not known yet (its flat bytes then count as crossing). */
 int squall__hier_crosses(const squall_hier *h);
 
+/* Records how a call's wire bytes split at the node boundary: path 1 a
+ * flat compressed call (with flat_reason). A flat ring sends only to the
+ * next rank, so the bytes cross when that rank is on another node, or
+ * when the nodes are not known yet. */
 void squall__hier_record(const squall_hier *h, squallStats_t *local, int path, int flat_reason,
                          uint64_t wire);
 

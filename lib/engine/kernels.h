@@ -186,12 +186,10 @@ squallResult_t squall__dev_half_reduce(void *stream, sq_half_kind kind, const ui
 /* 1 when p is device (or managed) memory; 0 for host memory, and when no
  * CUDA driver is present (the error is cleared). */
 int squall__cuda_is_device_pointer(const void *p);
-/* 1 for device memory, 2 for managed memory (which the host can read), 0
- * for host memory and when no CUDA driver is present. */
-int squall__cuda_pointer_type(const void *p);
-/* Whether this process has loaded the CUDA driver (lib/api/cuda_loaded.c):
- * only then can it hold device memory. */
-int squall__cuda_driver_loaded(void);
+/* 1 when p is device memory the host cannot read (not managed memory);
+ * asked of the CUDA driver only where the process has loaded it, never
+ * creating a context (lib/api/cuda_pointer.c). */
+int squall__cuda_pointer_is_device(const void *p);
 #endif
 
 #ifdef __cplusplus

@@ -486,9 +486,22 @@ static int note_lib(struct dl_phdr_info *info, size_t size, void *data) {
   return 0;
 }
 
+/* 1 when a launcher gave this process a place in a job of several
+ * processes (torchrun, mpirun, srun): not a launcher itself, nor a lone
+ * process. */
+static int in_a_job(void) {
+  static const char *sizes[] = {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"};
+  for (size_t i = 0; i < SQ_ARRAY_SIZE(sizes); i++) {
+    const char *v = getenv(sizes[i]);
+    if (v != NULL && atoi(v) > 1) return 1;
+  }
+  return 0;
+}
+
 /* 1 unless the launcher says this is a rank other than 0. */
 static int maybe_rank0(void) {
-  static const char *vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK"};
+  static const char *vars[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "MV2_COMM_WORLD_RANK",
+                               "SLURM_PROCID"};
   for (size_t i = 0; i < SQ_ARRAY_SIZE(vars); i++) {
     const char *v = getenv(vars[i]);
     if (v != NULL && *v) return strcmp(v, "0") == 0;
@@ -507,7 +520,7 @@ __attribute__((destructor)) static void mpi_hint(void) {
   /* A process that used a GPU and all-reduced nothing through squall:
    * where it all-reduced with NCCL, that NCCL was out of LD_PRELOAD's
    * reach (linked statically, as in conda's PyTorch builds). */
-  if (!l.mpi[0] && l.cuda) {
+  if (!l.mpi[0] && l.cuda && in_a_job()) {
     SQ_WARN("this process used CUDA and no ncclAllReduce reached the NCCL interposer: if it all-reduced "
             "with NCCL, that NCCL is linked statically (as in conda's PyTorch builds) or bound before the "
             "interposer, and LD_PRELOAD cannot reach it; use a PyTorch that loads libnccl.so (pip's), or "
