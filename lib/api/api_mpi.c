@@ -126,31 +126,34 @@ static int run_plain(comm_state *s, const squall_decision *d, const void *sendbu
   return rc;
 }
 
-/* squall's own checks of a call it handles, before anything collective:
- * MPI_SUCCESS, or the error for the communicator's handler (logged).
- * MPI refuses aliased buffers without MPI_IN_PLACE; so must the
- * compressed path (a local argument error, the same on every rank that
- * makes it, as with MPI itself). Open MPI accepts them for one element,
- * where reading and writing the same element cannot clash, and reduces
- * in place: so does squall (MPICH refuses even that; passing it is
- * harmless). A null buffer holds no floats (MPI_BOTTOM means something
- * only with a derived type, which passes through): MPI itself would
- * fault, and a codec that finds no output must not take the call as
- * sent. Nor is MPI_IN_PLACE a receive buffer. */
+/* What MPI would refuse in a call's buffers (NULL: nothing). MPI refuses
+ * aliased buffers without MPI_IN_PLACE; Open MPI accepts them for one
+ * element, where reading and writing the same element cannot clash, and
+ * reduces in place (MPICH refuses even that; passing it is harmless). A
+ * null buffer holds no floats (MPI_BOTTOM means something only with a
+ * derived type, which passes through): MPI itself would fault, and a codec
+ * that finds no output must not take the call as sent. Nor is
+ * MPI_IN_PLACE a receive buffer. */
+static const char *buffer_problem(const void *sendbuf, const void *recvbuf, int count) {
+  if (sendbuf == recvbuf && sendbuf != MPI_IN_PLACE && count > 1)
+    return "sendbuf and recvbuf are the same buffer; use MPI_IN_PLACE for an in-place all-reduce";
+  if (recvbuf == NULL) return "recvbuf is NULL";
+  if (sendbuf == NULL) return "sendbuf is NULL";
+  if (recvbuf == MPI_IN_PLACE) return "recvbuf is MPI_IN_PLACE";
+  return NULL;
+}
+
+/* squall's own checks of a call it handles, before anything collective
+ * (a local argument error, the same on every rank that makes it, as with
+ * MPI itself): MPI_SUCCESS, or the error for the communicator's handler
+ * (logged). One aliased element becomes the in-place call it means. */
 static int check_buffers(const void **sendbuf, void *recvbuf, int count) {
-  if (*sendbuf == recvbuf && *sendbuf != MPI_IN_PLACE) {
-    if (count > 1) {
-      SQ_WARN("squallMpiAllreduce(count=%d): sendbuf and recvbuf are the same buffer; "
-              "use MPI_IN_PLACE for an in-place all-reduce", count);
-      return MPI_ERR_BUFFER;
-    }
-    *sendbuf = MPI_IN_PLACE;
-  }
-  if (recvbuf == NULL || *sendbuf == NULL || recvbuf == MPI_IN_PLACE) {
-    SQ_WARN("squallMpiAllreduce(count=%d): %s", count,
-            recvbuf == NULL ? "recvbuf is NULL" : *sendbuf == NULL ? "sendbuf is NULL" : "recvbuf is MPI_IN_PLACE");
+  const char *why = buffer_problem(*sendbuf, recvbuf, count);
+  if (why) {
+    SQ_WARN("squallMpiAllreduce(count=%d): %s", count, why);
     return MPI_ERR_BUFFER;
   }
+  if (*sendbuf == recvbuf) *sendbuf = MPI_IN_PLACE;
   return MPI_SUCCESS;
 }
 
@@ -196,14 +199,13 @@ int squallMpiAllreduce(const void *sendbuf, void *recvbuf, int count, MPI_Dataty
       /* a fold reads the buffers before MPI has seen them: only buffers
        * MPI would take (squall's own checks run later, and not on every
        * call), and only host memory (asked when a fold is due) */
-      .can_fold = recvbuf != NULL && recvbuf != MPI_IN_PLACE && sendbuf != NULL &&
-                  !(sendbuf == recvbuf && count > 1),
+      .can_fold = buffer_problem(sendbuf, recvbuf, count) == NULL,
       .on_device = call_on_device,
   };
   squall_decision d;
   /* What squall never touches goes to MPI as it came: MPI's answer,
    * errors included, and nothing logged. */
-  if (s == NULL && (call.dtype < 0 || call.op == SQ_OP_OTHER || inter || count == 0))
+  if (s == NULL && squall__engine_never_compresses(&call))
     return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm); /* the same on every rank */
   if (s == NULL) {
     /* Passing through here alone could pair this rank's plain all-reduce

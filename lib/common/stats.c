@@ -226,6 +226,12 @@ static FILE *open_stats_file(char *path, size_t len) {
   return f;
 }
 
+/* The rank this process's file and summary speak for. Caller holds lock. */
+static int process_rank(void) {
+  int rank = stats_rank_unique ? stats_rank : launcher_rank(stats_size);
+  return rank >= 0 ? rank : stats_rank < 0 ? 0 : stats_rank;
+}
+
 void squall__stats_write_file(void) {
   squallConfig_t cfg;
   squallGetConfig(&cfg);
@@ -238,8 +244,7 @@ void squall__stats_write_file(void) {
   }
   written = 1;
   squallStats_t s = process;
-  int rank = stats_rank_unique ? stats_rank : launcher_rank(stats_size);
-  if (rank < 0) rank = stats_rank < 0 ? 0 : stats_rank;
+  int rank = process_rank();
   pthread_mutex_unlock(&lock);
   char path[SQ_STATS_PATH_MAX];
   if (squall__stats_path(cfg.statsPath, rank, path, sizeof path) != 0) {
@@ -315,8 +320,7 @@ static void at_exit(void) {
   squall__stats_write_file();
   pthread_mutex_lock(&lock);
   int mine = writer == getpid(); /* not a forked child's copy of the parent's counters */
-  int rank = stats_rank_unique ? stats_rank : launcher_rank(stats_size);
-  if (rank < 0) rank = stats_rank < 0 ? 0 : stats_rank;
+  int rank = process_rank();
   pthread_mutex_unlock(&lock);
   if (mine) say_summary(rank);
 }

@@ -1233,6 +1233,10 @@ static int agreed_pass(const squall_engine *e, const squall_call *c, const squal
   return 1;
 }
 
+/* An agreed pass-through (agreed_pass() said so): whether its plain call is
+ * timed, and the fold of what its tensor holds. */
+static void pass_agreed(squall_engine *e, const squall_call *c, squall_decision *d);
+
 /* A host call of a size class that the agreed cost model has settled as
  * not paying (squall__cost_settled) passes through without its header.
  * Only past headers decide it, never this rank's configuration: a
@@ -1273,8 +1277,7 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
                      "count %zu is too large (at most %zu elements)", c->count, (size_t)MAX_COUNT);
   uint64_t bytes_in = (uint64_t)c->count * c->elsize;
   if (agreed_pass(e, c, &cfg, gen, &d->reason)) { /* (squall__engine_passes takes these first) */
-    d->untimed = untimed(d->reason);
-    fold_into_plain(e, c, NULL, NULL, d);
+    pass_agreed(e, c, d);
     return squallSuccess;
   }
   if (settled_plain(e, c, bytes_in)) {
@@ -1453,6 +1456,16 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   return squallSuccess;
 }
 
+static void pass_agreed(squall_engine *e, const squall_call *c, squall_decision *d) {
+  d->untimed = untimed(d->reason);
+  fold_into_plain(e, c, NULL, NULL, d); /* this rank's own affair: the collective is plain either way */
+}
+
+int squall__engine_never_compresses(const squall_call *c) {
+  squallPassReason_t why;
+  return call_pass_reason(c, &why);
+}
+
 int squall__engine_passes(squall_engine *e, const squall_call *c, squall_decision *d) {
   memset(d, 0, sizeof *d); /* t_start 0: the plain call's own start (a clock read saved) */
   d->route = SQ_ROUTE_PASS;
@@ -1462,8 +1475,7 @@ int squall__engine_passes(squall_engine *e, const squall_call *c, squall_decisio
   if (!pass && c->count <= MAX_COUNT && e->agreed_valid &&
       agreed_pass(e, c, &e->agreed_cfg, squall__config_generation(), &d->reason)) {
     pass = 1;
-    d->untimed = untimed(d->reason);
-    fold_into_plain(e, c, NULL, NULL, d); /* this rank's own affair: the collective is plain either way */
+    pass_agreed(e, c, d);
     d->t_start = 0; /* the plain call's own start: the fold, before it, is left out */
   }
   if (!pass) return 0;

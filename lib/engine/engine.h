@@ -97,6 +97,11 @@ squall_engine *squall__engine_create(const squall_transport *transport, const sq
  * SQUALL_DEBUG=INFO. Accepts NULL. */
 void squall__engine_free(squall_engine *engine);
 
+/* 1 for a call the engine never compresses, from the call alone (its type,
+ * op or communicator, a user's group, a count of 0): the same on every
+ * rank, and no engine needed to say so. */
+int squall__engine_never_compresses(const squall_call *call);
+
 /* 1 when the call passes through without anything collective of
  * squall's: a call the engine never compresses (its type, op or
  * communicator), or one that the configuration the ranks agreed on
