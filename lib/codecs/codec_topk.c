@@ -495,6 +495,69 @@ __attribute__((target("avx2"))) static size_t fused_avx2(const float *g, const f
 }
 #endif
 
+/* The k-th largest key is above v: select among A. Its keys are its bits
+ * without the sign; both radix passes read them from a_bits. */
+static void select_among_a(const cands *c, uint32_t *hist, const float *res, float *out_res, size_t k, int fp16,
+                           float scale, char *idx_out, char *val_out, int cold) {
+  size_t j = 0;
+  size_t above_hi, above_lo;
+  memset(hist, 0, TOPK_BINS * sizeof *hist);
+  for (size_t t = 0; t < c->na; t++) hist[(c->a_bits[t] & 0x7fffffffu) >> 16]++;
+  uint32_t hi = find_bin(hist, (TOPK_BINS >> 1) - 1, k, &above_hi);
+  size_t need = k - above_hi; /* 1 <= need <= entries in bin hi */
+  memset(hist, 0, TOPK_BINS * sizeof *hist);
+  for (size_t t = 0; t < c->na; t++) {
+    uint32_t key = c->a_bits[t] & 0x7fffffffu;
+    if ((key >> 16) == hi) hist[key & 0xffffu]++;
+  }
+  uint32_t lo = find_bin(hist, TOPK_BINS - 1, need, &above_lo);
+  uint32_t thr = (hi << 16) | lo;
+  size_t above = above_hi + above_lo;
+  size_t ties = k - above;
+  for (size_t t = 0; t < c->na; t++) {
+    /* The residual writes land about 1/k of the buffer apart, each on a
+     * cache line the fused pass has long evicted: ask for them early. */
+    if (out_res && !cold && t + 16 < c->na) __builtin_prefetch((const char *)out_res + 4 * (size_t)c->a_idx[t + 16], 1);
+    uint32_t key = c->a_bits[t] & 0x7fffffffu;
+    float a = sq_bits_float(c->a_bits[t]);
+    int take = 0;
+    if (j < k) {
+      if (key > thr) {
+        take = 1;
+      } else if (key == thr && ties > 0) {
+        take = 1;
+        ties--;
+      }
+    }
+    if (take) emit(idx_out, val_out, j++, c->a_idx[t], a, fp16, scale, res != NULL, out_res, cold);
+    else if (out_res && !sq_isfinite(a)) put_res(out_res, c->a_idx[t], 0.0f, cold); /* finite: out_res holds a already */
+  }
+}
+
+/* All of A, and the first k - na ties at v: merge the two index lists.
+ * Entries of B are finite (v <= the largest finite key). */
+static void merge_with_ties(const cands *c, const float *g, const float *res, float *out_res, size_t k, int fp16,
+                            float scale, char *idx_out, char *val_out, int cold) {
+  size_t j = 0;
+  size_t need = k - c->na, ta = 0, tb = 0;
+  while (ta < c->na || tb < need) {
+    if (out_res && !cold && ta + 16 < c->na) __builtin_prefetch((const char *)out_res + 4 * (size_t)c->a_idx[ta + 16], 1);
+    if (tb >= need || (ta < c->na && c->a_idx[ta] < c->b_idx[tb])) {
+      emit(idx_out, val_out, j++, c->a_idx[ta], sq_bits_float(c->a_bits[ta]), fp16, scale, res != NULL,
+           out_res, cold);
+      ta++;
+    } else {
+      uint32_t idx = c->b_idx[tb++];
+      /* a tie's a: read back where the pass stored it in place; formed
+       * again, to the same bits, where it went into a buffer of its own,
+       * whose lines the streamed writes here would evict between two
+       * reads of one line (constant data: 200 against 76 ms a call) */
+      float a = out_res && out_res == res ? ldf(out_res, idx) : res ? ldf(g, idx) + ldf(res, idx) : ldf(g, idx);
+      emit(idx_out, val_out, j++, idx, a, fp16, scale, res != NULL, out_res, cold);
+    }
+  }
+}
+
 /* Writes the slot from the candidates; returns 0, or -1 when they do not
  * decide the selection (the caller takes the full path). */
 static int sampled_path(const float *g, const float *res, float *out_res, float *backup, size_t n, size_t k, int fp16,
@@ -528,63 +591,8 @@ static int sampled_path(const float *g, const float *res, float *out_res, float 
    * 16M floats, medians); elsewhere they are prefetched and stored. */
   if (c.na > c.cap_a || c.na + c.nb < k) return -1;
   const int cold = c.streamed;
-  size_t j = 0;
-  if (c.na >= k) {
-    /* The k-th largest key is above v: select among A. Its keys are its
-     * bits without the sign; both radix passes read them from a_bits. */
-    size_t above_hi, above_lo;
-    memset(hist, 0, TOPK_BINS * sizeof *hist);
-    for (size_t t = 0; t < c.na; t++) hist[(c.a_bits[t] & 0x7fffffffu) >> 16]++;
-    uint32_t hi = find_bin(hist, (TOPK_BINS >> 1) - 1, k, &above_hi);
-    size_t need = k - above_hi; /* 1 <= need <= entries in bin hi */
-    memset(hist, 0, TOPK_BINS * sizeof *hist);
-    for (size_t t = 0; t < c.na; t++) {
-      uint32_t key = c.a_bits[t] & 0x7fffffffu;
-      if ((key >> 16) == hi) hist[key & 0xffffu]++;
-    }
-    uint32_t lo = find_bin(hist, TOPK_BINS - 1, need, &above_lo);
-    uint32_t thr = (hi << 16) | lo;
-    size_t above = above_hi + above_lo;
-    size_t ties = k - above;
-    for (size_t t = 0; t < c.na; t++) {
-      /* The residual writes land about 1/k of the buffer apart, each on a
-       * cache line the fused pass has long evicted: ask for them early. */
-      if (out_res && !cold && t + 16 < c.na) __builtin_prefetch((const char *)out_res + 4 * (size_t)c.a_idx[t + 16], 1);
-      uint32_t key = c.a_bits[t] & 0x7fffffffu;
-      float a = sq_bits_float(c.a_bits[t]);
-      int take = 0;
-      if (j < k) {
-        if (key > thr) {
-          take = 1;
-        } else if (key == thr && ties > 0) {
-          take = 1;
-          ties--;
-        }
-      }
-      if (take) emit(idx_out, val_out, j++, c.a_idx[t], a, fp16, scale, res != NULL, out_res, cold);
-      else if (out_res && !sq_isfinite(a)) put_res(out_res, c.a_idx[t], 0.0f, cold); /* finite: out_res holds a already */
-    }
-  } else {
-    /* All of A, and the first k - na ties at v: merge the two index
-     * lists. Entries of B are finite (v <= the largest finite key). */
-    size_t need = k - c.na, ta = 0, tb = 0;
-    while (ta < c.na || tb < need) {
-      if (out_res && !cold && ta + 16 < c.na) __builtin_prefetch((const char *)out_res + 4 * (size_t)c.a_idx[ta + 16], 1);
-      if (tb >= need || (ta < c.na && c.a_idx[ta] < c.b_idx[tb])) {
-        emit(idx_out, val_out, j++, c.a_idx[ta], sq_bits_float(c.a_bits[ta]), fp16, scale, res != NULL,
-             out_res, cold);
-        ta++;
-      } else {
-        uint32_t idx = c.b_idx[tb++];
-        /* a tie's a: read back where the pass stored it in place; formed
-         * again, to the same bits, where it went into a buffer of its own,
-         * whose lines the streamed writes here would evict between two
-         * reads of one line (constant data: 200 against 76 ms a call) */
-        float a = out_res && out_res == res ? ldf(out_res, idx) : res ? ldf(g, idx) + ldf(res, idx) : ldf(g, idx);
-        emit(idx_out, val_out, j++, idx, a, fp16, scale, res != NULL, out_res, cold);
-      }
-    }
-  }
+  if (c.na >= k) select_among_a(&c, hist, res, out_res, k, fp16, scale, idx_out, val_out, cold);
+  else merge_with_ties(&c, g, res, out_res, k, fp16, scale, idx_out, val_out, cold);
 #ifdef SQ_TOPK_AVX2
   if (cold) _mm_sfence(); /* the streamed writes are visible before what follows */
 #endif

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SQ_COST_KINDS 64   /* codec x route slots (engine.c maps them) */
+#define SQ_COST_KINDS 64   /* codec x route slots (costing.c maps them) */
 #define SQ_COST_CLASSES 64 /* size classes: log2 of the call's bytes */
 #define SQ_COST_CODECS 8   /* squallCodec_t values */
 

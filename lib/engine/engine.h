@@ -22,6 +22,8 @@
 
 typedef enum { SQ_OP_SUM = 0, SQ_OP_AVG = 1, SQ_OP_OTHER = 2 } squall_op;
 
+struct squall_shard;
+
 typedef struct squall_call {
   const void *send; /* may equal recv */
   void *recv;
@@ -41,20 +43,26 @@ typedef struct squall_call {
   int nonblocking;  /* this rank's NCCL communicator is non-blocking: such calls pass through,
                        and the header tells every rank (a rank-local fact: see decide()) */
   void *stream;     /* the caller's stream (cudaStream_t), NULL for host */
-  /* ---- two-level all-reduce (engine/hierarchy.c) */
-  int shard;        /* one shard of a two-level call, across nodes: the outer call has
-                       exchanged the header, decided and counted the warm-up; the shard
-                       runs the route decide() gives it or fails, never passes through */
-  /* the residual's address hint where it is not (send, recv): a shard's is the
-     caller's buffers, since every shard runs in the same scratch */
-  const void *key, *key_recv;
-  const struct squall_call *whole; /* a shard's (required there): the two-level call, whose count
-                       and type are the residual's shape (counts with one shard size differ) */
-  int raw_slots;    /* top-k without the lossless stage: set by the engine on the call's
-                       variant (SQUALL_COST_MODEL), passed on to a two-level call's shards */
+  /* one shard of a two-level call, across nodes (engine/hierarchy.c), or NULL */
+  const struct squall_shard *shard;
 } squall_call;
 
-/* The route of one call, decided in one place (decide() in engine.c) from
+/* What makes a call a shard of a two-level all-reduce: the outer call has
+ * exchanged the header, decided and counted the warm-up, and hands down
+ * the configuration it runs with, so that a shard never reads a snapshot
+ * of its own (a squallSetConfig between the two cannot part them); the
+ * shard runs the route that configuration gives it, or fails, and never
+ * passes through. */
+typedef struct squall_shard {
+  const squallConfig_t *cfg; /* the outer call's run configuration (raw top-k slots applied) */
+  /* the residual's address hint: the caller's buffers, since every shard
+     runs in the same scratch */
+  const void *key, *key_recv;
+  const struct squall_call *whole; /* the two-level call, whose count and type are the residual's
+                                      shape (counts with one shard size differ) */
+} squall_shard;
+
+/* The route of one call, decided in one place (decide() in plan.c) from
  * inputs identical on every rank. */
 typedef enum {
   SQ_ROUTE_PASS = 0, /* the caller runs the plain collective; nothing was changed */

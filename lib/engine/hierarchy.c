@@ -269,40 +269,45 @@ static void shape_of(const squall_hier *h, const squall_call *c, shape *sh) {
              squall__align_up(sh->s * sizeof(float));
 }
 
-static squall_call shard_call(const squall_call *c, float *shard, size_t s) {
+/* The inner engine's call on the shard of c, run with the outer call's
+ * configuration rc (sh: where its squall_shard is kept). */
+static squall_call shard_call(const squall_call *c, const squallConfig_t *rc, float *shard, size_t s,
+                              squall_shard *sh) {
+  *sh = (squall_shard){.cfg = rc, .key = c->send, .key_recv = c->recv, .whole = c};
   squall_call ic = {.send = shard, .recv = shard, .count = s, .dtype = SQ_DT_F32, .elsize = 4,
                     .op = SQ_OP_SUM, .premul = 1.0f, .stream = c->stream, .capturing = c->capturing,
-                    .shard = 1, .key = c->send, .key_recv = c->recv, .whole = c,
-                    .raw_slots = c->raw_slots};
+                    .shard = sh};
   return ic;
 }
 
 /* The inner engine's scratch for the shard of c. */
-static size_t inner_bytes(const squall_hier *h, const squall_call *c, const shape *sh) {
+static size_t inner_bytes(const squall_hier *h, const squall_call *c, const squallConfig_t *rc, const shape *sh) {
   size_t bytes = 0;
-  squall_call ic = shard_call(c, (float *)h->buf, sh->s);
+  squall_shard shd;
+  squall_call ic = shard_call(c, rc, (float *)h->buf, sh->s, &shd);
   squall__engine_prepare_shard(h->inner, &ic, 0, &bytes);
   return bytes;
 }
 
-int squall__hier_grows(squall_hier *h, const squall_call *c) {
+int squall__hier_grows(squall_hier *h, const squall_call *c, const squallConfig_t *rc) {
   if (h == NULL || h->split_state != 1) return 0;
   shape sh;
   shape_of(h, c, &sh);
-  return sh.need > h->planned_buf || inner_bytes(h, c, &sh) > h->planned_inner;
+  return sh.need > h->planned_buf || inner_bytes(h, c, rc, &sh) > h->planned_inner;
 }
 
-int squall__hier_ready(squall_hier *h, const squall_call *c) {
+int squall__hier_ready(squall_hier *h, const squall_call *c, const squallConfig_t *rc) {
   if (h == NULL || h->split_state != 1) return 0;
   shape sh;
   shape_of(h, c, &sh);
   /* the plan, the same on every rank, not this rank's allocations */
-  if (sh.need > h->planned_buf || inner_bytes(h, c, &sh) > h->planned_inner) return 0;
-  squall_call ic = shard_call(c, (float *)h->buf, sh.s);
+  if (sh.need > h->planned_buf || inner_bytes(h, c, rc, &sh) > h->planned_inner) return 0;
+  squall_shard shd;
+  squall_call ic = shard_call(c, rc, (float *)h->buf, sh.s, &shd);
   return squall__engine_ready(h->inner, &ic);
 }
 
-squallResult_t squall__hier_prepare(squall_hier *h, const squall_call *c) {
+squallResult_t squall__hier_prepare(squall_hier *h, const squall_call *c, const squallConfig_t *rc) {
   const squall_kernels *k = h->k;
   SQ_RETURN_ERROR_IF(h->split_state != 1 || h->inner == NULL, squallInternalError,
                      "two-level all-reduce prepared without node communicators");
@@ -323,11 +328,13 @@ squallResult_t squall__hier_prepare(squall_hier *h, const squall_call *c) {
    * every rank passes the call through; after it, nothing allocates. */
   if (h->intra.reserve_reduce_scatter)
     SQ_FORWARD_IF_ERROR(h->intra.reserve_reduce_scatter(h->intra.ctx, sh.s));
-  squall_call ic = shard_call(c, (float *)h->buf, sh.s);
+  squall_shard shd;
+  squall_call ic = shard_call(c, rc, (float *)h->buf, sh.s, &shd);
   return squall__engine_prepare_shard(h->inner, &ic, 1, NULL);
 }
 
-squallResult_t squall__hier_allreduce(squall_hier *h, const squall_call *c, squall_hier_figures *f) {
+squallResult_t squall__hier_allreduce(squall_hier *h, const squall_call *c, const squallConfig_t *rc,
+                                      squall_hier_figures *f) {
   const squall_kernels *k = h->k;
   void *stream = c->stream;
   shape sh;
@@ -337,7 +344,7 @@ squallResult_t squall__hier_allreduce(squall_hier *h, const squall_call *c, squa
   if (c->capturing) h->graphs.captured = 1; /* buf is the graph's now */
   /* Every rank runs this call two-level, so every rank prepared it: the
    * plan grows alike everywhere. */
-  size_t inner = inner_bytes(h, c, &sh);
+  size_t inner = inner_bytes(h, c, rc, &sh);
   if (sh.need > h->planned_buf) h->planned_buf = sh.need;
   if (inner > h->planned_inner) h->planned_inner = inner;
   int need_full = !(sh.direct_in && sh.direct_out);
@@ -364,7 +371,8 @@ squallResult_t squall__hier_allreduce(squall_hier *h, const squall_call *c, squa
   }
   int inner_done = 0;
   if (r == squallSuccess) {
-    squall_call ic = shard_call(c, shard, sh.s);
+    squall_shard shd;
+    squall_call ic = shard_call(c, rc, shard, sh.s, &shd);
     squall_decision d;
     r = squall__engine_allreduce(h->inner, &ic, &d);
     if (r == squallSuccess && d.route == SQ_ROUTE_PASS)
@@ -421,7 +429,8 @@ struct squall_tensor *squall__hier_shard_slot(squall_hier *h, const squall_call 
   size_t L = (size_t)h->local_size;
   *s = (c->count + L - 1) / L;
   *first = (size_t)h->local_rank * *s;
-  squall_call ic = shard_call(c, NULL, *s);
+  squall_shard shd;
+  squall_call ic = shard_call(c, NULL, NULL, *s, &shd); /* only its residual's key and kind */
   return squall__engine_carrier_slot(h->inner, &ic);
 }
 

@@ -57,16 +57,20 @@ int squall__hier_one_node(const squall_hier *h, const squallConfig_t *cfg);
  * is -1 when calls run two-level, else a squallFlatReason_t. */
 squallResult_t squall__hier_route(squall_hier *h, const squallConfig_t *cfg, void *stream, int *flat_reason);
 
+/* The functions below that take rc hand it to the inner engine's shard
+ * call (squall_shard): the configuration the outer call runs with, so
+ * that the shard never takes a snapshot of its own. */
+
 /* Allocates (locally, before the call header) everything a two-level run
  * of c needs: its scratch, the node reduce-scatter's, and the inner
  * engine's scratch, shard residual and backup, so that nothing allocates
  * once the call is collective. */
-squallResult_t squall__hier_prepare(squall_hier *h, const squall_call *c);
+squallResult_t squall__hier_prepare(squall_hier *h, const squall_call *c, const squallConfig_t *rc);
 
 /* 1 when a two-level run of c needs more memory than any call ran with
  * before (the same answer on every rank): a device engine must then
  * exchange the header, so that a rank's failure to grow is shared. */
-int squall__hier_grows(squall_hier *h, const squall_call *c);
+int squall__hier_grows(squall_hier *h, const squall_call *c, const squallConfig_t *rc);
 
 /* What a two-level call sent and spent: bytes across and inside the node,
  * host time in codecs (the inner engine's included). */
@@ -78,7 +82,8 @@ typedef struct {
 
 /* Runs a call two-level (prepared by squall__hier_prepare). On failure
  * the shard residual is as before the call; the caller records it. */
-squallResult_t squall__hier_allreduce(squall_hier *h, const squall_call *c, squall_hier_figures *f);
+squallResult_t squall__hier_allreduce(squall_hier *h, const squall_call *c, const squallConfig_t *rc,
+                                      squall_hier_figures *f);
 
 /* 1 when this rank's ring neighbour is on another node, or the nodes are
  * not known yet (its flat bytes then count as crossing). */
@@ -94,7 +99,7 @@ void squall__hier_record(const squall_hier *h, squallStats_t *local, int path, i
 /* For CUDA graph capture: 1 when a two-level run of c needs no allocation
  * and no host synchronisation, else 0; from the plan, the same on every
  * rank (the residual aside, which is per tensor, as on the flat path). */
-int squall__hier_ready(squall_hier *h, const squall_call *c);
+int squall__hier_ready(squall_hier *h, const squall_call *c, const squallConfig_t *rc);
 
 /* Zeroes the per-shard residuals. */
 squallResult_t squall__hier_reset(squall_hier *h);

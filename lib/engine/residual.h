@@ -99,7 +99,7 @@ void squall__residuals_free(squall_residuals *store);
 
 /* A shape is a count of residual floats and a kind that tells tensors of
  * that count apart: the element type, and for the shard of a two-level
- * call also the whole tensor's count (engine.c, residual_kind).
+ * call also the whole tensor's count (plan.c, squall__residual_kind).
  * Makes sure the shape is known (0), so that counting its calls cannot
  * fail later; -1 when out of memory. */
 int squall__residuals_add_shape(squall_residuals *store, size_t count, uint64_t kind);
