@@ -117,12 +117,8 @@ static int run_plain(comm_state *s, const squall_decision *d, const void *sendbu
   const void *send = d->fold && sendbuf != MPI_IN_PLACE ? (const void *)d->fold : sendbuf;
   double t0 = d->untimed ? 0.0 : squall__now(); /* the plain call's time tells the cost model the link's speed */
   int rc = PMPI_Allreduce(send, recvbuf, count, datatype, op, comm);
-  if (rc == MPI_SUCCESS && !d->untimed) {
-    double t1 = squall__now();
-    squall__engine_note_plain(s->engine, (uint64_t)count * (uint64_t)size, t1 - t0,
-                              t1 - (d->t_start > 0 ? d->t_start : t0));
-  }
-  if (rc == MPI_SUCCESS && d->fold) squall__engine_fold_done(s->engine, d);
+  squall__engine_plain_done(s->engine, d, (uint64_t)count * (uint64_t)size, rc == MPI_SUCCESS, t0,
+                            d->untimed ? 0.0 : squall__now());
   return rc;
 }
 

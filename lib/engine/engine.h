@@ -84,11 +84,11 @@ typedef struct {
    * tensor whose residual holds mass (call.can_fold only): the caller's
    * plain all-reduce sends fold
    * (g + residual; the receive buffer itself when in place) instead of
-   * its input, and calls squall__engine_fold_done once it succeeded. NULL
+   * its input, and calls squall__engine_plain_done once it ran. NULL
    * otherwise. */
   int untimed; /* a pass-through whose plain call the cost model has no use for (below
                   SQUALL_MIN_BYTES, or fewer ranks than SQUALL_MIN_RANKS, as the ranks agreed):
-                  the caller need not time it (squall__engine_note_plain) */
+                  the caller need not time it (squall__engine_plain_done) */
   const float *fold;
   struct squall_tensor *fold_slot, *fold_shard_slot; /* what fold carries: the tensor's residual, its
                                                        two-level shard residual (either may be NULL) */
@@ -127,7 +127,7 @@ int squall__engine_passes(squall_engine *engine, const squall_call *call, squall
  * must run the plain collective itself (every rank got the same answer;
  * nothing was written and no residual changed, except a fold: d->fold,
  * which may be recv itself, holds g + residual for the plain call, and
- * the residual is emptied by squall__engine_fold_done once it succeeded). squallSuccess otherwise:
+ * the residual is emptied by squall__engine_plain_done once it succeeded). squallSuccess otherwise:
  * recv holds the result. Any other result: the call failed; recv is
  * undefined, the residuals are as before the call, and the caller must
  * return the error (never pass the call through). Every failure is logged.
@@ -170,19 +170,18 @@ static inline size_t squall__align_up(size_t x) { return (x + 255) & ~(size_t)25
 /* Bytes this rank sends in a ring all-reduce of `bytes` over p ranks. */
 uint64_t squall__ring_allreduce_wire(uint64_t bytes, int p);
 
-/* A plain all-reduce of `bytes` that the caller ran after a pass-through
- * took `seconds`: a sample of the link for the cost model; the whole call
- * since d->t_start took `whole_seconds` (d->t_start leaves out the call
- * header, which a size class the model declines soon skips, and the
- * residual's fold). */
-void squall__engine_note_plain(squall_engine *engine, uint64_t bytes, double seconds, double whole_seconds);
+/* The caller's plain all-reduce of a pass-through (d) of `bytes` ran,
+ * from t0 to t1 (both 0 where d->untimed), and succeeded (ok) or not:
+ * where it succeeded, its time is a sample of the link for the cost model
+ * (the whole call since d->t_start too, which leaves out the call header,
+ * which a size class the model declines soon skips, and the residual's
+ * fold), and the residual it carried (d->fold) is delivered, and
+ * emptied. */
+void squall__engine_plain_done(squall_engine *engine, const squall_decision *d, uint64_t bytes, int ok, double t0,
+                               double t1);
 
 /* The slot that carries the residual of call c (a shard call: its shard
  * residual) into a plain call (squall__residuals_carrier), or NULL. */
 struct squall_tensor *squall__engine_carrier_slot(squall_engine *engine, const squall_call *c);
-
-/* The plain all-reduce that carried d->fold succeeded: the residual it
- * carried is delivered, and emptied. */
-void squall__engine_fold_done(squall_engine *engine, const squall_decision *d);
 
 #endif

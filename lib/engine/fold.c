@@ -97,7 +97,7 @@ static void empty_residual(squall_engine *e, squall_tensor *t, size_t count) {
   t->unsent = 0;
 }
 
-void squall__engine_fold_done(squall_engine *e, const squall_decision *d) {
+void squall__fold_done(squall_engine *e, const squall_decision *d) {
   if (d->fold_slot) empty_residual(e, d->fold_slot, d->fold_slot->count);
   if (d->fold_shard_slot) empty_residual(e, d->fold_shard_slot, d->fold_shard_slot->count);
 }

@@ -255,6 +255,7 @@ int squall__can_fold(const squall_engine *e, const squall_call *c);
 int squall__folds_for(squallPassReason_t why);
 void squall__fold_into_plain(squall_engine *e, const squall_call *c, float *work, squall_tensor *slot,
                              squall_decision *d);
+void squall__fold_done(squall_engine *e, const squall_decision *d);
 
 /* record.c */
 void squall__record(squall_engine *e, const squall_call *c, const squall_decision *d, squallResult_t r,

@@ -84,10 +84,15 @@ void squall__say_one_node(squall_engine *e) {
             e->tr.rank);
 }
 
-void squall__engine_note_plain(squall_engine *e, uint64_t bytes, double seconds, double whole_seconds) {
-  squall__cost_note_link(&e->cost, 1, squall__ring_allreduce_wire(bytes, e->tr.nranks), seconds);
-  squall__cost_note_call(&e->cost, -1, bytes, whole_seconds);
-  SQ_TRACE("rank %d: %llu bytes: plain call %.3g s (its collective %.3g s)", e->tr.rank, (unsigned long long)bytes,
-           whole_seconds, seconds);
+void squall__engine_plain_done(squall_engine *e, const squall_decision *d, uint64_t bytes, int ok, double t0,
+                               double t1) {
+  if (!ok) return;
+  if (!d->untimed) {
+    double seconds = t1 - t0, whole_seconds = t1 - (d->t_start > 0 ? d->t_start : t0);
+    squall__cost_note_link(&e->cost, 1, squall__ring_allreduce_wire(bytes, e->tr.nranks), seconds);
+    squall__cost_note_call(&e->cost, -1, bytes, whole_seconds);
+    SQ_TRACE("rank %d: %llu bytes: plain call %.3g s (its collective %.3g s)", e->tr.rank, (unsigned long long)bytes,
+             whole_seconds, seconds);
+  }
+  if (d->fold) squall__fold_done(e, d);
 }
-
