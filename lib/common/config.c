@@ -680,13 +680,18 @@ uint64_t squall__config_generation(void) {
   return __atomic_load_n(&generation, __ATOMIC_ACQUIRE);
 }
 
-squallResult_t squallSetConfig(const squallConfig_t *config) {
-  SQ_RETURN_ERROR_IF(config == NULL, squallInvalidArgument, "squallSetConfig: config is NULL");
+squallResult_t squall__config_check(const squallConfig_t *config, const char *who) {
+  SQ_RETURN_ERROR_IF(config == NULL, squallInvalidArgument, "%s: config is NULL", who);
   for (size_t i = 0; i < SQ_ARRAY_SIZE(options); i++) {
     char why[256];
     SQ_RETURN_ERROR_IF(options[i].check(config, why, sizeof why) != 0, squallInvalidArgument,
-                       "squallSetConfig: %s (%s accepts %s)", why, options[i].name, options[i].accepted);
+                       "%s: %s (%s accepts %s)", who, why, options[i].name, options[i].accepted);
   }
+  return squallSuccess;
+}
+
+squallResult_t squallSetConfig(const squallConfig_t *config) {
+  SQ_FORWARD_IF_ERROR(squall__config_check(config, "squallSetConfig"));
   pthread_once(&config_once, config_load);
   pthread_mutex_lock(&config_lock);
   current = *config;

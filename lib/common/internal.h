@@ -37,6 +37,8 @@ squallResult_t squall__fail(squallResult_t code, const char *fmt, ...)
 void squall__config_get(squallConfig_t *config, uint64_t *generation);
 /* The generation alone (squallSetConfig bumps it): one atomic load. */
 uint64_t squall__config_generation(void);
+/* squallSetConfig's checks of every option, its error naming `who`. */
+squallResult_t squall__config_check(const squallConfig_t *config, const char *who);
 
 #define SQ_RETURN_ERROR_IF(cond, code, ...)                                   \
   do {                                                                        \

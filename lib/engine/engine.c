@@ -296,15 +296,30 @@ static squallResult_t find_nodes(squall_engine *e, const squall_call *c, squall_
 
 /* -------------------------------------------------------------- the call */
 
-/* The configuration the call runs with: one snapshot for the whole call,
- * or a shard's, handed down by its outer call. */
-static void snapshot(const squall_call *c, squallConfig_t *cfg, uint64_t *gen) {
+/* The configuration the call runs with: one snapshot for the whole call
+ * (the engine's own, or the process's), or a shard's, handed down by its
+ * outer call. */
+static void snapshot(const squall_engine *e, const squall_call *c, squallConfig_t *cfg, uint64_t *gen) {
   if (c->shard) {
     *cfg = *c->shard->cfg;
     *gen = 0;
+  } else if (e->own_gen) {
+    *cfg = e->own_cfg;
+    *gen = e->own_gen;
   } else {
     squall__config_get(cfg, gen);
   }
+}
+
+uint64_t squall__engine_generation(const squall_engine *e) {
+  return e->own_gen ? e->own_gen : squall__config_generation();
+}
+
+squallResult_t squall__engine_set_config(squall_engine *e, const squallConfig_t *cfg) {
+  SQ_FORWARD_IF_ERROR(squall__config_check(cfg, "squallCollSetConfig"));
+  e->own_cfg = *cfg;
+  e->own_gen++;
+  return squallSuccess;
 }
 
 static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_decision *d, run_state *st) {
@@ -320,7 +335,7 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   if (squall__call_pass_reason(c, &d->reason)) return squallSuccess;
   SQ_RETURN_ERROR_IF(c->count > SQ_MAX_COUNT, squallInvalidArgument,
                      "count %zu is too large (at most %zu elements)", c->count, (size_t)SQ_MAX_COUNT);
-  snapshot(c, &cfg, &gen);
+  snapshot(e, c, &cfg, &gen);
   if (passes_unplanned(e, c, &cfg, gen, d)) return squallSuccess;
   /* 2. */
   squall__plan_make(e, c, &cfg, gen, &plan);
@@ -368,7 +383,7 @@ int squall__engine_passes(squall_engine *e, const squall_call *c, squall_decisio
   /* while the generation stands where the ranks agreed, this rank's
    * configuration is the one they agreed on: no snapshot needed */
   if (!pass && c->count <= SQ_MAX_COUNT && e->agreed_valid &&
-      agreed_pass(e, c, &e->agreed_cfg, squall__config_generation(), &d->reason)) {
+      agreed_pass(e, c, &e->agreed_cfg, squall__engine_generation(e), &d->reason)) {
     pass = 1;
     pass_agreed(e, c, d);
     d->t_start = 0; /* the plain call's own start: the fold, before it, is left out */

@@ -43,6 +43,8 @@ typedef struct squall_call {
   int nonblocking;  /* this rank's NCCL communicator is non-blocking: such calls pass through,
                        and the header tells every rank (a rank-local fact: see decide()) */
   void *stream;     /* the caller's stream (cudaStream_t), NULL for host */
+  const void *key;  /* the tensor's identity where the caller knows it (a gradient bucket's index):
+                       its residual follows the key, not the buffers; NULL: the buffers */
   /* one shard of a two-level call, across nodes (engine/hierarchy.c), or NULL */
   const struct squall_shard *shard;
 } squall_call;
@@ -100,6 +102,10 @@ typedef struct squall_engine squall_engine;
  * copied; the transport's ctx must outlive the engine. NULL when out of
  * memory. */
 squall_engine *squall__engine_create(const squall_transport *transport, const squall_kernels *kernels);
+
+/* From now on the engine's calls run with cfg (checked, copied), not the
+ * process's configuration: collective, as squallSetConfig. */
+squallResult_t squall__engine_set_config(squall_engine *engine, const squallConfig_t *cfg);
 
 /* Frees all state (residuals, scratch); logs the communicator's summary at
  * SQUALL_DEBUG=INFO. Accepts NULL. */

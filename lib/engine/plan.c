@@ -50,6 +50,7 @@ uint64_t squall__kind_of(const squall_call *c) {
 squall_tensor_key squall__hint_of(const squall_call *c) {
   squall_tensor_key k = {c->send, c->recv};
   if (c->shard) k = (squall_tensor_key){c->shard->key, c->shard->key_recv};
+  else if (c->key) k = (squall_tensor_key){c->key, c->key};
   return k;
 }
 

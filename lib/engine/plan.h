@@ -41,6 +41,10 @@ struct squall_engine {
   int agreed_nonblocking; /* the last header: some rank's communicator is non-blocking */
   uint64_t agreed_gen;   /* configuration generation of the last header */
   squallConfig_t agreed_cfg; /* the configuration it agreed on (agreed_ok) */
+  /* squall__engine_set_config: the engine's own configuration, and how
+   * many times it was set (its generation) */
+  squallConfig_t own_cfg;
+  uint64_t own_gen;
   int agreed_valid, agreed_ok;
   uint64_t warned_gen; /* disagreement logged for this generation */
   int warned_valid;
@@ -217,6 +221,7 @@ int squall__device_on_one_node(const squall_engine *e, const squallConfig_t *cfg
 uint64_t squall__residual_kind(int dtype, size_t whole);
 uint64_t squall__kind_of(const squall_call *c);
 squall_tensor_key squall__hint_of(const squall_call *c);
+uint64_t squall__engine_generation(const squall_engine *e);
 int squall__use_lossless(const squall_engine *e, const squallConfig_t *cfg);
 const char *squall__route_name(squall_route r);
 

@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * api_coll.c - squallColl*(): the engine over the caller's own
+ * collectives (squall_coll.h), host memory and the host codecs. A call
+ * the engine passes through runs the caller's allReduce with the call's
+ * own type and op, carrying its tensor's residual where it may (fold).
+ */
+#include "common/internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/stats.h"
+#include "engine/engine.h"
+#include "engine/kernels.h"
+#include "squall_coll.h"
+#include "transports/transport_coll.h"
+
+struct squallColl {
+  squallCollectives_t coll; /* the caller's, as copied */
+  squall_engine *engine;
+};
+
+/* The caller's table as this library knows it: its first `size` bytes,
+ * the rest (fields a newer header appended) left NULL. */
+static squallResult_t copy_collectives(const squallCollectives_t *in, squallCollectives_t *out) {
+  SQ_RETURN_ERROR_IF(in == NULL, squallInvalidArgument, "squallCollCreate: collectives is NULL");
+  SQ_RETURN_ERROR_IF(in->size < offsetof(squallCollectives_t, allToAll), squallInvalidArgument,
+                     "squallCollCreate: collectives->size is %zu, below the %zu bytes every version has "
+                     "(set it with SQUALL_COLLECTIVES_INIT)",
+                     in->size, offsetof(squallCollectives_t, allToAll));
+  memset(out, 0, sizeof *out);
+  memcpy(out, in, in->size < sizeof *out ? in->size : sizeof *out);
+  out->size = sizeof *out;
+  SQ_RETURN_ERROR_IF(out->nranks < 1 || out->rank < 0 || out->rank >= out->nranks, squallInvalidArgument,
+                     "squallCollCreate: rank %d of %d ranks is out of range", out->rank, out->nranks);
+  SQ_RETURN_ERROR_IF(out->memory != squallMemoryHost, squallInvalidArgument,
+                     "squallCollCreate: memory kind %d is not supported (squallMemoryHost is)", (int)out->memory);
+  SQ_RETURN_ERROR_IF(out->allReduce == NULL, squallInvalidArgument, "squallCollCreate: allReduce is NULL");
+  SQ_RETURN_ERROR_IF(out->allGather == NULL, squallInvalidArgument, "squallCollCreate: allGather is NULL");
+  return squallSuccess;
+}
+
+squallResult_t squallCollCreate(const squallCollectives_t *collectives, const squallConfig_t *config,
+                                squallColl_t *coll) {
+  SQ_RETURN_ERROR_IF(coll == NULL, squallInvalidArgument, "squallCollCreate: coll is NULL");
+  *coll = NULL;
+  struct squallColl *s = calloc(1, sizeof *s);
+  SQ_RETURN_ERROR_IF(s == NULL, squallSystemError, "squallCollCreate: out of memory");
+  squallResult_t r = copy_collectives(collectives, &s->coll);
+  squall_transport tr;
+  if (r == squallSuccess) r = squall__transport_coll_init(&tr, &s->coll);
+  if (r == squallSuccess && (s->engine = squall__engine_create(&tr, &squall__kernels_host)) == NULL)
+    r = squall__fail(squallSystemError, "squallCollCreate: out of memory");
+  if (r == squallSuccess && config) r = squall__engine_set_config(s->engine, config);
+  if (r != squallSuccess) {
+    squallCollDestroy(s);
+    return r;
+  }
+  squall__stats_set_rank(s->coll.rank, s->coll.nranks, 0); /* may name the SQUALL_STATS file (stats.h) */
+  *coll = s;
+  return squallSuccess;
+}
+
+static int dtype_of(squallDataType_t t) {
+  return t == squallFloat32 ? SQ_DT_F32 : t == squallFloat16 ? SQ_DT_F16 : t == squallBfloat16 ? SQ_DT_BF16 : -1;
+}
+
+static size_t size_of(squallDataType_t t) { return t == squallFloat32 ? 4 : t == squallInt64 ? 8 : 2; }
+
+/* The caller's plain all-reduce of a call the engine passed through (a
+ * fold's g + residual instead of send), with the call's own type and op,
+ * and the engine told how it went. */
+static squallResult_t run_plain(struct squallColl *s, const squall_decision *d, const void *send, void *recv,
+                                size_t count, squallDataType_t type, squallRedOp_t op, void *stream) {
+  const squallCollectives_t *c = &s->coll;
+  double t0 = d->untimed ? 0.0 : squall__now();
+  int rc = c->allReduce(c->ctx, d->fold ? (const void *)d->fold : send, recv, count, type, op, stream);
+  squall__engine_plain_done(s->engine, d, (uint64_t)count * size_of(type), rc == 0, t0,
+                            d->untimed ? 0.0 : squall__now());
+  SQ_RETURN_ERROR_IF(rc != 0, squallSystemError, "the caller's allReduce failed (returned %d)", rc);
+  return squallSuccess;
+}
+
+squallResult_t squallCollAllReduce(squallColl_t s, const void *send, void *recv, size_t count, squallDataType_t type,
+                                   squallRedOp_t op, const void *key, void *stream) {
+  SQ_RETURN_ERROR_IF(s == NULL, squallInvalidArgument, "squallCollAllReduce: coll is NULL");
+  SQ_RETURN_ERROR_IF((unsigned)type >= squallNumDataTypes, squallInvalidArgument,
+                     "squallCollAllReduce: type %d is not a squallDataType_t", (int)type);
+  SQ_RETURN_ERROR_IF((unsigned)op >= squallNumRedOps, squallInvalidArgument,
+                     "squallCollAllReduce: op %d is not a squallRedOp_t", (int)op);
+  SQ_RETURN_ERROR_IF(count > 0 && (send == NULL || recv == NULL), squallInvalidArgument,
+                     "squallCollAllReduce: %s is NULL for %zu elements", recv == NULL ? "recv" : "send", count);
+  squall_call call = {
+      .send = send,
+      .recv = recv,
+      .count = count,
+      .dtype = dtype_of(type),
+      .elsize = size_of(type),
+      .op = op == squallSum ? SQ_OP_SUM : op == squallAvg ? SQ_OP_AVG : SQ_OP_OTHER,
+      .premul = 1.0f,
+      .key = key,
+      .can_fold = 1, /* host memory, and the engine's own rule for the rest */
+  };
+  squall_decision d;
+  if (squall__engine_passes(s->engine, &call, &d)) return run_plain(s, &d, send, recv, count, type, op, stream);
+  SQ_FORWARD_IF_ERROR(squall__engine_allreduce(s->engine, &call, &d)); /* the engine logged it */
+  if (d.route != SQ_ROUTE_PASS) return squallSuccess;
+  return run_plain(s, &d, send, recv, count, type, op, stream);
+}
+
+squallResult_t squallCollSetConfig(squallColl_t s, const squallConfig_t *config) {
+  SQ_RETURN_ERROR_IF(s == NULL || config == NULL, squallInvalidArgument, "squallCollSetConfig: %s is NULL",
+                     s == NULL ? "coll" : "config");
+  return squall__engine_set_config(s->engine, config);
+}
+
+squallResult_t squallCollGetResidual(squallColl_t s, const void *key, size_t count, squallDataType_t type,
+                                     float *out) {
+  SQ_RETURN_ERROR_IF(s == NULL || key == NULL || out == NULL, squallInvalidArgument,
+                     "squallCollGetResidual: %s is NULL", s == NULL ? "coll" : key == NULL ? "key" : "out");
+  return squall__engine_get_residual(s->engine, key, count, dtype_of(type), 0, out);
+}
+
+squallResult_t squallCollResetResiduals(squallColl_t s) {
+  SQ_RETURN_ERROR_IF(s == NULL, squallInvalidArgument, "squallCollResetResiduals: coll is NULL");
+  return squall__engine_reset_residuals(s->engine);
+}
+
+squallResult_t squallCollStats(squallColl_t s, squallStats_t *stats) {
+  SQ_RETURN_ERROR_IF(s == NULL || stats == NULL, squallInvalidArgument, "squallCollStats: %s is NULL",
+                     s == NULL ? "coll" : "stats");
+  *stats = *squall__engine_stats(s->engine);
+  return squallSuccess;
+}
+
+squallResult_t squallCollDestroy(squallColl_t s) {
+  if (s == NULL) return squallSuccess;
+  squall__engine_free(s->engine);
+  free(s);
+  return squallSuccess;
+}
