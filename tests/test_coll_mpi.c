@@ -1,0 +1,292 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * test_coll_mpi.c - squallColl over collectives a caller provides, here
+ * written on MPI. The same engine runs behind squallMpiAllreduce, so for
+ * every codec a squallColl call must give squallMpiAllreduce's bits, step
+ * after step (the residuals evolve alike); a pass-through gives plain
+ * MPI_Allreduce's; a failing collective of the caller's fails the call on
+ * every rank and leaves the residual as it was; bad tables and arguments
+ * are refused with the argument named.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codecs/codec.h"
+#include "common/internal.h"
+#include "mpi_check.h"
+#include "squall_coll.h"
+#include "squall_mpi.h"
+
+static int rank, nranks;
+
+/* ------------------------------------------------- the caller's functions */
+typedef struct {
+  MPI_Comm comm;
+  int calls;     /* collectives so far */
+  int fail_at;   /* the collective (1-based) that fails on every rank; 0: none */
+  int gathers;   /* allGather calls */
+} mpi_ctx;
+
+static void sum_f16(void *in, void *inout, int *len, MPI_Datatype *t) {
+  (void)t;
+  squall__half_sum(SQ_HALF_FP16, in, inout, (size_t)*len);
+}
+static void sum_bf16(void *in, void *inout, int *len, MPI_Datatype *t) {
+  (void)t;
+  squall__half_sum(SQ_HALF_BF16, in, inout, (size_t)*len);
+}
+
+static int failing(mpi_ctx *m) { return ++m->calls == m->fail_at; }
+
+static int c_allreduce(void *ctx, const void *send, void *recv, size_t count, squallDataType_t type,
+                       squallRedOp_t op, void *stream) {
+  mpi_ctx *m = ctx;
+  (void)stream;
+  if (failing(m)) return 42;
+  static MPI_Op f16, bf16;
+  if (f16 == MPI_OP_NULL || f16 == 0) {
+    MPI_Op_create(sum_f16, 1, &f16);
+    MPI_Op_create(sum_bf16, 1, &bf16);
+  }
+  MPI_Datatype t = type == squallFloat32 ? MPI_FLOAT : type == squallInt64 ? MPI_INT64_T : MPI_UINT16_T;
+  MPI_Op o = op == squallMax ? MPI_MAX : op == squallMin ? MPI_MIN : MPI_SUM;
+  if (type == squallFloat16) o = f16;
+  if (type == squallBfloat16) o = bf16;
+  ck_assert_msg(op != squallAvg, "squall passed squallAvg to a float call it should have divided itself");
+  return MPI_Allreduce(send == recv ? MPI_IN_PLACE : send, recv, (int)count, t, o, m->comm);
+}
+
+static int c_allgather(void *ctx, const void *send, void *recv, size_t bytes, void *stream) {
+  mpi_ctx *m = ctx;
+  (void)stream;
+  m->gathers++;
+  if (failing(m)) return 43;
+  return MPI_Allgather(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, m->comm);
+}
+
+static int c_alltoall(void *ctx, const void *send, void *recv, size_t bytes, void *stream) {
+  mpi_ctx *m = ctx;
+  (void)stream;
+  if (failing(m)) return 44;
+  return MPI_Alltoall(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, m->comm);
+}
+
+static squallCollectives_t table(mpi_ctx *m) {
+  squallCollectives_t c = SQUALL_COLLECTIVES_INIT;
+  c.ctx = m;
+  c.rank = rank;
+  c.nranks = nranks;
+  c.allReduce = c_allreduce;
+  c.allGather = c_allgather;
+  c.allToAll = c_alltoall;
+  return c;
+}
+
+/* The configuration of a case (mc_use_config's), for squallCollCreate. */
+static squallConfig_t config_of(const char *spec) {
+  mc_use_config(spec);
+  squallConfig_t c;
+  squallGetConfig(&c);
+  return c;
+}
+
+static void fill(float *x, size_t n, int step) {
+  uint64_t s = 0x9e3779b97f4a7c15ull * (uint64_t)(rank + 1) + (uint64_t)step * 7919u;
+  for (size_t i = 0; i < n; i++) {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    x[i] = (float)((int64_t)(s >> 40) - (1 << 23)) / 1048576.0f; /* dyadic: sums are exact */
+  }
+}
+
+static void assert_same_bits(const float *a, const float *b, size_t n, const char *what, int step) {
+  for (size_t i = 0; i < n; i++)
+    MC_CHECK(memcmp(&a[i], &b[i], 4) == 0, "%s, step %d: element %zu is %a, squallMpiAllreduce gave %a", what, step,
+             i, (double)a[i], (double)b[i]);
+}
+
+/* ------------------------------------------------------------ the tests */
+
+START_TEST(test_same_bits_as_mpi) {
+  const char *specs[] = {"SQUALL_COMPRESS=fp16", "SQUALL_COMPRESS=bf16", "SQUALL_COMPRESS=topk:0.01",
+                         "SQUALL_COMPRESS=topk:0.05 SQUALL_TOPK_VALUES=fp16", "SQUALL_COMPRESS=int8",
+                         "SQUALL_COMPRESS=int4", "SQUALL_COMPRESS=fp8", "SQUALL_COMPRESS=fp16 SQUALL_HALF_ACCUM=fp32"};
+  size_t n = 5003;
+  float *g = malloc(n * 4), *a = malloc(n * 4), *b = malloc(n * 4);
+  for (size_t s = 0; s < SQ_ARRAY_SIZE(specs); s++) {
+    squallConfig_t cfg = config_of(specs[s]);
+    mpi_ctx m = {0};
+    MPI_Comm_dup(MPI_COMM_WORLD, &m.comm);
+    MPI_Comm mine;
+    MPI_Comm_dup(MPI_COMM_WORLD, &mine);
+    squallCollectives_t t = table(&m);
+    squallColl_t coll;
+    ck_assert_msg(squallCollCreate(&t, &cfg, &coll) == squallSuccess, "%s", squallGetLastError());
+    for (int step = 0; step < 6; step++) {
+      fill(g, n, step);
+      ck_assert_msg(squallCollAllReduce(coll, g, a, n, squallFloat32, squallSum, NULL, NULL) == squallSuccess,
+                    "%s: %s", specs[s], squallGetLastError());
+      ck_assert_int_eq(squallMpiAllreduce(g, b, (int)n, MPI_FLOAT, MPI_SUM, mine), MPI_SUCCESS);
+      assert_same_bits(a, b, n, specs[s], step);
+    }
+    squallStats_t st;
+    ck_assert_int_eq(squallCollStats(coll, &st), squallSuccess);
+    ck_assert_msg(st.compressedCalls == 6, "%s: %llu of 6 calls compressed", specs[s],
+                  (unsigned long long)st.compressedCalls);
+    squallCollDestroy(coll);
+    squallMpiCommFree(mine);
+    MPI_Comm_free(&mine);
+    MPI_Comm_free(&m.comm);
+  }
+  free(g); free(a); free(b);
+}
+END_TEST
+
+/* A residual keyed by the caller follows the tensor into new buffers: the
+ * same bits as one that keeps its buffers. */
+START_TEST(test_key_follows_moving_buffers) {
+  squallConfig_t cfg = config_of("SQUALL_COMPRESS=topk:0.01");
+  size_t n = 4096;
+  mpi_ctx m1 = {0}, m2 = {0};
+  MPI_Comm_dup(MPI_COMM_WORLD, &m1.comm);
+  MPI_Comm_dup(MPI_COMM_WORLD, &m2.comm);
+  squallCollectives_t t1 = table(&m1), t2 = table(&m2);
+  squallColl_t fixed, moving;
+  ck_assert_int_eq(squallCollCreate(&t1, &cfg, &fixed), squallSuccess);
+  ck_assert_int_eq(squallCollCreate(&t2, &cfg, &moving), squallSuccess);
+  float *g = malloc(n * 4), *a = malloc(n * 4), *b = malloc(n * 4);
+  for (int step = 0; step < 5; step++) {
+    float *gm = malloc(n * 4), *bm = malloc(n * 4); /* new buffers every step */
+    fill(g, n, step);
+    memcpy(gm, g, n * 4);
+    ck_assert_int_eq(squallCollAllReduce(fixed, g, a, n, squallFloat32, squallSum, NULL, NULL), squallSuccess);
+    ck_assert_int_eq(squallCollAllReduce(moving, gm, bm, n, squallFloat32, squallSum, (const void *)(uintptr_t)7,
+                                         NULL), squallSuccess);
+    assert_same_bits(bm, a, n, "keyed", step);
+    free(gm); free(bm);
+  }
+  float *ra = malloc(n * 4), *rb = malloc(n * 4);
+  ck_assert_int_eq(squallCollGetResidual(fixed, g, n, squallFloat32, ra), squallSuccess);
+  ck_assert_int_eq(squallCollGetResidual(moving, (const void *)(uintptr_t)7, n, squallFloat32, rb), squallSuccess);
+  assert_same_bits(rb, ra, n, "keyed residual", 5);
+  squallCollDestroy(fixed);
+  squallCollDestroy(moving);
+  MPI_Comm_free(&m1.comm);
+  MPI_Comm_free(&m2.comm);
+  free(g); free(a); free(b); free(ra); free(rb);
+}
+END_TEST
+
+/* Calls squall does not compress give the plain all-reduce's bits. */
+START_TEST(test_passthrough_is_plain) {
+  size_t n = 3001;
+  float *g = malloc(n * 4), *a = malloc(n * 4), *b = malloc(n * 4);
+  const char *specs[] = {"SQUALL_COMPRESS=none", "SQUALL_COMPRESS=topk:0.01 SQUALL_MIN_BYTES=1M"};
+  for (size_t s = 0; s < SQ_ARRAY_SIZE(specs); s++) {
+    squallConfig_t cfg = config_of(specs[s]);
+    mpi_ctx m = {0};
+    MPI_Comm_dup(MPI_COMM_WORLD, &m.comm);
+    squallCollectives_t t = table(&m);
+    squallColl_t coll;
+    ck_assert_int_eq(squallCollCreate(&t, &cfg, &coll), squallSuccess);
+    fill(g, n, 1);
+    ck_assert_int_eq(squallCollAllReduce(coll, g, a, n, squallFloat32, squallSum, NULL, NULL), squallSuccess);
+    MPI_Allreduce(g, b, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    assert_same_bits(a, b, n, specs[s], 0);
+    ck_assert_int_eq(m.gathers, 0);
+    squallCollDestroy(coll);
+    MPI_Comm_free(&m.comm);
+  }
+  free(g); free(a); free(b);
+}
+END_TEST
+
+/* A caller's collective that fails, at each point of a call in turn:
+ * the call fails with squallSystemError naming it, and the residual is as
+ * before the call. */
+START_TEST(test_failure_restores_residual) {
+  const char *specs[] = {"SQUALL_COMPRESS=topk:0.01", "SQUALL_COMPRESS=fp16", "SQUALL_COMPRESS=int8"};
+  size_t n = 4099;
+  float *g = malloc(n * 4), *out = malloc(n * 4), *before = malloc(n * 4), *after = malloc(n * 4);
+  for (size_t s = 0; s < SQ_ARRAY_SIZE(specs); s++) {
+    for (int at = 1; at <= 4; at++) {
+      squallConfig_t cfg = config_of(specs[s]);
+      mpi_ctx m = {0};
+      MPI_Comm_dup(MPI_COMM_WORLD, &m.comm);
+      squallCollectives_t t = table(&m);
+      squallColl_t coll;
+      ck_assert_int_eq(squallCollCreate(&t, &cfg, &coll), squallSuccess);
+      fill(g, n, 0);
+      ck_assert_int_eq(squallCollAllReduce(coll, g, out, n, squallFloat32, squallSum, NULL, NULL), squallSuccess);
+      ck_assert_int_eq(squallCollGetResidual(coll, g, n, squallFloat32, before), squallSuccess);
+      int calls = m.calls;
+      m.fail_at = calls + at; /* the at-th collective of the next call */
+      fill(g, n, 1);
+      squallResult_t r = squallCollAllReduce(coll, g, out, n, squallFloat32, squallSum, NULL, NULL);
+      if (m.calls >= m.fail_at) {
+        ck_assert_msg(r == squallSystemError, "%s, collective %d: result %d", specs[s], at, (int)r);
+        ck_assert_msg(strstr(squallGetLastError(), "the caller's") != NULL, "%s: '%s' names no collective",
+                      specs[s], squallGetLastError());
+        ck_assert_int_eq(squallCollGetResidual(coll, g, n, squallFloat32, after), squallSuccess);
+        assert_same_bits(after, before, n, "residual after a failed call", at);
+      } else {
+        ck_assert_int_eq(r, squallSuccess); /* the call had fewer collectives */
+      }
+      squallCollDestroy(coll);
+      MPI_Comm_free(&m.comm);
+    }
+  }
+  free(g); free(out); free(before); free(after);
+}
+END_TEST
+
+START_TEST(test_bad_arguments) {
+  mpi_ctx m = {0};
+  squallCollectives_t t = table(&m);
+  squallColl_t coll = (squallColl_t)1;
+  squallCollectives_t bad = t;
+  bad.allGather = NULL;
+  ck_assert_int_eq(squallCollCreate(&bad, NULL, &coll), squallInvalidArgument);
+  ck_assert_ptr_null(coll);
+  ck_assert_msg(strstr(squallGetLastError(), "allGather") != NULL, "%s", squallGetLastError());
+  bad = t;
+  bad.size = 8;
+  ck_assert_int_eq(squallCollCreate(&bad, NULL, &coll), squallInvalidArgument);
+  ck_assert_msg(strstr(squallGetLastError(), "size") != NULL, "%s", squallGetLastError());
+  bad = t;
+  bad.rank = nranks;
+  ck_assert_int_eq(squallCollCreate(&bad, NULL, &coll), squallInvalidArgument);
+  ck_assert_int_eq(squallCollCreate(NULL, NULL, &coll), squallInvalidArgument);
+  squallConfig_t cfg = config_of("SQUALL_COMPRESS=fp16");
+  cfg.topkRatio = -1;
+  ck_assert_int_eq(squallCollCreate(&t, &cfg, &coll), squallInvalidArgument);
+  ck_assert_int_eq(squallCollCreate(&t, NULL, &coll), squallSuccess);
+  float x[4] = {0};
+  ck_assert_int_eq(squallCollAllReduce(coll, x, x, 4, (squallDataType_t)9, squallSum, NULL, NULL),
+                   squallInvalidArgument);
+  ck_assert_int_eq(squallCollAllReduce(coll, NULL, x, 4, squallFloat32, squallSum, NULL, NULL),
+                   squallInvalidArgument);
+  ck_assert_int_eq(m.calls, 0); /* refused before anything collective */
+  ck_assert_int_eq(squallCollDestroy(coll), squallSuccess);
+  ck_assert_int_eq(squallCollDestroy(NULL), squallSuccess);
+}
+END_TEST
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  Suite *s = suite_create("coll");
+  TCase *tc = tcase_create("coll");
+  tcase_set_timeout(tc, 0);
+  tcase_add_test(tc, test_bad_arguments);
+  tcase_add_test(tc, test_same_bits_as_mpi);
+  tcase_add_test(tc, test_key_follows_moving_buffers);
+  tcase_add_test(tc, test_passthrough_is_plain);
+  tcase_add_test(tc, test_failure_restores_residual);
+  suite_add_tcase(s, tc);
+  int failed = mpi_check_run(s);
+  MPI_Finalize();
+  return failed ? 1 : 0;
+}
