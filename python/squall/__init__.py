@@ -1,0 +1,190 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""squall: compressed gradient all-reduce, from Python.
+
+``squall.Comm`` runs squall's engine (codecs, error feedback, cost model,
+call header) over collectives written in Python: a framework's own
+communicator. ``squall.torch.ddp_comm_hook`` builds one on a PyTorch
+process group for ``DistributedDataParallel.register_comm_hook``.
+
+The library is found, in this order, at ``$SQUALL_LIBRARY``, where
+``make install`` put it (the prefix this package was installed with), and
+by the loader's own search (``libsquall.so.<soname>``).
+"""
+import ctypes
+import ctypes.util
+import os
+
+from . import _location
+
+__all__ = ["Comm", "SquallError", "config", "library", "FLOAT32", "FLOAT16", "BFLOAT16", "INT64",
+           "SUM", "MAX", "MIN", "AVG"]
+
+# squall_coll.h's enums
+FLOAT32, FLOAT16, BFLOAT16, INT64 = 0, 1, 2, 3
+SUM, MAX, MIN, AVG = 0, 1, 2, 3
+_CONFIG_BYTES = 16384  # room for any squallConfig_t: zeroed, squall takes it at its first size
+
+
+class SquallError(RuntimeError):
+    """A squall call failed: the message is squall's own detail."""
+
+
+def _candidates():
+    env = os.environ.get("SQUALL_LIBRARY")
+    if env:
+        return [env]
+    names = []
+    if _location.LIBDIR:
+        names.append(os.path.join(_location.LIBDIR, "libsquall.so." + _location.SONAME))
+    names.append("libsquall.so." + _location.SONAME)
+    found = ctypes.util.find_library("squall")
+    if found:
+        names.append(found)
+    return names
+
+
+def _load():
+    errors = []
+    for name in _candidates():
+        try:
+            return ctypes.CDLL(name)
+        except OSError as e:
+            errors.append(str(e))
+    raise ImportError("squall: cannot load libsquall (set SQUALL_LIBRARY to its path): " + "; ".join(errors))
+
+
+_lib = None
+
+
+def library():
+    """The loaded libsquall (ctypes.CDLL), loaded on first use."""
+    global _lib
+    if _lib is None:
+        lib = _load()
+        lib.squallGetLastError.restype = ctypes.c_char_p
+        lib.squallGetErrorString.restype = ctypes.c_char_p
+        lib.squallVersionString.restype = ctypes.c_char_p
+        lib.squallCollAllReduce.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                                            ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+        lib.squallCollGetResidual.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                                              ctypes.c_void_p]
+        lib.squallCollCreate.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
+        for name in ("squallCollDestroy", "squallCollResetResiduals"):
+            getattr(lib, name).argtypes = [ctypes.c_void_p]
+        lib.squallCollSetConfig.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        lib.squallCollStats.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        _lib = lib
+    return _lib
+
+
+def _check(result, what):
+    if result != 0:
+        lib = library()
+        detail = lib.squallGetLastError().decode(errors="replace")
+        raise SquallError("%s: %s: %s" % (what, lib.squallGetErrorString(result).decode(), detail))
+
+
+def version():
+    """squall's version string, with its build features."""
+    return library().squallVersionString().decode()
+
+
+def config(spec=None, base=None):
+    """A squallConfig_t (a ctypes buffer): the process's configuration
+    (the SQUALL_* variables) or ``base``, with ``spec`` applied, e.g.
+    ``"SQUALL_COMPRESS=topk:0.01 SQUALL_MIN_BYTES=64K"`` (squallConfigParse:
+    the ``SQUALL_`` prefix may be left out). A bad setting raises
+    SquallError naming it."""
+    lib = library()
+    buf = ctypes.create_string_buffer(_CONFIG_BYTES)
+    if base is not None:
+        ctypes.memmove(buf, base, _CONFIG_BYTES)
+    else:
+        _check(lib.squallGetConfig(buf), "squallGetConfig")
+    if spec:
+        _check(lib.squallConfigParse(buf, spec.encode()), "squallConfigParse(%r)" % spec)
+    return buf
+
+
+# the callbacks' C types (squall_coll.h)
+_ALLREDUCE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                              ctypes.c_int, ctypes.c_int, ctypes.c_void_p)
+_ALLGATHER = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                              ctypes.c_void_p)
+
+
+class _Collectives(ctypes.Structure):
+    _fields_ = [("size", ctypes.c_size_t), ("ctx", ctypes.c_void_p), ("rank", ctypes.c_int),
+                ("nranks", ctypes.c_int), ("memory", ctypes.c_int), ("allReduce", _ALLREDUCE),
+                ("allGather", _ALLGATHER), ("allToAll", _ALLGATHER)]
+
+
+class Comm:
+    """squall's engine over Python collectives.
+
+    all_reduce(send, recv, count, dtype, op), all_gather(send, recv, nbytes)
+    and all_to_all(send, recv, nbytes) (optional) take raw host addresses
+    and run the plain collective over the caller's ranks (see
+    squall_coll.h for their contract). An exception inside one makes the
+    squall call fail, and is raised again, chained, by all_reduce here.
+    """
+
+    def __init__(self, rank, nranks, all_reduce, all_gather, all_to_all=None, spec=None):
+        self._lib = library()
+        self._raised = None
+        self._cbs = (self._wrap(all_reduce, _ALLREDUCE, 5), self._wrap(all_gather, _ALLGATHER, 3),
+                     self._wrap(all_to_all, _ALLGATHER, 3) if all_to_all else _ALLGATHER())
+        self._table = _Collectives(ctypes.sizeof(_Collectives), None, rank, nranks, 0, *self._cbs)
+        self._cfg = config(spec)
+        handle = ctypes.c_void_p()
+        _check(self._lib.squallCollCreate(ctypes.byref(self._table), self._cfg, ctypes.byref(handle)),
+               "squallCollCreate")
+        self._handle = handle
+
+    def _wrap(self, fn, ctype, nargs):
+        def call(ctx, *args):
+            try:
+                fn(*args[:nargs])
+                return 0
+            except BaseException as e:  # noqa: B902 - carried back across C, raised by all_reduce
+                if self._raised is None:
+                    self._raised = e
+                return 1
+        return ctype(call)
+
+    def all_reduce(self, send, recv, count, dtype=FLOAT32, op=AVG, key=None):
+        """recv = the sum (SUM) or mean (AVG) over every rank's send; count
+        elements of dtype at host addresses send and recv (may be equal).
+        key: a positive integer naming the tensor (its residual follows
+        it), or None for the buffers' addresses. Collective."""
+        self._raised = None
+        r = self._lib.squallCollAllReduce(self._handle, send, recv, count, dtype, op, key, None)
+        raised, self._raised = self._raised, None
+        if r != 0:
+            detail = self._lib.squallGetLastError().decode(errors="replace")
+            err = SquallError("squallCollAllReduce of %d elements failed: %s" % (count, detail))
+            if raised is not None:
+                raise err from raised
+            raise err
+
+    def residual(self, key, count, dtype=FLOAT32):
+        """The error-feedback residual of tensor key (count floats, a
+        ctypes array), or None where squall keeps none."""
+        out = (ctypes.c_float * count)()
+        r = self._lib.squallCollGetResidual(self._handle, key, count, dtype, out)
+        return out if r == 0 else None
+
+    def reset_residuals(self):
+        _check(self._lib.squallCollResetResiduals(self._handle), "squallCollResetResiduals")
+
+    def set_config(self, spec):
+        self._cfg = config(spec)
+        _check(self._lib.squallCollSetConfig(self._handle, self._cfg), "squallCollSetConfig")
+
+    def close(self):
+        if getattr(self, "_handle", None):
+            self._lib.squallCollDestroy(self._handle)
+            self._handle = None
+
+    def __del__(self):
+        self.close()
