@@ -9,14 +9,14 @@
 # suppressed (tools/lsan-openmpi.supp); a canary that leaks from program
 # code proves detection is live first. Undefined behaviour aborts the test.
 # Not run here, with the reason:
-#   tests/preload-mpi4py.sh, tests/preload-run.sh  LD_PRELOAD the interposer
+#   tests/interpose/preload-mpi4py.sh, tests/interpose/preload-run.sh  LD_PRELOAD the interposer
 #     into programs that are not instrumented (python3, sh): an ASan-linked
 #     library cannot be preloaded unless libasan comes first in the initial
 #     library list, and these tests set LD_PRELOAD themselves. The
 #     interposer's code (lib/api, lib/engine) runs in the other suites.
-#   tests/train-short.sh  trains six MLPs; under ASan it runs past the test
+#   tests/train/train-short.sh  trains six MLPs; under ASan it runs past the test
 #     time limit. The normal `make check` runs it.
-#   tests/timeouts.sh  times how fast a hung job is stopped; instrumented
+#   tests/tree/timeouts.sh  times how fast a hung job is stopped; instrumented
 #     ranks take longer to die than its bound. The normal `make check` runs it.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -35,8 +35,8 @@ done
 # 20 minutes on 2 ranks and longer on 3 (2026-12-02), which would take the
 # stage past CI's time. Their code runs instrumented on fewer ranks
 # (twophase-2/3, hierarchy-4/3), as the same paths with other shard counts.
-skip="tests/preload-mpi4py.sh tests/preload-run.sh tests/train-short.sh tests/timeouts.sh tests/twophase-4.sh"
-skip="$skip tests/hierarchy-6.sh"
+skip="tests/interpose/preload-mpi4py.sh tests/interpose/preload-run.sh tests/train/train-short.sh tests/tree/timeouts.sh"
+skip="$skip tests/mpi/twophase-4.mpi tests/mpi/hierarchy-6.mpi"
 
 san="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
 [ -x "$top/configure" ] || (cd "$top" && autoreconf -fi >/dev/null 2>&1)

@@ -1,6 +1,0 @@
-#!/bin/sh
-# SPDX-License-Identifier: BSD-3-Clause
-# train-short.sh - the training-quality regression test of make check:
-# squall-train --short (the small task, seconds) on 2 ranks, asserted by
-# tests/train-compare.sh; tests/train-long.sh (make check-long) is the full size.
-exec sh "${SQUALL_SRCDIR:?}/tests/train-compare.sh" short

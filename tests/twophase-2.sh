@@ -1,4 +1,0 @@
-#!/bin/sh
-# SPDX-License-Identifier: BSD-3-Clause
-# The two-phase all-reduce suite on 2 MPI ranks.
-exec "$SQUALL_BUILDDIR/tests/run-mpi.sh" 2 "$SQUALL_BUILDDIR/tests/test_twophase_mpi"
