@@ -44,11 +44,25 @@ grep -q '^# 2 results, 0 out of bounds, 0 where ranks differ' "$tmp/bench" ||
 grep -q '^ *65536 .* fp16 .* \(16-bit\|two-phase\)$' "$tmp/bench" ||
   { cat "$tmp/bench"; bad "the installed squall-bench did not compress fp16"; }
 
+# The Python package, where configure said, naming the installed library.
+loc=$(find "$dest" -path '*/squall/_location.py' | head -1)
+pkg=${loc%/_location.py}
+pydir=${pkg#"$dest"}
+pydir=${pydir%/squall}
+test -f "$pkg/__init__.py" || bad "no Python package installed (squall/__init__.py)"
+grep -q "^LIBDIR = '/" "$pkg/_location.py" 2>/dev/null || bad "the installed squall/_location.py names no library folder"
+so=$(sed -n 's/^SONAME = "\(.*\)"/\1/p' "$pkg/_location.py" 2>/dev/null)
+libdir=$(sed -n "s/^LIBDIR = '\(.*\)'/\1/p" "$pkg/_location.py" 2>/dev/null)
+if command -v python3 > /dev/null 2>&1; then
+  SQUALL_LIBRARY="$dest$libdir/libsquall.so.$so" PYTHONPATH="$dest$pydir" python3 -c 'import squall; squall.version()' \
+    > "$tmp/py" 2>&1 || { cat "$tmp/py"; bad "import squall from the install (libsquall.so.$so in $libdir)"; }
+fi
+
 make -s -C "$b" uninstall DESTDIR="$dest" > "$tmp/uninstall.log" 2>&1 || { cat "$tmp/uninstall.log"; bad "make uninstall"; }
 left=$(find "$dest" -mindepth 1 \( -type f -o -type l \) 2>/dev/null)
 test -z "$left" || bad "make uninstall left files: $left"
-for d in share/squall share/doc/squall; do
-  test ! -d "$dest$prefix/$d" || bad "make uninstall left $prefix/$d"
+for d in $prefix/share/squall $prefix/share/doc/squall $pydir/squall; do
+  test ! -d "$dest$d" || bad "make uninstall left $d"
 done
 test "$fails" = 0 && echo "install: 1 passed, 0 failed"
 test "$fails" = 0
