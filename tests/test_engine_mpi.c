@@ -18,7 +18,7 @@
 
 #include "codecs/codec.h"
 #include "engine/engine.h"
-#include "engine/kernels.h"
+#include "kernels/kernels.h"
 #include "engine/residual.h"
 #include "mpi_check.h"
 #include "squall_mpi.h"

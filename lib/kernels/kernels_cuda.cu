@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * kernels_cuda.cu - the engine's kernel set on device memory: the CUDA
- * codec twins (half.cu, topk.cu, sparse.cu) plus the small element-wise
- * kernels the engine needs around them. Everything is enqueued on the
- * call's stream; only alloc and to_host wait, and the engine calls
- * them outside the steady state (growth) or on request (diagnostics).
+ * codec twins (lib/codecs/cuda/: half.cu, topk.cu, sparse.cu) plus the
+ * small element-wise kernels the engine needs around them. Everything is
+ * enqueued on the call's stream; only alloc and to_host wait, and the
+ * engine calls them outside the steady state (growth) or on request
+ * (diagnostics).
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -12,10 +13,10 @@
 
 #include <cuda_runtime_api.h>
 
-#include "codec_cuda.h"
+#include "codecs/cuda/codec_cuda.h"
 #include "codecs/codec.h"
 #include "common/internal.h"
-#include "engine/kernels.h"
+#include "kernels/kernels.h"
 
 static cudaStream_t stream_of(void *stream) { return (cudaStream_t)stream; }
 

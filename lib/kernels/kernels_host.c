@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* engine/kernels_host.c - the engine's kernel set on host memory: thin wrappers
+/* kernels_host.c - the engine's kernel set on host memory: thin wrappers
  * over the host codecs, plus the widening and narrowing of 16-bit data. */
 #include "common/internal.h"
 
@@ -8,7 +8,7 @@
 #include <sys/mman.h>
 
 #include "codecs/codec.h"
-#include "engine/kernels.h"
+#include "kernels/kernels.h"
 
 /* Blocks from this size on (residuals, their spares, the scratch of large
  * calls) start on a 2 MiB boundary and ask for transparent huge pages,
