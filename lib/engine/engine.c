@@ -109,7 +109,7 @@ squall_engine *squall__engine_create(const squall_transport *tr, const squall_ke
   if (e == NULL) return NULL;
   e->tr = *tr;
   e->k = *k;
-  e->header_every_call = strcmp(k->name, "host") == 0;
+  e->header_every_call = k->on_host;
   e->residuals = squall__residuals_create(&e->k);
   e->hier = squall__hier_create(&e->tr, &e->k); /* two-level all-reduce */
   if (e->residuals == NULL || e->hier == NULL) {
@@ -370,14 +370,14 @@ static void layout_for(const squall_engine *e, const squall_call *c, const squal
      * host's encoder updates it first: in place where failures are fatal,
      * into the spare, or where the backup restores it */
     L->rounds = 1;
-    if ((!cfg->errorFeedback || L->has_backup) && strcmp(e->k.name, "host") == 0)
+    if ((!cfg->errorFeedback || L->has_backup) && e->k.topk_in_rounds)
       L->rounds = squall__topk_rounds(&e->tr, n, L->k, cfg->chunkBytes);
   } else if (route == SQ_ROUTE_HALF) {
     PLACE(codes, n * sizeof(uint16_t));
   } else if (route == SQ_ROUTE_TWOPHASE) {
     squall__twophase_select(cfg, c->dtype, &L->tp);
     L->tp.guess = cfg->errorFeedback && e->k.half_encode_guess != NULL; /* the tensor keeps its last scale */
-    L->tp.alone = p == 1 && strcmp(e->k.name, "host") == 0;
+    L->tp.alone = p == 1 && e->k.twophase_alone;
     /* chunks overlap only where the transport has non-blocking calls */
     if (!e->tr.ialltoall || !e->tr.iallgather || !e->tr.wait) L->tp.chunk_bytes = 0;
     PLACE(twophase, squall__twophase_scratch_bytes(&L->tp, n, p));

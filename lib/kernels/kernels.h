@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * kernels.h - the kernel-set interface: the codec kernels and memory
- * operations the engine runs, in one memory space. Per-call scalars such
- * as the scale live in that memory space too, so that a device path never
- * waits on the host.
+ * operations the engine runs, in one memory space, and what each set can
+ * do (its abilities, as fields). Per-call scalars such as the scale live in
+ * that memory space too, so that a device path never waits on the host.
  *
  * lib/kernels/, the kernel sets side by side (below the engine, above the
  * codecs; they include codecs and common only):
@@ -40,7 +40,22 @@ static inline size_t squall__dtype_size(squall_dtype t) { return t == SQ_DT_F32 
 SQ_HD sq_half_kind squall__dtype_half_kind(int t) { return t == SQ_DT_BF16 ? SQ_HALF_BF16 : SQ_HALF_FP16; }
 
 typedef struct squall_kernels {
-  const char *name; /* "host" or "cuda" */
+  const char *name; /* "host" or "cuda": for messages; never tested */
+  /* ---- abilities: what the engine may ask of this set, declared here
+   * rather than inferred from its name. */
+  /* Kernel memory is host memory and every function's work is done when
+   * it returns: the engine reads a result back without synchronising, so
+   * it exchanges the call header on every call. */
+  int on_host;
+  /* Top-k's exchange may go in rounds whose finish overlaps the wire
+   * (engine/topk_rounds.h): the slots and workspace are the host codecs',
+   * which topk_rounds.c finishes itself. */
+  int topk_in_rounds;
+  /* A two-phase call on one rank encodes and decodes each chunk straight
+   * away, with no exchange (engine/twophase.c, run_alone). The device set
+   * keeps the exchange: one GPU's checks run one rank, and it is their only
+   * way to run NCCL's all-to-all and all-gather. */
+  int twophase_alone;
   /* The most elements top-k's kernels take (their indices' width): a
    * larger call takes top-k's dense route, decided before the header
    * from the kernel set, which is the same on every rank of an engine. */

@@ -233,6 +233,9 @@ static squallResult_t host_topk_finish(void *stream, const float *g, float *res,
 
 const squall_kernels squall__kernels_host = {
     .name = "host",
+    .on_host = 1,
+    .topk_in_rounds = 1,
+    .twophase_alone = 1,
     .topk_max_elems = UINT32_MAX, /* the slots' indices are u32 */
     .alloc = host_alloc,
     .free = host_free,
