@@ -4,8 +4,9 @@
  * maximum that picks its scale. Every element goes through codec_math.h, so
  * the CUDA twin (lib/codecs/cuda/half.cu) produces the same bits.
  *
- * Only codec.h and libc here: the standalone GPU self-test build compiles
- * this file without config.h or the logger.
+ * Only codec.h and libc here, and the CPU probe of lib/common/cpu.c: the
+ * standalone builds of the codecs (tools/fuzz.sh) compile this file with
+ * cpu.c, without config.h or the logger.
  */
 #include <string.h>
 
