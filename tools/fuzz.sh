@@ -39,8 +39,8 @@ case $seconds in *[!0-9]*|'') echo "fuzz.sh: SECONDS must be a whole number, not
 sources() {
   case $1 in
     config) echo "lib/common/config.c lib/common/size.c lib/common/error.c lib/common/log.c lib/common/version.c" ;;
-    lossless) echo "lib/codecs/lossless.c lib/codecs/codec_topk.c lib/codecs/codec_half.c lib/codecs/cold_stores.c" ;;
-    sparse) echo "lib/codecs/codec_sparse.c lib/codecs/topk_parts.c lib/codecs/codec_topk.c lib/codecs/codec_half.c lib/codecs/cold_stores.c" ;;
+    lossless) echo "lib/codecs/lossless.c lib/codecs/codec_topk.c lib/codecs/codec_half.c lib/codecs/cold_stores.c lib/common/cpu.c" ;;
+    sparse) echo "lib/codecs/codec_sparse.c lib/codecs/topk_parts.c lib/codecs/codec_topk.c lib/codecs/codec_half.c lib/codecs/cold_stores.c lib/common/cpu.c" ;;
     *) echo "fuzz.sh: unknown target '$1' (config, lossless or sparse)" >&2; exit 2 ;;
   esac
 }
@@ -52,7 +52,7 @@ zstd_libs=$(pkg-config --libs libzstd 2>/dev/null || echo -lzstd)
 if [ $seeds = 1 ]; then
   # The generator runs the real encoder: any C compiler will do.
   ${CC:-cc} $cc_flags -o "$out/make-seeds" "$top/fuzz/make-seeds.c" \
-    "$top/lib/codecs/lossless.c" "$top/lib/codecs/codec_topk.c" "$top/lib/codecs/topk_parts.c" "$top/lib/codecs/codec_half.c" "$top/lib/codecs/cold_stores.c" $zstd_libs
+    "$top/lib/codecs/lossless.c" "$top/lib/codecs/codec_topk.c" "$top/lib/codecs/topk_parts.c" "$top/lib/codecs/codec_half.c" "$top/lib/codecs/cold_stores.c" "$top/lib/common/cpu.c" $zstd_libs
   rm -rf "$top/fuzz/corpus"
   "$out/make-seeds" "$top/fuzz/corpus"
   for t in config lossless sparse; do

@@ -12,7 +12,7 @@
 
 #include "common/stats.h"
 #include "engine/engine.h"
-#include "engine/kernels.h"
+#include "kernels/kernels.h"
 #include "squall_coll.h"
 #include "transports/transport_coll.h"
 

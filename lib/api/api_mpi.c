@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * squall_mpi.c - squallMpiAllreduce(): MPI_Allreduce's contract on host
+ * api_mpi.c - squallMpiAllreduce(): MPI_Allreduce's contract on host
  * buffers, through the engine with the host codecs. Each communicator's
  * engine hangs off the communicator as an MPI attribute, so MPI frees it
  * with the communicator (MPI_Comm_free, or MPI_Finalize for COMM_SELF).
@@ -10,8 +10,9 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "api/cuda_pointer.h"
 #include "engine/engine.h"
-#include "engine/kernels.h"
+#include "kernels/kernels.h"
 #include "squall_mpi.h"
 #include "common/stats.h"
 #include "transports/transport_mpi.h"

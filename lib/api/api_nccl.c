@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * squall_nccl.c - the NCCL side shared by squallAllReduce() and the
+ * api_nccl.c - the NCCL side shared by squallAllReduce() and the
  * LD_PRELOAD interposer: per-communicator engines (one for device buffers,
  * one for host buffers), PreMulSum tracking, and the all-reduce that asks
  * the engine and otherwise hands the call to the real ncclAllReduce.
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
-#include "engine/kernels.h"
+#include "kernels/kernels.h"
 #include "common/stats.h"
 #include "api/api_nccl.h"
 #include "squall_nccl.h"

@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * squall_nccl.h - the NCCL side of squall shared by the direct API
- * (squallAllReduce) and the LD_PRELOAD interposer: per-communicator state,
- * PreMulSum op tracking, and one all-reduce that plans through the engine
- * and falls back to the real ncclAllReduce through the given table.
+ * api_nccl.h - the NCCL side of squall shared by the direct API
+ * (squallAllReduce, api_nccl_direct.c) and the LD_PRELOAD interposer:
+ * per-communicator state, PreMulSum op tracking, and one all-reduce that
+ * plans through the engine and falls back to the real ncclAllReduce
+ * through the given table.
  */
-#ifndef SQUALL_SQUALL_NCCL_H
-#define SQUALL_SQUALL_NCCL_H
+#ifndef SQUALL_API_NCCL_H
+#define SQUALL_API_NCCL_H
 
 #include "transports/nccl_table.h"
 #include "squall.h"
@@ -39,4 +40,4 @@ int squall__nccl_is_nonblocking(ncclComm_t comm);
  * for communicators squall never saw. */
 void squall__nccl_comm_forget(ncclComm_t comm);
 
-#endif
+#endif /* SQUALL_API_NCCL_H */

@@ -21,7 +21,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "engine/kernels.h"
+#include "api/cuda_pointer.h"
 
 static int first_adds(struct dl_phdr_info *info, size_t size, void *out) {
   (void)size;

@@ -2,8 +2,9 @@
 /*
  * codec.h - the host codecs: pure functions over buffers, no communication,
  * no global state but which stores write cold outputs faster on this host
- * (cold_stores.c), which never changes a bit. cuda/codec_cuda.h declares the device twins, which
- * produce the same bits (both use codec_math.h per element).
+ * (cold_stores.c), which never changes a bit. codecs/cuda/codec_cuda.h
+ * declares the device twins, which produce the same bits (both use
+ * codec_math.h per element).
  */
 #ifndef SQUALL_CODEC_H
 #define SQUALL_CODEC_H
@@ -12,19 +13,12 @@
 #include <stdint.h>
 #include "squall.h"
 #include "codecs/codec_math.h"
+#include "common/cpu.h"   /* squall__cpu_x86: the SIMD paths, and tests that deny them */
 #include "common/fpenv.h" /* squall__fp_default_begin */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* x86 features the SIMD paths use, from cpuid and xgetbv (0 elsewhere). */
-enum { SQ_CPU_AVX = 1, SQ_CPU_F16C = 2, SQ_CPU_AVX2 = 4 };
-int squall__cpu_x86(int feature_mask);
-/* Makes squall__cpu_x86 deny these features from now on (0: none), so that
- * tests can run the scalar paths a CPU without them takes. Not for use
- * while other threads encode. */
-void squall__cpu_x86_disable(int feature_mask);
 
 /* ---------------------------------------------------------------- 16-bit */
 
@@ -118,9 +112,8 @@ int squall__cold_stores_learned(sq_cold_site site, double ns_per_elem[2]);
 /* Tests and the codec bench: always `kind` from now on (-1: learn). */
 void squall__cold_stores_force(int kind);
 
-/* b[i] = a[i] + b[i] in kind's format, rounded to nearest even (what a
- * 16-bit accumulator computes; the MPI transport's reduction op). */
-void squall__half_sum(sq_half_kind kind, const uint16_t *a, uint16_t *b, size_t n);
+/* squall__half_sum, the 16-bit sum in a 16-bit format, is the number
+ * format's own (common/halfmath.h, through codec_math.h). */
 
 /* ----------------------------------------------------------------- top-k */
 

@@ -2,10 +2,11 @@
 /*
  * codec_half.c - the host 16-bit codec (fp16 and bf16) and the absolute
  * maximum that picks its scale. Every element goes through codec_math.h, so
- * the CUDA twin (cuda/half.cu) produces the same bits.
+ * the CUDA twin (lib/codecs/cuda/half.cu) produces the same bits.
  *
- * Only codec.h and libc here: the standalone GPU self-test build compiles
- * this file without config.h or the logger.
+ * Only codec.h and libc here, and the CPU probe of lib/common/cpu.c: the
+ * standalone builds of the codecs (tools/fuzz.sh) compile this file with
+ * cpu.c, without config.h or the logger.
  */
 #include <string.h>
 
@@ -18,8 +19,9 @@ enum { DECODE_SET, DECODE_ADD, DECODE_STREAM };
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
 #define SQ_HAVE_F16C_PATH 1
-#include <cpuid.h>
 #include <immintrin.h>
+
+#include "common/halfmath_x86.h" /* the bf16 conversions, 8 lanes at a time */
 
 /* fp16 through the F16C instructions (bf16 through AVX2 integer rounding),
  * 8 lanes at a time: the conversion is IEEE round-to-nearest-even, the same
@@ -35,37 +37,9 @@ enum { DECODE_SET, DECODE_ADD, DECODE_STREAM };
  * is used as it is, as the definition does; so DAZ is cleared, and the
  * rounding mode set to nearest, whatever the application set.
  *
- * CPU features come from cpuid and xgetbv (squall__cpu_x86), not from
- * __builtin_cpu_supports, whose "f16c" name clang 14 does not know. */
+ * CPU features come from squall__cpu_x86 (common/cpu.c). */
 static int have_f16c(void) { return squall__cpu_x86(SQ_CPU_F16C); }
 static int have_avx2(void) { return squall__cpu_x86(SQ_CPU_AVX2); }
-
-static int cpu_disabled; /* squall__cpu_x86_disable: tests run the scalar paths */
-
-void squall__cpu_x86_disable(int feature_mask) { cpu_disabled = feature_mask; }
-
-int squall__cpu_x86(int feature) {
-  if (feature & cpu_disabled) return 0;
-  static int cached = -1; /* bit set of features; a race writes the same value */
-  if (cached < 0) {
-    int set = 0;
-    unsigned a, b, c, d;
-    if (__get_cpuid(1, &a, &b, &c, &d) && ((c >> 27) & 1) /* OSXSAVE */ && ((c >> 28) & 1) /* AVX */) {
-      unsigned lo, hi;
-      __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
-      if ((lo & 6) == 6) { /* the OS saves the YMM state */
-        set |= SQ_CPU_AVX;
-        if ((c >> 29) & 1) set |= SQ_CPU_F16C;
-        if (__get_cpuid_max(0, NULL) >= 7) {
-          __cpuid_count(7, 0, a, b, c, d);
-          if ((b >> 5) & 1) set |= SQ_CPU_AVX2;
-        }
-      }
-    }
-    cached = set;
-  }
-  return (cached & feature) == feature;
-}
 
 /* MXCSR with flush-to-zero (bit 15) for the duration of a hot loop, and
  * otherwise the default environment (squall__fp_default_begin). */
@@ -124,34 +98,6 @@ __attribute__((target("avx"))) static inline void store_residual8(float *res, __
   _mm256_storeu_ps(res, _mm256_and_ps(_mm256_sub_ps(a, d), finite));
 }
 
-/* bfloat16 rounding of 8 floats that are not NaN, as sq_f32_to_bf16:
- * round to nearest even by integer add. Returns the codes in the low 16
- * bits. */
-__attribute__((target("avx2"))) static inline __m256i bf16_round8_finite(__m256 x) {
-  __m256i xi = _mm256_castps_si256(x);
-  __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(xi, 16), _mm256_set1_epi32(1));
-  return _mm256_srli_epi32(_mm256_add_epi32(xi, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), 16);
-}
-
-/* bf16_round8_finite for any floats: NaN lanes quieted, as
- * sq_f32_to_bf16 does. */
-__attribute__((target("avx2"))) static inline __m256i bf16_round8(__m256 x) {
-  __m256i xi = _mm256_castps_si256(x);
-  __m256i isnan = _mm256_cmpgt_epi32(_mm256_and_si256(xi, _mm256_set1_epi32(0x7fffffff)),
-                                     _mm256_set1_epi32(0x7f800000));
-  __m256i quiet = _mm256_or_si256(_mm256_srli_epi32(xi, 16), _mm256_set1_epi32(0x40));
-  return _mm256_blendv_epi8(bf16_round8_finite(x), quiet, isnan);
-}
-
-__attribute__((target("avx2"))) static inline __m128i pack8(__m256i v) {
-  return _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-}
-
-__attribute__((target("avx2"))) static inline __m256 bf16_load8(const uint16_t *p) {
-  __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p));
-  return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
-}
-
 __attribute__((target("avx2"))) static size_t encode_bf16_avx2(const float *g, float *res, uint16_t *out,
                                                                  size_t n, float scale) {
   const __m256 s = _mm256_set1_ps(scale), inv = _mm256_set1_ps(1.0f / scale);
@@ -159,8 +105,8 @@ __attribute__((target("avx2"))) static size_t encode_bf16_avx2(const float *g, f
   for (; i + 8 <= n; i += 8) {
     __m256 a = _mm256_loadu_ps(g + i);
     if (res) a = _mm256_add_ps(a, _mm256_loadu_ps(res + i));
-    __m256i h = bf16_round8(_mm256_mul_ps(a, s));
-    _mm_storeu_si128((__m128i *)(out + i), pack8(h));
+    __m256i h = sq_bf16_round8(_mm256_mul_ps(a, s));
+    _mm_storeu_si128((__m128i *)(out + i), sq_pack8(h));
     if (res) {
       __m256 d = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(h, 16)), inv);
       store_residual8(res + i, a, d);
@@ -192,9 +138,9 @@ __attribute__((target("avx2"), always_inline)) static inline size_t decode_bf16_
   size_t i = 0;
   for (; i + 32 <= n; i += 32) { /* a line of codes per step */
     prefetch_ahead(in + i);
-    for (int k = 0; k < 32; k += 8) decode_store8(out + i + k, _mm256_mul_ps(bf16_load8(in + i + k), inv), mode);
+    for (int k = 0; k < 32; k += 8) decode_store8(out + i + k, _mm256_mul_ps(sq_bf16_load8(in + i + k), inv), mode);
   }
-  for (; i + 8 <= n; i += 8) decode_store8(out + i, _mm256_mul_ps(bf16_load8(in + i), inv), mode);
+  for (; i + 8 <= n; i += 8) decode_store8(out + i, _mm256_mul_ps(sq_bf16_load8(in + i), inv), mode);
   return i;
 }
 
@@ -204,13 +150,6 @@ __attribute__((target("avx2"))) static size_t decode_bf16_avx2(const uint16_t *i
   if (mode == DECODE_ADD) return decode_bf16_loop(in, out, n, scale, DECODE_ADD);
   if (mode == DECODE_STREAM) return decode_bf16_loop(in, out, n, scale, DECODE_STREAM);
   return decode_bf16_loop(in, out, n, scale, DECODE_SET);
-}
-
-__attribute__((target("avx2"))) static size_t sum_bf16_avx2(const uint16_t *a, uint16_t *b, size_t n) {
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm_storeu_si128((__m128i *)(b + i), pack8(bf16_round8(_mm256_add_ps(bf16_load8(a + i), bf16_load8(b + i)))));
-  return i;
 }
 
 /* The fast path needs 1/scale to be exact: a normal power of two whose
@@ -270,15 +209,15 @@ __attribute__((target("f16c,avx2"))) static inline __m128i half_round8(sq_half_k
     *d = _mm256_mul_ps(_mm256_cvtph_ps(h), inv);
     return h;
   }
-  __m256i h = finite ? bf16_round8_finite(_mm256_mul_ps(a, s)) : bf16_round8(_mm256_mul_ps(a, s));
+  __m256i h = finite ? sq_bf16_round8_finite(_mm256_mul_ps(a, s)) : sq_bf16_round8(_mm256_mul_ps(a, s));
   *d = _mm256_mul_ps(_mm256_castsi256_ps(_mm256_slli_epi32(h, 16)), inv);
-  return pack8(h);
+  return sq_pack8(h);
 }
 
 /* Decode of 8 codes in kind's format at 1/scale = inv. */
 __attribute__((target("f16c,avx2"))) static inline __m256 half_load8(sq_half_kind kind, const uint16_t *p,
                                                                        __m256 inv) {
-  __m256 x = kind == SQ_HALF_FP16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)) : bf16_load8(p);
+  __m256 x = kind == SQ_HALF_FP16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)) : sq_bf16_load8(p);
   return _mm256_mul_ps(x, inv);
 }
 
@@ -386,24 +325,6 @@ __attribute__((target("f16c,avx2"))) static size_t rescale_simd(sq_half_kind kin
   }
   return i;
 }
-
-/* Sum of two fp16 vectors, rounded back to fp16 (the MPI transport's op). */
-__attribute__((target("f16c,avx"))) static size_t sum_f16c(const uint16_t *a, uint16_t *b, size_t n) {
-  size_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    __m256 x = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(a + i)));
-    __m256 y = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(b + i)));
-    _mm_storeu_si128((__m128i *)(b + i),
-                     _mm256_cvtps_ph(_mm256_add_ps(x, y), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  }
-  return i;
-}
-#else
-int squall__cpu_x86(int feature_mask) {
-  (void)feature_mask;
-  return 0;
-}
-void squall__cpu_x86_disable(int feature_mask) { (void)feature_mask; }
 #endif
 
 /* Unaligned-safe element access (a float* need not be 4-aligned). */
@@ -601,15 +522,4 @@ void squall__half_decode_cold(sq_half_kind kind, const uint16_t *in, float *out,
   sq_cold_trial t = squall__cold_stores_begin(SQ_COLD_HALF, n, (uintptr_t)out % 4 == 0 && decode_simd(kind, scale));
   half_decode(kind, in, out, n, scale, t.kind == SQ_STORE_STREAM ? DECODE_STREAM : DECODE_SET);
   squall__cold_stores_end(SQ_COLD_HALF, &t, n);
-}
-
-void squall__half_sum(sq_half_kind kind, const uint16_t *a, uint16_t *b, size_t n) {
-  size_t i = 0;
-  const unsigned fp = squall__fp_default_begin();
-#ifdef SQ_HAVE_F16C_PATH
-  if (kind == SQ_HALF_FP16 && have_f16c()) i = sum_f16c(a, b, n);
-  if (kind == SQ_HALF_BF16 && have_avx2()) i = sum_bf16_avx2(a, b, n);
-#endif
-  for (; i < n; i++) st16(b, i, sq_half_from_f32(kind, sq_half_to_f32(kind, ld16(a, i)) + sq_half_to_f32(kind, ld16(b, i))));
-  squall__fp_default_end(fp);
 }

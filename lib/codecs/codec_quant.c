@@ -4,7 +4,7 @@
  * power-of-two scale per bucket, and the rank-ordered fp32 reductions the
  * two-phase all-reduce runs on what it receives (quantised buckets or
  * 16-bit codes). Every element goes through codec_math.h, so the CUDA twin
- * (cuda/quant.cu) produces the same bits.
+ * (lib/codecs/cuda/quant.cu) produces the same bits.
  *
  * On x86 CPUs with AVX2 each bucket's leading whole vectors run in
  * codec_quant_avx2.c (same bits, lane by lane: test_quant compares the two

@@ -4,8 +4,8 @@
  * the slots of every rank into a dense vector, in rank order, so that every
  * rank computes the same bits; squall__topk_finish does that and the
  * sender's residual update in one streaming pass. The CUDA twins
- * (cuda/sparse.cu, cuda/topk.cu) add in the same order and take the fp16
- * values and the residual from the same codec_math.h functions.
+ * (lib/codecs/cuda/sparse.cu, topk.cu) add in the same order and take the
+ * fp16 values and the residual from the same codec_math.h functions.
  *
  * Only codec.h and libc here: the standalone GPU self-test build compiles
  * this file without config.h or the logger.

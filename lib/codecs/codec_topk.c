@@ -9,7 +9,7 @@
  *    when the exchange fails;
  *  - the encode (squall__topk_encode) also updates the residual, in the
  *    same pass: the engine's choice where no failure can return.
- * The CUDA twin (cuda/topk.cu) selects the same entries and writes the
+ * The CUDA twin (cuda/topk.cu here) selects the same entries and writes the
  * same bytes; both take keys, rounding and the residual from codec_math.h.
  *
  * Two ways to the same answer:

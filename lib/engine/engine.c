@@ -42,7 +42,7 @@ squall_engine *squall__engine_create(const squall_transport *tr, const squall_ke
   if (e == NULL) return NULL;
   e->tr = *tr;
   e->k = *k;
-  e->header_every_call = strcmp(k->name, "host") == 0;
+  e->header_every_call = k->on_host;
   e->residuals = squall__residuals_create(&e->k);
   e->hier = squall__hier_create(&e->tr, &e->k); /* two-level all-reduce */
   if (e->residuals == NULL || e->hier == NULL) {

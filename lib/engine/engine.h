@@ -16,7 +16,7 @@
 #ifndef SQUALL_ENGINE_H
 #define SQUALL_ENGINE_H
 
-#include "engine/kernels.h"
+#include "kernels/kernels.h"
 #include "squall.h"
 #include "transports/transport.h"
 

@@ -11,7 +11,7 @@
 #ifndef SQUALL_ENGINE_GRAPH_MEMORY_H
 #define SQUALL_ENGINE_GRAPH_MEMORY_H
 
-#include "engine/kernels.h"
+#include "kernels/kernels.h"
 
 typedef struct squall_kept_block squall_kept_block;
 

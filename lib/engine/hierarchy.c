@@ -1,20 +1,18 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * hierarchy.c - the two-level all-reduce (see hierarchy.h): node discovery,
- * the node communicators, and the reduce-scatter / compressed shard
- * all-reduce / all-gather run.
+ * hierarchy.c - the two-level all-reduce (see hierarchy.h): node discovery
+ * (from the transport's node keys, or transports/node_id.c's), the node
+ * communicators, and the reduce-scatter / compressed shard all-reduce /
+ * all-gather run.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
 #include "common/internal.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "engine/hierarchy.h"
 #include "engine/graph_memory.h"
+#include "transports/node_id.h" /* the default node key */
 
 struct squall_hier {
   const squall_transport *tr; /* the engine's, over all ranks */
@@ -71,27 +69,6 @@ void squall__hier_free(squall_hier *h) {
 }
 
 /* ------------------------------------------------------------ discovery */
-static uint64_t fnv1a(uint64_t x, const void *p, size_t n) {
-  const unsigned char *b = p;
-  for (size_t i = 0; i < n; i++) x = (x ^ b[i]) * 0x100000001b3ULL;
-  return x;
-}
-
-/* Hostname and boot id: containers on one machine may share a hostname
- * pattern but not a kernel boot, and a reused hostname on another machine
- * has another boot id. */
-static uint64_t host_key(void) {
-  char host[256] = "", boot[64] = "";
-  gethostname(host, sizeof host - 1);
-  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
-  if (f) {
-    if (fgets(boot, sizeof boot, f) == NULL) boot[0] = 0;
-    fclose(f);
-  }
-  uint64_t x = fnv1a(0xcbf29ce484222325ULL, host, strlen(host));
-  return fnv1a(fnv1a(x, "\n", 1), boot, strlen(boot));
-}
-
 static const char *flat_doc(int reason) {
   switch (reason) {
 #define FLAT_DOC(name, key, doc) \
@@ -120,7 +97,7 @@ static squallResult_t discover(squall_hier *h, const squallConfig_t *cfg, void *
     key = (uint64_t)(tr->rank / cfg->ranksPerNode);
   } else if (tr->node_key == NULL || tr->node_key(tr->ctx, stream, &key) != squallSuccess) {
     if (tr->node_key) SQ_WARN("cannot find this rank's node (%s); using its hostname and boot id", squallGetLastError());
-    key = host_key();
+    key = squall__node_id();
   }
   /* Each rank's key may come from a different source; the verdict comes
    * from the one table that every rank holds, so all ranks agree on it. */

@@ -62,7 +62,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "engine/kernels.h"
+#include "kernels/kernels.h"
 
 #define SQ_RESIDUAL_MAX_SHAPES 256
 

@@ -32,7 +32,7 @@ static void topk_layout(const squall_engine *e, const squall_call *c, const squa
    * host's encoder updates it first: in place where failures are fatal,
    * into the spare, or where the backup restores it */
   L->rounds = 1;
-  if ((!cfg->errorFeedback || L->has_backup) && strcmp(e->k.name, "host") == 0)
+  if ((!cfg->errorFeedback || L->has_backup) && e->k.topk_in_rounds)
     L->rounds = squall__topk_rounds(&e->tr, n, L->k, cfg->chunkBytes);
 }
 

@@ -15,7 +15,7 @@ static void twophase_layout(const squall_engine *e, const squall_call *c, const 
   int p = e->tr.nranks;
   squall__twophase_select(cfg, c->dtype, &L->tp);
   L->tp.guess = cfg->errorFeedback && e->k.half_encode_guess != NULL; /* the tensor keeps its last scale */
-  L->tp.alone = p == 1 && strcmp(e->k.name, "host") == 0;
+  L->tp.alone = p == 1 && e->k.twophase_alone;
   /* chunks overlap only where the transport has non-blocking calls */
   if (!e->tr.ialltoall || !e->tr.iallgather || !e->tr.wait) L->tp.chunk_bytes = 0;
   L->twophase = *off;

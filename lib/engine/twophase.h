@@ -45,7 +45,7 @@
 #ifndef SQUALL_TWOPHASE_H
 #define SQUALL_TWOPHASE_H
 
-#include "engine/kernels.h"
+#include "kernels/kernels.h"
 #include "squall.h"
 #include "transports/transport.h"
 

@@ -39,6 +39,7 @@
 #include "interpose/preload_resolve.h"
 #include "api/api_nccl.h"
 #include "common/stats.h"
+#include "transports/nccl_functions.h" /* the functions squall calls */
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -57,51 +58,39 @@
 #define HAVE_COMM_REVOKE 1
 #endif
 
-/* X(name, required, return type, parameter types): every real function the
- * interposer calls, looked up as "pnccl" #name. required = 0 marks the
- * functions older NCCL releases lack (and ncclGetVersion, used for the log). */
-#define REAL_TABLE(X)                                                                           \
-  X(AllReduce, 1, ncclResult_t,                                                                 \
-    (const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t))      \
-  X(AllGather, 1, ncclResult_t, (const void *, void *, size_t, ncclDataType_t, ncclComm_t,      \
-                                 cudaStream_t))                                                 \
-  X(CommCount, 1, ncclResult_t, (const ncclComm_t, int *))                                      \
-  X(CommUserRank, 1, ncclResult_t, (const ncclComm_t, int *))                                   \
-  X(CommCuDevice, 1, ncclResult_t, (const ncclComm_t, int *))                                   \
-  X(CommGetAsyncError, 1, ncclResult_t, (ncclComm_t, ncclResult_t *))                           \
-  X(GroupStart, 1, ncclResult_t, (void))                                                        \
-  X(GroupEnd, 1, ncclResult_t, (void))                                                          \
-  X(GroupSimulateEnd, 0, ncclResult_t, (void *))                                                \
-  X(CommInitRank, 1, ncclResult_t, (ncclComm_t *, int, ncclUniqueId, int))                      \
-  X(CommInitRankConfig, 1, ncclResult_t, (ncclComm_t *, int, ncclUniqueId, int, ncclConfig_t *)) \
-  X(CommInitAll, 1, ncclResult_t, (ncclComm_t *, int, const int *))                             \
-  X(CommInitRankScalable, 0, ncclResult_t,                                                      \
-    (ncclComm_t *, int, int, int, ncclUniqueId *, ncclConfig_t *))                              \
-  X(CommSplit, 0, ncclResult_t, (ncclComm_t, int, int, ncclComm_t *, ncclConfig_t *))           \
-  X(CommShrink, 0, ncclResult_t, (ncclComm_t, int *, int, ncclComm_t *, ncclConfig_t *, int))   \
-  X(CommFinalize, 1, ncclResult_t, (ncclComm_t))                                                \
-  X(CommDestroy, 1, ncclResult_t, (ncclComm_t))                                                 \
-  X(CommAbort, 1, ncclResult_t, (ncclComm_t))                                                   \
-  X(CommRevoke, 0, ncclResult_t, (ncclComm_t, int))                                             \
-  X(RedOpCreatePreMulSum, 1, ncclResult_t,                                                      \
-    (ncclRedOp_t *, void *, ncclDataType_t, ncclScalarResidence_t, ncclComm_t))                 \
-  X(RedOpDestroy, 1, ncclResult_t, (ncclRedOp_t, ncclComm_t))                                   \
-  X(GetVersion, 0, ncclResult_t, (int *))                                                       \
-  X(GetLastError, 0, const char *, (ncclComm_t))                                                \
-  X(GetErrorString, 0, const char *, (ncclResult_t))                                            \
-  X(Send, 0, ncclResult_t, (const void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t)) \
-  X(Recv, 0, ncclResult_t, (void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t)) \
-  X(ReduceScatter, 1, ncclResult_t,                                                             \
-    (const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t))
+/* Every real function the interposer calls, looked up as "pnccl" Name:
+ * the ones squall itself calls (transports/nccl_functions.h, which fill its
+ * table), then the ones it only intercepts, in the same row form, X(field,
+ * Name, req, core, ret, params), with no field of the table (none) and core
+ * 0. req = 0 marks the functions older NCCL releases lack (and
+ * ncclGetVersion and ncclGetLastError, used for the log). */
+#define INTERCEPTED_ONLY(X)                                                                                \
+  X(none, GroupSimulateEnd, 0, 0, ncclResult_t, (void *))                                                  \
+  X(none, CommInitRank, 1, 0, ncclResult_t, (ncclComm_t *, int, ncclUniqueId, int))                        \
+  X(none, CommInitRankConfig, 1, 0, ncclResult_t, (ncclComm_t *, int, ncclUniqueId, int, ncclConfig_t *))  \
+  X(none, CommInitAll, 1, 0, ncclResult_t, (ncclComm_t *, int, const int *))                               \
+  X(none, CommInitRankScalable, 0, 0, ncclResult_t,                                                        \
+    (ncclComm_t *, int, int, int, ncclUniqueId *, ncclConfig_t *))                                         \
+  X(none, CommShrink, 0, 0, ncclResult_t, (ncclComm_t, int *, int, ncclComm_t *, ncclConfig_t *, int))     \
+  X(none, CommFinalize, 1, 0, ncclResult_t, (ncclComm_t))                                                  \
+  X(none, CommAbort, 1, 0, ncclResult_t, (ncclComm_t))                                                     \
+  X(none, CommRevoke, 0, 0, ncclResult_t, (ncclComm_t, int))                                               \
+  X(none, RedOpCreatePreMulSum, 1, 0, ncclResult_t,                                                        \
+    (ncclRedOp_t *, void *, ncclDataType_t, ncclScalarResidence_t, ncclComm_t))                            \
+  X(none, RedOpDestroy, 1, 0, ncclResult_t, (ncclRedOp_t, ncclComm_t))                                     \
+  X(none, GetVersion, 0, 0, ncclResult_t, (int *))                                                         \
+  X(none, GetLastError, 0, 0, const char *, (ncclComm_t))
+
+#define REAL_TABLE(X) SQ_NCCL_FUNCTIONS(X) INTERCEPTED_ONLY(X)
 
 enum {
-#define REAL_ENUM(name, req, ret, params) FN_##name,
+#define REAL_ENUM(field, name, req, core, ret, params) FN_##name,
   REAL_TABLE(REAL_ENUM)
 #undef REAL_ENUM
   FN_COUNT
 };
 
-#define REAL_TYPEDEF(name, req, ret, params) typedef ret(*real_##name##_fn) params;
+#define REAL_TYPEDEF(field, name, req, core, ret, params) typedef ret(*real_##name##_fn) params;
 REAL_TABLE(REAL_TYPEDEF)
 #undef REAL_TYPEDEF
 
@@ -111,7 +100,7 @@ typedef struct {
 } fn_info;
 
 static const fn_info fn_infos[FN_COUNT] = {
-#define REAL_INFO(name, req, ret, params) {#name, req},
+#define REAL_INFO(field, name, req, core, ret, params) {#name, req},
     REAL_TABLE(REAL_INFO)
 #undef REAL_INFO
 };
@@ -141,25 +130,17 @@ static void resolve_all(void) {
     if (i == FN_AllReduce) how_allreduce = how;
     if (real_fn[i] != NULL && fn_infos[i].required) nccl_found = 1;
   }
+  /* squall's table: every function it calls. The optional ones (core 0)
+   * may stay NULL: without send and recv the two-phase path reports an
+   * error; without reduceScatter, commSplit or commDestroy (ncclCommSplit
+   * came with NCCL 2.18) every call stays flat, with the reason logged */
   api.caller = "ncclAllReduce";
-  api.getErrorString = REAL(GetErrorString);
-  api.allReduce = REAL(AllReduce);
-  api.allGather = REAL(AllGather);
-  api.commCount = REAL(CommCount);
-  api.commUserRank = REAL(CommUserRank);
-  api.commCuDevice = REAL(CommCuDevice);
-  api.commGetAsyncError = REAL(CommGetAsyncError);
-  api.groupStart = REAL(GroupStart);
-  api.groupEnd = REAL(GroupEnd);
-  api.send = REAL(Send); /* optional; without them the two-phase path reports an error */
-  api.recv = REAL(Recv);
-  /* two-level all-reduce: optional (ncclCommSplit came with NCCL 2.18);
-   * missing ones keep every call flat, with the reason logged */
-  api.reduceScatter = REAL(ReduceScatter);
-  api.commSplit = REAL(CommSplit);
-  api.commDestroy = REAL(CommDestroy);
-  api_complete = api.allReduce && api.allGather && api.commCount && api.commUserRank &&
-                 api.commCuDevice && api.commGetAsyncError && api.groupStart && api.groupEnd;
+  api_complete = 1;
+#define API_SET(field, name, req, core, ret, params) \
+  api.field = REAL(name);                           \
+  if ((core) && api.field == NULL) api_complete = 0;
+  SQ_NCCL_FUNCTIONS(API_SET)
+#undef API_SET
   if (how_allreduce != squall_resolved_none) {
     int version = 0;
     if (REAL(GetVersion)) REAL(GetVersion)(&version);
@@ -171,6 +152,16 @@ static void resolve_all(void) {
 }
 
 static inline void resolve(void) { pthread_once(&resolve_once, resolve_all); }
+
+/* Why the table is incomplete: the first function squall needs (core 1)
+ * that the loaded NCCL lacks. */
+static const char *incomplete_why(void) {
+#define CORE_WHY(field, name, req, core, ret, params) \
+  if ((core) && api.field == NULL) return real_why[FN_##name];
+  SQ_NCCL_FUNCTIONS(CORE_WHY)
+#undef CORE_WHY
+  return "none missing";
+}
 
 /* The result of calling a function whose real one is missing. */
 static ncclResult_t missing(int fn) {
@@ -273,13 +264,7 @@ EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t c
   if (!inside && !api_complete) {
     SQ_WARN_ONCE("the loaded NCCL lacks a function squall needs (%s); all-reduces pass through "
                  "uncompressed",
-                 !api.allGather            ? real_why[FN_AllGather]
-                 : !api.commCount          ? real_why[FN_CommCount]
-                 : !api.commUserRank       ? real_why[FN_CommUserRank]
-                 : !api.commCuDevice       ? real_why[FN_CommCuDevice]
-                 : !api.commGetAsyncError  ? real_why[FN_CommGetAsyncError]
-                 : !api.groupStart         ? real_why[FN_GroupStart]
-                                           : real_why[FN_GroupEnd]);
+                 incomplete_why());
     return REAL(AllReduce)(sendbuff, recvbuff, count, datatype, op, comm, stream);
   }
   GUARDED(AllReduce, (sendbuff, recvbuff, count, datatype, op, comm, stream),

@@ -3,9 +3,9 @@
  * topology_nccl.c - what the two-level all-reduce needs from NCCL (see
  * engine/hierarchy.c), through the table of real NCCL functions so that an
  * interposer never counts these as user calls: ncclReduceScatter, and
- * ncclCommSplit into node communicators. Nodes are found by the engine's
- * default (a hash of hostname and boot id, all-gathered), so node_key stays
- * NULL here.
+ * ncclCommSplit into node communicators. Nodes are found by the default
+ * (node_id.c: a hash of hostname and boot id, all-gathered), so node_key
+ * stays NULL here.
  *
  * A communicator made by split is a plain NCCL transport over the new
  * communicator: the stream travels with every call, so the node

@@ -6,13 +6,25 @@
  * call is collective over the transport's ranks, in the same order on each.
  * `stream` is the call's stream (a cudaStream_t for NCCL; MPI ignores it):
  * it travels with each call, never through the context.
+ *
+ * lib/transports/ (below the kernel sets and the engine; transports
+ * include common only, never a codec):
+ *   transport.h           this table of collectives
+ *   transport_mpi.c/.h    MPI on host memory, through PMPI names
+ *   topology_mpi.c/.h     two-level over MPI: node key, split, reduce-scatter
+ *   nccl_functions.h      the NCCL functions squall calls, written once
+ *   nccl_table.h          those as a table of function pointers
+ *   nccl_table_linked.c   libsquall's table: NCCL's profiling names
+ *   transport_nccl.c/.h   NCCL through the table, on the call's stream
+ *   topology_nccl.c/.h    two-level over NCCL: ncclCommSplit, ncclReduceScatter
+ *   node_id.c/.h          this machine's identity: hostname and boot id
  */
 #ifndef SQUALL_TRANSPORT_H
 #define SQUALL_TRANSPORT_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include "codecs/codec_math.h"
+#include "common/halfmath.h" /* sq_half_kind */
 #include "squall.h"
 
 /* A non-blocking collective in flight: the transport's own handle. */
@@ -60,7 +72,7 @@ typedef struct squall_transport {
   squallResult_t (*reserve_reduce_scatter)(void *ctx, size_t recvcount);
   /* This rank's node identity: equal on ranks that share a node, different
    * otherwise (collective over all ranks; may synchronise). NULL: a hash of
-   * the hostname and the boot id. */
+   * the hostname and the boot id (node_id.h). */
   squallResult_t (*node_key)(void *ctx, void *stream, uint64_t *key);
   /* A transport over the ranks that pass the same color, ordered by key
    * (collective over all ranks, like MPI_Comm_split). The new transport

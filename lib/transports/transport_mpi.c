@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codecs/codec.h"
 #include "common/fpenv.h"
+#include "common/halfmath.h" /* squall__half_sum */
 #include "transports/transport_mpi.h"
 #include "transports/topology_mpi.h" /* two-level all-reduce */
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * selftest.c - the GPU self-test: every CUDA codec (cuda/codec_cuda.h)
+ * selftest.c - the GPU self-test: every CUDA codec (lib/codecs/cuda/codec_cuda.h)
  * against its host twin (lib/codecs/codec.h), bit for bit, plus timings.
  *
  * For each size and input pattern it runs a kernel once, compares every
@@ -28,7 +28,7 @@
 #include <cuda_runtime_api.h>
 
 #include "codecs/codec.h"
-#include "codec_cuda.h"
+#include "codecs/cuda/codec_cuda.h"
 
 /* ------------------------------------------------------------ bookkeeping */
 

@@ -18,7 +18,7 @@
 
 #include "codecs/codec.h"
 #include "engine/engine.h"
-#include "engine/kernels.h"
+#include "kernels/kernels.h"
 #include "engine/residual.h"
 #include "mpi_check.h"
 #include "squall_mpi.h"
@@ -593,7 +593,7 @@ END_TEST
 /* A CUDA graph replays the addresses of its capture: scratch that grows
  * after a captured call must stay allocated (until the engine is freed),
  * where before any capture the old block is freed at once. The host set
- * under another name runs as a device engine does (headers only where
+ * with a device set's abilities runs as a device engine does (headers only where
  * needed, capture honoured); its free is counted. */
 static int kept_frees, kept_allocs;
 static size_t kept_sizes[64]; /* the size of each allocation, in order */
@@ -622,7 +622,8 @@ START_TEST(test_scratch_kept_for_captured_graphs) {
   use_config("SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=off");
   for (int captured = 0; captured < 2; captured++) {
     squall_kernels k = squall__kernels_host;
-    k.name = "host-as-device";
+    k.name = "host-as-device"; /* the host set, with a device set's abilities */
+    k.on_host = k.topk_in_rounds = k.twophase_alone = 0;
     k.alloc = counting_alloc;
     k.free = counting_free;
     kept_frees = kept_allocs = 0;
@@ -658,7 +659,7 @@ END_TEST
  * call on another stream than the last compressed call's waits for that
  * call's fence first; calls on the same stream, and captured calls, do
  * not; every compressed, uncaptured call records a fence on its stream.
- * The host set under another name, with a fence that logs. */
+ * The host set with a device set's abilities, with a fence that logs. */
 static int fence_made;
 static char fence_log[64]; /* 'r<stream>' recorded, 'w<stream>' waited */
 static void log_fence(char what, void *stream) {
@@ -686,7 +687,8 @@ START_TEST(test_stream_fence_orders_calls) {
   fill(g, n, 65, rank, gen_dyadic);
   use_config("SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=off");
   squall_kernels k = squall__kernels_host;
-  k.name = "host-as-device";
+  k.name = "host-as-device"; /* the host set, with a device set's abilities */
+  k.on_host = k.topk_in_rounds = k.twophase_alone = 0;
   k.fence_record = fake_fence_record;
   k.fence_wait = fake_fence_wait;
   k.fence_free = fake_fence_free;
@@ -713,7 +715,7 @@ START_TEST(test_stream_fence_orders_calls) {
 }
 END_TEST
 
-/* A device engine (the host set under another name: headers only where
+/* A device engine (the host set with a device set's abilities: headers only where
  * needed, no cost model) whose ranks are all on one node passes its calls
  * through as not paying, from its first eligible call (past the warm-up,
  * which may find the nodes without a header of its own), with nothing
@@ -748,7 +750,8 @@ START_TEST(test_device_on_one_node_passes_through) {
     snprintf(spec, sizeof spec, "%s%s", cases[i].spec, cases[i].nodes);
     use_config(spec);
     squall_kernels k = squall__kernels_host;
-    k.name = "host-as-device";
+    k.name = "host-as-device"; /* the host set, with a device set's abilities */
+    k.on_host = k.topk_in_rounds = k.twophase_alone = 0;
     test_engine t;
     engine_with(&t, &k);
     int want = cases[i].route;

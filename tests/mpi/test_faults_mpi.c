@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "engine/engine.h"
-#include "engine/kernels.h"
+#include "kernels/kernels.h"
 #include "mpi_check.h"
 #include "squall_mpi.h"
 #include "transports/transport_mpi.h"

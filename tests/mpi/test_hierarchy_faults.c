@@ -7,7 +7,7 @@
  * happens before the call header, so that one rank's failure makes every
  * rank pass the call through together instead of leaving its peers waiting
  * in a collective. Checked on the host engine (a header on every call) and
- * on a "device" engine (the host kernels under another name: the header
+ * on a "device" engine (the host kernels with a device set's abilities: the header
  * only when the configuration changed or memory must grow), where growth
  * of the two-level memory must bring the header. A captured call (CUDA
  * graph capture: nothing may allocate) decides from the plan, the same on
@@ -21,7 +21,7 @@
 #include "codecs/codec.h"
 #include "common/internal.h"
 #include "engine/engine.h"
-#include "engine/kernels.h"
+#include "kernels/kernels.h"
 #include "hierarchy_model.h"
 #include "mpi_check.h"
 #include "squall_mpi.h"
@@ -116,8 +116,12 @@ static void setup(fixture *f, int device) {
   f->tr.allreduce_min_i64_host = counting_min;
   f->k = squall__kernels_host;
   f->k.alloc = failing_alloc;
-  /* any name but "host": the engine exchanges headers as on a GPU */
-  if (device) f->k.name = "host-as-device";
+  /* the host set with a device set's abilities: the engine exchanges
+   * headers as on a GPU */
+  if (device) {
+    f->k.name = "host-as-device";
+    f->k.on_host = f->k.topk_in_rounds = f->k.twophase_alone = 0;
+  }
   ck_assert_ptr_nonnull(f->e = squall__engine_create(&f->tr, &f->k));
   arm(0);
   ring_fail = 0;

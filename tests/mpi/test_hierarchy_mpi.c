@@ -16,7 +16,7 @@
 #include "codecs/codec.h"
 #include "common/internal.h"
 #include "engine/engine.h"
-#include "engine/kernels.h"
+#include "kernels/kernels.h"
 #include "hierarchy_model.h"
 #include "mpi_check.h"
 #include "squall_mpi.h"

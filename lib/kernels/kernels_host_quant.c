@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* engine/kernels_host_quant.c - the host kernel set's entries for the
+/* kernels_host_quant.c - the host kernel set's entries for the
  * quantised codecs and the two-phase reductions: thin wrappers over
  * codecs/codec_quant.c (kept apart from kernels_host.c, which only points
  * at them). */
 #include "common/internal.h"
 
 #include "codecs/codec.h"
-#include "engine/kernels.h"
+#include "kernels/kernels.h"
 
 squallResult_t squall__host_quant_encode(void *stream, sq_quant_kind k, size_t bucket, const float *g,
                                          float *res, uint8_t *out, size_t n) {

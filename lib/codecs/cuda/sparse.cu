@@ -11,8 +11,8 @@
  * host twin, which adds in the same order).
  */
 #include "codecs/codec.h"
-#include "codec_cuda.h"
-#include "cuda_check.h"
+#include "codecs/cuda/codec_cuda.h"
+#include "codecs/cuda/cuda_check.h"
 
 namespace {
 

@@ -25,8 +25,8 @@
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 #include "codecs/codec.h"
-#include "codec_cuda.h"
-#include "cuda_check.h"
+#include "codecs/cuda/codec_cuda.h"
+#include "codecs/cuda/cuda_check.h"
 
 namespace {
 

@@ -6,8 +6,8 @@
  * Plain grid-stride loops: these kernels are bound by memory bandwidth.
  */
 #include <climits>
-#include "codec_cuda.h"
-#include "cuda_check.h"
+#include "codecs/cuda/codec_cuda.h"
+#include "codecs/cuda/cuda_check.h"
 
 namespace {
 

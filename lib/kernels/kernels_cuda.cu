@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * kernels_cuda.cu - the engine's kernel set on device memory: the CUDA
- * codec twins (half.cu, topk.cu, sparse.cu) plus the small element-wise
- * kernels the engine needs around them. Everything is enqueued on the
- * call's stream; only alloc and to_host wait, and the engine calls
- * them outside the steady state (growth) or on request (diagnostics).
+ * codec twins (lib/codecs/cuda/: half.cu, topk.cu, sparse.cu) plus the
+ * small element-wise kernels the engine needs around them. Everything is
+ * enqueued on the call's stream; only alloc and to_host wait, and the
+ * engine calls them outside the steady state (growth) or on request
+ * (diagnostics).
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -12,10 +13,10 @@
 
 #include <cuda_runtime_api.h>
 
-#include "codec_cuda.h"
+#include "codecs/cuda/codec_cuda.h"
 #include "codecs/codec.h"
 #include "common/internal.h"
-#include "engine/kernels.h"
+#include "kernels/kernels.h"
 
 static cudaStream_t stream_of(void *stream) { return (cudaStream_t)stream; }
 
@@ -191,17 +192,38 @@ static void dev_fence_free(void *fence) {
 extern "C" {
 
 const squall_kernels squall__kernels_cuda = {
-    "cuda",           (size_t)INT_MAX, /* topk.cu's int counts */
-    dev_alloc,       dev_free,          dev_zero,
-    dev_to_host,      dev_flush,     dev_widen,       dev_narrow,        dev_absmax_ws,
-    dev_absmax,       dev_pow2_scale, dev_half_encode, dev_half_decode,  dev_topk_ws,
-    dev_topk_encode,  dev_topk_select, dev_topk_finish,
+    .name = "cuda",
+    /* abilities (kernels.h): device memory, work enqueued on the stream */
+    .on_host = 0,
+    .topk_in_rounds = 0,
+    .twophase_alone = 0,
+    .topk_max_elems = (size_t)INT_MAX, /* topk.cu's int counts */
+    .alloc = dev_alloc,
+    .free = dev_free,
+    .zero = dev_zero,
+    .to_host = dev_to_host,
+    .flush = dev_flush,
+    .widen = dev_widen,
+    .narrow = dev_narrow,
+    .absmax_workspace_bytes = dev_absmax_ws,
+    .absmax = dev_absmax,
+    .pow2_scale = dev_pow2_scale,
+    .half_encode = dev_half_encode,
+    .half_decode = dev_half_decode,
+    .topk_workspace_bytes = dev_topk_ws,
+    .topk_encode = dev_topk_encode,
+    .topk_select = dev_topk_select,
+    .topk_finish = dev_topk_finish,
     /* quantised codecs (kernels_cuda_quant.cu) */
-    squall__dev_quant_encode, squall__dev_quant_decode, squall__dev_quant_reduce,
-    squall__dev_half_reduce,
-    /* optional: host-only fast paths (NULL), the stream fence */
-    NULL, NULL, NULL, NULL, NULL, NULL,
-    dev_fence_record, dev_fence_wait, dev_fence_free,
+    .quant_encode = squall__dev_quant_encode,
+    .quant_decode = squall__dev_quant_decode,
+    .quant_reduce = squall__dev_quant_reduce,
+    .half_reduce = squall__dev_half_reduce,
+    /* the optional host-only fast paths (half_encode_guess .. topk_encode_to)
+     * stay NULL; C++ takes designated fields in declaration order only */
+    .fence_record = dev_fence_record,
+    .fence_wait = dev_fence_wait,
+    .fence_free = dev_fence_free,
 };
 
 int squall__cuda_is_device_pointer(const void *p) {

@@ -2,6 +2,16 @@
 /*
  * codec_cuda.h - the device twins of the host codecs in lib/codecs/codec.h.
  *
+ * lib/codecs/cuda/, the codecs' CUDA twins (part of the codecs layer: they
+ * include codecs and common only; the device kernel set that runs them is
+ * lib/kernels/kernels_cuda.cu):
+ *   codec_cuda.h   this interface
+ *   cuda_check.h   error propagation and grid sizes for the kernels here
+ *   half.cu        16-bit: absmax, power-of-two scale, encode, decode
+ *   topk.cu        top-k selection (radix select, stable compaction)
+ *   sparse.cu      the rank-ordered sparse decode and its checks
+ *   quant.cu       the quantised codecs and the two-phase reductions
+ *
  * Each function enqueues kernels on `stream` and returns at once: no host
  * synchronisation, no allocation (scratch comes from the caller's
  * workspace), output sizes fixed by the arguments, so every sequence can be
@@ -15,8 +25,8 @@
  * Errors from the kernels themselves surface at the caller's next
  * synchronisation, as for any CUDA work.
  */
-#ifndef SQUALL_CODEC_CUDA_H
-#define SQUALL_CODEC_CUDA_H
+#ifndef SQUALL_CODECS_CUDA_CODEC_CUDA_H
+#define SQUALL_CODECS_CUDA_CODEC_CUDA_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -124,4 +134,4 @@ cudaError_t squall__cuda_half_reduce(sq_half_kind kind, const uint16_t *blocks, 
 #ifdef __cplusplus
 }
 #endif
-#endif /* SQUALL_CODEC_CUDA_H */
+#endif /* SQUALL_CODECS_CUDA_CODEC_CUDA_H */

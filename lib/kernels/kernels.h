@@ -1,17 +1,26 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * kernels.h - the set of codec kernels and memory operations the engine
- * runs, in one memory space: host (engine/kernels_host.c, over lib/codecs/codec_*.c) or
- * device (the CUDA twins). Per-call scalars such as the scale live in that
- * memory space too, so that a device path never waits on the host.
+ * kernels.h - the kernel-set interface: the codec kernels and memory
+ * operations the engine runs, in one memory space, and what each set can
+ * do (its abilities, as fields). Per-call scalars such as the scale live in
+ * that memory space too, so that a device path never waits on the host.
+ *
+ * lib/kernels/, the kernel sets side by side (below the engine, above the
+ * codecs; they include codecs and common only):
+ *   kernels.h              this interface, and the two sets' entry points
+ *   kernels_host.c         the host set: thin wrappers over lib/codecs/codec_*.c
+ *   kernels_host_quant.c   its quantised and two-phase entries
+ *   kernels_cuda.cu        the device set: the CUDA twins in lib/codecs/cuda/
+ *                          plus the element-wise kernels the engine needs
+ *   kernels_cuda_quant.cu  its quantised and two-phase entries
  *
  * Every function takes the call's stream (a cudaStream_t for the device
  * set, ignored by the host set) as its first argument: the stream travels
  * with the call (squall_call.stream), never through shared state, so two
  * calls on one communicator from different streams cannot mix them up.
  */
-#ifndef SQUALL_KERNELS_H
-#define SQUALL_KERNELS_H
+#ifndef SQUALL_KERNELS_KERNELS_H
+#define SQUALL_KERNELS_KERNELS_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -31,7 +40,22 @@ static inline size_t squall__dtype_size(squall_dtype t) { return t == SQ_DT_F32 
 SQ_HD sq_half_kind squall__dtype_half_kind(int t) { return t == SQ_DT_BF16 ? SQ_HALF_BF16 : SQ_HALF_FP16; }
 
 typedef struct squall_kernels {
-  const char *name; /* "host" or "cuda" */
+  const char *name; /* "host" or "cuda": for messages; never tested */
+  /* ---- abilities: what the engine may ask of this set, declared here
+   * rather than inferred from its name. */
+  /* Kernel memory is host memory and every function's work is done when
+   * it returns: the engine reads a result back without synchronising, so
+   * it exchanges the call header on every call. */
+  int on_host;
+  /* Top-k's exchange may go in rounds whose finish overlaps the wire
+   * (engine/topk_rounds.h): the slots and workspace are the host codecs',
+   * which topk_rounds.c finishes itself. */
+  int topk_in_rounds;
+  /* A two-phase call on one rank encodes and decodes each chunk straight
+   * away, with no exchange (engine/twophase.c, run_alone). The device set
+   * keeps the exchange: one GPU's checks run one rank, and it is their only
+   * way to run NCCL's all-to-all and all-gather. */
+  int twophase_alone;
   /* The most elements top-k's kernels take (their indices' width): a
    * larger call takes top-k's dense route, decided before the header
    * from the kernel set, which is the same on every rank of an engine. */
@@ -147,7 +171,7 @@ typedef struct squall_kernels {
   void (*fence_free)(void *fence);
 } squall_kernels;
 
-/* The host entries of the quantised codecs (engine/kernels_host_quant.c). */
+/* The host entries of the quantised codecs (kernels_host_quant.c). */
 squallResult_t squall__host_quant_encode(void *stream, sq_quant_kind k, size_t bucket, const float *g,
                                          float *res, uint8_t *out, size_t n);
 squallResult_t squall__host_quant_encode_backup(void *stream, sq_quant_kind k, size_t bucket, const float *g,
@@ -164,14 +188,14 @@ squallResult_t squall__host_half_reduce_encode(void *stream, sq_half_kind kind, 
                                                int nblocks, size_t block_elems, float *out, float *res,
                                                uint16_t *codes, size_t n, const float *scale);
 
-/* The host kernel set (lib/engine/kernels_host.c). */
+/* The host kernel set (kernels_host.c). */
 extern const squall_kernels squall__kernels_host;
 
 #ifdef HAVE_CUDA
-/* The device kernel set (cuda/kernels_cuda.cu). */
+/* The device kernel set (kernels_cuda.cu). */
 extern const squall_kernels squall__kernels_cuda;
 
-/* The device entries of the quantised codecs (cuda/kernels_cuda_quant.cu). */
+/* The device entries of the quantised codecs (kernels_cuda_quant.cu). */
 squallResult_t squall__dev_quant_encode(void *stream, sq_quant_kind k, size_t bucket, const float *g,
                                         float *res, uint8_t *out, size_t n);
 squallResult_t squall__dev_quant_decode(void *stream, sq_quant_kind k, size_t bucket,
@@ -186,13 +210,9 @@ squallResult_t squall__dev_half_reduce(void *stream, sq_half_kind kind, const ui
 /* 1 when p is device (or managed) memory; 0 for host memory, and when no
  * CUDA driver is present (the error is cleared). */
 int squall__cuda_is_device_pointer(const void *p);
-/* 1 when p is device memory the host cannot read (not managed memory);
- * asked of the CUDA driver only where the process has loaded it, never
- * creating a context (lib/api/cuda_pointer.c). */
-int squall__cuda_pointer_is_device(const void *p);
 #endif
 
 #ifdef __cplusplus
 }
 #endif
-#endif
+#endif /* SQUALL_KERNELS_KERNELS_H */

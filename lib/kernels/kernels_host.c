@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* engine/kernels_host.c - the engine's kernel set on host memory: thin wrappers
+/* kernels_host.c - the engine's kernel set on host memory: thin wrappers
  * over the host codecs, plus the widening and narrowing of 16-bit data. */
 #include "common/internal.h"
 
@@ -8,7 +8,7 @@
 #include <sys/mman.h>
 
 #include "codecs/codec.h"
-#include "engine/kernels.h"
+#include "kernels/kernels.h"
 
 /* Blocks from this size on (residuals, their spares, the scratch of large
  * calls) start on a 2 MiB boundary and ask for transparent huge pages,
@@ -233,6 +233,9 @@ static squallResult_t host_topk_finish(void *stream, const float *g, float *res,
 
 const squall_kernels squall__kernels_host = {
     .name = "host",
+    .on_host = 1,
+    .topk_in_rounds = 1,
+    .twophase_alone = 1,
     .topk_max_elems = UINT32_MAX, /* the slots' indices are u32 */
     .alloc = host_alloc,
     .free = host_free,

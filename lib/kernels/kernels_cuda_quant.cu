@@ -2,7 +2,7 @@
 /*
  * kernels_cuda_quant.cu - the device kernel set's entries for the
  * quantised codecs and the two-phase reductions (kernels_cuda.cu points at
- * them): enqueue the quant.cu twins on the context's stream.
+ * them): enqueue the lib/codecs/cuda/quant.cu twins on the call's stream.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -10,9 +10,9 @@
 
 #include <cuda_runtime_api.h>
 
-#include "codec_cuda.h"
+#include "codecs/cuda/codec_cuda.h"
 #include "common/internal.h"
-#include "engine/kernels.h"
+#include "kernels/kernels.h"
 
 static cudaStream_t quant_stream(void *stream) { return (cudaStream_t)stream; }
 

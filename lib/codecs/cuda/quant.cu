@@ -7,8 +7,8 @@
  * the bits agree. Every product in that arithmetic is exact (powers of two
  * times short integers), so nvcc's FMA contraction cannot change a result.
  */
-#include "codec_cuda.h"
-#include "cuda_check.h"
+#include "codecs/cuda/codec_cuda.h"
+#include "codecs/cuda/cuda_check.h"
 
 namespace {
 

@@ -5,8 +5,8 @@
  * checked with cudaGetLastError(), which also clears a non-sticky launch
  * error so that the caller's next call does not see it again.
  */
-#ifndef SQUALL_CUDA_CHECK_H
-#define SQUALL_CUDA_CHECK_H
+#ifndef SQUALL_CODECS_CUDA_CUDA_CHECK_H
+#define SQUALL_CODECS_CUDA_CUDA_CHECK_H
 
 #include <stddef.h>
 #include <cuda_runtime_api.h>
@@ -36,4 +36,4 @@ static inline unsigned sq_cuda_grid(size_t n, unsigned threads, unsigned max_blo
   return b > max_blocks ? max_blocks : (unsigned)b;
 }
 
-#endif /* SQUALL_CUDA_CHECK_H */
+#endif /* SQUALL_CODECS_CUDA_CUDA_CHECK_H */
