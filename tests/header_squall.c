@@ -22,6 +22,15 @@ int main(void) {
     return 1;
   }
   while (squallConfigOption(&cfg, n, &opt) == squallSuccess) n++;
+  /* the initializers, as callers write them (squall.h: structs that can grow) */
+  squallConfig_t sized = SQUALL_CONFIG_INITIALIZER;
+  squallStats_t stats = SQUALL_STATS_INITIALIZER;
+  squallOption_t first = SQUALL_OPTION_INITIALIZER;
+  if (squallGetConfig(&sized) != squallSuccess || sized.size != sizeof sized || squallStatsGet(&stats) != squallSuccess ||
+      stats.magic != SQUALL_STATS_MAGIC || squallConfigOption(&sized, 0, &first) != squallSuccess) {
+    fprintf(stderr, "header_squall: the initialized structs were refused: %s\n", squallGetLastError());
+    return 1;
+  }
   if (n == 0 || strcmp(squallGetErrorString(squallSuccess), "no error") != 0) {
     fprintf(stderr, "header_squall: %d options, success reads '%s'\n", n, squallGetErrorString(squallSuccess));
     return 1;
