@@ -1007,8 +1007,25 @@ START_TEST(test_agree_legacy) {
     ck_assert_str_eq(d, want[i].description);
     ck_assert(up == want[i].digest);
   }
-  /* Truncated, still terminated. */
+  /* Members out of range (squallSetConfig refuses them, but the text is
+   * the old one there too, never read out of bounds). */
   squallConfig_t c = defaults();
+  c.codec = (squallCodec_t)9;
+  c.topkValues = (squallValueType_t)-1;
+  c.hierarchy = (squallHierarchy_t)5;
+  c.halfAccum = (squallHalfAccum_t)-1;
+  c.errorFeedback = -1;
+  c.costModel = 7;
+  c.minBytes = SIZE_MAX;
+  char odd[SQ_CONFIG_DESC_BYTES];
+  squall__config_describe(&c, odd, sizeof odd);
+  if (sizeof(size_t) == 8) {
+    ck_assert_str_eq(odd, "compress=none values=fp32 ef=-1 min_bytes=18446744073709551615 zstd=1 warmup=0 "
+                          "min_ranks=2 bucket=512 half_accum=-1 hierarchy=auto rpn=0 chunk=4194304 cost=7 link=0");
+    ck_assert(squall__config_digest(&c) == 2671633683561025810LL);
+  }
+  /* Truncated, still terminated. */
+  c = defaults();
   char d[12];
   squall__config_describe(&c, d, sizeof d);
   ck_assert_str_eq(d, "compress=no");

@@ -4,8 +4,8 @@
  * its name, the squallConfig_t member it sets (offsetof), its type and the
  * type's bounds or names, default, what is accepted, what it means, and
  * whether the ranks must agree on it. Typed parsers, printers and range
- * checks serve every row of a type; an enum option is a table of names and
- * one row.
+ * checks (config_types.c) serve every row of a type; an enum option is a
+ * table of names and one row.
  * The same rows drive parsing, the range checks of squallSetConfig(),
  * squallConfigOption() (from which `squall-info -c`, squall(7)'s
  * ENVIRONMENT and the SQUALL_DEBUG=INFO line are printed), and the
@@ -14,65 +14,18 @@
  */
 #include "common/internal.h"
 
-#include <errno.h>
-#include <math.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <ctype.h>
 
-extern char **environ; /* POSIX: the process's environment */
-
+#include "common/config_table.h"
 #include "common/size.h"
 #include "common/sized.h"
 
-/* ------------------------------------------------------------ the rows */
-typedef enum {
-  OPT_UINT,   /* decimal digits in [lo, hi], a multiple of `multiple`; an int or size_t member */
-  OPT_SIZE,   /* bytes with an optional K/M/G suffix (squall__parse_size); a size_t member */
-  OPT_DOUBLE, /* a decimal number in [dlo, dhi], or 0 (also spelt `zero`) where zero is set */
-  OPT_ENUM,   /* one of names[] in any case; the member (an enum or int) holds its index. The
-                 name `param` takes ":<ratio>", 0 < ratio <= 1, into a double member
-                 (SQUALL_COMPRESS=topk:<ratio>) */
-  OPT_STRING  /* text shorter than the member's char array */
-} opt_type;
-
-/* Every row says whether the ranks must hold the same value: a row that
- * says neither fails squall__config_table_check (tests/test_config.c). */
-typedef enum {
-  OPT_SCOPE_UNSET = 0,
-  OPT_AGREE, /* changes what goes on the wire or which collectives run: in the description
-                and the digest that the call header compares */
-  OPT_LOCAL  /* this rank's own (logging, its files, its memory): ranks may differ */
-} opt_scope;
-
-typedef struct {
-  const char *name;     /* environment variable */
-  const char *member;   /* the squallConfig_t member */
-  const char *field;    /* the member(s) it sets, for squallOption_t (NULL: member) */
-  const char *defval;   /* default, as text */
-  const char *accepted; /* for error messages and docs */
-  const char *doc;
-  opt_type type;
-  size_t offset, width; /* offsetof and sizeof the member */
-  opt_scope scope;
-  const char *key;      /* OPT_AGREE: its word in the description */
-  int wire_number;      /* OPT_ENUM in the description: the number, not the name */
-  long lo, hi, multiple;             /* OPT_UINT (multiple 0: any) */
-  double dlo, dhi;                   /* OPT_DOUBLE */
-  const char *zero;                  /* OPT_DOUBLE: the word for 0, which is then accepted */
-  const char *const *names;          /* OPT_ENUM */
-  int nnames;
-  const char *type_name;             /* OPT_ENUM: the C type, for messages (NULL: none) */
-  const char *param;                 /* OPT_ENUM: the name that takes a ratio, or NULL */
-  const char *param_member;          /* the double member it sets */
-  size_t param_offset;
-  double param_default;
-  const char *param_key;             /* its word in the description, given there last */
-} option_t;
-
+/* ------------------------------------------------------------ the rows
+ * (their type: common/config_table.h) */
 #define MEMBER(m) .member = #m, .offset = offsetof(squallConfig_t, m), .width = sizeof(((squallConfig_t *)0)->m)
 #define UINT_ROW(m, l, h) .type = OPT_UINT, MEMBER(m), .lo = (l), .hi = (h)
 #define SIZE_ROW(m) .type = OPT_SIZE, MEMBER(m)
@@ -103,7 +56,7 @@ static const char *const on_off_names[] = {"off", "on"};
  * same where it decides without a header (device buffers). Local: the
  * residual cap (a tensor past it runs without error feedback, on the same
  * wire), logging and the statistics file. */
-static const option_t options[] = {
+static const squall_option options[] = {
     {"SQUALL_COMPRESS", ENUM_ROW(codec, codec_names, "squallCodec_t"), .param = "topk",
      .param_member = "topkRatio", .param_offset = offsetof(squallConfig_t, topkRatio), .param_default = 0.01,
      .param_key = "ratio", .field = "codec, topkRatio", AGREE("compress"), .defval = "none",
@@ -195,289 +148,6 @@ _Static_assert(sizeof(squallCodec_t) == sizeof(int) && sizeof(squallValueType_t)
                    sizeof(squallHierarchy_t) == sizeof(int),
                "enum options are read and written as int");
 
-/* ------------------------------------------------------------ parsers
- * Exactly the documented spellings: no leading blanks, signs, hex or
- * trailing text, which strtol and strtod would let through. */
-
-/* Decimal digits only, within [lo, hi] (hi well below LLONG_MAX / 10, so
- * that stopping once past hi also rules out overflow). */
-static int parse_uint(const char *v, long lo, long hi, long *out) {
-  long long x = 0;
-  if (*v < '0' || *v > '9') return -1;
-  for (; *v >= '0' && *v <= '9'; v++) {
-    x = x * 10 + (*v - '0');
-    if (x > hi) return -1;
-  }
-  if (*v || x < lo) return -1;
-  *out = (long)x;
-  return 0;
-}
-
-/* A decimal fraction: digits with an optional point and an optional
- * exponent ("0.01", ".25", "1e-3"); no sign, blank, hex, inf or nan. The
- * text is checked here and converted by strtod, which must consume all of
- * it (it does not under a locale whose decimal point is not '.'). */
-static int parse_ratio(const char *v, double *out) {
-  const char *p = v;
-  int digits = 0;
-  while (*p >= '0' && *p <= '9') p++, digits++;
-  if (*p == '.') {
-    p++;
-    while (*p >= '0' && *p <= '9') p++, digits++;
-  }
-  if (!digits) return -1;
-  if (*p == 'e' || *p == 'E') {
-    p++;
-    if (*p == '+' || *p == '-') p++;
-    if (*p < '0' || *p > '9') return -1;
-    while (*p >= '0' && *p <= '9') p++;
-  }
-  if (*p) return -1;
-  char *end;
-  errno = 0;
-  fenv_t env;
-  squall__round_nearest_begin(&env);
-  double r = strtod(v, &end);
-  squall__round_nearest_end(&env);
-  /* a subnormal result sets ERANGE too, but is the value written (a
-   * ratio of 1e-320 is still above 0); one that underflows to 0 is not */
-  if ((errno && !(errno == ERANGE && r != 0.0 && isfinite(r))) || end != p) return -1;
-  *out = r;
-  return 0;
-}
-
-/* The shortest %g spelling of v that reads back as v: what a user would
- * write for 0.01, and every digit for 0.0123456789, so that what
- * squall-info and squallConfigCodecString print, set again, is the same
- * configuration (%g's 6 digits made another ratio). */
-static void print_double(char *b, size_t n, double v) {
-  fenv_t env;
-  squall__round_nearest_begin(&env);
-  for (int prec = 6; prec <= 17; prec++) {
-    snprintf(b, n, "%.*g", prec, v);
-    if (strtod(b, NULL) == v) break;
-  }
-  squall__round_nearest_end(&env);
-}
-
-/* The shortest spelling that reads back as the same size. */
-static void print_size(size_t v, char *b, size_t n) {
-  if (v && v % (1u << 30) == 0) snprintf(b, n, "%zuG", v >> 30);
-  else if (v && v % (1u << 20) == 0) snprintf(b, n, "%zuM", v >> 20);
-  else if (v && v % (1u << 10) == 0) snprintf(b, n, "%zuK", v >> 10);
-  else snprintf(b, n, "%zu", v);
-}
-
-/* ------------------------------------------------- members by offset */
-static long multiple_of(const option_t *o) { return o->multiple ? o->multiple : 1; }
-
-/* The index of the enum name that takes a ratio; -1 for none. */
-static int param_index(const option_t *o) {
-  if (o->type != OPT_ENUM || o->param == NULL) return -1;
-  for (int i = 0; i < o->nnames; i++)
-    if (!strcmp(o->names[i], o->param)) return i;
-  return -1;
-}
-
-static void get(const squallConfig_t *c, size_t offset, void *v, size_t width) {
-  memcpy(v, (const char *)c + offset, width);
-}
-static void put(squallConfig_t *c, size_t offset, const void *v, size_t width) {
-  memcpy((char *)c + offset, v, width);
-}
-static int get_int(const squallConfig_t *c, size_t offset) {
-  int v;
-  get(c, offset, &v, sizeof v);
-  return v;
-}
-static double get_double(const squallConfig_t *c, size_t offset) {
-  double v;
-  get(c, offset, &v, sizeof v);
-  return v;
-}
-static size_t get_size(const squallConfig_t *c, size_t offset) {
-  size_t v;
-  get(c, offset, &v, sizeof v);
-  return v;
-}
-
-/* An OPT_UINT member (int or size_t) as "%d" or "%zu"; 1 when in range. */
-static int uint_value(const option_t *o, const squallConfig_t *c, char *text, size_t n) {
-  if (o->width == sizeof(int)) {
-    int v = get_int(c, o->offset);
-    snprintf(text, n, "%d", v);
-    return v >= o->lo && v <= o->hi && v % multiple_of(o) == 0;
-  }
-  size_t v = get_size(c, o->offset);
-  snprintf(text, n, "%zu", v);
-  return v >= (size_t)o->lo && v <= (size_t)o->hi && v % (size_t)multiple_of(o) == 0;
-}
-
-static int double_ok(const option_t *o, double x) { return (o->zero && x == 0) || (x >= o->dlo && x <= o->dhi); }
-static int ratio_ok(double r) { return r > 0.0 && r <= 1.0; }
-
-/* --------------------------------------------------- the typed parser */
-static int parse_enum(const option_t *o, squallConfig_t *c, const char *v) {
-  int param = param_index(o);
-  for (int i = 0; i < o->nnames; i++) {
-    size_t len = strlen(o->names[i]);
-    if (i == param) { /* "topk:<ratio>"; the name alone is not a value */
-      double r;
-      if (strncasecmp(v, o->names[i], len) || v[len] != ':') continue;
-      if (parse_ratio(v + len + 1, &r) || !ratio_ok(r)) return -1;
-      put(c, o->offset, &i, sizeof i);
-      put(c, o->param_offset, &r, sizeof r);
-      return 0;
-    }
-    if (!strcasecmp(v, o->names[i])) {
-      put(c, o->offset, &i, sizeof i);
-      return 0;
-    }
-  }
-  return -1;
-}
-
-/* Sets the member(s) of row o from text v; 0, or -1 with *c unchanged. */
-static int opt_parse(const option_t *o, squallConfig_t *c, const char *v) {
-  switch (o->type) {
-  case OPT_UINT: {
-    long x;
-    if (parse_uint(v, o->lo, o->hi, &x) || x % multiple_of(o)) return -1;
-    if (o->width == sizeof(int)) {
-      int i = (int)x;
-      put(c, o->offset, &i, sizeof i);
-    } else {
-      size_t s = (size_t)x;
-      put(c, o->offset, &s, sizeof s);
-    }
-    return 0;
-  }
-  case OPT_SIZE: {
-    size_t s;
-    if (squall__parse_size(v, &s)) return -1;
-    put(c, o->offset, &s, sizeof s);
-    return 0;
-  }
-  case OPT_DOUBLE: {
-    double x;
-    if (o->zero && !strcasecmp(v, o->zero)) x = 0;
-    else if (parse_ratio(v, &x) || !double_ok(o, x)) return -1;
-    put(c, o->offset, &x, sizeof x);
-    return 0;
-  }
-  case OPT_ENUM: return parse_enum(o, c, v);
-  case OPT_STRING:
-    if (strlen(v) >= o->width) return -1;
-    put(c, o->offset, v, strlen(v) + 1);
-    return 0;
-  }
-  return -1;
-}
-
-/* ------------------------------------------------ the typed range check
- * 0 when the member(s) of c that row o sets hold a value the row could
- * have parsed; else -1 with the member, its value and the range in why
- * (squallSetConfig gets a whole structure rather than text). */
-static int opt_check(const option_t *o, const squallConfig_t *c, char *why, size_t n) {
-  switch (o->type) {
-  case OPT_UINT: {
-    char v[32];
-    if (uint_value(o, c, v, sizeof v)) return 0;
-    if (multiple_of(o) > 1)
-      snprintf(why, n, "%s=%s is not a multiple of %ld in [%ld, %ld]", o->member, v, o->multiple, o->lo, o->hi);
-    else
-      snprintf(why, n, "%s=%s is outside [%ld, %ld]", o->member, v, o->lo, o->hi);
-    return -1;
-  }
-  case OPT_SIZE: return 0;
-  case OPT_DOUBLE: {
-    double x = get_double(c, o->offset);
-    if (double_ok(o, x)) return 0;
-    if (o->zero) snprintf(why, n, "%s=%g is neither 0 nor in [%g, %g]", o->member, x, o->dlo, o->dhi);
-    else snprintf(why, n, "%s=%g is outside [%g, %g]", o->member, x, o->dlo, o->dhi);
-    return -1;
-  }
-  case OPT_ENUM: {
-    int v = get_int(c, o->offset);
-    if (v < 0 || v >= o->nnames) {
-      const char *sep = o->nnames == 2 ? "or" : "to";
-      if (o->type_name) snprintf(why, n, "%s=%d is not a %s (0 %s %d)", o->member, v, o->type_name, sep, o->nnames - 1);
-      else snprintf(why, n, "%s=%d is not 0 %s %d", o->member, v, sep, o->nnames - 1);
-      return -1;
-    }
-    /* Checked whatever the value: a later SQUALL_COMPRESS=topk keeps the ratio. */
-    if (o->param && !ratio_ok(get_double(c, o->param_offset))) {
-      snprintf(why, n, "%s=%g is outside (0, 1]", o->param_member, get_double(c, o->param_offset));
-      return -1;
-    }
-    return 0;
-  }
-  case OPT_STRING:
-    if (memchr((const char *)c + o->offset, 0, o->width) != NULL) return 0;
-    snprintf(why, n, "%s is not terminated within its %zu bytes", o->member, o->width);
-    return -1;
-  }
-  return -1;
-}
-
-/* ------------------------------------------------------------ printers
- * The enum's spelling of its value: out of range, the first name (the
- * description's rule, never read out of bounds); with its ratio. */
-static void enum_text(const option_t *o, const squallConfig_t *c, char *b, size_t n) {
-  int v = get_int(c, o->offset);
-  const char *name = o->names[v >= 0 && v < o->nnames ? v : 0];
-  if (v == param_index(o)) {
-    char r[32];
-    print_double(r, sizeof r, get_double(c, o->param_offset));
-    snprintf(b, n, "%s:%s", name, r);
-  } else {
-    snprintf(b, n, "%s", name);
-  }
-}
-
-/* The value as the variable would spell it; "invalid (...)" out of range.
- * Never reads out of bounds. */
-static void opt_print(const option_t *o, const squallConfig_t *c, char *b, size_t n) {
-  char why[160];
-  if (o->type == OPT_STRING) { /* what is there, even unterminated */
-    snprintf(b, n, "%.*s", (int)strnlen((const char *)c + o->offset, o->width), (const char *)c + o->offset);
-    return;
-  }
-  if (opt_check(o, c, why, sizeof why)) {
-    snprintf(b, n, "invalid (%s)", why);
-    return;
-  }
-  switch (o->type) {
-  case OPT_UINT: uint_value(o, c, b, n); break;
-  case OPT_SIZE: print_size(get_size(c, o->offset), b, n); break;
-  case OPT_DOUBLE: {
-    double x = get_double(c, o->offset);
-    if (o->zero && x == 0) snprintf(b, n, "%s", o->zero);
-    else print_double(b, n, x);
-    break;
-  }
-  case OPT_ENUM: enum_text(o, c, b, n); break;
-  case OPT_STRING: break;
-  }
-}
-
-/* The value in the configuration description: numbers in full (%zu, %d,
- * %.17g), enums by name or number. */
-static void opt_wire(const option_t *o, const squallConfig_t *c, char *b, size_t n) {
-  switch (o->type) {
-  case OPT_UINT: uint_value(o, c, b, n); break;
-  case OPT_SIZE: snprintf(b, n, "%zu", get_size(c, o->offset)); break;
-  case OPT_DOUBLE: snprintf(b, n, "%.17g", get_double(c, o->offset)); break;
-  case OPT_ENUM:
-    if (o->wire_number) snprintf(b, n, "%d", get_int(c, o->offset));
-    else enum_text(o, c, b, n);
-    break;
-  case OPT_STRING:
-    snprintf(b, n, "%.*s", (int)strnlen((const char *)c + o->offset, o->width), (const char *)c + o->offset);
-    break;
-  }
-}
-
 /* ------------------------------------------- what the ranks compare */
 static void append(char *out, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void append(char *out, size_t cap, const char *fmt, ...) {
@@ -497,15 +167,15 @@ void squall__config_describe(const squallConfig_t *c, char *out, size_t cap) {
   squall__round_nearest_begin(&env); /* the same text on every rank */
   char v[SQ_CONFIG_DESC_BYTES];
   for (size_t i = 0; i < SQ_ARRAY_SIZE(options); i++) {
-    const option_t *o = &options[i];
+    const squall_option *o = &options[i];
     if (o->scope != OPT_AGREE) continue;
-    opt_wire(o, c, v, sizeof v);
+    squall__opt_wire(o, c, v, sizeof v);
     append(out, cap, "%s%s=%s", out[0] ? " " : "", o->key, v);
   }
   for (size_t i = 0; i < SQ_ARRAY_SIZE(options); i++) {
-    const option_t *o = &options[i];
-    if (o->scope == OPT_AGREE && o->param && get_int(c, o->offset) == param_index(o))
-      append(out, cap, " %s=%.17g", o->param_key, get_double(c, o->param_offset)); /* not %g's rounding */
+    const squall_option *o = &options[i];
+    if (o->scope == OPT_AGREE && o->param && squall__opt_get_int(c, o->offset) == squall__opt_param_index(o))
+      append(out, cap, " %s=%.17g", o->param_key, squall__opt_get_double(c, o->param_offset)); /* not %g's rounding */
   }
   squall__round_nearest_end(&env);
 }
@@ -533,7 +203,7 @@ static int table_fail(char *why, size_t n, const char *fmt, ...) {
 int squall__config_table_check(char *why, size_t n) {
   size_t end = 0; /* where the members seen so far end: they come in the struct's order */
   for (size_t i = 0; i < SQ_ARRAY_SIZE(options); i++) {
-    const option_t *o = &options[i];
+    const squall_option *o = &options[i];
     if (o->scope != OPT_AGREE && o->scope != OPT_LOCAL)
       return table_fail(why, n, "%s is marked neither agree (compared across ranks) nor local (the rank's own)",
                         o->name);
@@ -547,8 +217,8 @@ int squall__config_table_check(char *why, size_t n) {
     squallConfig_t c;
     memset(&c, 0, sizeof c);
     char w[160];
-    if (o->param) put(&c, o->param_offset, &o->param_default, sizeof(double));
-    if (opt_parse(o, &c, o->defval) || opt_check(o, &c, w, sizeof w))
+    if (o->param) squall__opt_put(&c, o->param_offset, &o->param_default, sizeof(double));
+    if (squall__opt_parse(o, &c, o->defval) || squall__opt_check(o, &c, w, sizeof w))
       return table_fail(why, n, "%s: its default '%s' does not parse", o->name, o->defval);
     if (o->offset < sizeof(squall_head) || o->offset + o->width > sizeof(squallConfig_t) || o->offset < end)
       return table_fail(why, n, "%s: its member is not in squallConfig_t after the previous row's", o->name);
@@ -563,7 +233,7 @@ int squall__config_table_check(char *why, size_t n) {
         return table_fail(why, n, "%s: its ratio member does not follow its member", o->name);
       end = o->param_offset + sizeof(double);
     }
-    if (o->type == OPT_ENUM && (o->width != sizeof(int) || o->nnames < 2 || (o->param && param_index(o) < 0)))
+    if (o->type == OPT_ENUM && (o->width != sizeof(int) || o->nnames < 2 || (o->param && squall__opt_param_index(o) < 0)))
       return table_fail(why, n, "%s: an enum row needs an int member and two names or more", o->name);
     if (o->type == OPT_UINT && (o->multiple < 0 || (o->width != sizeof(int) && o->width != sizeof(size_t))))
       return table_fail(why, n, "%s: an integer row needs an int or size_t member", o->name);
@@ -608,14 +278,14 @@ static void defaults(squallConfig_t *c) {
   memset(c, 0, sizeof *c);
   head_mine(c);
   for (size_t i = 0; i < SQ_ARRAY_SIZE(options); i++) {
-    const option_t *o = &options[i];
+    const squall_option *o = &options[i];
     /* the ratio a later SQUALL_COMPRESS=topk without one would use */
-    if (o->param) put(c, o->param_offset, &o->param_default, sizeof(double));
-    (void)opt_parse(o, c, o->defval); /* squall__config_table_check: every default parses */
+    if (o->param) squall__opt_put(c, o->param_offset, &o->param_default, sizeof(double));
+    (void)squall__opt_parse(o, c, o->defval); /* squall__config_table_check: every default parses */
   }
 }
 
-static const option_t *find_option(const char *name) {
+static const squall_option *find_option(const char *name) {
   const char *bare = strncasecmp(name, "SQUALL_", 7) ? name : name + 7;
   for (size_t i = 0; i < SQ_ARRAY_SIZE(options); i++)
     if (!strcasecmp(bare, options[i].name + 7)) return &options[i];
@@ -635,7 +305,7 @@ squallResult_t squallConfigDefault(squallConfig_t *config) {
 /* squallConfigSet on a whole struct of which the caller sees `visible`
  * bytes: an option past them is not the caller's to set. */
 static squallResult_t set_option(squallConfig_t *full, size_t visible, const char *name, const char *value) {
-  const option_t *o = find_option(name);
+  const squall_option *o = find_option(name);
   if (o == NULL) {
     char names[512] = "";
     for (size_t i = 0; i < SQ_ARRAY_SIZE(options); i++) {
@@ -652,7 +322,7 @@ static squallResult_t set_option(squallConfig_t *full, size_t visible, const cha
   squallConfig_t tmp = *full;
   /* At most 100 characters of the value are echoed, so that what is
    * accepted always fits in the message (a long SQUALL_STATS path did not). */
-  SQ_RETURN_ERROR_IF(opt_parse(o, &tmp, value) != 0, squallInvalidArgument,
+  SQ_RETURN_ERROR_IF(squall__opt_parse(o, &tmp, value) != 0, squallInvalidArgument,
                      "%s='%.100s%s' is invalid: accepted values are %s", o->name, value,
                      strlen(value) > 100 ? "..." : "", o->accepted);
   *full = tmp;
@@ -709,114 +379,10 @@ squallResult_t squallConfigParse(squallConfig_t *config, const char *spec) {
   return squallSuccess;
 }
 
-/* SQUALL_ names that squall's own tools and scripts read (squall-run,
- * quickstart.sh, ethernet.sh, cluster.sh, .ci/run, the test, training and
- * GPU scripts): not options, not typos. A prefix ends in '_'. */
-static const char *const tool_names[] = {
-    "SQUALL_PRELOAD_", "SQUALL_BENCH_",          "SQUALL_ETHERNET_", "SQUALL_CLUSTER_",   "SQUALL_CLUSTER",
-    "SQUALL_GPU_",     "SQUALL_TEST_",           "SQUALL_TRAIN_",    "SQUALL_CI_",        "SQUALL_RUN_MPI_",
-    "SQUALL_BUILDDIR", "SQUALL_SRCDIR",          "SQUALL_LINK",      "SQUALL_RANKS",      "SQUALL_CFLAGS",
-    "SQUALL_CONFIGURE_FLAGS", "SQUALL_LOG_COMPILER", "SQUALL_SH_LOG_COMPILER"};
-
-static int is_tool_name(const char *name, size_t len) {
-  for (size_t i = 0; i < SQ_ARRAY_SIZE(tool_names); i++) {
-    size_t t = strlen(tool_names[i]);
-    if (tool_names[i][t - 1] == '_' ? len >= t && !strncmp(name, tool_names[i], t)
-                                    : len == t && !strncmp(name, tool_names[i], t))
-      return 1;
-  }
-  return 0;
-}
-
-/* Edit distance of a[0..la) and b, up to 3 (more is "far"). */
-static int distance(const char *a, size_t la, const char *b) {
-  size_t lb = strlen(b);
-  if (la > 63 || lb > 63) return 3;
-  int d[64], prev;
-  for (size_t j = 0; j <= lb; j++) d[j] = (int)j;
-  for (size_t i = 1; i <= la; i++) {
-    prev = d[0];
-    d[0] = (int)i;
-    for (size_t j = 1; j <= lb; j++) {
-      int cur = d[j], sub = prev + (toupper((unsigned char)a[i - 1]) != b[j - 1]);
-      d[j] = d[j] + 1 < d[j - 1] + 1 ? d[j] + 1 : d[j - 1] + 1;
-      if (sub < d[j]) d[j] = sub;
-      prev = cur;
-    }
-  }
-  return d[lb] < 3 ? d[lb] : 3;
-}
-
-/* Names a user may guess from other libraries' words, too far from the
- * option by edit distance to be found as a typo; compared ignoring case. */
-static const struct {
-  const char *guess, *meant;
-} guesses[] = {
-    {"SQUALL_CODEC", "SQUALL_COMPRESS"},          {"SQUALL_COMPRESSION", "SQUALL_COMPRESS"},
-    {"SQUALL_COMPRESSOR", "SQUALL_COMPRESS"},     {"SQUALL_ALGO", "SQUALL_COMPRESS"},
-    {"SQUALL_METHOD", "SQUALL_COMPRESS"},         {"SQUALL_MODE", "SQUALL_COMPRESS"},
-    {"SQUALL_ENABLE", "SQUALL_COMPRESS"},         {"SQUALL_DISABLE", "SQUALL_COMPRESS"},
-    {"SQUALL_TOPK", "SQUALL_COMPRESS=topk:<ratio>"}, {"SQUALL_TOPK_RATIO", "SQUALL_COMPRESS=topk:<ratio>"},
-    {"SQUALL_RATIO", "SQUALL_COMPRESS=topk:<ratio>"}, {"SQUALL_DENSITY", "SQUALL_COMPRESS=topk:<ratio>"},
-    {"SQUALL_SPARSITY", "SQUALL_COMPRESS=topk:<ratio>"}, {"SQUALL_K", "SQUALL_COMPRESS=topk:<ratio>"},
-    {"SQUALL_FP16", "SQUALL_COMPRESS=fp16"},      {"SQUALL_BF16", "SQUALL_COMPRESS=bf16"},
-    {"SQUALL_INT8", "SQUALL_COMPRESS=int8"},      {"SQUALL_QUANTIZE", "SQUALL_COMPRESS"},
-    {"SQUALL_ERROR_FEEDBACK", "SQUALL_EF"},       {"SQUALL_RESIDUAL", "SQUALL_EF"},
-    {"SQUALL_RESIDUALS", "SQUALL_EF"},            {"SQUALL_MEMORY", "SQUALL_EF_MAX_BYTES"},
-    {"SQUALL_CHUNK", "SQUALL_CHUNK_BYTES"},       {"SQUALL_CHUNK_SIZE", "SQUALL_CHUNK_BYTES"},
-    {"SQUALL_PIPELINE", "SQUALL_CHUNK_BYTES"},    {"SQUALL_BUCKET_SIZE", "SQUALL_BUCKET"},
-    {"SQUALL_THRESHOLD", "SQUALL_MIN_BYTES"},     {"SQUALL_MIN_SIZE", "SQUALL_MIN_BYTES"},
-    {"SQUALL_MIN_COUNT", "SQUALL_MIN_BYTES"},     {"SQUALL_LOG", "SQUALL_DEBUG"},
-    {"SQUALL_LOG_LEVEL", "SQUALL_DEBUG"},         {"SQUALL_VERBOSE", "SQUALL_DEBUG"},
-    {"SQUALL_BANDWIDTH", "SQUALL_LINK_GBPS"},     {"SQUALL_LINK_SPEED", "SQUALL_LINK_GBPS"},
-    {"SQUALL_GBPS", "SQUALL_LINK_GBPS"},          {"SQUALL_COST", "SQUALL_COST_MODEL"},
-    {"SQUALL_AUTO", "SQUALL_COST_MODEL"},         {"SQUALL_STATS_FILE", "SQUALL_STATS"},
-    {"SQUALL_WARMUP_STEPS", "SQUALL_WARMUP"},     {"SQUALL_LOCAL_SIZE", "SQUALL_RANKS_PER_NODE"},
-    {"SQUALL_PPN", "SQUALL_RANKS_PER_NODE"},      {"SQUALL_GPUS_PER_NODE", "SQUALL_RANKS_PER_NODE"},
-    {"SQUALL_HIERARCHICAL", "SQUALL_HIERARCHY"},  {"SQUALL_TWO_LEVEL", "SQUALL_HIERARCHY"},
-    {"SQUALL_ZSTD_LEVEL", "SQUALL_ZSTD"},         {"SQUALL_LOSSLESS", "SQUALL_ZSTD"},
-    {"SQUALL_EF_MAX", "SQUALL_EF_MAX_BYTES"},     {"SQUALL_HALF", "SQUALL_HALF_ACCUM"},
-};
-
-/* The option a misspelt or guessed name may have meant, or NULL. */
-static const char *meant_by(const char *name, size_t len) {
-  for (size_t i = 0; i < SQ_ARRAY_SIZE(guesses); i++)
-    if (strlen(guesses[i].guess) == len && !strncasecmp(name, guesses[i].guess, len)) return guesses[i].meant;
-  int best = 3;
-  const char *near = NULL;
-  for (size_t i = 0; i < SQ_ARRAY_SIZE(options); i++) {
-    int dist = distance(name, len, options[i].name);
-    if (dist < best) best = dist, near = options[i].name;
-  }
-  return near;
-}
-
-/* A misspelt variable (SQUALL_COMPRES=fp16) would leave compression off
- * without a word: every SQUALL_ variable that is neither an option nor a
- * tool's is named once per process, with the option it may have meant. */
-static void warn_unknown_env(void) {
-  static int warned; /* once per process, whichever thread reads first */
-  if (__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED)) return;
-  for (char **e = environ; e && *e; e++) {
-    if (strncasecmp(*e, "SQUALL_", 7)) continue;
-    const char *eq = strchr(*e, '=');
-    size_t len = eq ? (size_t)(eq - *e) : strlen(*e);
-    int known = 0;
-    for (size_t i = 0; i < SQ_ARRAY_SIZE(options) && !known; i++)
-      known = strlen(options[i].name) == len && !strncmp(*e, options[i].name, len);
-    if (known || is_tool_name(*e, len)) continue;
-    const char *near = meant_by(*e, len);
-    if (near)
-      SQ_WARN("unknown variable %.*s is ignored (did you mean %s?)", (int)len, *e, near);
-    else
-      SQ_WARN("unknown variable %.*s is ignored (squall-info -c lists the options)", (int)len, *e);
-  }
-}
-
 /* The environment over the defaults, on a whole struct. */
 static squallResult_t from_env(squallConfig_t *full) {
   defaults(full);
-  warn_unknown_env();
+  squall__config_warn_unknown_env(options, SQ_ARRAY_SIZE(options));
   squallConfig_t tmp = *full;
   for (size_t i = 0; i < SQ_ARRAY_SIZE(options); i++) {
     const char *v = getenv(options[i].name);
@@ -843,7 +409,7 @@ const char *squallConfigCodecString(const squallConfig_t *c, char *buf, size_t l
     defaults(&none);
     c = &none;
   }
-  enum_text(&options[0], c, buf, len); /* SQUALL_COMPRESS */
+  squall__opt_enum_text(&options[0], c, buf, len); /* SQUALL_COMPRESS */
   return buf;
 }
 
@@ -862,7 +428,7 @@ squallResult_t squallConfigOption(const squallConfig_t *config, int index, squal
     squall_head h;
     SQ_FORWARD_IF_ERROR(config_in(config, &c, &h, "squallConfigOption"));
   }
-  const option_t *o = &options[index];
+  const squall_option *o = &options[index];
   squallOption_t full;
   memset(&full, 0, sizeof full);
   memcpy(&full, &oh, sizeof oh);
@@ -871,7 +437,7 @@ squallResult_t squallConfigOption(const squallConfig_t *config, int index, squal
   full.defaultValue = o->defval;
   full.accepted = o->accepted;
   full.doc = o->doc;
-  opt_print(o, &c, full.value, sizeof full.value);
+  squall__opt_print(o, &c, full.value, sizeof full.value);
   full.agree = o->scope == OPT_AGREE;
   memcpy(option, &full, squall__head_bytes(oh, sizeof full));
   return squallSuccess;
@@ -950,7 +516,7 @@ squallResult_t squallSetConfig(const squallConfig_t *config) {
   head_mine(&full);
   for (size_t i = 0; i < SQ_ARRAY_SIZE(options); i++) {
     char why[256];
-    SQ_RETURN_ERROR_IF(opt_check(&options[i], &full, why, sizeof why) != 0, squallInvalidArgument,
+    SQ_RETURN_ERROR_IF(squall__opt_check(&options[i], &full, why, sizeof why) != 0, squallInvalidArgument,
                        "squallSetConfig: %s (%s accepts %s)", why, options[i].name, options[i].accepted);
   }
   pthread_once(&config_once, config_load);
