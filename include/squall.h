@@ -105,7 +105,40 @@ typedef enum {
   squallLogTrace = 2
 } squallLogLevel_t;
 
+/* ------------------------------------------------- structs that can grow
+ * squallConfig_t, squallStats_t and squallOption_t begin with the same
+ * three members, as NCCL's ncclConfig_t does: the size of the struct where
+ * the caller was compiled, a magic number that says the three were set,
+ * and that squall.h's version. SQUALL_CONFIG_INITIALIZER,
+ * SQUALL_STATS_INITIALIZER and SQUALL_OPTION_INITIALIZER set them. The
+ * library reads and writes only the bytes that both the caller's struct
+ * (its size) and its own have, and members are only ever appended. So a
+ * program keeps working with a later library of the same soname, whose
+ * structs are longer (what it does not know is never written; what
+ * squallSetConfig does not get keeps its process-wide value), and with an
+ * earlier one, which leaves the members appended after it alone.
+ * Why this, and not accessor functions or reserved padding: the structs
+ * stay plain C that callers fill and read by member name, as before; a new
+ * member costs no new function and no guess of how much room to keep; and
+ * tests/abi.sh can tell an appended member (compatible) from one that
+ * moved (a new soname). Inside squallStats_t the per-reason arrays have a
+ * fixed capacity (SQUALL_PASS_REASONS_MAX, SQUALL_FLAT_REASONS_MAX), so
+ * that a new reason takes a free slot and moves no member either.
+ * The functions that fill a caller's struct set its head from the
+ * caller's sizeof first ("sized calls" at the end of this header), so that
+ * code written before these members keeps working unchanged. A struct that
+ * the library gets with its magic not set (through dlsym, or a zeroed one
+ * from another language) is taken to be of the size the first
+ * libsquall.so.4 had, which every caller's struct has; a set magic with a
+ * size below that is squallInvalidArgument. */
+#define SQUALL_CONFIG_MAGIC 0x53514346u /* "SQCF" */
+#define SQUALL_STATS_MAGIC 0x53515354u  /* "SQST" */
+#define SQUALL_OPTION_MAGIC 0x53514f50u /* "SQOP" */
+
 typedef struct {
+  size_t size;                  /* sizeof(squallConfig_t) where the caller was compiled */
+  unsigned int magic;           /* SQUALL_CONFIG_MAGIC: size and version are set */
+  unsigned int version;         /* SQUALL_VERSION_CODE of that squall.h */
   squallCodec_t codec;          /* SQUALL_COMPRESS */
   double topkRatio;             /* SQUALL_COMPRESS=topk:<ratio>, 0 < ratio <= 1 */
   squallValueType_t topkValues; /* SQUALL_TOPK_VALUES */
@@ -119,20 +152,29 @@ typedef struct {
   char statsPath[512];          /* SQUALL_STATS: JSON counters at exit, "" = none */
   size_t bucket;                /* SQUALL_BUCKET: elements per scale of int8/int4/fp8 */
   squallHalfAccum_t halfAccum;  /* SQUALL_HALF_ACCUM: where fp16/bf16 codes are summed */
-  /* ---- two-level all-reduce (added at the end: the layout above is unchanged) */
   squallHierarchy_t hierarchy;  /* SQUALL_HIERARCHY */
   int ranksPerNode;             /* SQUALL_RANKS_PER_NODE: 0 = discover the nodes; R > 0 = R
                                    consecutive ranks form a node (tests on one host) */
-  /* ---- pipelining and the cost model (added at the end) */
   size_t chunkBytes;            /* SQUALL_CHUNK_BYTES: fp32 bytes per pipeline chunk of the
                                    two-phase all-reduce on host memory; 0 = one chunk */
   int costModel;                /* SQUALL_COST_MODEL: 1 = pass through where compression would
                                    not pay (host memory), 0 = always compress */
   double linkGbps;              /* SQUALL_LINK_GBPS: the link's speed for the cost model;
                                    0 = measured from the collectives' own times */
+  /* ---- members appended after libsquall.so.4's first release go here */
 } squallConfig_t;
 
-/* Fills *config with the built-in defaults (no environment). */
+/* Sets the first three members; then squallConfigDefault() or
+ * squallGetConfig() fills the rest:
+ *   squallConfig_t cfg = SQUALL_CONFIG_INITIALIZER;
+ *   squallGetConfig(&cfg); */
+#define SQUALL_CONFIG_INITIALIZER \
+  {.size = sizeof(squallConfig_t), .magic = SQUALL_CONFIG_MAGIC, .version = SQUALL_VERSION_CODE}
+
+/* Fills *config with the built-in defaults (no environment). Like every
+ * function that takes a squallConfig_t, it reads and writes as much of it
+ * as config->size says (SQUALL_CONFIG_INITIALIZER; see "structs that can
+ * grow" above). */
 SQUALL_API squallResult_t squallConfigDefault(squallConfig_t *config);
 
 /* Sets one option by its variable name ("SQUALL_COMPRESS"; the prefix may be
@@ -158,6 +200,9 @@ SQUALL_API const char *squallConfigCodecString(const squallConfig_t *config, cha
 /* One configuration option as squallConfigOption() describes it. The
  * strings belong to squall and live as long as the library is loaded. */
 typedef struct {
+  size_t size;              /* sizeof(squallOption_t) where the caller was compiled */
+  unsigned int magic;       /* SQUALL_OPTION_MAGIC: size and version are set */
+  unsigned int version;     /* SQUALL_VERSION_CODE of that squall.h */
   const char *name;         /* environment variable, e.g. "SQUALL_COMPRESS" */
   const char *field;        /* the squallConfig_t member(s) it sets, e.g. "codec, topkRatio" */
   const char *defaultValue; /* the default as the variable spells it; "" = unset */
@@ -165,11 +210,19 @@ typedef struct {
   const char *doc;          /* what it does, one paragraph */
   char value[512];          /* its value in the given configuration, as the variable
                                would spell it ("invalid (...)" for an out-of-range field) */
+  int agree;                /* 1: the ranks compare it (the call header's configuration
+                               digest), and calls pass through while they differ
+                               (config_mismatch); 0: each rank's own, ranks may differ */
+  /* ---- members appended after libsquall.so.4's first release go here */
 } squallOption_t;
+
+#define SQUALL_OPTION_INITIALIZER \
+  {.size = sizeof(squallOption_t), .magic = SQUALL_OPTION_MAGIC, .version = SQUALL_VERSION_CODE}
 
 /* Describes option number index, counting from 0 in a fixed order, with its
  * value in *config (config NULL: the default). An index past the last
  * option returns squallInvalidArgument, which ends an iteration:
+ *   squallOption_t opt = SQUALL_OPTION_INITIALIZER;
  *   for (int i = 0; squallConfigOption(&cfg, i, &opt) == squallSuccess; i++) ...
  * `squall-info -c` and squall(7)'s ENVIRONMENT section are printed this way. */
 SQUALL_API squallResult_t squallConfigOption(const squallConfig_t *config, int index,
@@ -227,41 +280,98 @@ typedef enum {
   squallFlatNumReasons
 } squallFlatReason_t;
 
+/* Room in squallStats_t's per-reason arrays: reasons are added without
+ * moving the members after them (the entries past the last reason are 0). */
+#define SQUALL_PASS_REASONS_MAX 32
+#define SQUALL_FLAT_REASONS_MAX 16
+
 typedef struct {
+  size_t size;               /* sizeof(squallStats_t) where the caller was compiled */
+  unsigned int magic;        /* SQUALL_STATS_MAGIC: size and version are set */
+  unsigned int version;      /* SQUALL_VERSION_CODE of that squall.h */
   uint64_t calls;            /* all-reduce calls seen */
   uint64_t compressedCalls;  /* calls that ran a codec */
   uint64_t passthroughCalls; /* calls handed to the plain collective */
-  uint64_t passthrough[squallPassNumReasons]; /* by reason */
+  uint64_t passthrough[SQUALL_PASS_REASONS_MAX]; /* by squallPassReason_t */
   uint64_t bytesIn;          /* uncompressed payload this rank contributed (count*size) */
   uint64_t bytesWire;        /* payload bytes this rank sent (ring all-reduce: 2(P-1)/P*bytes;
                                 all-gather: (P-1)*slot) */
   double codecSeconds;       /* host time in compress and decompress (device path: enqueueing) */
-  /* ---- two-level all-reduce (added at the end) */
   uint64_t flatCalls;        /* compressed calls that ran over all ranks as one level */
   uint64_t twoLevelCalls;    /* compressed calls that ran two-level (node, then across nodes) */
-  uint64_t flat[squallFlatNumReasons]; /* flat compressed calls, by why not two-level */
+  uint64_t flat[SQUALL_FLAT_REASONS_MAX]; /* flat compressed calls, by squallFlatReason_t */
   uint64_t bytesInterNode;   /* of bytesWire, what crossed this rank's node boundary (flat calls:
                                 a ring's send to the next rank, across when that rank is on another
                                 node, or when the nodes are not known yet: a communicator's first
                                 compressed call finds them) */
   uint64_t bytesIntraNode;   /* of bytesWire, what stayed inside the node */
-  /* ---- pipelining (added at the end) */
   uint64_t pipelinedCalls;   /* compressed calls that ran in more than one chunk (top-k: its
                                 exchange in more than one round) */
   uint64_t pipelineChunks;   /* the chunks (rounds) of those calls */
-  /* ---- call headers (added at the end) */
   uint64_t headers;          /* call headers exchanged: one small all-reduce each (host buffers: every
                                 call that could be compressed, except those of a size class the cost
                                 model settled as not paying; device buffers: see squall(7)) */
+  /* ---- members appended after libsquall.so.4's first release go here */
 } squallStats_t;
 
-/* Process-wide counters since start or the last reset. */
+/*   squallStats_t st = SQUALL_STATS_INITIALIZER;
+ *   squallStatsGet(&st); */
+#define SQUALL_STATS_INITIALIZER \
+  {.size = sizeof(squallStats_t), .magic = SQUALL_STATS_MAGIC, .version = SQUALL_VERSION_CODE}
+
+/* Process-wide counters since start or the last reset, into as much of
+ * *stats as its size says (SQUALL_STATS_INITIALIZER; see "structs that
+ * can grow" above). */
 SQUALL_API squallResult_t squallStatsGet(squallStats_t *stats);
 SQUALL_API void squallStatsReset(void);
 /* Name of a pass-through reason as used in the JSON statistics. */
 SQUALL_API const char *squallPassReasonName(squallPassReason_t reason);
 /* Name of a flat reason as used in the JSON statistics. */
 SQUALL_API const char *squallFlatReasonName(squallFlatReason_t reason);
+
+/* ------------------------------------------------ sized calls
+ * The functions that write into a caller's struct are wrapped in macros
+ * that first set the struct's head from the caller's own sizeof, so that
+ * code that never used an initializer (squallStats_t st; squallStatsGet(&st))
+ * is sized right wherever it is compiled against this header, and a struct
+ * left on the stack by an earlier call cannot pass as a sized one. A call
+ * that bypasses the macros (a function pointer, dlsym, another language)
+ * sets size, magic and version itself, or zeroes the struct: one whose
+ * magic is not set is taken to be of the first libsquall.so.4 layout.
+ * (Not in the library itself, which defines these functions.) */
+#ifndef SQUALL_BUILDING_LIBRARY
+static inline squallConfig_t *squall__sized_config(squallConfig_t *c) {
+  if (c) {
+    c->size = sizeof *c;
+    c->magic = SQUALL_CONFIG_MAGIC;
+    c->version = SQUALL_VERSION_CODE;
+  }
+  return c;
+}
+static inline squallStats_t *squall__sized_stats(squallStats_t *s) {
+  if (s) {
+    s->size = sizeof *s;
+    s->magic = SQUALL_STATS_MAGIC;
+    s->version = SQUALL_VERSION_CODE;
+  }
+  return s;
+}
+static inline squallOption_t *squall__sized_option(squallOption_t *o) {
+  if (o) {
+    o->size = sizeof *o;
+    o->magic = SQUALL_OPTION_MAGIC;
+    o->version = SQUALL_VERSION_CODE;
+  }
+  return o;
+}
+#define squallConfigDefault(config) squallConfigDefault(squall__sized_config(config))
+#define squallConfigSet(config, name, value) squallConfigSet(squall__sized_config(config), name, value)
+#define squallConfigParse(config, spec) squallConfigParse(squall__sized_config(config), spec)
+#define squallConfigFromEnv(config) squallConfigFromEnv(squall__sized_config(config))
+#define squallConfigOption(config, index, option) squallConfigOption(config, index, squall__sized_option(option))
+#define squallGetConfig(config) squallGetConfig(squall__sized_config(config))
+#define squallStatsGet(stats) squallStatsGet(squall__sized_stats(stats))
+#endif
 
 #ifdef __cplusplus
 }

@@ -110,11 +110,18 @@ SQUALL_API squallResult_t squallCollGetResidual(squallColl_t coll, const void *k
 /* Zeroes coll's residuals (a new model, a checkpoint load). */
 SQUALL_API squallResult_t squallCollResetResiduals(squallColl_t coll);
 
-/* coll's counters (the same fields as squallStatsGet's). */
+/* coll's counters (the same fields as squallStatsGet's; stats as
+ * SQUALL_STATS_INITIALIZER sets it). */
 SQUALL_API squallResult_t squallCollStats(squallColl_t coll, squallStats_t *stats);
 
 /* Frees coll (accepts NULL). Local. */
 SQUALL_API squallResult_t squallCollDestroy(squallColl_t coll);
+
+/* The caller's sizeof in its struct's head, as squall.h does for its own
+ * functions (not in the library itself). */
+#ifndef SQUALL_BUILDING_LIBRARY
+#define squallCollStats(coll, stats) squallCollStats(coll, squall__sized_stats(stats))
+#endif
 
 #ifdef __cplusplus
 }

@@ -33,15 +33,6 @@ SQUALL_API int squallMpiResetResiduals(MPI_Comm comm);
  * the others may skip). */
 SQUALL_API int squallMpiCommFree(MPI_Comm comm);
 
-/* Copies the error-feedback residual of the tensor last all-reduced on comm
- * from sendbuf (the receive buffer for MPI_IN_PLACE) with this count and
- * datatype into out (count floats): on the two-level path the sum of the
- * flat and the per-shard residuals, each the one last sent from sendbuf.
- * Returns MPI_ERR_ARG when squall keeps none for it. For tests and
- * diagnostics. */
-SQUALL_API int squallMpiGetResidual(MPI_Comm comm, const void *sendbuf, int count,
-                                    MPI_Datatype datatype, float *out);
-
 #ifdef __cplusplus
 }
 #endif

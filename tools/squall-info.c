@@ -12,7 +12,8 @@
 
 static void usage(FILE *out) {
   fputs("usage: squall-info [-c] [-v] [--man-environment] [-h]\n"
-        "  -c, --config        print the effective configuration (every SQUALL_* variable)\n"
+        "  -c, --config        print the effective configuration (every SQUALL_* variable,\n"
+        "                      and whether the ranks must agree on it)\n"
         "  -v, --version       print the version string only (the version, and the\n"
         "                      build's kernels and transports in parentheses)\n"
         "  --man-environment   print squall(7)'s ENVIRONMENT section (man markup)\n"
@@ -23,13 +24,20 @@ static void usage(FILE *out) {
         out);
 }
 
-/* -c: variable, effective value, default, what it means, what it accepts. */
+/* Whether the ranks must agree on an option (the table's flag). */
+static const char *scope(const squallOption_t *o) {
+  return o->agree ? "the same on every rank: ranks that differ pass their calls through (config_mismatch)"
+                  : "each rank's own: ranks may differ";
+}
+
+/* -c: variable, effective value, default, what it means, what it accepts,
+ * whether the ranks must agree on it. */
 static void print_config(const squallConfig_t *cfg) {
-  squallOption_t o;
+  squallOption_t o = SQUALL_OPTION_INITIALIZER;
   for (int i = 0; squallConfigOption(cfg, i, &o) == squallSuccess; i++) {
     const char *q = o.defaultValue[0] ? "" : "\"";
     printf("%-20s = %-12s (default %s%s%s)\n", o.name, o.value, q, o.defaultValue, q);
-    printf("    %s\n    Accepted: %s.\n", o.doc, o.accepted);
+    printf("    %s\n    Accepted: %s.\n    Scope: %s.\n", o.doc, o.accepted, scope(&o));
   }
 }
 
@@ -53,7 +61,7 @@ static void man_text(const char *s) {
 }
 
 static void print_man_environment(void) {
-  squallOption_t o;
+  squallOption_t o = SQUALL_OPTION_INITIALIZER;
   puts(".SH ENVIRONMENT");
   for (int i = 0; squallConfigOption(NULL, i, &o) == squallSuccess; i++) {
     printf(".TP\n.B %s\n", o.name);
@@ -62,6 +70,8 @@ static void print_man_environment(void) {
     man_text(o.accepted);
     fputs(".\nDefault: ", stdout);
     man_text(o.defaultValue[0] ? o.defaultValue : "unset");
+    fputs(".\nScope: ", stdout);
+    man_text(scope(&o));
     fputs(".\n", stdout);
   }
 }
@@ -103,7 +113,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   printf("squall %s\n", squallVersionString());
-  squallConfig_t cfg;
+  squallConfig_t cfg = SQUALL_CONFIG_INITIALIZER;
   squallResult_t r = squallConfigFromEnv(&cfg);
   if (r != squallSuccess) {
     fprintf(stderr, "squall-info: invalid configuration: %s\n", squallGetLastError());

@@ -128,10 +128,8 @@ squallResult_t squallCollResetResiduals(squallColl_t s) {
 }
 
 squallResult_t squallCollStats(squallColl_t s, squallStats_t *stats) {
-  SQ_RETURN_ERROR_IF(s == NULL || stats == NULL, squallInvalidArgument, "squallCollStats: %s is NULL",
-                     s == NULL ? "coll" : "stats");
-  *stats = *squall__engine_stats(s->engine);
-  return squallSuccess;
+  SQ_RETURN_ERROR_IF(s == NULL, squallInvalidArgument, "squallCollStats: coll is NULL");
+  return squall__stats_out(stats, squall__engine_stats(s->engine), "squallCollStats");
 }
 
 squallResult_t squallCollDestroy(squallColl_t s) {

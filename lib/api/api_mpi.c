@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "api/cuda_pointer.h"
+#include "api/api_mpi.h"
 #include "engine/engine.h"
 #include "kernels/kernels.h"
 #include "squall_mpi.h"
@@ -237,7 +238,7 @@ int squallMpiCommFree(MPI_Comm comm) {
   return found ? MPI_Comm_delete_attr(comm, keyval) : MPI_SUCCESS; /* runs delete_state */
 }
 
-int squallMpiGetResidual(MPI_Comm comm, const void *sendbuf, int count, MPI_Datatype datatype, float *out) {
+int squall__mpi_get_residual(MPI_Comm comm, const void *sendbuf, int count, MPI_Datatype datatype, float *out) {
   comm_state *s = state_of(comm, 0);
   if (s == NULL || count < 0 || out == NULL) return MPI_ERR_ARG;
   return to_mpi_error(squall__engine_get_residual(s->engine, sendbuf, (size_t)count, dtype_of(datatype), 0, out));

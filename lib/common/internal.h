@@ -37,8 +37,26 @@ squallResult_t squall__fail(squallResult_t code, const char *fmt, ...)
 void squall__config_get(squallConfig_t *config, uint64_t *generation);
 /* The generation alone (squallSetConfig bumps it): one atomic load. */
 uint64_t squall__config_generation(void);
-/* squallSetConfig's checks of every option, its error naming `who`. */
-squallResult_t squall__config_check(const squallConfig_t *config, const char *who);
+/* A caller's configuration as squallSetConfig takes it into *full: as
+ * much as the caller's struct holds (its size), the rest from the
+ * process's, every option checked; an error names `who`. */
+squallResult_t squall__config_take(const squallConfig_t *config, squallConfig_t *full, const char *who);
+
+/* What the ranks compare: every option of the configuration table marked
+ * to agree (what changes the wire or which collectives run), as
+ * "compress=topk:0.01 values=fp32 ef=1 min_bytes=1048576 ... ratio=0.01",
+ * in the table's order (the top-k ratio in full at the end). The call
+ * header carries its digest (62 bits of FNV-1a: positive, so that its
+ * negation fits), and a mismatch warning its text. Both are the same on
+ * every rank for the same configuration, whatever its rounding mode. */
+#define SQ_CONFIG_DESC_BYTES 512 /* the longest description (every field at its widest) is under 400 */
+void squall__config_describe(const squallConfig_t *config, char *out, size_t cap);
+int64_t squall__config_digest(const squallConfig_t *config);
+/* 0 when every row of the table is well formed: marked either agree or
+ * local, its default parses, its member lies in squallConfig_t, in the
+ * struct's order, with no member between rows that no row sets; else -1
+ * and why. */
+int squall__config_table_check(char *why, size_t len);
 
 #define SQ_RETURN_ERROR_IF(cond, code, ...)                                   \
   do {                                                                        \

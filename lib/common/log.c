@@ -17,7 +17,7 @@ squallLogLevel_t squall__log_level(void) {
   if (l < 0) {
     /* Before the configuration is loaded: read SQUALL_DEBUG alone, so that
      * logging never triggers (or re-enters) the configuration load. */
-    squallConfig_t cfg;
+    squallConfig_t cfg = SQUALL_CONFIG_INITIALIZER;
     const char *v = getenv("SQUALL_DEBUG");
     __atomic_store_n(&log_level, (int)squallLogWarn, __ATOMIC_RELAXED); /* while parsing */
     squallConfigDefault(&cfg);

@@ -12,8 +12,16 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/sized.h"
 #include "common/stats.h"
 #include "common/stats_path.h"
+
+/* A new reason takes a slot of squallStats_t's fixed arrays; past their
+ * capacity, the members after them would move (squall.h). */
+_Static_assert(squallPassNumReasons <= SQUALL_PASS_REASONS_MAX, "raise SQUALL_PASS_REASONS_MAX: a new soname");
+_Static_assert(squallFlatNumReasons <= SQUALL_FLAT_REASONS_MAX, "raise SQUALL_FLAT_REASONS_MAX: a new soname");
+/* The first layout of libsquall.so.4, which every caller's struct has. */
+#define STATS_FIRST SQ_FIRST_SIZE(squallStats_t, headers)
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static squallStats_t process;
@@ -123,12 +131,23 @@ const char *squallFlatReasonName(squallFlatReason_t reason) {
   }
 }
 
-squallResult_t squallStatsGet(squallStats_t *stats) {
-  SQ_RETURN_ERROR_IF(stats == NULL, squallInvalidArgument, "squallStatsGet: stats is NULL");
-  pthread_mutex_lock(&lock);
-  *stats = process;
-  pthread_mutex_unlock(&lock);
+squallResult_t squall__stats_out(squallStats_t *caller, const squallStats_t *mine, const char *who) {
+  SQ_RETURN_ERROR_IF(caller == NULL, squallInvalidArgument, "%s: stats is NULL", who);
+  squall_head h = squall__head(caller, SQUALL_STATS_MAGIC, STATS_FIRST);
+  SQ_RETURN_ERROR_IF(!squall__head_ok(h, STATS_FIRST), squallInvalidArgument,
+                     "%s: stats->size is %zu, below the %zu bytes of every squallStats_t since "
+                     "libsquall.so.4 (initialize it with SQUALL_STATS_INITIALIZER)", who, h.size, (size_t)STATS_FIRST);
+  squallStats_t s = *mine;
+  memcpy(&s, &h, sizeof h); /* the caller's head, as it was */
+  memcpy(caller, &s, squall__head_bytes(h, sizeof s));
   return squallSuccess;
+}
+
+squallResult_t squallStatsGet(squallStats_t *stats) {
+  pthread_mutex_lock(&lock);
+  squallStats_t s = process;
+  pthread_mutex_unlock(&lock);
+  return squall__stats_out(stats, &s, "squallStatsGet");
 }
 
 void squallStatsReset(void) {
@@ -234,7 +253,7 @@ static int process_rank(void) {
 
 void squall__stats_write_file(void) {
   squallConfig_t cfg;
-  squallGetConfig(&cfg);
+  squall__config_get(&cfg, NULL);
   pthread_mutex_lock(&lock);
   /* a forked child that never used squall itself exits with the parent's
    * counters: they are the parent's to write */

@@ -53,4 +53,9 @@ void squall__stats_json(FILE *out, const squallStats_t *stats, int rank);
 /* Monotonic seconds. */
 double squall__now(void);
 
+/* Copies *mine into the caller's *caller as squallStatsGet does: as many
+ * bytes as the caller's struct (its head) and squall's both have; an
+ * error names `who`. */
+squallResult_t squall__stats_out(squallStats_t *caller, const squallStats_t *mine, const char *who);
+
 #endif

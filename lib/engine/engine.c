@@ -316,8 +316,7 @@ uint64_t squall__engine_generation(const squall_engine *e) {
 }
 
 squallResult_t squall__engine_set_config(squall_engine *e, const squallConfig_t *cfg) {
-  SQ_FORWARD_IF_ERROR(squall__config_check(cfg, "squallCollSetConfig"));
-  e->own_cfg = *cfg;
+  SQ_FORWARD_IF_ERROR(squall__config_take(cfg, &e->own_cfg, "squallCollSetConfig"));
   e->own_gen++;
   return squallSuccess;
 }

@@ -21,39 +21,10 @@
 
 #define DESC_BYTES 512 /* the longest description (every field at its widest) is under 400 */
 
-/* Everything that changes what goes on the wire or what the sum means. */
-static void describe(const squallConfig_t *c, char *out) {
-  char codec[64];
-  fenv_t env;
-  squall__round_nearest_begin(&env); /* the same text on every rank */
-  snprintf(out, DESC_BYTES, "compress=%s values=%s ef=%d min_bytes=%zu zstd=%d warmup=%d min_ranks=%d",
-           squallConfigCodecString(c, codec, sizeof codec),
-           c->topkValues == squallValueFp16 ? "fp16" : "fp32", c->errorFeedback, c->minBytes,
-           c->zstdLevel, c->warmup, c->minRanks);
-  /* the bucket and the 16-bit accumulation change the wire */
-  snprintf(out + strlen(out), DESC_BYTES - strlen(out), " bucket=%zu half_accum=%d", c->bucket,
-           (int)c->halfAccum);
-  /* two-level all-reduce: ranks that disagree on it pass through together */
-  snprintf(out + strlen(out), DESC_BYTES - strlen(out), " hierarchy=%s rpn=%d",
-           c->hierarchy == squallHierarchyFlat ? "flat" : "auto", c->ranksPerNode);
-  /* chunks change the sequence of collectives; the cost model's inputs
-   * must be the same where it decides without a header (device) */
-  snprintf(out + strlen(out), DESC_BYTES - strlen(out), " chunk=%zu cost=%d link=%.17g", c->chunkBytes,
-           c->costModel, c->linkGbps);
-  if (c->codec == squallCodecTopk) /* the exact ratio, not %g's rounding */
-    snprintf(out + strlen(out), DESC_BYTES - strlen(out), " ratio=%.17g", c->topkRatio);
-  squall__round_nearest_end(&env);
-}
-
-/* 62 bits of FNV-1a over the description: positive, so that its negation
- * fits and min(d) == -min(-d) says every rank has the same. */
-static int64_t digest(const squallConfig_t *c) {
-  char d[DESC_BYTES];
-  describe(c, d);
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (const char *p = d; *p; p++) h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
-  return (int64_t)(h >> 2);
-}
+/* Everything that changes what goes on the wire or what the sum means:
+ * the options the configuration table marks to agree (lib/common/config.c). */
+static void describe(const squallConfig_t *c, char *out) { squall__config_describe(c, out, DESC_BYTES); }
+static int64_t digest(const squallConfig_t *c) { return squall__config_digest(c); }
 
 static const char *dtype_name(int t) {
   return t == SQ_DT_F32 ? "float32" : t == SQ_DT_F16 ? "float16" : t == SQ_DT_BF16 ? "bfloat16" : "other";

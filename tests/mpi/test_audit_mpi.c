@@ -37,6 +37,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "api/api_mpi.h" /* squall__mpi_get_residual */
 #include "mpi_check.h"
 #include "squall_mpi.h"
 
@@ -139,7 +140,7 @@ static void drop_comm(MPI_Comm *c) {
 /* This rank's residual of the tensor sent from g (flat and shard, in
  * place); zeros where none is kept. */
 static void residual_of(MPI_Comm comm, const float *g, size_t n, float *out) {
-  if (squallMpiGetResidual(comm, g, (int)n, MPI_FLOAT, out) != MPI_SUCCESS) memset(out, 0, n * 4);
+  if (squall__mpi_get_residual(comm, g, (int)n, MPI_FLOAT, out) != MPI_SUCCESS) memset(out, 0, n * 4);
 }
 
 static int all_zero(const float *x, size_t n) {

@@ -16,6 +16,7 @@
 #include <xmmintrin.h>
 #endif
 
+#include "api/api_mpi.h" /* squall__mpi_get_residual */
 #include "codecs/codec.h"
 #include "engine/engine.h"
 #include "kernels/kernels.h"
@@ -255,13 +256,13 @@ START_TEST(test_codecs_ignore_a_ranks_fp_environment) {
         for (size_t i = 0; i < n; i++) g[i] *= 0x1p-130f;
       use_config(specs[s]);
       ck_assert_int_eq(squallMpiAllreduce(g, want, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
-      ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res_want), MPI_SUCCESS);
+      ck_assert_int_eq(squall__mpi_get_residual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res_want), MPI_SUCCESS);
       squallMpiResetResiduals(MPI_COMM_WORLD);
       if (rank == 0) odd_fp_env(1);
       int rc = squallMpiAllreduce(g, got, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
       if (rank == 0) odd_fp_env(0);
       ck_assert_int_eq(rc, MPI_SUCCESS);
-      ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res_got), MPI_SUCCESS);
+      ck_assert_int_eq(squall__mpi_get_residual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res_got), MPI_SUCCESS);
       assert_identical_across_ranks(got, n * 4);
       size_t bad = 0;
       while (bad < n && memcmp(&got[bad], &want[bad], 4) == 0) bad++;
@@ -307,7 +308,7 @@ static void assert_conserved_with(const char *what, const void *send, size_t n, 
                                   const double *sum_out, int want_kept) {
   float *res = malloc(n * 4);
   double *mine = malloc(n * 8), *kept = malloc(n * 8), total = 0;
-  ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, send, (int)n, MPI_FLOAT, res), MPI_SUCCESS);
+  ck_assert_int_eq(squall__mpi_get_residual(MPI_COMM_WORLD, send, (int)n, MPI_FLOAT, res), MPI_SUCCESS);
   for (size_t i = 0; i < n; i++) mine[i] = res[i];
   MPI_Allreduce(mine, kept, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   for (size_t i = 0; i < n; i++) {
@@ -399,7 +400,7 @@ START_TEST(test_declined_calls_carry_the_residual) {
       compressed += comp;
       if (comp) unsent = 1;
       if (headed_decline) {
-        ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, in_place ? out : g, (int)n, MPI_FLOAT, res),
+        ck_assert_int_eq(squall__mpi_get_residual(MPI_COMM_WORLD, in_place ? out : g, (int)n, MPI_FLOAT, res),
                          MPI_SUCCESS);
         for (size_t i = 0; i < n; i++)
           MC_CHECK(res[i] == 0.0f, "step %d: a declined call left residual[%zu] = %g", t, i, res[i]);
@@ -879,7 +880,7 @@ START_TEST(test_ef_memory_cap) {
   float *g = malloc(n * 4), *out = malloc(n * 4), *res = malloc(n * 4);
   fill(g, n, 93, rank, gen_uniform);
   ck_assert_int_eq(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
-  ck_assert_int_ne(squallMpiGetResidual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res), MPI_SUCCESS);
+  ck_assert_int_ne(squall__mpi_get_residual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res), MPI_SUCCESS);
   free(g); free(out); free(res);
 }
 END_TEST
@@ -1130,8 +1131,8 @@ START_TEST(test_same_shape_stable_tensors_keep_their_own_residuals) {
     ck_assert_int_eq(squallMpiAllreduce(a, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
     ck_assert_int_eq(squallMpiAllreduce(b, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
   }
-  ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, a, (int)n, MPI_FLOAT, ra), MPI_SUCCESS);
-  ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, b, (int)n, MPI_FLOAT, rb), MPI_SUCCESS);
+  ck_assert_int_eq(squall__mpi_get_residual(MPI_COMM_WORLD, a, (int)n, MPI_FLOAT, ra), MPI_SUCCESS);
+  ck_assert_int_eq(squall__mpi_get_residual(MPI_COMM_WORLD, b, (int)n, MPI_FLOAT, rb), MPI_SUCCESS);
   ck_assert(memcmp(ra, rb, n * 4) != 0);
   ck_assert_uint_eq(squall__residuals_process_bytes() - before, 2 * n * sizeof(float));
   free(a); free(b); free(out); free(ra); free(rb);
@@ -1183,8 +1184,8 @@ START_TEST(test_topk_spare_matches_in_place) {
     }
     for (int j = 0; j < 2; j++) {
       const float *x = j ? b : a;
-      ck_assert_int_eq(squallMpiGetResidual(fatal, x, (int)n, MPI_FLOAT, r1), MPI_SUCCESS);
-      ck_assert_int_eq(squallMpiGetResidual(returning, x, (int)n, MPI_FLOAT, r2), MPI_SUCCESS);
+      ck_assert_int_eq(squall__mpi_get_residual(fatal, x, (int)n, MPI_FLOAT, r1), MPI_SUCCESS);
+      ck_assert_int_eq(squall__mpi_get_residual(returning, x, (int)n, MPI_FLOAT, r2), MPI_SUCCESS);
       ck_assert_msg(memcmp(r1, r2, n * 4) == 0, "%s: tensor %d: residuals differ", spec, j);
     }
     /* two residuals on each communicator, and the returning one's spare */

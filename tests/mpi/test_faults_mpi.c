@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/api_mpi.h" /* squall__mpi_get_residual */
 #include "engine/engine.h"
 #include "kernels/kernels.h"
 #include "mpi_check.h"
@@ -286,7 +287,7 @@ static void run_fault(const scenario *sc, fault_kind kind, int at, int in_place)
   ck_assert_msg(failures == 1, "%s, fault %d at collective %d: %d failures, expected 1", sc->spec, kind, at,
                 failures);
   const void *key = in_place ? (const void *)out : g;
-  int has = squallMpiGetResidual(MPI_COMM_WORLD, key, (int)n, MPI_FLOAT, res) == MPI_SUCCESS;
+  int has = squall__mpi_get_residual(MPI_COMM_WORLD, key, (int)n, MPI_FLOAT, res) == MPI_SUCCESS;
   ledger_check(&l, has ? res : NULL, sc->spec);
   assert_in_step(at);
   free(g);
@@ -342,7 +343,7 @@ static int restore_call(squall_engine *e, float *g, float *out, size_t n, int in
   return squall__engine_allreduce(e, &c, &d) == squallSuccess ? MPI_SUCCESS : MPI_ERR_OTHER;
 }
 static int restore_residual(squall_engine *e, const void *key, size_t n, float *res) {
-  if (e == NULL) return squallMpiGetResidual(MPI_COMM_WORLD, key, (int)n, MPI_FLOAT, res);
+  if (e == NULL) return squall__mpi_get_residual(MPI_COMM_WORLD, key, (int)n, MPI_FLOAT, res);
   return squall__engine_get_residual(e, key, n, SQ_DT_F32, 0, res) == squallSuccess ? MPI_SUCCESS : MPI_ERR_OTHER;
 }
 
@@ -584,7 +585,7 @@ static void compressor_failure(const char *spec, size_t n) {
     if (ok) ledger_add(&l, seed, out);
     else ck_assert_int_eq(rc, rank == 0 ? MPI_ERR_INTERN : MPI_ERR_OTHER);
   }
-  ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res), MPI_SUCCESS);
+  ck_assert_int_eq(squall__mpi_get_residual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res), MPI_SUCCESS);
   ledger_check(&l, res, "zstd failure on rank 0");
   assert_in_step(9);
   free(g);
@@ -648,7 +649,7 @@ START_TEST(test_null_buffers_rejected_alike) {
     ck_assert_int_eq(squallMpiAllreduce(MPI_IN_PLACE, MPI_IN_PLACE, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD),
                      MPI_ERR_BUFFER);
     /* nothing was sent: no residual for the buffer, or an empty one */
-    if (squallMpiGetResidual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res) == MPI_SUCCESS)
+    if (squall__mpi_get_residual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res) == MPI_SUCCESS)
       for (size_t i = 0; i < n; i++) ck_assert_msg(res[i] == 0.0f, "%s: residual[%zu] = %g", specs[s], i, res[i]);
   }
   assert_in_step(3); /* rejected before anything collective */
@@ -750,7 +751,7 @@ START_TEST(test_rank_dependent_count_fails_everywhere) {
         for (size_t i = 0; i < n + extra[x]; i++)
           ck_assert_msg(((const unsigned char *)out)[4 * i] == 0x5a, "%s: the output changed at %zu", specs[s], i);
       }
-      int has = squallMpiGetResidual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res) == MPI_SUCCESS;
+      int has = squall__mpi_get_residual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res) == MPI_SUCCESS;
       ledger_check(&l, has ? res : NULL, specs[s]);
       assert_in_step(11);
       free(g);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "api/api_mpi.h" /* squall__mpi_get_residual */
 #include "codecs/codec.h"
 #include "common/internal.h"
 #include "engine/engine.h"
@@ -208,7 +209,7 @@ static void check_conservation_steps(const char *spec, int steps, int mixed) {
     ck_assert_msg(b.flat[squallFlatSlower] > a.flat[squallFlatSlower], "%s: never tried flat", spec);
     ck_assert_uint_eq(b.compressedCalls - a.compressedCalls, (uint64_t)steps);
   }
-  ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res), MPI_SUCCESS);
+  ck_assert_int_eq(squall__mpi_get_residual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res), MPI_SUCCESS);
   for (size_t i = 0; i < n; i++) mine[i] = res[i];
   MPI_Allreduce(mine, res_sum, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   double kept = 0;
@@ -520,7 +521,7 @@ START_TEST(test_shard_residual_per_count) {
     }
   for (int which = 0; which < 2; which++) {
     size_t cnt = which ? m : n;
-    ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, g, (int)cnt, MPI_FLOAT, res), MPI_SUCCESS);
+    ck_assert_int_eq(squall__mpi_get_residual(MPI_COMM_WORLD, g, (int)cnt, MPI_FLOAT, res), MPI_SUCCESS);
     for (size_t i = 0; i < m; i++) kept[which * m + i] = i < cnt ? res[i] : 0;
   }
   MPI_Allreduce(kept, kept_all, (int)(2 * m), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
@@ -531,8 +532,8 @@ START_TEST(test_shard_residual_per_count) {
   float *h = malloc(m * 4);
   fill(h, n, 520, rank);
   ck_assert_int_eq(squallMpiAllreduce(h, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
-  ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, h, (int)n, MPI_FLOAT, res), MPI_SUCCESS);
-  ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, h, (int)m, MPI_FLOAT, res), MPI_ERR_ARG);
+  ck_assert_int_eq(squall__mpi_get_residual(MPI_COMM_WORLD, h, (int)n, MPI_FLOAT, res), MPI_SUCCESS);
+  ck_assert_int_eq(squall__mpi_get_residual(MPI_COMM_WORLD, h, (int)m, MPI_FLOAT, res), MPI_ERR_ARG);
   free(g); free(out); free(res); free(h); free(sent); free(given); free(kept); free(kept_all);
 }
 END_TEST

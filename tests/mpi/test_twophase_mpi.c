@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/api_mpi.h" /* squall__mpi_get_residual */
 #include "mpi_check.h"
 #include "squall.h"
 #include "squall_mpi.h"
@@ -84,7 +85,7 @@ static void check_conservation(const char *spec, size_t n) {
       for (int r = 0; r < nranks; r++) sum_in[i] += gen_dyadic(100 + (uint64_t)t, r, i);
     }
   }
-  ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res), MPI_SUCCESS);
+  ck_assert_int_eq(squall__mpi_get_residual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res), MPI_SUCCESS);
   for (size_t i = 0; i < n; i++) mine[i] = res[i];
   MPI_Allreduce(mine, tot_res, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   int lossy = 0;
@@ -169,7 +170,7 @@ static void check_against_model(const char *spec, size_t n) {
                     (double)out[i], (double)want[i]);
   }
   ck_assert_msg(changes >= 3, "%s: the scale changed at %d steps only", spec, changes);
-  ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res), MPI_SUCCESS);
+  ck_assert_int_eq(squall__mpi_get_residual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res), MPI_SUCCESS);
   for (size_t i = 0; i < n; i++)
     MC_CHECK(bits_of(res[i]) == bits_of(me[(size_t)rank * n + i]), "%s n=%zu: residual %zu: %a, the model %a",
                   spec, n, i, (double)res[i], (double)me[(size_t)rank * n + i]);
@@ -320,7 +321,7 @@ static void run_steps(const char *spec, const char *chunk, size_t n, int T, floa
   squallStatsGet(&after);
   *pipelined = after.pipelinedCalls - before.pipelinedCalls;
   ck_assert_int_eq(after.compressedCalls - before.compressedCalls, T);
-  ck_assert_int_eq(squallMpiGetResidual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res), MPI_SUCCESS);
+  ck_assert_int_eq(squall__mpi_get_residual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res), MPI_SUCCESS);
   free(g);
   free(out);
 }
@@ -483,7 +484,7 @@ START_TEST(test_cost_model) {
     squallStatsGet(&first);
     for (int t = 0; t < 40; t++) {
       for (size_t i = 0; i < n; i++) g[i] = gen_uniform(60 + (uint64_t)t, rank, i);
-      if (squallMpiGetResidual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res) != MPI_SUCCESS) memset(res, 0, n * 4);
+      if (squall__mpi_get_residual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res) != MPI_SUCCESS) memset(res, 0, n * 4);
       squallStatsGet(&before);
       ck_assert_int_eq(squallMpiAllreduce(g, a, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
       squallStatsGet(&after);
@@ -514,7 +515,7 @@ START_TEST(test_cost_model) {
         if (carried) ck_assert_msg(headed[t], "%s call %d: a residual carried without a header", spec, t);
         PMPI_Allreduce(carried ? res : g, b, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
         ck_assert_msg(memcmp(a, b, n * 4) == 0, "%s call %d: declined but not the plain all-reduce", spec, t);
-        if (squallMpiGetResidual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res) == MPI_SUCCESS && headed[t])
+        if (squall__mpi_get_residual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res) == MPI_SUCCESS && headed[t])
           for (size_t i = 0; i < n; i++)
             MC_CHECK(res[i] == 0.0f, "%s call %d: residual[%zu] = %g left", spec, t, i, res[i]);
       }

@@ -4,7 +4,9 @@
 # headers: none missing, none extra (an internal squall__ name, or a
 # function that left the headers, such as the old configuration printers),
 # the soname is the one configure.ac's SQUALL_SO_VERSION gives, and the
-# public structs' layout is the one tests/tree/abi-layout.txt records for it.
+# public structs' layout is the one tests/tree/abi-layout.txt records for it, or
+# grew from it only in the ways that keep its binaries working (appended
+# members, new enumerators).
 set -u
 s=$SQUALL_SRCDIR
 b=$SQUALL_BUILDDIR
@@ -16,7 +18,7 @@ trap 'rm -rf "$tmp"' EXIT
 fails=0
 
 # squall_nccl.h's functions exist only in a build with the NCCL transport.
-headers="$s/include/squall.h $s/include/squall_mpi.h"
+headers="$s/include/squall.h $s/include/squall_mpi.h $s/include/squall_coll.h"
 grep -q '^#define HAVE_NCCL 1' "$b/config.h" && headers="$headers $s/include/squall_nccl.h"
 # shellcheck disable=SC2086
 sed -n 's/^SQUALL_API[^(]*[ *]\(squall[A-Za-z0-9_]*\)(.*/\1/p' $headers | sort -u > "$tmp/declared"
@@ -45,9 +47,50 @@ if test "$got" != "$want"; then
   fails=1
 fi
 # The structs the library writes into (squallConfigDefault, squallStatsGet,
-# squallConfigOption): a member added, moved or resized breaks binaries
-# built against the recorded layout, which is tied to one soname. (The
-# record is for LP64, where size_t, pointers and double are 8 bytes.)
+# squallConfigOption): they begin with size, magic and version, and the
+# library reads and writes only min(the caller's size, its own) bytes
+# (squall.h), so a member may be appended and a reason may take a free slot
+# of its array under the same soname; a member that moved or changed size,
+# or an enumerator that changed, breaks binaries built against the
+# recorded layout, which is tied to one soname. (The record is for LP64,
+# where size_t, pointers and double are 8 bytes.)
+#   compare RECORD NOW: one line per difference, "break: ..." where a
+#   binary built against RECORD would misread NOW, "new: ..." for what
+#   NOW adds compatibly (to be recorded), "hole: ..." for a struct with
+#   more after its last listed member than padding (a member that
+#   tests/tree/abi_layout.c does not list).
+compare() {
+  awk '
+    function type_of(name) { return substr(name, 1, index(name, ".") - 1) }
+    NR == FNR {
+      if ($1 == "soname") next
+      rec[$1 " " $2] = $0; rv[$1 " " $2] = $3
+      if ($1 == "member" && $3 + $4 > rend[type_of($2)]) rend[type_of($2)] = $3 + $4
+      next
+    }
+    {
+      now[$1 " " $2] = $0; nv[$1 " " $2] = $3
+      if ($1 == "member" && $3 + $4 > nend[type_of($2)]) nend[type_of($2)] = $3 + $4
+      if ($1 == "struct") size[$2] = $3
+    }
+    END {
+      for (k in rec) {
+        split(k, f, " ")
+        if (!(k in now)) print "break: gone: " rec[k]
+        else if (f[1] == "enum" || f[1] == "member") { if (rec[k] != now[k]) print "break: was " rec[k] ", now " now[k] }
+        else if (nv[k] + 0 < rv[k] + 0) print "break: shrank: was " rec[k] ", now " now[k]
+        else if (nv[k] + 0 > rv[k] + 0) print "new: grew: was " rec[k] ", now " now[k]
+      }
+      for (k in now) {
+        if (k in rec) continue
+        split(k, f, " ")
+        t = type_of(f[2])
+        if (f[1] == "member" && (t in rend) && nv[k] + 0 < rend[t]) print "break: inserted before the end of the recorded members: " now[k]
+        else print "new: " now[k]
+      }
+      for (t in size) if (size[t] - nend[t] >= 8) print "hole: " t " has " size[t] - nend[t] " bytes after its last listed member: list every member in tests/tree/abi_layout.c"
+    }' "$1" "$2" | sort
+}
 record=$s/tests/tree/abi-layout.txt
 if test "$(getconf LONG_BIT 2>/dev/null)" != 64; then
   echo "abi: not LP64, the layout record is not checked"
@@ -55,17 +98,38 @@ elif ! "$b/tests/tree/abi_layout" > "$tmp/layout"; then
   echo "FAIL: tests/tree/abi_layout did not run"
   fails=1
 else
+  # The comparison itself must tell a moved member from an appended one.
+  awk '$1 == "member" && !done && $3 > 0 {$3 += 8; done = 1} {print}' "$tmp/layout" > "$tmp/moved"
+  printf 'member squallStats_t.zz_appended 100000 8\n' | cat "$tmp/layout" - > "$tmp/appended"
+  if ! compare "$tmp/layout" "$tmp/moved" | grep -q '^break: ' ||
+     compare "$tmp/layout" "$tmp/appended" | grep -q '^break: ' ||
+     ! compare "$tmp/layout" "$tmp/appended" | grep -q '^new: member squallStats_t.zz_appended' ||
+     test -n "$(compare "$tmp/layout" "$tmp/layout")"; then
+    echo "FAIL: tests/tree/abi.sh's comparison does not tell a moved member from an appended one"
+    fails=1
+  fi
   rec_so=$(sed -n 's/^soname //p' "$record")
+  compare "$record" "$tmp/layout" > "$tmp/layout.diff"
+  if grep -q '^hole: ' "$tmp/layout.diff"; then
+    echo "FAIL: a public struct has a member that tests/tree/abi_layout.c does not list:"
+    grep '^hole: ' "$tmp/layout.diff"
+    fails=1
+  fi
   if test "$rec_so" != "$want"; then
     echo "FAIL: tests/tree/abi-layout.txt records the layout of $rec_so, configure.ac gives $want"
     fails=1
-  fi
-  if ! grep -v '^soname ' "$record" | diff - "$tmp/layout" > "$tmp/layout.diff"; then
-    echo "FAIL: the public structs' layout or enumerators differ from tests/tree/abi-layout.txt (< record, > now):"
-    grep '^[<>]' "$tmp/layout.diff"
-    echo "  a binary built against $want's header would misread them (or have memory past its structs written):"
-    echo "  give the library a new soname (SQUALL_SO_VERSION in configure.ac) and record the layout"
-    echo "  (soname line, then the output of tests/tree/abi_layout) in tests/tree/abi-layout.txt"
+  elif grep -q '^break: ' "$tmp/layout.diff"; then
+    echo "FAIL: the public structs' layout or enumerators changed incompatibly from tests/tree/abi-layout.txt:"
+    grep '^break: ' "$tmp/layout.diff"
+    echo "  a binary built against $want's header would misread them: give the library a new soname"
+    echo "  (SQUALL_SO_VERSION in configure.ac) and record the layout anew (the soname line, then the"
+    echo "  output of tests/tree/abi_layout) in tests/tree/abi-layout.txt"
+    fails=1
+  elif grep -q '^new: ' "$tmp/layout.diff"; then
+    echo "FAIL: the public structs or enumerators grew compatibly, and tests/tree/abi-layout.txt does not record it:"
+    grep '^new: ' "$tmp/layout.diff"
+    echo "  no new soname is needed: record the layout (the soname line, then the output of"
+    echo "  tests/tree/abi_layout) in tests/tree/abi-layout.txt, so that the new members are held in place too"
     fails=1
   fi
 fi

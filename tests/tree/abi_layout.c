@@ -1,28 +1,38 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * abi_layout - prints the layout of the public structs (size, and the
- * offset of every member) that a program compiled against include/squall.h
- * bakes in. tests/tree/abi.sh compares it with tests/tree/abi-layout.txt: a member
- * added, moved or resized changes what squallConfigDefault and
- * squallStatsGet write into the caller's struct, so an old binary would
- * have memory past its struct overwritten. The enumerators' values too.
- * Such a change needs a new soname (SQUALL_SO_VERSION in configure.ac) and
- * a new record.
+ * abi_layout - prints the layout of the public structs that a program
+ * compiled against include/squall.h bakes in, and the enumerators' values.
+ * tests/tree/abi.sh compares it with tests/tree/abi-layout.txt. One line each:
+ *   enum NAME VALUE          an enumerator: never changes
+ *   count NAME VALUE         a count of enumerators (squallPassNumReasons):
+ *                            may grow, within its array's capacity
+ *   struct TYPE SIZE         sizeof: may grow (members are appended)
+ *   member TYPE.NAME OFFSET SIZE
+ *                            never moves or changes size; a new one comes
+ *                            after every recorded member of its struct
+ * The structs begin with size, magic and version, and the library reads
+ * and writes only as much of a caller's struct as the caller's size says
+ * (squall.h): an appended member is compatible with programs built against
+ * the record; a member that moved or changed size, or an enumerator that
+ * changed, is not, and needs a new soname (SQUALL_SO_VERSION in
+ * configure.ac) and a new record.
  */
 #include <stddef.h>
 #include <stdio.h>
 
 #include "squall.h"
 
-#define MEMBER(type, m) printf("%s.%s %zu %zu\n", #type, #m, offsetof(type, m), sizeof(((type *)0)->m))
+#define STRUCT(type) printf("struct %s %zu\n", #type, sizeof(type))
+#define MEMBER(type, m) printf("member %s.%s %zu %zu\n", #type, #m, offsetof(type, m), sizeof(((type *)0)->m))
 /* Enumerators are ABI too: they index passthrough[] and flat[], and the
  * codec values are what squallConfig_t holds. */
-#define ENUMERATOR(name) printf("%s %d\n", #name, (int)(name))
-#define REASON(name, key, doc) ENUMERATOR(name); /* the result, reason tables' rows */
+#define ENUMERATOR(name) printf("enum %s %d\n", #name, (int)(name))
+#define COUNT(name) printf("count %s %d\n", #name, (int)(name))
+#define ROW(name, key, doc) ENUMERATOR(name); /* the result, reason tables' rows */
 
 int main(void) {
-  SQUALL_RESULT_TABLE(REASON)
-  ENUMERATOR(squallNumResults);
+  SQUALL_RESULT_TABLE(ROW)
+  COUNT(squallNumResults);
   ENUMERATOR(squallCodecNone);
   ENUMERATOR(squallCodecFp16);
   ENUMERATOR(squallCodecBf16);
@@ -39,11 +49,17 @@ int main(void) {
   ENUMERATOR(squallLogWarn);
   ENUMERATOR(squallLogInfo);
   ENUMERATOR(squallLogTrace);
-  SQUALL_PASS_REASON_TABLE(REASON)
-  ENUMERATOR(squallPassNumReasons);
-  SQUALL_FLAT_REASON_TABLE(REASON)
-  ENUMERATOR(squallFlatNumReasons);
-  printf("squallConfig_t %zu\n", sizeof(squallConfig_t));
+  SQUALL_PASS_REASON_TABLE(ROW)
+  COUNT(squallPassNumReasons);
+  SQUALL_FLAT_REASON_TABLE(ROW)
+  COUNT(squallFlatNumReasons);
+  ENUMERATOR(SQUALL_CONFIG_MAGIC);
+  ENUMERATOR(SQUALL_STATS_MAGIC);
+  ENUMERATOR(SQUALL_OPTION_MAGIC);
+  STRUCT(squallConfig_t);
+  MEMBER(squallConfig_t, size);
+  MEMBER(squallConfig_t, magic);
+  MEMBER(squallConfig_t, version);
   MEMBER(squallConfig_t, codec);
   MEMBER(squallConfig_t, topkRatio);
   MEMBER(squallConfig_t, topkValues);
@@ -62,14 +78,21 @@ int main(void) {
   MEMBER(squallConfig_t, chunkBytes);
   MEMBER(squallConfig_t, costModel);
   MEMBER(squallConfig_t, linkGbps);
-  printf("squallOption_t %zu\n", sizeof(squallOption_t));
+  STRUCT(squallOption_t);
+  MEMBER(squallOption_t, size);
+  MEMBER(squallOption_t, magic);
+  MEMBER(squallOption_t, version);
   MEMBER(squallOption_t, name);
   MEMBER(squallOption_t, field);
   MEMBER(squallOption_t, defaultValue);
   MEMBER(squallOption_t, accepted);
   MEMBER(squallOption_t, doc);
   MEMBER(squallOption_t, value);
-  printf("squallStats_t %zu\n", sizeof(squallStats_t));
+  MEMBER(squallOption_t, agree);
+  STRUCT(squallStats_t);
+  MEMBER(squallStats_t, size);
+  MEMBER(squallStats_t, magic);
+  MEMBER(squallStats_t, version);
   MEMBER(squallStats_t, calls);
   MEMBER(squallStats_t, compressedCalls);
   MEMBER(squallStats_t, passthroughCalls);

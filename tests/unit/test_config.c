@@ -2,8 +2,9 @@
 /*
  * test_config.c - the configuration table through the public API:
  * defaults, every accepted value of every variable, rejected values and
- * their messages, parsing of configuration strings, the environment, and
- * the printers.
+ * their messages, parsing of configuration strings, the environment, the
+ * printers; the table's own rules and what the ranks compare (agree); and
+ * the structs' size, magic and version (sized).
  */
 #include <stdint.h>
 
@@ -611,6 +612,8 @@ START_TEST(test_set_get_config) {
 END_TEST
 
 static TCase *strict_tcase(void); /* at the end of the file */
+static TCase *agree_tcase(void);
+static TCase *sized_tcase(void);
 
 /* One TCase per feature, so that CK_RUN_CASE=<name> runs just that one.
  * Timeouts leave room for a loaded machine (Check's default is 4 s). */
@@ -652,6 +655,8 @@ static Suite *config_suite(void) {
   tcase_add_test(tc, test_print);
   suite_add_tcase(s, tc);
   suite_add_tcase(s, strict_tcase());
+  suite_add_tcase(s, agree_tcase());
+  suite_add_tcase(s, sized_tcase());
   return s;
 }
 
@@ -929,5 +934,286 @@ static TCase *strict_tcase(void) {
   tcase_add_test(tc, test_strict_spellings);
   tcase_add_test(tc, test_strict_stats_reason);
   tcase_add_test(tc, test_strict_info);
+  return tc;
+}
+
+/* ------------------------------------------------------------- agree
+ * What the ranks compare in the call header comes from the table: every
+ * row is marked either agree or local, every agree row is in the digest,
+ * no local row is, and the description and digest are those the engine
+ * made before the table made them (bit for bit: the digest goes on the
+ * wire between ranks of different builds of one release). */
+#include "common/internal.h"
+
+START_TEST(test_agree_table) {
+  char why[256] = "";
+  ck_assert_msg(squall__config_table_check(why, sizeof why) == 0, "%s", why);
+  /* squallOption_t says which: the agree rows are exactly these. */
+  static const char *const agree[] = {"SQUALL_COMPRESS", "SQUALL_TOPK_VALUES", "SQUALL_EF", "SQUALL_MIN_BYTES",
+                                      "SQUALL_ZSTD", "SQUALL_WARMUP", "SQUALL_MIN_RANKS", "SQUALL_BUCKET",
+                                      "SQUALL_HALF_ACCUM", "SQUALL_HIERARCHY", "SQUALL_RANKS_PER_NODE",
+                                      "SQUALL_CHUNK_BYTES", "SQUALL_COST_MODEL", "SQUALL_LINK_GBPS"};
+  squallOption_t o = SQUALL_OPTION_INITIALIZER;
+  size_t n_agree = 0;
+  for (int i = 0; squallConfigOption(NULL, i, &o) == squallSuccess; i++) {
+    int listed = 0;
+    for (size_t j = 0; j < sizeof agree / sizeof agree[0]; j++) listed |= !strcmp(agree[j], o.name);
+    ck_assert_msg(o.agree == listed, "%s: agree is %d", o.name, o.agree);
+    n_agree += (size_t)o.agree;
+  }
+  ck_assert_uint_eq(n_agree, sizeof agree / sizeof agree[0]);
+}
+END_TEST
+
+/* The engine's description and digest before they came from the table. */
+START_TEST(test_agree_legacy) {
+  static const struct {
+    const char *spec, *description;
+    int64_t digest;
+  } want[] = {
+      {"", "compress=none values=fp32 ef=1 min_bytes=1048576 zstd=1 warmup=0 min_ranks=2 bucket=512 half_accum=0 "
+           "hierarchy=auto rpn=0 chunk=4194304 cost=1 link=0",
+       3028157493270089706LL},
+      {"compress=topk:0.01", "compress=topk:0.01 values=fp32 ef=1 min_bytes=1048576 zstd=1 warmup=0 min_ranks=2 "
+                             "bucket=512 half_accum=0 hierarchy=auto rpn=0 chunk=4194304 cost=1 link=0 ratio=0.01",
+       178091664761908041LL},
+      {"compress=topk:0.0123456789 topk_values=fp16 ef=0 min_bytes=12345 zstd=7 warmup=3 min_ranks=5",
+       "compress=topk:0.0123456789 values=fp16 ef=0 min_bytes=12345 zstd=7 warmup=3 min_ranks=5 bucket=512 "
+       "half_accum=0 hierarchy=auto rpn=0 chunk=4194304 cost=1 link=0 ratio=0.0123456789",
+       1467321359308627340LL},
+      {"compress=int8 bucket=64 half_accum=half hierarchy=flat ranks_per_node=3 chunk_bytes=777 cost_model=off "
+       "link_gbps=2.5",
+       "compress=int8 values=fp32 ef=1 min_bytes=1048576 zstd=1 warmup=0 min_ranks=2 bucket=64 half_accum=1 "
+       "hierarchy=flat rpn=3 chunk=777 cost=0 link=2.5",
+       4127029132747459309LL},
+      {"compress=bf16 ef_max_bytes=999 debug=trace stats=/x",
+       "compress=bf16 values=fp32 ef=1 min_bytes=1048576 zstd=1 warmup=0 min_ranks=2 bucket=512 half_accum=0 "
+       "hierarchy=auto rpn=0 chunk=4194304 cost=1 link=0",
+       4329606035209126926LL},
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    squallConfig_t c = defaults();
+    ck_assert_int_eq(squallConfigParse(&c, want[i].spec), squallSuccess);
+    char d[SQ_CONFIG_DESC_BYTES];
+    squall__config_describe(&c, d, sizeof d);
+    ck_assert_str_eq(d, want[i].description);
+    ck_assert_msg(squall__config_digest(&c) == want[i].digest, "'%s': digest %lld", want[i].spec,
+                  (long long)squall__config_digest(&c));
+    /* whatever the rounding mode of this rank */
+    fesetround(FE_UPWARD);
+    squall__config_describe(&c, d, sizeof d);
+    int64_t up = squall__config_digest(&c);
+    fesetround(FE_TONEAREST);
+    ck_assert_str_eq(d, want[i].description);
+    ck_assert(up == want[i].digest);
+  }
+  /* Members out of range (squallSetConfig refuses them, but the text is
+   * the old one there too, never read out of bounds). */
+  squallConfig_t c = defaults();
+  c.codec = (squallCodec_t)9;
+  c.topkValues = (squallValueType_t)-1;
+  c.hierarchy = (squallHierarchy_t)5;
+  c.halfAccum = (squallHalfAccum_t)-1;
+  c.errorFeedback = -1;
+  c.costModel = 7;
+  c.minBytes = SIZE_MAX;
+  char odd[SQ_CONFIG_DESC_BYTES];
+  squall__config_describe(&c, odd, sizeof odd);
+  if (sizeof(size_t) == 8) {
+    ck_assert_str_eq(odd, "compress=none values=fp32 ef=-1 min_bytes=18446744073709551615 zstd=1 warmup=0 "
+                          "min_ranks=2 bucket=512 half_accum=-1 hierarchy=auto rpn=0 chunk=4194304 cost=7 link=0");
+    ck_assert(squall__config_digest(&c) == 2671633683561025810LL);
+  }
+  /* Truncated, still terminated. */
+  c = defaults();
+  char d[12];
+  squall__config_describe(&c, d, sizeof d);
+  ck_assert_str_eq(d, "compress=no");
+}
+END_TEST
+
+/* Values tried for each option until one is accepted and changes it. */
+static const char *const other_values[] = {"fp16", "topk:0.5", "int8", "0", "1", "2", "3", "64", "128", "7", "1K",
+                                           "flat", "half", "off", "on", "INFO", "2.5", "fp32", "auto", "/tmp/x"};
+
+/* Sets option o of *c to another value it accepts; 0 when none is found. */
+static int change(squallConfig_t *c, const squallOption_t *o) {
+  for (size_t j = 0; j < sizeof other_values / sizeof other_values[0]; j++) {
+    squallConfig_t t = *c;
+    squallOption_t before = SQUALL_OPTION_INITIALIZER, after = SQUALL_OPTION_INITIALIZER;
+    int i = 0;
+    while (squallConfigOption(c, i, &before) == squallSuccess && strcmp(before.name, o->name)) i++;
+    if (squallConfigSet(&t, o->name, other_values[j]) != squallSuccess) continue;
+    ck_assert_int_eq(squallConfigOption(&t, i, &after), squallSuccess);
+    if (strcmp(before.value, after.value)) {
+      *c = t;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+START_TEST(test_agree_digest) {
+  /* From the defaults and from a configuration unlike them. */
+  squallConfig_t bases[2] = {defaults(), unusual()};
+  bases[1].codec = squallCodecTopk;
+  for (int b = 0; b < 2; b++) {
+    int64_t d0 = squall__config_digest(&bases[b]);
+    squallOption_t o = SQUALL_OPTION_INITIALIZER;
+    for (int i = 0; squallConfigOption(&bases[b], i, &o) == squallSuccess; i++) {
+      squallConfig_t c = bases[b];
+      ck_assert_msg(change(&c, &o), "%s: no other value found to try", o.name);
+      int64_t d1 = squall__config_digest(&c);
+      if (o.agree)
+        ck_assert_msg(d1 != d0, "%s is marked agree, but changing it does not change the digest", o.name);
+      else
+        ck_assert_msg(d1 == d0, "%s is marked local, but changing it changes the digest", o.name);
+    }
+  }
+  /* The top-k ratio counts in full where top-k is the codec, only there. */
+  squallConfig_t a = defaults(), b = defaults();
+  ck_assert_int_eq(squallConfigParse(&a, "compress=topk:0.1"), squallSuccess);
+  ck_assert_int_eq(squallConfigParse(&b, "compress=topk:0.1"), squallSuccess);
+  b.topkRatio = nextafter(0.1, 1.0);
+  ck_assert(squall__config_digest(&a) != squall__config_digest(&b));
+  a.codec = b.codec = squallCodecFp16;
+  ck_assert(squall__config_digest(&a) == squall__config_digest(&b));
+}
+END_TEST
+
+static TCase *agree_tcase(void) {
+  TCase *tc = tcase_create("agree");
+  tcase_set_timeout(tc, 30);
+  tcase_add_test(tc, test_agree_table);
+  tcase_add_test(tc, test_agree_legacy);
+  tcase_add_test(tc, test_agree_digest);
+  return tc;
+}
+
+/* ------------------------------------------------------------- sized
+ * The library writes no more of a caller's struct than the caller's size
+ * says, and takes a struct whose magic is not set as the first layout.
+ * The calls name the functions in parentheses, past squall.h's macros
+ * that set the head from this file's sizeof (which the last part checks). */
+#define SLACK 64
+
+START_TEST(test_sized_config) {
+  /* A caller built with a later squall.h: a longer struct, whose tail
+   * this library leaves alone, and whose head it keeps. */
+  unsigned char big[sizeof(squallConfig_t) + SLACK];
+  memset(big, 0xab, sizeof big);
+  squallConfig_t h = SQUALL_CONFIG_INITIALIZER;
+  h.size = sizeof big;
+  h.version = SQUALL_VERSION_CODE + 1;
+  memcpy(big, &h, 16);
+  squallConfig_t *c = (squallConfig_t *)(void *)big;
+  ck_assert_int_eq((squallConfigDefault)(c), squallSuccess);
+  ck_assert_int_eq((squallConfigSet)(c, "compress", "fp16"), squallSuccess);
+  ck_assert_int_eq((squallConfigParse)(c, "ef=0"), squallSuccess);
+  ck_assert(c->codec == squallCodecFp16 && c->errorFeedback == 0);
+  clear_squall_env();
+  ck_assert_int_eq(squallSetConfig(c), squallSuccess);
+  ck_assert_int_eq((squallGetConfig)(c), squallSuccess);
+  ck_assert(c->codec == squallCodecFp16 && c->errorFeedback == 0);
+  ck_assert_int_eq((squallConfigFromEnv)(c), squallSuccess);
+  ck_assert(c->codec == squallCodecNone && c->errorFeedback == 1);
+  for (size_t i = sizeof(squallConfig_t); i < sizeof big; i++) ck_assert_int_eq(big[i], 0xab);
+  ck_assert_uint_eq(c->size, sizeof big);
+  ck_assert_uint_eq(c->version, SQUALL_VERSION_CODE + 1);
+  ck_assert_uint_eq(c->magic, SQUALL_CONFIG_MAGIC);
+  squallOption_t o = SQUALL_OPTION_INITIALIZER;
+  ck_assert_int_eq(squallConfigOption(c, 0, &o), squallSuccess);
+
+  /* A struct whose magic is not set (zeroed, as another language passes
+   * it): the first layout, and the library's head. */
+  squallConfig_t old;
+  memset(&old, 0, sizeof old);
+  ck_assert_int_eq((squallConfigDefault)(&old), squallSuccess);
+  ck_assert_uint_eq(old.size, sizeof old);
+  ck_assert_uint_eq(old.magic, SQUALL_CONFIG_MAGIC);
+  ck_assert_uint_eq(old.version, SQUALL_VERSION_CODE);
+  ck_assert_uint_eq(old.minBytes, 1u << 20);
+
+  /* A head that claims less than every squallConfig_t has is refused. */
+  squallConfig_t small = SQUALL_CONFIG_INITIALIZER, before;
+  ck_assert_int_eq(squallConfigDefault(&small), squallSuccess);
+  small.size = 16;
+  before = small;
+  ck_assert_int_eq((squallConfigDefault)(&small), squallInvalidArgument);
+  ck_assert_ptr_nonnull(strstr(squallGetLastError(), "SQUALL_CONFIG_INITIALIZER"));
+  ck_assert_int_eq((squallConfigSet)(&small, "ef", "0"), squallInvalidArgument);
+  ck_assert_int_eq((squallConfigParse)(&small, "ef=0"), squallInvalidArgument);
+  ck_assert_int_eq((squallGetConfig)(&small), squallInvalidArgument);
+  ck_assert_int_eq(squallSetConfig(&small), squallInvalidArgument);
+  ck_assert_int_eq(squallConfigOption(&small, 0, &o), squallInvalidArgument);
+  ck_assert(cfg_equal(&small, &before) && small.size == 16);
+
+  /* Through squall.h's macros, whatever was on the stack: this file's size. */
+  squallConfig_t stale;
+  memset(&stale, 0, sizeof stale);
+  stale.size = 16;
+  stale.magic = SQUALL_CONFIG_MAGIC; /* as an earlier struct may leave it */
+  ck_assert_int_eq(squallConfigDefault(&stale), squallSuccess);
+  ck_assert_uint_eq(stale.size, sizeof stale);
+  stale.size = 16;
+  ck_assert_int_eq(squallGetConfig(&stale), squallSuccess);
+  ck_assert_uint_eq(stale.size, sizeof stale);
+}
+END_TEST
+
+START_TEST(test_sized_stats) {
+  unsigned char big[sizeof(squallStats_t) + SLACK];
+  memset(big, 0xab, sizeof big);
+  squallStats_t h = SQUALL_STATS_INITIALIZER;
+  h.size = sizeof big;
+  memcpy(big, &h, 16);
+  squallStats_t *s = (squallStats_t *)(void *)big;
+  squallStatsReset();
+  ck_assert_int_eq((squallStatsGet)(s), squallSuccess);
+  for (size_t i = sizeof(squallStats_t); i < sizeof big; i++) ck_assert_int_eq(big[i], 0xab);
+  ck_assert_uint_eq(s->size, sizeof big);
+  ck_assert_uint_eq(s->calls, 0);
+  /* the slots past the last reason are there, and 0 */
+  for (int r = 0; r < SQUALL_PASS_REASONS_MAX; r++) ck_assert_uint_eq(s->passthrough[r], 0);
+  for (int r = 0; r < SQUALL_FLAT_REASONS_MAX; r++) ck_assert_uint_eq(s->flat[r], 0);
+
+  squallStats_t old;
+  memset(&old, 0, sizeof old);
+  ck_assert_int_eq((squallStatsGet)(&old), squallSuccess);
+  ck_assert_uint_eq(old.size, sizeof old);
+  ck_assert_uint_eq(old.magic, SQUALL_STATS_MAGIC);
+
+  squallStats_t small = SQUALL_STATS_INITIALIZER;
+  small.size = sizeof small - 8;
+  ck_assert_int_eq((squallStatsGet)(&small), squallInvalidArgument);
+  ck_assert_ptr_nonnull(strstr(squallGetLastError(), "SQUALL_STATS_INITIALIZER"));
+  ck_assert_int_eq(squallStatsGet(&small), squallSuccess); /* the macro sizes it */
+  ck_assert_uint_eq(small.size, sizeof small);
+}
+END_TEST
+
+START_TEST(test_sized_option) {
+  unsigned char big[sizeof(squallOption_t) + SLACK];
+  memset(big, 0xab, sizeof big);
+  squallOption_t h = SQUALL_OPTION_INITIALIZER;
+  h.size = sizeof big;
+  memcpy(big, &h, 16);
+  squallOption_t *o = (squallOption_t *)(void *)big;
+  ck_assert_int_eq((squallConfigOption)(NULL, 0, o), squallSuccess);
+  ck_assert_str_eq(o->name, "SQUALL_COMPRESS");
+  ck_assert_int_eq(o->agree, 1);
+  for (size_t i = sizeof(squallOption_t); i < sizeof big; i++) ck_assert_int_eq(big[i], 0xab);
+  squallOption_t small = SQUALL_OPTION_INITIALIZER;
+  small.size = 8;
+  ck_assert_int_eq((squallConfigOption)(NULL, 0, &small), squallInvalidArgument);
+}
+END_TEST
+
+static TCase *sized_tcase(void) {
+  TCase *tc = tcase_create("sized");
+  tcase_set_timeout(tc, 30);
+  tcase_add_test(tc, test_sized_config);
+  tcase_add_test(tc, test_sized_stats);
+  tcase_add_test(tc, test_sized_option);
   return tc;
 }

@@ -1,0 +1,20 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * api_mpi.h - what lib/api/api_mpi.c offers besides the public
+ * squall_mpi.h: the test hook that reads a tensor's residual. It is not
+ * exported (libsquall.so's version script lets only squall[A-Z]* out); the
+ * tests link the convenience library libsquall_core.la, which has it.
+ */
+#ifndef SQUALL_API_MPI_H
+#define SQUALL_API_MPI_H
+
+#include <mpi.h>
+
+/* Copies the error-feedback residual of the tensor last all-reduced on comm
+ * from sendbuf (the receive buffer for MPI_IN_PLACE) with this count and
+ * datatype into out (count floats): on the two-level path the sum of the
+ * flat and the per-shard residuals, each the one last sent from sendbuf.
+ * Returns MPI_ERR_ARG when squall keeps none for it. */
+int squall__mpi_get_residual(MPI_Comm comm, const void *sendbuf, int count, MPI_Datatype datatype, float *out);
+
+#endif
