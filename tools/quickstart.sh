@@ -23,6 +23,8 @@ esac
 
 packages="build-essential autoconf automake libtool pkg-config libopenmpi-dev openmpi-bin \
 libzstd-dev check gnuplot-nox python3 python3-numpy python3-mpi4py jq iproute2 procps util-linux"
+# the tests also run the PyTorch comm hook (tests/torch): Debian's PyTorch
+[ "$what" = test ] && packages="$packages python3-torch"
 
 missing=
 for p in $packages; do
