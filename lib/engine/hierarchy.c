@@ -251,9 +251,18 @@ static void shape_of(const squall_hier *h, const squall_call *c, shape *sh) {
 static squall_call shard_call(const squall_call *c, const squallConfig_t *rc, float *shard, size_t s,
                               squall_shard *sh) {
   *sh = (squall_shard){.cfg = rc, .key = c->send, .key_recv = c->recv, .whole = c};
-  squall_call ic = {.send = shard, .recv = shard, .count = s, .dtype = SQ_DT_F32, .elsize = 4,
-                    .op = SQ_OP_SUM, .premul = 1.0f, .stream = c->stream, .capturing = c->capturing,
-                    .shard = sh};
+  squall_call ic = {
+      .send = shard,
+      .recv = shard,
+      .count = s,
+      .dtype = SQ_DT_F32,
+      .elsize = 4,
+      .op = SQ_OP_SUM,
+      .premul = 1.0f,
+      .stream = c->stream,
+      .capturing = c->capturing,
+      .shard = sh,
+  };
   return ic;
 }
 

@@ -61,4 +61,9 @@ static int half_cost(const squall_engine *e, const squall_call *c, const squallC
 }
 
 const squall_route_ops squall__route_half = {
-    .name = "16-bit", .layout = half_layout, .carve = half_carve, .run = half_run, .cost = half_cost};
+    .name = "16-bit",
+    .layout = half_layout,
+    .carve = half_carve,
+    .run = half_run,
+    .cost = half_cost,
+};

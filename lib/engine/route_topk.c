@@ -153,9 +153,19 @@ static squallResult_t topk_run(squall_engine *e, const squall_call *c, const squ
   st->codec_s += squall__now() - t0;
   float *out = squall__fp32_out(c, st);
   if (plan->L.rounds > 1) { /* the residual is done (topk_layout): the exchange and the finish, overlapped */
-    squall_topk_rounds_call rc = {.tr = &e->tr, .n = n, .k = k, .rounds = plan->L.rounds, .values = cfg->topkValues,
-                                  .zstd_level = squall__use_lossless(e, cfg) ? cfg->zstdLevel : 0, .mine = st->mine,
-                                  .slots = st->slots, .g = st->g, .out = out, .host = e->host};
+    squall_topk_rounds_call rc = {
+        .tr = &e->tr,
+        .n = n,
+        .k = k,
+        .rounds = plan->L.rounds,
+        .values = cfg->topkValues,
+        .zstd_level = squall__use_lossless(e, cfg) ? cfg->zstdLevel : 0,
+        .mine = st->mine,
+        .slots = st->slots,
+        .g = st->g,
+        .out = out,
+        .host = e->host,
+    };
     SQ_RETURN_ERROR_IF(st->res && !res_done, squallInternalError, "top-k in rounds with the residual still to update");
     SQ_FORWARD_IF_ERROR(squall__topk_rounds_run(&rc, &st->codec_s, &st->wire));
   } else {
@@ -187,8 +197,14 @@ static int topk_cost(const squall_engine *e, const squall_call *c, const squallC
   return 1;
 }
 
-const squall_route_ops squall__route_topk = {.name = "top-k", .layout = topk_layout, .prepare = topk_prepare,
-                                             .carve = topk_carve, .run = topk_run, .cost = topk_cost};
+const squall_route_ops squall__route_topk = {
+    .name = "top-k",
+    .layout = topk_layout,
+    .prepare = topk_prepare,
+    .carve = topk_carve,
+    .run = topk_run,
+    .cost = topk_cost,
+};
 
 /* ------------------------------------------------- the dense fallback */
 
@@ -224,4 +240,9 @@ static int dense_cost(const squall_engine *e, const squall_call *c, const squall
 }
 
 const squall_route_ops squall__route_dense = {
-    .name = "dense", .layout = dense_layout, .carve = dense_carve, .run = dense_run, .cost = dense_cost};
+    .name = "dense",
+    .layout = dense_layout,
+    .carve = dense_carve,
+    .run = dense_run,
+    .cost = dense_cost,
+};

@@ -45,6 +45,11 @@ static int twolevel_cost(const squall_engine *e, const squall_call *c, const squ
   return 0;
 }
 
-const squall_route_ops squall__route_twolevel = {.name = "two-level", .layout = twolevel_layout,
-                                                 .prepare = twolevel_prepare, .carve = twolevel_carve,
-                                                 .run = twolevel_run, .cost = twolevel_cost};
+const squall_route_ops squall__route_twolevel = {
+    .name = "two-level",
+    .layout = twolevel_layout,
+    .prepare = twolevel_prepare,
+    .carve = twolevel_carve,
+    .run = twolevel_run,
+    .cost = twolevel_cost,
+};

@@ -55,5 +55,10 @@ static int twophase_cost(const squall_engine *e, const squall_call *c, const squ
   return 1;
 }
 
-const squall_route_ops squall__route_twophase = {.name = "two-phase", .layout = twophase_layout,
-                                                 .carve = twophase_carve, .run = twophase_run, .cost = twophase_cost};
+const squall_route_ops squall__route_twophase = {
+    .name = "two-phase",
+    .layout = twophase_layout,
+    .carve = twophase_carve,
+    .run = twophase_run,
+    .cost = twophase_cost,
+};
