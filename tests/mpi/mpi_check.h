@@ -8,9 +8,11 @@
 
 #include <check.h>
 #include <mpi.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "squall.h"
 
@@ -35,6 +37,46 @@ static inline void mc_use_config(const char *spec) {
   ck_assert_int_eq(squallConfigParse(&c, "SQUALL_MIN_BYTES=0"), squallSuccess);
   ck_assert_msg(squallConfigParse(&c, spec) == squallSuccess, "bad spec %s: %s", spec, squallGetLastError());
   ck_assert_int_eq(squallSetConfig(&c), squallSuccess);
+}
+
+/* A thread that calls squallSetConfig again and again while the test's
+ * calls run, each rank at its own moments: the configuration as
+ * mc_flip_start found it, with specs[(i + offset) % nspecs] applied in
+ * turn, pause_ns apart. It breaks squallSetConfig's collective rule on
+ * purpose; every spec must compress the test's calls (a configuration
+ * that passes them through without a header would let ranks meet with
+ * different collectives: test_engine_mpi's set_config_collective covers
+ * that). */
+typedef struct {
+  const char *const *specs;
+  unsigned nspecs, offset;
+  long pause_ns;
+  squallConfig_t base;
+  int running;
+  pthread_t thread;
+} mc_flipper;
+
+static void *mc_flip_loop(void *arg) {
+  mc_flipper *f = arg;
+  for (unsigned i = 0; __atomic_load_n(&f->running, __ATOMIC_RELAXED); i++) {
+    squallConfig_t c = f->base;
+    squallConfigParse(&c, f->specs[(i + f->offset) % f->nspecs]);
+    squallSetConfig(&c);
+    struct timespec ts = {0, f->pause_ns};
+    nanosleep(&ts, NULL);
+  }
+  return NULL;
+}
+
+static inline void mc_flip_start(mc_flipper *f) {
+  squallGetConfig(&f->base);
+  __atomic_store_n(&f->running, 1, __ATOMIC_RELAXED);
+  ck_assert_int_eq(pthread_create(&f->thread, NULL, mc_flip_loop, f), 0);
+}
+
+static inline void mc_flip_stop(mc_flipper *f) {
+  __atomic_store_n(&f->running, 0, __ATOMIC_RELAXED);
+  pthread_join(f->thread, NULL);
 }
 
 static inline int mpi_check_run(Suite *s) {

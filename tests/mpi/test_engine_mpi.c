@@ -984,37 +984,20 @@ END_TEST
  * a header (compression off, a size class the cost model settled), ranks
  * could meet with different collectives, which is why the thread never
  * sets one; test_set_config_collective covers those. */
-static volatile int flipping;
-static void *flip_config(void *arg) {
-  const char *specs[] = {"SQUALL_COMPRESS=fp16", "SQUALL_COMPRESS=topk:0.01", "SQUALL_COMPRESS=int8",
-                         "SQUALL_COMPRESS=bf16", "SQUALL_COMPRESS=topk:0.05 SQUALL_ZSTD=0"};
-  squallConfig_t base = *(squallConfig_t *)arg;
-  for (unsigned i = 0; __atomic_load_n(&flipping, __ATOMIC_RELAXED); i++) {
-    squallConfig_t c = base;
-    squallConfigParse(&c, specs[(i + (unsigned)rank) % 5]);
-    squallSetConfig(&c);
-    struct timespec ts = {0, 50000};
-    nanosleep(&ts, NULL);
-  }
-  return NULL;
-}
-
 static void check_set_config_from_another_thread(const char *spec) {
+  static const char *const specs[] = {"SQUALL_COMPRESS=fp16", "SQUALL_COMPRESS=topk:0.01", "SQUALL_COMPRESS=int8",
+                                      "SQUALL_COMPRESS=bf16", "SQUALL_COMPRESS=topk:0.05 SQUALL_ZSTD=0"};
   use_config(spec);
-  squallConfig_t base;
-  squallGetConfig(&base);
   size_t n = 3000;
   float *g = malloc(n * 4), *out = malloc(n * 4);
   fill(g, n, 75, rank, gen_dyadic);
-  pthread_t th;
-  flipping = 1;
-  ck_assert_int_eq(pthread_create(&th, NULL, flip_config, &base), 0);
+  mc_flipper flip = {.specs = specs, .nspecs = 5, .offset = (unsigned)rank, .pause_ns = 50000};
+  mc_flip_start(&flip);
   for (int t = 0; t < 300; t++) {
     ck_assert_int_eq(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
     assert_identical_across_ranks(out, n * 4);
   }
-  __atomic_store_n(&flipping, 0, __ATOMIC_RELAXED);
-  pthread_join(th, NULL);
+  mc_flip_stop(&flip);
   free(g); free(out);
 }
 

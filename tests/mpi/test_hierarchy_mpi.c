@@ -7,11 +7,9 @@
  * bit with the model of the path that must run (hierarchy_model.h).
  */
 #include <math.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "api/api_mpi.h" /* squall__mpi_get_residual */
 #include "codecs/codec.h"
@@ -538,7 +536,6 @@ START_TEST(test_shard_residual_per_count) {
 }
 END_TEST
 
-/* The two options: accepted values, clear errors, printed and defaulted. */
 /* squallSetConfig from another thread during two-level calls, at
  * different points on each rank. A two-level call runs its shard with the
  * configuration its own plan was made from (squall_shard), never with a
@@ -549,46 +546,31 @@ END_TEST
  * shards of one call running different codecs across nodes). Ranks whose
  * snapshots differ pass through together (the header). The thread never
  * turns compression off: see test_engine_mpi's set_config tests. */
-static volatile int flipping;
-static void *flip_config(void *arg) {
-  const char *specs[] = {"SQUALL_COMPRESS=fp16", "SQUALL_COMPRESS=topk:0.01", "SQUALL_COMPRESS=int8",
-                         "SQUALL_COMPRESS=topk:0.05 SQUALL_ZSTD=0", "SQUALL_COMPRESS=bf16"};
-  squallConfig_t base = *(squallConfig_t *)arg;
-  for (unsigned i = 0; __atomic_load_n(&flipping, __ATOMIC_RELAXED); i++) {
-    squallConfig_t c = base;
-    squallConfigParse(&c, specs[i % 5]);
-    squallSetConfig(&c);
-    struct timespec ts = {0, 500000 + 300000 * rank}; /* calls agree between flips, and flips land inside calls */
-    nanosleep(&ts, NULL);
-  }
-  return NULL;
-}
-
 START_TEST(test_set_config_from_another_thread) {
+  static const char *const specs[] = {"SQUALL_COMPRESS=fp16", "SQUALL_COMPRESS=topk:0.01", "SQUALL_COMPRESS=int8",
+                                      "SQUALL_COMPRESS=topk:0.05 SQUALL_ZSTD=0", "SQUALL_COMPRESS=bf16"};
   use_config("SQUALL_COMPRESS=fp16");
-  squallConfig_t base;
-  squallGetConfig(&base);
   size_t n = 20000;
   float *g = malloc(n * 4), *out = malloc(n * 4);
   fill(g, n, 91, rank);
   squallStats_t a, b;
   squallStatsGet(&a);
-  pthread_t th;
-  flipping = 1;
-  ck_assert_int_eq(pthread_create(&th, NULL, flip_config, &base), 0);
+  /* calls agree between flips, and flips land inside calls */
+  mc_flipper flip = {.specs = specs, .nspecs = 5, .pause_ns = 500000 + 300000 * (long)rank};
+  mc_flip_start(&flip);
   for (int t = 0; t < 200; t++) {
     ck_assert_msg(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS,
                   "call %d failed: %s", t, squallGetLastError());
     assert_identical_across_ranks(out, n * 4);
   }
-  __atomic_store_n(&flipping, 0, __ATOMIC_RELAXED);
-  pthread_join(th, NULL);
+  mc_flip_stop(&flip);
   squallStatsGet(&b);
   if (two_level) ck_assert_msg(b.twoLevelCalls > a.twoLevelCalls, "no call ran two-level");
   free(g); free(out);
 }
 END_TEST
 
+/* The two options: accepted values, clear errors, printed and defaulted. */
 START_TEST(test_options) {
   squallConfig_t c;
   ck_assert_int_eq(squallConfigDefault(&c), squallSuccess);
