@@ -18,8 +18,13 @@
 #define BENCH_MAX_SIZES 64
 #define BENCH_CODEC_LEN 32
 
-typedef enum { BENCH_F32 = 0, BENCH_F16, BENCH_BF16, BENCH_F64, BENCH_NUM_TYPES } bench_dtype;
-typedef enum { BENCH_SUM = 0, BENCH_AVG } bench_op;
+typedef enum { BENCH_F32 = 0,
+               BENCH_F16,
+               BENCH_BF16,
+               BENCH_F64,
+               BENCH_NUM_TYPES } bench_dtype;
+typedef enum { BENCH_SUM = 0,
+               BENCH_AVG } bench_op;
 /* --data: what the gradients look like (bench_data.c). */
 typedef enum {
   BENCH_DIST_UNIFORM = 0, /* fixed per-coordinate magnitudes 2^0..2^-7 times normal noise */
@@ -42,15 +47,15 @@ typedef struct {
   int check;                   /* -c */
   int ncodecs;                 /* -C */
   char codecs[BENCH_MAX_CODECS][BENCH_CODEC_LEN];
-  const char *json_path;       /* -J, NULL = none */
-  const char *plot_path;       /* --plot, NULL = none */
-  const char *backend;         /* --backend: "auto", "mpi" or "nccl" */
-  const char *squall_spec;     /* -S: extra SQUALL_* items (every -S, in order), NULL = none */
-  uint64_t seed;               /* --seed */
-  bench_dist data;             /* --data */
-  int progress;                /* 0 with --no-progress */
-  int errors_fatal;            /* --errors fatal: the MPI backend's communicator keeps MPI's default handler */
-  int alternate;               /* --alternate N: N blocks of -n calls each way, squall and plain
+  const char *json_path;   /* -J, NULL = none */
+  const char *plot_path;   /* --plot, NULL = none */
+  const char *backend;     /* --backend: "auto", "mpi" or "nccl" */
+  const char *squall_spec; /* -S: extra SQUALL_* items (every -S, in order), NULL = none */
+  uint64_t seed;           /* --seed */
+  bench_dist data;         /* --data */
+  int progress;            /* 0 with --no-progress */
+  int errors_fatal;        /* --errors fatal: the MPI backend's communicator keeps MPI's default handler */
+  int alternate;           /* --alternate N: N blocks of -n calls each way, squall and plain
                                   interleaved (0: the usual rows) */
 } bench_options;
 
@@ -58,25 +63,25 @@ typedef struct {
 typedef struct {
   size_t bytes, count;
   char codec[BENCH_CODEC_LEN];
-  double time_us;      /* max over ranks of each rank's median iteration */
-  double min_us, max_us; /* max over ranks of each rank's fastest and slowest iteration (the
+  double time_us;          /* max over ranks of each rank's median iteration */
+  double min_us, max_us;   /* max over ranks of each rank's fastest and slowest iteration (the
                             spread; --alternate: of its blocks) */
-  double mean_us;      /* max over ranks of each rank's mean iteration (the codec's share) */
-  double algbw_gbs;    /* bytes / time, 1e9 bytes per GB */
-  double busbw_gbs;    /* algbw * 2(P-1)/P */
-  double wire_bytes;   /* bytes one rank sent per call, mean over ranks */
-  double ratio;        /* bytes in / bytes on the wire */
-  double speedup;      /* time of none / time; < 0 when none was not run */
-  int checked;         /* 1 when rel_err and consistent were measured (-c 1) */
-  double rel_err;      /* ||out - exact|| / ||exact|| (NaN when out holds NaN) */
-  double codec_us;     /* compress + decompress per call, max over ranks */
-  const char *path;    /* "plain", "16-bit", "sparse", "dense", "passthrough" */
+  double mean_us;          /* max over ranks of each rank's mean iteration (the codec's share) */
+  double algbw_gbs;        /* bytes / time, 1e9 bytes per GB */
+  double busbw_gbs;        /* algbw * 2(P-1)/P */
+  double wire_bytes;       /* bytes one rank sent per call, mean over ranks */
+  double ratio;            /* bytes in / bytes on the wire */
+  double speedup;          /* time of none / time; < 0 when none was not run */
+  int checked;             /* 1 when rel_err and consistent were measured (-c 1) */
+  double rel_err;          /* ||out - exact|| / ||exact|| (NaN when out holds NaN) */
+  double codec_us;         /* compress + decompress per call, max over ranks */
+  const char *path;        /* "plain", "16-bit", "sparse", "dense", "passthrough" */
   const char *pass_reason; /* the timed calls' most common pass-through reason
                               (squallPassReasonName), NULL where none passed */
-  double plain_us;     /* --alternate: the plain blocks' median per call, interleaved with
+  double plain_us;         /* --alternate: the plain blocks' median per call, interleaved with
                           this row's (speedup = plain_us / time_us); 0 otherwise */
-  int consistent;      /* 1 when all ranks hold the same bits */
-  int wrong;           /* 1 when -c found a result outside what the codec allows */
+  int consistent;          /* 1 when all ranks hold the same bits */
+  int wrong;               /* 1 when -c found a result outside what the codec allows */
 } bench_row;
 
 /* Everything the report needs besides the rows. */
@@ -84,17 +89,17 @@ typedef struct {
   int nranks;
   const char *backend, *memory; /* "mpi", "host memory" */
   const bench_options *opt;
-  const squallConfig_t *base;   /* the configuration every codec starts from */
-  const char *link;             /* SQUALL_BENCH_LINK from tools/ethernet.sh, or NULL */
-  double seconds;               /* wall time of the whole run */
+  const squallConfig_t *base; /* the configuration every codec starts from */
+  const char *link;           /* SQUALL_BENCH_LINK from tools/ethernet.sh, or NULL */
+  double seconds;             /* wall time of the whole run */
   /* what the figures depend on, for the header */
-  const char *cpu;              /* CPU model (/proc/cpuinfo), or "unknown" */
-  int cores;                    /* online cores of rank 0's machine */
-  int node_ranks;               /* ranks on rank 0's machine */
-  const char *mpi_library;      /* MPI_Get_library_version's first line */
-  const char *nccl_version;     /* "2.28.3" where the backend is nccl, else NULL */
-  char date[32];                /* when the run started, ISO 8601 UTC */
-  char hostname[64];            /* rank 0's */
+  const char *cpu;          /* CPU model (/proc/cpuinfo), or "unknown" */
+  int cores;                /* online cores of rank 0's machine */
+  int node_ranks;           /* ranks on rank 0's machine */
+  const char *mpi_library;  /* MPI_Get_library_version's first line */
+  const char *nccl_version; /* "2.28.3" where the backend is nccl, else NULL */
+  char date[32];            /* when the run started, ISO 8601 UTC */
+  char hostname[64];        /* rank 0's */
 } bench_run_info;
 
 /* ------------------------------------------------------------ bench_args.c */

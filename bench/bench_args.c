@@ -26,7 +26,8 @@ static const char *const dtype_names[BENCH_NUM_TYPES] = {"float", "half", "bfloa
 
 const char *bench_dtype_name(bench_dtype t) { return dtype_names[t]; }
 
-size_t bench_dtype_size(bench_dtype t) { return t == BENCH_F64 ? 8 : t == BENCH_F32 ? 4 : 2; }
+size_t bench_dtype_size(bench_dtype t) { return t == BENCH_F64 ? 8 : t == BENCH_F32 ? 4
+                                                                                    : 2; }
 
 const char *bench_human_bytes(double b, char *buf, size_t len) {
   static const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
@@ -109,6 +110,7 @@ static int parse_u64(const char *v, uint64_t *out) {
 }
 
 static int parse_dtype(const char *v, bench_dtype *t) {
+  /* clang-format off */
   static const struct {
     const char *name;
     bench_dtype t;
@@ -117,6 +119,7 @@ static int parse_dtype(const char *v, bench_dtype *t) {
                {"fp16", BENCH_F16},     {"f16", BENCH_F16},     {"bfloat16", BENCH_BF16},
                {"bf16", BENCH_BF16},    {"double", BENCH_F64},  {"float64", BENCH_F64},
                {"fp64", BENCH_F64}};
+  /* clang-format on */
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (!strcasecmp(v, names[i].name)) {
       *t = names[i].t;
@@ -135,13 +138,14 @@ static int parse_codecs(const char *list, bench_options *opt, FILE *err) {
     size_t len = comma ? (size_t)(comma - p) : strlen(p);
     if (len == 0) {
       if (err) fprintf(err, "squall-bench: -C '%s': empty codec name in the list; accepted: a "
-                            "comma-separated list of none, fp16, bf16, int8, int4, fp8, topk:RATIO\n", list);
+                            "comma-separated list of none, fp16, bf16, int8, int4, fp8, topk:RATIO\n",
+                       list);
       return -1;
     }
     if (len >= BENCH_CODEC_LEN || opt->ncodecs == BENCH_MAX_CODECS) {
       if (err) fprintf(err, "squall-bench: -C '%s': %s; accepted: at most %d codecs of at most %d "
-                            "characters\n", list, len >= BENCH_CODEC_LEN ? "codec name too long" :
-                            "too many codecs", BENCH_MAX_CODECS, BENCH_CODEC_LEN - 1);
+                            "characters\n",
+                       list, len >= BENCH_CODEC_LEN ? "codec name too long" : "too many codecs", BENCH_MAX_CODECS, BENCH_CODEC_LEN - 1);
       return -1;
     }
     char name[BENCH_CODEC_LEN];
@@ -177,7 +181,7 @@ typedef struct {
   int flag;
   const char *name; /* nccl-tests' long name */
   long accepted;
-  const char *why;  /* what squall-bench does instead */
+  const char *why; /* what squall-bench does instead */
 } nccl_tests_option;
 
 static const nccl_tests_option nccl_tests_options[] = {
@@ -206,10 +210,10 @@ static const nccl_tests_option *nccl_tests_option_of(int flag) {
   return NULL;
 }
 
-#define FAIL(...)                                  \
-  do {                                             \
+#define FAIL(...)                                        \
+  do {                                                   \
     if (err) fprintf(err, "squall-bench: " __VA_ARGS__); \
-    return 2;                                      \
+    return 2;                                            \
   } while (0)
 
 /* Every -S of the command line, joined by spaces (opt->squall_spec). */
@@ -217,7 +221,15 @@ static char squall_specs[2048];
 
 int bench_parse_args(int argc, char **argv, bench_options *opt, FILE *out, FILE *err) {
   squall_specs[0] = '\0';
-  enum { OPT_PLOT = 256, OPT_BACKEND, OPT_SEED, OPT_NO_PROGRESS, OPT_DATA, OPT_CPUTIME, OPT_ERRORS, OPT_ALTERNATE };
+  enum { OPT_PLOT = 256,
+         OPT_BACKEND,
+         OPT_SEED,
+         OPT_NO_PROGRESS,
+         OPT_DATA,
+         OPT_CPUTIME,
+         OPT_ERRORS,
+         OPT_ALTERNATE };
+  /* clang-format off */
   static const struct option longopts[] = {
       {"minbytes", required_argument, 0, 'b'},     {"maxbytes", required_argument, 0, 'e'},
       {"stepfactor", required_argument, 0, 'f'},   {"stepbytes", required_argument, 0, 'i'},
@@ -237,6 +249,7 @@ int bench_parse_args(int argc, char **argv, bench_options *opt, FILE *out, FILE 
       {"root", required_argument, 0, 'r'},         {"timeout", required_argument, 0, 'T'},
       {"memory_report", required_argument, 0, 'M'}, {"report_cputime", required_argument, 0, OPT_CPUTIME},
       {"help", no_argument, 0, 'h'},               {0, 0, 0, 0}};
+  /* clang-format on */
   memset(opt, 0, sizeof *opt);
   opt->min_bytes = 1u << 20;
   opt->max_bytes = 64u << 20;
@@ -291,7 +304,8 @@ int bench_parse_args(int argc, char **argv, bench_options *opt, FILE *out, FILE 
     case 'd':
       if (parse_dtype(v, &opt->dtype))
         FAIL("-d '%s' is not a known type: accepted are float (float32, fp32), half (float16, "
-             "fp16), bfloat16 (bf16) and double; the mpi backend runs float only\n", v);
+             "fp16), bfloat16 (bf16) and double; the mpi backend runs float only\n",
+             v);
       break;
     case 'o':
       if (!strcasecmp(v, "sum")) opt->op = BENCH_SUM;
@@ -299,7 +313,8 @@ int bench_parse_args(int argc, char **argv, bench_options *opt, FILE *out, FILE 
       else if (!strcasecmp(v, "prod") || !strcasecmp(v, "min") || !strcasecmp(v, "max") ||
                !strcasecmp(v, "all"))
         FAIL("-o '%s' is not benchmarked: squall compresses sum and avg only (other ops pass "
-             "through unchanged, so there is nothing to compare); accepted are sum and avg\n", v);
+             "through unchanged, so there is nothing to compare); accepted are sum and avg\n",
+             v);
       else
         FAIL("-o '%s' is invalid: accepted are sum and avg\n", v);
       break;
@@ -354,7 +369,8 @@ int bench_parse_args(int argc, char **argv, bench_options *opt, FILE *out, FILE 
     case OPT_DATA:
       if (bench_dist_parse(v, &opt->data))
         FAIL("--data '%s' is invalid: accepted are uniform, normal, lognormal, constant, tiny, "
-             "sparse and nonfinite\n", v);
+             "sparse and nonfinite\n",
+             v);
       break;
     case OPT_CPUTIME:
       FAIL("--report_cputime (nccl-tests' -C) is not supported: squall-bench reports wall time, and the "

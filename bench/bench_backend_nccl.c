@@ -98,7 +98,8 @@ typedef ncclResult_t (*nccl_allreduce_fn)(const void *, void *, size_t, ncclData
 
 static int run(nccl_allreduce_fn fn, const char *name, const void *send, void *recv, size_t count, bench_dtype t,
                bench_op op, char *why, size_t len) {
-  ncclDataType_t dt = t == BENCH_F16 ? ncclFloat16 : t == BENCH_BF16 ? ncclBfloat16 : ncclFloat32;
+  ncclDataType_t dt = t == BENCH_F16 ? ncclFloat16 : t == BENCH_BF16 ? ncclBfloat16
+                                                                     : ncclFloat32;
   ncclResult_t r = fn(send, recv, count, dt, op == BENCH_AVG ? ncclAvg : ncclSum, nccl_comm, stream);
   cudaError_t ce = r == ncclSuccess ? cudaStreamSynchronize(stream) : cudaSuccess;
   if (r != ncclSuccess || ce != cudaSuccess) {

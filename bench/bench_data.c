@@ -125,7 +125,7 @@ void bench_fill(bench_dist dist, uint64_t seed, int rank, int iter, size_t off, 
       if ((pick & 4095) == 0) {
         uint32_t which = (uint32_t)(pick >> 40) % 3;
         out[j] = which == 0 ? from_bits(0x7fc00000u) : which == 1 ? from_bits(0x7f800000u)
-                                                                 : from_bits(0xff800000u);
+                                                                  : from_bits(0xff800000u);
       }
     }
     break;

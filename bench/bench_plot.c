@@ -38,14 +38,16 @@ static void script(FILE *f, const char *png, const bench_run_info *in, const ben
         "  set terminal pngcairo size 1000,640 noenhanced font ',10'\n"
         "} else {\n"
         "  set terminal png size 1000,640 noenhanced\n"
-        "}\n", f);
+        "}\n",
+        f);
   fputs("set output ", f);
   quoted(f, png);
   fputs("\nset title ", f);
   quoted(f, title);
   fputs("\nset xlabel 'message size per rank'\n"
         "set ylabel 'bus bandwidth, GB/s (codecs: effective, from the uncompressed size)'\n"
-        "set logscale xy 2\nset grid\nset key top left\nset format y '%g'\n", f);
+        "set logscale xy 2\nset grid\nset key top left\nset format y '%g'\n",
+        f);
   /* Some room left and right, so that the end labels are drawn too. */
   size_t lo = (size_t)-1, hi = 0;
   for (int i = 0; i < n; i++) {

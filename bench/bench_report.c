@@ -30,7 +30,8 @@ void bench_report_header(FILE *out, const bench_run_info *in) {
   fprintf(out, "# ranks %d, backend %s (%s), type %s, op %s%s\n", in->nranks, in->backend,
           in->memory, bench_dtype_name(o->dtype), o->op == BENCH_AVG ? "avg" : "sum",
           o->op == BENCH_AVG && !strcmp(in->backend, "mpi")
-              ? " (MPI has no average op: sum, then divide, inside the timed call)" : "");
+              ? " (MPI has no average op: sum, then divide, inside the timed call)"
+              : "");
   fprintf(out, "# sizes %s .. %s, %d timed + %d warm-up iterations, check %s, seed %llu\n",
           bench_human_bytes((double)o->min_bytes, lo, sizeof lo),
           bench_human_bytes((double)o->max_bytes, hi, sizeof hi), o->iters, o->warmup,
@@ -44,16 +45,14 @@ void bench_report_header(FILE *out, const bench_run_info *in) {
   fputc('\n', out);
   fprintf(out, "# data: %s\n", bench_dist_name(o->data));
   if (!strcmp(in->backend, "mpi"))
-    fprintf(out, "# errors: %s\n", o->errors_fatal ? "fatal (MPI_ERRORS_ARE_FATAL: squall keeps no way back)"
-                                                   : "return (MPI_ERRORS_RETURN: squall keeps a way back)");
+    fprintf(out, "# errors: %s\n", o->errors_fatal ? "fatal (MPI_ERRORS_ARE_FATAL: squall keeps no way back)" : "return (MPI_ERRORS_RETURN: squall keeps a way back)");
   else
     fprintf(out, "# errors: return (NCCL's calls return theirs)\n");
   fprintf(out, "# host: %s, %d cores, %d ranks on this machine (%.2f per core)\n",
           in->cpu ? in->cpu : "unknown", in->cores, in->node_ranks,
           in->cores > 0 ? (double)in->node_ranks / in->cores : 0.0);
   fprintf(out, "# mpi: %s\n", in->mpi_library ? in->mpi_library : "unknown");
-  fprintf(out, "# link: %s\n", in->link ? in->link
-                                        : "as the ranks find it (no emulation: SQUALL_BENCH_LINK unset)");
+  fprintf(out, "# link: %s\n", in->link ? in->link : "as the ranks find it (no emulation: SQUALL_BENCH_LINK unset)");
   fprintf(out, "#\n# out-of-place (separate send and receive buffers; in place, squall runs the same path)\n");
   if (!o->alternate)
     fprintf(out, "# time: max over ranks of the median iteration; algbw = size/time; busbw = "
@@ -132,7 +131,8 @@ void bench_report_summary(FILE *out, const bench_run_info *in, const bench_row *
                 worst->speedup, bench_human_bytes((double)worst->bytes, a, sizeof a),
                 best->speedup, bench_human_bytes((double)best->bytes, b, sizeof b));
       fprintf(out, " effective busbw %.3f GB/s, wire ratio %.1f, codec %s per call (%.0f%% of "
-                   "the call)", last->busbw_gbs, last->ratio, per_call(last->codec_us, a, sizeof a),
+                   "the call)",
+              last->busbw_gbs, last->ratio, per_call(last->codec_us, a, sizeof a),
               /* the codec's time is a mean per call: its share is of the mean call */
               last->mean_us > 0 ? 100.0 * last->codec_us / last->mean_us : 0.0);
     }
@@ -154,7 +154,8 @@ void bench_report_summary(FILE *out, const bench_run_info *in, const bench_row *
             differ, in->seconds);
   else /* nccl-tests says N/A where it did not check */
     fprintf(out, "# %d results, %d checked (%s): %d out of bounds, %d where ranks differ; %.1f s in all\n", n,
-            checked, o->alternate ? "--alternate checks nothing" : o->check ? "see the messages above" : "-c 0",
+            checked, o->alternate ? "--alternate checks nothing" : o->check ? "see the messages above"
+                                                                            : "-c 0",
             wrong, differ, in->seconds);
   fflush(out);
 }
@@ -205,8 +206,11 @@ int bench_report_json(const char *path, const bench_run_info *in, const bench_ro
     if (r->pass_reason) str(f, "pass_reason", r->pass_reason);
     else fputs(", \"pass_reason\": null", f);
     fprintf(f, ", \"consistent\": %s, \"wrong\": %s, \"ranks\": %d",
-            !r->checked ? "null" : r->consistent ? "true" : "false",
-            !r->checked ? "null" : r->wrong ? "true" : "false", in->nranks);
+            !r->checked ? "null" : r->consistent ? "true"
+                                                 : "false",
+            !r->checked ? "null" : r->wrong ? "true"
+                                            : "false",
+            in->nranks);
     str(f, "backend", in->backend);
     str(f, "dtype", bench_dtype_name(in->opt->dtype));
     str(f, "op", in->opt->op == BENCH_AVG ? "avg" : "sum");

@@ -270,9 +270,9 @@ static void run_one(bench_ctx *c, const char *codec, void *send, void *recv, flo
    * hash), recomputing every rank's input for it. */
   double err2 = 0.0, ref2 = 0.0;
   uint64_t hash = 0;
-  int same_path = 1; /* the check call took the timed calls' path */
-  double crest = 1.0;  /* of the check's input (bucket_crest) */
-  double out2 = 0.0;   /* the result's sum of squares, over this rank's slice */
+  int same_path = 1;  /* the check call took the timed calls' path */
+  double crest = 1.0; /* of the check's input (bucket_crest) */
+  double out2 = 0.0;  /* the result's sum of squares, over this rank's slice */
   if (o->check) {
     /* The check call takes the timed calls' path, so that its error is
      * that path's: where they compressed it compresses too (the cost model,
@@ -500,7 +500,8 @@ int main(int argc, char **argv) {
   }
   if (opt.errors_fatal && strcmp(c.be->name, "mpi")) {
     if (err) fprintf(err, "squall-bench: --errors fatal applies to the mpi backend; the %s backend's calls "
-                          "always return their errors\n", c.be->name);
+                          "always return their errors\n",
+                     c.be->name);
     MPI_Finalize();
     return 2;
   }
@@ -509,11 +510,13 @@ int main(int argc, char **argv) {
   if (nsizes < 0 || sizes[nsizes - 1] / sizeof(float) > (size_t)INT32_MAX) {
     if (err && nsizes < 0)
       fprintf(err, "squall-bench: -b %zu -e %zu with %s %zu give more than %d sizes; use a larger "
-                   "step\n", opt.min_bytes, opt.max_bytes, opt.step_factor ? "-f" : "-i",
+                   "step\n",
+              opt.min_bytes, opt.max_bytes, opt.step_factor ? "-f" : "-i",
               opt.step_factor ? (size_t)opt.step_factor : opt.step_bytes, BENCH_MAX_SIZES);
     else if (err)
       fprintf(err, "squall-bench: -e %zu is too large: MPI counts are int, so at most %zu bytes of "
-                   "float per rank\n", opt.max_bytes, (size_t)INT32_MAX * sizeof(float));
+                   "float per rank\n",
+              opt.max_bytes, (size_t)INT32_MAX * sizeof(float));
     MPI_Finalize();
     return 2;
   }
@@ -557,7 +560,8 @@ int main(int argc, char **argv) {
   }
   if (c.nranks < c.base.minRanks && err)
     fprintf(err, "squall-bench: warning: %d rank%s, fewer than SQUALL_MIN_RANKS=%d: squall passes every call "
-                 "through; run it under mpirun -n %d or more\n", c.nranks, c.nranks == 1 ? "" : "s",
+                 "through; run it under mpirun -n %d or more\n",
+            c.nranks, c.nranks == 1 ? "" : "s",
             c.base.minRanks, c.base.minRanks);
 
   MPI_Comm_dup(MPI_COMM_WORLD, &c.comm);
@@ -577,8 +581,10 @@ int main(int argc, char **argv) {
   for (int s = 0; s < nsizes; s++)
     c.work_total += (double)sizes[s] * opt.ncodecs *
                     (opt.warmup + (opt.alternate ? 2 * opt.alternate : 1) * opt.iters);
+  /* clang-format off */
   bench_run_info info = {.nranks = c.nranks, .backend = c.be->name, .memory = c.be->memory,
                          .opt = &opt, .base = &c.base, .link = getenv("SQUALL_BENCH_LINK")};
+  /* clang-format on */
   if (info.link && !*info.link) info.link = NULL;
   /* What the figures depend on: the CPU, how many ranks share it, the MPI. */
   char cpu[256], mpilib[MPI_MAX_LIBRARY_VERSION_STRING];

@@ -174,14 +174,21 @@ static double bound_pass(const float *g, float *scratch, uint16_t *codes, size_t
 typedef struct {
   size_t n, k, bucket;
   float *g, *res, *out, *scratch; /* scratch: the traffic bound's buffer */
-  uint16_t *codes; /* also the quantised codecs' bytes */
+  uint16_t *codes;                /* also the quantised codecs' bytes */
   void *slot, *ws;
 } bufs;
 
 /* Ranks of the two-phase reduce rows (the engine's case on one node). */
 #define BENCH_REDUCE_RANKS 4
 
-enum { C_FP16, C_BF16, C_INT8, C_INT4, C_FP8, C_TOPK, C_TOPK16, NCODECS };
+enum { C_FP16,
+       C_BF16,
+       C_INT8,
+       C_INT4,
+       C_FP8,
+       C_TOPK,
+       C_TOPK16,
+       NCODECS };
 static const char *const codec_names[NCODECS] = {"fp16", "bf16", "int8", "int4", "fp8", "topk", "topk16"};
 
 /* The quantised rows: encode, reduce of the shards as the owner of shard 0
@@ -228,7 +235,9 @@ static void run_codec(int c, bufs *b, double parts[4]) {
   size_t n = b->n;
   double t0 = now(), t1 = t0, t2, t3, tr = 0;
   if (c == C_INT8 || c == C_INT4 || c == C_FP8) {
-    run_quant(c == C_INT8 ? SQ_QUANT_INT8 : c == C_INT4 ? SQ_QUANT_INT4 : SQ_QUANT_FP8, b, parts);
+    run_quant(c == C_INT8 ? SQ_QUANT_INT8 : c == C_INT4 ? SQ_QUANT_INT4
+                                                        : SQ_QUANT_FP8,
+              b, parts);
     return;
   }
   if (c == C_FP16 || c == C_BF16) {
@@ -389,7 +398,8 @@ int main(int argc, char **argv) {
       if (!strcmp(v, "all")) all = 1;
       else if (bench_dist_parse(v, &dist)) {
         fprintf(stderr, "squall-codec-bench: --data '%s' is invalid: accepted are uniform, normal, "
-                        "lognormal, constant, tiny, sparse, nonfinite and all\n", v);
+                        "lognormal, constant, tiny, sparse, nonfinite and all\n",
+                v);
         return 2;
       }
       i++;
@@ -436,7 +446,8 @@ int main(int argc, char **argv) {
 
   char cpu[256];
   printf("# squall-codec-bench: %zu elements, %d repetitions (median), top-k ratio %g (k = %zu), "
-         "bucket %zu\n", n, reps, ratio, b.k, bucket);
+         "bucket %zu\n",
+         n, reps, ratio, b.k, bucket);
   printf("# cpu: %s; SIMD: avx2 %s, f16c %s\n", bench_cpu_model(cpu, sizeof cpu),
          squall__cpu_x86(SQ_CPU_AVX2) ? "yes" : "no", squall__cpu_x86(SQ_CPU_F16C) ? "yes" : "no");
   printf("# ns/element of thread CPU time; floor = one vectorised pass r[i] += g[i];\n"

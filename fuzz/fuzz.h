@@ -17,14 +17,14 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* An invariant, checked in every build (never compiled out like assert). */
-#define FUZZ_CHECK(cond, ...)                                                      \
-  do {                                                                             \
-    if (!(cond)) {                                                                 \
+#define FUZZ_CHECK(cond, ...)                                                       \
+  do {                                                                              \
+    if (!(cond)) {                                                                  \
       fprintf(stderr, "%s:%d: invariant '%s' broken: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                                                \
-      fputc('\n', stderr);                                                         \
-      abort();                                                                     \
-    }                                                                              \
+      fprintf(stderr, __VA_ARGS__);                                                 \
+      fputc('\n', stderr);                                                          \
+      abort();                                                                      \
+    }                                                                               \
   } while (0)
 
 /* Reads little-endian fields from the front of the input; past its end

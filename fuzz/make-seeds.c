@@ -22,14 +22,21 @@ static const char *outdir;
 static void put(const char *target, const char *name, const void *data, size_t size) {
   char path[4096];
   snprintf(path, sizeof path, "%s/%s", outdir, target);
-  if (mkdir(path, 0755) != 0 && errno != EEXIST) { perror(path); exit(1); }
+  if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+    perror(path);
+    exit(1);
+  }
   snprintf(path, sizeof path, "%s/%s/%s", outdir, target, name);
   FILE *f = fopen(path, "wb");
-  if (f == NULL || fwrite(data, 1, size, f) != size || fclose(f) != 0) { perror(path); exit(1); }
+  if (f == NULL || fwrite(data, 1, size, f) != size || fclose(f) != 0) {
+    perror(path);
+    exit(1);
+  }
 }
 
 /* ------------------------------------------------------------ config */
 static void config_seeds(void) {
+  /* clang-format off */
   static const char *specs[] = {
       "", "SQUALL_COMPRESS=topk:0.01 SQUALL_EF=1", "compress=fp16", "compress=bf16;ef=0",
       "compress=topk:1", "compress=topk:1e-6 topk_values=fp16", "COMPRESS=NONE",
@@ -43,18 +50,22 @@ static void config_seeds(void) {
       "min_bytes=18446744073709551615G", "warmup=-1", "min_ranks=0", "debug=LOUD", "=1", "bogus=1",
       "compress=fp16 ef=2", "SQUALL_=1", "squall_squall_ef=1", "topk_values=fp64",
   };
+  /* clang-format on */
   char name[32];
   for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
     snprintf(name, sizeof name, "spec-%02zu", i);
     put("config", name, specs[i], strlen(specs[i]));
   }
   /* SPEC NUL NAME NUL VALUE: squallConfigSet too. */
-#define SEED(text) {text, sizeof text - 1}
+#define SEED(text) \
+  { text, sizeof text - 1 }
+  /* clang-format off */
   static const struct { const char *text; size_t len; } set[] = {
       SEED("ef=0\0SQUALL_COMPRESS\0topk:0.5"), SEED("\0ef\0" "1"), SEED("\0zstd\0" "7"),
       SEED("\0SQUALL_STATS\0/a b;c"), SEED("\0nonsense\0" "1"), SEED("\0warmup\0" "12x"),
       SEED("\0min_bytes\0" "64K"), SEED("\0debug\0trace"),
   };
+  /* clang-format on */
 #undef SEED
   for (size_t i = 0; i < sizeof set / sizeof set[0]; i++) {
     snprintf(name, sizeof name, "set-%02zu", i);
@@ -108,7 +119,10 @@ static void lossless_seeds(void) {
       void *scratch = malloc(squall__lossless_scratch_bytes(k, vt) + 1);
       size_t h = header(buf, v, k, n);
       size_t z = squall__lossless_encode(slot, k, vt, 1 + (int)a % 3, buf + h, cap, scratch);
-      if (z == 0) { fprintf(stderr, "make-seeds: encode failed\n"); exit(1); }
+      if (z == 0) {
+        fprintf(stderr, "make-seeds: encode failed\n");
+        exit(1);
+      }
       snprintf(name, sizeof name, "payload-k%zu-%s", k, v ? "fp16" : "fp32");
       put("lossless", name, buf, h + z);
       /* The same payload with n too small, cut short, and with a flipped byte. */
@@ -148,11 +162,13 @@ static void lossless_seeds(void) {
 /* ------------------------------------------------------------- sparse */
 static void sparse_seeds(void) {
   char name[64];
+  /* clang-format off */
   struct { unsigned flags; int nranks; size_t k, n; } cases[] = {
       {2, 2, 4, 100},   {3, 2, 4, 100},  {2, 8, 16, 8191}, {3, 3, 256, 5000}, {2, 1, 1, 1},
       {0, 2, 3, 50},    {1, 4, 5, 300},  {2, 0, 10, 10},   {2, -1, 2, 20},    {2, 2, 0, 0},
       {2, 2, 20, 15},   {3, 5, 64, 64},  {0, 8, 256, 8191}, {1, 1, 7, 7},
   };
+  /* clang-format on */
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     unsigned char buf[4096];
     size_t h = 0;
@@ -172,9 +188,11 @@ static void sparse_seeds(void) {
   /* Packed parts (FLAGS bit 2, N in units of 37 elements): each rank's
    * slot cut by the real packer, so that most are accepted and the
    * fuzzer starts from parts whose counts add up. */
+  /* clang-format off */
   struct { unsigned flags; int nranks; size_t k, n37; } packed[] = {
       {4, 2, 200, 5000}, {5, 3, 100, 3600}, {4, 1, 256, 8191}, {5, 2, 40, 4000},
   };
+  /* clang-format on */
   for (size_t c = 0; c < sizeof packed / sizeof packed[0]; c++) {
     static unsigned char buf[16384];
     const squallValueType_t vt = (packed[c].flags & 1) ? squallValueFp16 : squallValueFp32;
@@ -214,7 +232,10 @@ int main(int argc, char **argv) {
     return 2;
   }
   outdir = argv[1];
-  if (mkdir(outdir, 0755) != 0 && errno != EEXIST) { perror(outdir); return 1; }
+  if (mkdir(outdir, 0755) != 0 && errno != EEXIST) {
+    perror(outdir);
+    return 1;
+  }
   config_seeds();
   lossless_seeds();
   sparse_seeds();

@@ -39,6 +39,7 @@ extern "C" {
 /* ------------------------------------------------------------------ results
  * Codes 0..7 are NCCL's, with NCCL's meaning, so that an entry point that
  * replaces an NCCL call can return them unchanged. */
+/* clang-format off */
 #define SQUALL_RESULT_TABLE(X)                                                     \
   X(squallSuccess, 0, "no error")                                                  \
   X(squallUnhandledCudaError, 1, "unhandled cuda error")                           \
@@ -55,6 +56,7 @@ typedef enum {
 #undef SQUALL_RESULT_ENUM
   squallNumResults = 8
 } squallResult_t;
+/* clang-format on */
 
 /* Static message for a result code ("unknown result" for others). */
 SQUALL_API const char *squallGetErrorString(squallResult_t result);
@@ -169,7 +171,7 @@ typedef struct {
  *   squallConfig_t cfg = SQUALL_CONFIG_INITIALIZER;
  *   squallGetConfig(&cfg); */
 #define SQUALL_CONFIG_INITIALIZER \
-  {.size = sizeof(squallConfig_t), .magic = SQUALL_CONFIG_MAGIC, .version = SQUALL_VERSION_CODE}
+  { .size = sizeof(squallConfig_t), .magic = SQUALL_CONFIG_MAGIC, .version = SQUALL_VERSION_CODE }
 
 /* Fills *config with the built-in defaults (no environment). Like every
  * function that takes a squallConfig_t, it reads and writes as much of it
@@ -217,7 +219,7 @@ typedef struct {
 } squallOption_t;
 
 #define SQUALL_OPTION_INITIALIZER \
-  {.size = sizeof(squallOption_t), .magic = SQUALL_OPTION_MAGIC, .version = SQUALL_VERSION_CODE}
+  { .size = sizeof(squallOption_t), .magic = SQUALL_OPTION_MAGIC, .version = SQUALL_VERSION_CODE }
 
 /* Describes option number index, counting from 0 in a fixed order, with its
  * value in *config (config NULL: the default). An index past the last
@@ -240,6 +242,7 @@ SQUALL_API squallResult_t squallGetConfig(squallConfig_t *config);
 SQUALL_API squallResult_t squallSetConfig(const squallConfig_t *config);
 
 /* --------------------------------------------------------------- statistics */
+/* clang-format off */
 #define SQUALL_PASS_REASON_TABLE(X)                                   \
   X(squallPassDisabled, "disabled", "SQUALL_COMPRESS=none")           \
   X(squallPassType, "type", "data type is not fp32/fp16/bf16")        \
@@ -262,8 +265,10 @@ typedef enum {
 #undef SQUALL_PASS_ENUM
   squallPassNumReasons
 } squallPassReason_t;
+/* clang-format on */
 
 /* Why a compressed call ran flat rather than two-level. */
+/* clang-format off */
 #define SQUALL_FLAT_REASON_TABLE(X)                                                 \
   X(squallFlatConfigured, "configured", "SQUALL_HIERARCHY=flat")                    \
   X(squallFlatOneNode, "one_node", "all ranks are on one node")                     \
@@ -279,6 +284,7 @@ typedef enum {
 #undef SQUALL_FLAT_ENUM
   squallFlatNumReasons
 } squallFlatReason_t;
+/* clang-format on */
 
 /* Room in squallStats_t's per-reason arrays: reasons are added without
  * moving the members after them (the entries past the last reason are 0). */
@@ -286,29 +292,29 @@ typedef enum {
 #define SQUALL_FLAT_REASONS_MAX 16
 
 typedef struct {
-  size_t size;               /* sizeof(squallStats_t) where the caller was compiled */
-  unsigned int magic;        /* SQUALL_STATS_MAGIC: size and version are set */
-  unsigned int version;      /* SQUALL_VERSION_CODE of that squall.h */
-  uint64_t calls;            /* all-reduce calls seen */
-  uint64_t compressedCalls;  /* calls that ran a codec */
-  uint64_t passthroughCalls; /* calls handed to the plain collective */
+  size_t size;                                   /* sizeof(squallStats_t) where the caller was compiled */
+  unsigned int magic;                            /* SQUALL_STATS_MAGIC: size and version are set */
+  unsigned int version;                          /* SQUALL_VERSION_CODE of that squall.h */
+  uint64_t calls;                                /* all-reduce calls seen */
+  uint64_t compressedCalls;                      /* calls that ran a codec */
+  uint64_t passthroughCalls;                     /* calls handed to the plain collective */
   uint64_t passthrough[SQUALL_PASS_REASONS_MAX]; /* by squallPassReason_t */
-  uint64_t bytesIn;          /* uncompressed payload this rank contributed (count*size) */
-  uint64_t bytesWire;        /* payload bytes this rank sent (ring all-reduce: 2(P-1)/P*bytes;
+  uint64_t bytesIn;                              /* uncompressed payload this rank contributed (count*size) */
+  uint64_t bytesWire;                            /* payload bytes this rank sent (ring all-reduce: 2(P-1)/P*bytes;
                                 all-gather: (P-1)*slot) */
-  double codecSeconds;       /* host time in compress and decompress (device path: enqueueing) */
-  uint64_t flatCalls;        /* compressed calls that ran over all ranks as one level */
-  uint64_t twoLevelCalls;    /* compressed calls that ran two-level (node, then across nodes) */
-  uint64_t flat[SQUALL_FLAT_REASONS_MAX]; /* flat compressed calls, by squallFlatReason_t */
-  uint64_t bytesInterNode;   /* of bytesWire, what crossed this rank's node boundary (flat calls:
+  double codecSeconds;                           /* host time in compress and decompress (device path: enqueueing) */
+  uint64_t flatCalls;                            /* compressed calls that ran over all ranks as one level */
+  uint64_t twoLevelCalls;                        /* compressed calls that ran two-level (node, then across nodes) */
+  uint64_t flat[SQUALL_FLAT_REASONS_MAX];        /* flat compressed calls, by squallFlatReason_t */
+  uint64_t bytesInterNode;                       /* of bytesWire, what crossed this rank's node boundary (flat calls:
                                 a ring's send to the next rank, across when that rank is on another
                                 node, or when the nodes are not known yet: a communicator's first
                                 compressed call finds them) */
-  uint64_t bytesIntraNode;   /* of bytesWire, what stayed inside the node */
-  uint64_t pipelinedCalls;   /* compressed calls that ran in more than one chunk (top-k: its
+  uint64_t bytesIntraNode;                       /* of bytesWire, what stayed inside the node */
+  uint64_t pipelinedCalls;                       /* compressed calls that ran in more than one chunk (top-k: its
                                 exchange in more than one round) */
-  uint64_t pipelineChunks;   /* the chunks (rounds) of those calls */
-  uint64_t headers;          /* call headers exchanged: one small all-reduce each (host buffers: every
+  uint64_t pipelineChunks;                       /* the chunks (rounds) of those calls */
+  uint64_t headers;                              /* call headers exchanged: one small all-reduce each (host buffers: every
                                 call that could be compressed, except those of a size class the cost
                                 model settled as not paying; device buffers: see squall(7)) */
   /* ---- members appended after libsquall.so.4's first release go here */
@@ -317,7 +323,7 @@ typedef struct {
 /*   squallStats_t st = SQUALL_STATS_INITIALIZER;
  *   squallStatsGet(&st); */
 #define SQUALL_STATS_INITIALIZER \
-  {.size = sizeof(squallStats_t), .magic = SQUALL_STATS_MAGIC, .version = SQUALL_VERSION_CODE}
+  { .size = sizeof(squallStats_t), .magic = SQUALL_STATS_MAGIC, .version = SQUALL_VERSION_CODE }
 
 /* Process-wide counters since start or the last reset, into as much of
  * *stats as its size says (SQUALL_STATS_INITIALIZER; see "structs that

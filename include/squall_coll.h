@@ -31,7 +31,11 @@ typedef enum {
   squallNumDataTypes = 4
 } squallDataType_t;
 
-typedef enum { squallSum = 0, squallMax = 1, squallMin = 2, squallAvg = 3, squallNumRedOps = 4 } squallRedOp_t;
+typedef enum { squallSum = 0,
+               squallMax = 1,
+               squallMin = 2,
+               squallAvg = 3,
+               squallNumRedOps = 4 } squallRedOp_t;
 
 typedef enum {
   squallMemoryHost = 0 /* buffers in host memory: the host codecs */
@@ -49,8 +53,8 @@ typedef struct {
   /* sizeof(squallCollectives_t): fields are only ever appended, and squall
    * reads only the first `size` bytes (SQUALL_COLLECTIVES_INIT sets it). */
   size_t size;
-  void *ctx;         /* passed back to every function */
-  int rank, nranks;  /* this rank and the number of ranks */
+  void *ctx;        /* passed back to every function */
+  int rank, nranks; /* this rank and the number of ranks */
   squallMemory_t memory;
   /* Required: recv = op over every rank's send, count elements of type;
    * send may equal recv. squall calls it with float32 (sum, max),
@@ -68,7 +72,8 @@ typedef struct {
   int (*allToAll)(void *ctx, const void *send, void *recv, size_t bytes, void *stream);
 } squallCollectives_t;
 
-#define SQUALL_COLLECTIVES_INIT {sizeof(squallCollectives_t), NULL, 0, 0, squallMemoryHost, NULL, NULL, NULL}
+#define SQUALL_COLLECTIVES_INIT \
+  { sizeof(squallCollectives_t), NULL, 0, 0, squallMemoryHost, NULL, NULL, NULL }
 
 /* squall's state for one set of collectives: its engine, residuals and
  * statistics. */

@@ -20,7 +20,8 @@
 
 #include <stdint.h>
 
-typedef enum { TRAIN_TASK_CLUSTERS = 0, TRAIN_TASK_TEACHER = 1 } train_task_kind;
+typedef enum { TRAIN_TASK_CLUSTERS = 0,
+               TRAIN_TASK_TEACHER = 1 } train_task_kind;
 
 typedef struct {
   train_task_kind kind;
@@ -60,6 +61,6 @@ void train_batcher_free(train_batcher *b); /* accepts NULL */
 /* Copies samples [first, first+count) of step t's global batch of size
  * global_batch into x[count x dim] and y[count]. */
 void train_batcher_slice(train_batcher *b, long step, int global_batch, int first, int count, float *x,
-                        int *y);
+                         int *y);
 
 #endif

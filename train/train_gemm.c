@@ -39,7 +39,7 @@ typedef float v8f_u __attribute__((vector_size(32), aligned(4), may_alias));
 
 /* C[MR rows x NR] (+)= A[MR x k] * panel[k x NR]. */
 TRAIN_CLONES static void tile_full(int k, const float *a, int lda, const float *panel, float *c, int ldc,
-                      int accumulate) {
+                                   int accumulate) {
   v8f c0 = {0}, c1 = {0}, c2 = {0}, c3 = {0};
   const float *a0 = a, *a1 = a + lda, *a2 = a + 2 * (size_t)lda, *a3 = a + 3 * (size_t)lda;
   for (int p = 0; p < k; p++) {
@@ -58,7 +58,7 @@ TRAIN_CLONES static void tile_full(int k, const float *a, int lda, const float *
 
 /* The edges: up to MR rows and up to NR valid columns of the panel. */
 TRAIN_CLONES static void tile_edge(int rows, int cols, int k, const float *a, int lda, const float *panel,
-                      float *c, int ldc, int accumulate) {
+                                   float *c, int ldc, int accumulate) {
   for (int r = 0; r < rows; r++) {
     const float *ar = a + (size_t)r * lda;
     v8f acc = {0};

@@ -118,9 +118,33 @@ static void short_defaults(options *o) {
 }
 
 static int parse_options(int argc, char **argv, options *o, int rank) {
-  enum { O_RUNS = 256, O_SHORT, O_STEPS, O_BATCH, O_HIDDEN, O_LAYERS, O_LR, O_RAMP, O_MOM, O_WARM, O_SEED,
-         O_TASK, O_CLUST, O_INFO, O_NOISE, O_DIM, O_CLASSES, O_TWIDTH, O_GAIN, O_NTRAIN, O_NTEST, O_EVTRAIN,
-         O_SQUALL, O_JSON, O_PLOT, O_PERLAYER };
+  enum { O_RUNS = 256,
+         O_SHORT,
+         O_STEPS,
+         O_BATCH,
+         O_HIDDEN,
+         O_LAYERS,
+         O_LR,
+         O_RAMP,
+         O_MOM,
+         O_WARM,
+         O_SEED,
+         O_TASK,
+         O_CLUST,
+         O_INFO,
+         O_NOISE,
+         O_DIM,
+         O_CLASSES,
+         O_TWIDTH,
+         O_GAIN,
+         O_NTRAIN,
+         O_NTEST,
+         O_EVTRAIN,
+         O_SQUALL,
+         O_JSON,
+         O_PLOT,
+         O_PERLAYER };
+  /* clang-format off */
   static const struct option longopts[] = {
       {"runs", required_argument, 0, O_RUNS},        {"short", no_argument, 0, O_SHORT},
       {"steps", required_argument, 0, O_STEPS},      {"batch", required_argument, 0, O_BATCH},
@@ -137,6 +161,7 @@ static int parse_options(int argc, char **argv, options *o, int rank) {
       {"plot", required_argument, 0, O_PLOT},        {"per-layer", no_argument, 0, O_PERLAYER},
       {"verbose", no_argument, 0, 'v'},              {"help", no_argument, 0, 'h'},
       {0, 0, 0, 0}};
+  /* clang-format on */
   long steps = -1, warm = -1, ramp = -1, v;
   int opt;
   /* --short first, wherever it stands: it sets defaults the other options
@@ -160,8 +185,14 @@ static int parse_options(int argc, char **argv, options *o, int rank) {
     case O_RUNS: o->runs = optarg; break;
     case O_SHORT: o->is_short = 1; break;
     case O_STEPS: bad = parse_long("--steps", optarg, 1, 10000000, &steps); break;
-    case O_BATCH: bad = parse_long("--batch", optarg, 1, 1 << 20, &v); o->batch = (int)v; break;
-    case O_HIDDEN: bad = parse_long("--hidden", optarg, 1, 65536, &v); o->hidden = (int)v; break;
+    case O_BATCH:
+      bad = parse_long("--batch", optarg, 1, 1 << 20, &v);
+      o->batch = (int)v;
+      break;
+    case O_HIDDEN:
+      bad = parse_long("--hidden", optarg, 1, 65536, &v);
+      o->hidden = (int)v;
+      break;
     case O_LAYERS:
       bad = parse_long("--layers", optarg, 1, TRAIN_MAX_LAYERS - 1, &v);
       o->layers = (int)v;
@@ -170,7 +201,10 @@ static int parse_options(int argc, char **argv, options *o, int rank) {
     case O_RAMP: bad = parse_long("--lr-ramp", optarg, 0, 10000000, &ramp); break;
     case O_MOM: bad = parse_double("--momentum", optarg, 0.0, 0.9999, &o->momentum); break;
     case O_WARM: bad = parse_long("--warmup-steps", optarg, 0, 10000000, &warm); break;
-    case O_SEED: bad = parse_long("--seed", optarg, 0, 0x7fffffffL, &v); o->seed = (uint64_t)v; break;
+    case O_SEED:
+      bad = parse_long("--seed", optarg, 0, 0x7fffffffL, &v);
+      o->seed = (uint64_t)v;
+      break;
     case O_TASK:
       if (!strcmp(optarg, "clusters")) o->task.kind = TRAIN_TASK_CLUSTERS;
       else if (!strcmp(optarg, "teacher")) o->task.kind = TRAIN_TASK_TEACHER;
@@ -179,26 +213,51 @@ static int parse_options(int argc, char **argv, options *o, int rank) {
         bad = 1;
       }
       break;
-    case O_CLUST: bad = parse_long("--clusters", optarg, 1, 4096, &v); o->task.clusters = (int)v; break;
-    case O_INFO: bad = parse_long("--informative", optarg, 1, 65536, &v); o->task.informative = (int)v; break;
+    case O_CLUST:
+      bad = parse_long("--clusters", optarg, 1, 4096, &v);
+      o->task.clusters = (int)v;
+      break;
+    case O_INFO:
+      bad = parse_long("--informative", optarg, 1, 65536, &v);
+      o->task.informative = (int)v;
+      break;
     case O_NOISE: bad = parse_double("--noise", optarg, 0.0, 1e6, &o->task.noise); break;
-    case O_DIM: bad = parse_long("--dim", optarg, 1, 65536, &v); o->task.dim = (int)v; break;
-    case O_CLASSES: bad = parse_long("--classes", optarg, 2, 65536, &v); o->task.classes = (int)v; break;
+    case O_DIM:
+      bad = parse_long("--dim", optarg, 1, 65536, &v);
+      o->task.dim = (int)v;
+      break;
+    case O_CLASSES:
+      bad = parse_long("--classes", optarg, 2, 65536, &v);
+      o->task.classes = (int)v;
+      break;
     case O_TWIDTH:
       bad = parse_long("--teacher-width", optarg, 1, 65536, &v);
       o->task.teacher_width = (int)v;
       break;
     case O_GAIN: bad = parse_double("--gain", optarg, 0.0, 1e6, &o->task.gain); break;
-    case O_NTRAIN: bad = parse_long("--train-size", optarg, 1, 1 << 24, &v); o->task.n_train = (int)v; break;
-    case O_NTEST: bad = parse_long("--test-size", optarg, 1, 1 << 24, &v); o->task.n_test = (int)v; break;
-    case O_EVTRAIN: bad = parse_long("--eval-train", optarg, 1, 1 << 24, &v); o->eval_train = (int)v; break;
+    case O_NTRAIN:
+      bad = parse_long("--train-size", optarg, 1, 1 << 24, &v);
+      o->task.n_train = (int)v;
+      break;
+    case O_NTEST:
+      bad = parse_long("--test-size", optarg, 1, 1 << 24, &v);
+      o->task.n_test = (int)v;
+      break;
+    case O_EVTRAIN:
+      bad = parse_long("--eval-train", optarg, 1, 1 << 24, &v);
+      o->eval_train = (int)v;
+      break;
     case O_SQUALL: o->squall_extra = optarg; break;
     case O_JSON: o->json = optarg; break;
     case O_PLOT: o->plot = optarg; break;
     case O_PERLAYER: o->per_layer = 1; break;
     case 'v': o->verbose = 1; break;
-    case 'h': if (rank == 0) usage(stdout); return 1;
-    default: if (rank == 0) usage(stderr); return -1;
+    case 'h':
+      if (rank == 0) usage(stdout);
+      return 1;
+    default:
+      if (rank == 0) usage(stderr);
+      return -1;
     }
     if (bad) return -1;
   }
@@ -234,6 +293,7 @@ int main(int argc, char **argv) {
   int rank, ranks;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+  /* clang-format off */
   options o = {
       .task = {.kind = TRAIN_TASK_CLUSTERS, .dim = 64, .classes = 10, .clusters = 8,
                .informative = 0, /* min(8, dim) */
@@ -245,6 +305,7 @@ int main(int argc, char **argv) {
        * seeds 1-3 with 4 ranks: within 0.64 points of dense here, 0.78-1.22
        * points behind with 0.9). */
       .lr = 0.1, .momentum = 0.8, .seed = 1};
+  /* clang-format on */
   int pr = parse_options(argc, argv, &o, rank);
   if (pr != 0) {
     MPI_Finalize();
@@ -267,9 +328,11 @@ int main(int argc, char **argv) {
   }
   if (o.task.informative == 0) o.task.informative = o.task.dim < 8 ? o.task.dim : 8;
 
+  /* clang-format off */
   train_setup s = {.classes = o.task.classes, .steps = o.steps, .batch = o.batch, .lr = o.lr,
                    .momentum = o.momentum, .lr_ramp = o.lr_ramp, .seed = o.seed, .eval_train = o.eval_train,
                    .squall_extra = o.squall_extra, .verbose = o.verbose, .per_layer = o.per_layer};
+  /* clang-format on */
   int widths[TRAIN_MAX_LAYERS + 1];
   widths[0] = o.task.dim;
   for (int l = 1; l <= o.layers; l++) widths[l] = o.hidden;

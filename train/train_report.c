@@ -151,7 +151,8 @@ static void style_of(const char *label, char *out, size_t len) {
   else if (!strncmp(label, "topk:0.01", 9) && (label[9] == 0 || label[9] == '+')) color = "#2ca02c";
   else if (!strncmp(label, "topk:0.001", 10) && (label[10] == 0 || label[10] == '+')) color = "#d62728";
   else if (!strncmp(label, "topk", 4)) color = "#9467bd";
-  int dash = strstr(label, "+noef") ? 2 : strstr(label, "+warmup") ? 4 : 1;
+  int dash = strstr(label, "+noef") ? 2 : strstr(label, "+warmup") ? 4
+                                                                   : 1;
   snprintf(out, len, "lc rgb '%s' dt %d lw 2", color, dash);
 }
 
@@ -159,7 +160,8 @@ int train_report_plot(const char *path, const train_setup *s, int ranks, const t
   const char *gp = SQUALL_GNUPLOT;
   if (strchr(gp, '/') && access(gp, X_OK) != 0) {
     fprintf(stderr, "squall-train: cannot plot: gnuplot ('%s') is not there; install gnuplot "
-                    "(Debian: gnuplot-nox) or leave out --plot (the curves are in the JSON)\n", gp);
+                    "(Debian: gnuplot-nox) or leave out --plot (the curves are in the JSON)\n",
+            gp);
     return -1;
   }
   /* A gnuplot that dies early must not kill us with SIGPIPE. */
@@ -201,7 +203,8 @@ int train_report_plot(const char *path, const train_setup *s, int ranks, const t
     int code = st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     if (code == 127)
       fprintf(stderr, "squall-train: cannot plot: gnuplot ('%s') not found; install gnuplot (Debian: "
-                      "gnuplot-nox) or leave out --plot (the curves are in the JSON)\n", gp);
+                      "gnuplot-nox) or leave out --plot (the curves are in the JSON)\n",
+              gp);
     else
       fprintf(stderr, "squall-train: gnuplot ('%s') failed (status %d) drawing '%s'\n", gp, code, path);
     return -1;

@@ -11,9 +11,9 @@
 #include "train_optim.h"
 
 /* Prints a usage error when loud; the caller returns -1. */
-#define PARSE_ERROR(...)                                                      \
-  do {                                                                        \
-    if (loud) fprintf(stderr, "squall-train: " __VA_ARGS__);                  \
+#define PARSE_ERROR(...)                                     \
+  do {                                                       \
+    if (loud) fprintf(stderr, "squall-train: " __VA_ARGS__); \
   } while (0)
 
 /* Appends to d->spec; returns -1 when it no longer fits. */

@@ -22,13 +22,13 @@ typedef struct {
   train_mlp mlp;    /* the model every compressed run trains */
   train_mlp linear; /* the same inputs and classes, no hidden layer */
   long steps;
-  int batch;       /* global batch; each rank takes batch / ranks */
+  int batch; /* global batch; each rank takes batch / ranks */
   double lr, momentum;
-  long lr_ramp;    /* learning-rate ramp-up steps */
-  uint64_t seed;   /* weights and batch order */
-  int eval_train;  /* training samples the final training loss is measured on */
+  long lr_ramp;             /* learning-rate ramp-up steps */
+  uint64_t seed;            /* weights and batch order */
+  int eval_train;           /* training samples the final training loss is measured on */
   const char *squall_extra; /* squall configuration items added to every run */
-  int per_layer;   /* one all-reduce per layer (its weights and biases) instead of one flat buffer */
+  int per_layer;            /* one all-reduce per layer (its weights and biases) instead of one flat buffer */
   int verbose;
 } train_setup;
 
@@ -47,13 +47,13 @@ typedef struct {
 typedef struct {
   train_run_desc d;
   long steps;
-  double *curve;            /* steps values: the global batch's mean loss before each update */
-  double train_loss, train_acc; /* on the first eval_train training samples, after training */
-  double test_loss, test_acc;   /* on the whole held-out set */
+  double *curve;                     /* steps values: the global batch's mean loss before each update */
+  double train_loss, train_acc;      /* on the first eval_train training samples, after training */
+  double test_loss, test_acc;        /* on the whole held-out set */
   double seconds, allreduce_seconds; /* wall time of the loop, and of its all-reduces */
-  squallStats_t stats;      /* this rank's squall counters for the run */
-  uint64_t checksum;        /* FNV-1a of the final parameters' bits (equal on all ranks) */
-  double updated;           /* fraction of the parameters that moved from their initial value */
+  squallStats_t stats;               /* this rank's squall counters for the run */
+  uint64_t checksum;                 /* FNV-1a of the final parameters' bits (equal on all ranks) */
+  double updated;                    /* fraction of the parameters that moved from their initial value */
   size_t nparams;
 } train_result;
 

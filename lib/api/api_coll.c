@@ -63,10 +63,13 @@ squallResult_t squallCollCreate(const squallCollectives_t *collectives, const sq
 }
 
 static int dtype_of(squallDataType_t t) {
-  return t == squallFloat32 ? SQ_DT_F32 : t == squallFloat16 ? SQ_DT_F16 : t == squallBfloat16 ? SQ_DT_BF16 : -1;
+  return t == squallFloat32 ? SQ_DT_F32 : t == squallFloat16 ? SQ_DT_F16
+                                      : t == squallBfloat16  ? SQ_DT_BF16
+                                                             : -1;
 }
 
-static size_t size_of(squallDataType_t t) { return t == squallFloat32 ? 4 : t == squallInt64 ? 8 : 2; }
+static size_t size_of(squallDataType_t t) { return t == squallFloat32 ? 4 : t == squallInt64 ? 8
+                                                                                             : 2; }
 
 /* The caller's plain all-reduce of a call the engine passed through (a
  * fold's g + residual instead of send), with the call's own type and op,
@@ -97,7 +100,8 @@ squallResult_t squallCollAllReduce(squallColl_t s, const void *send, void *recv,
       .count = count,
       .dtype = dtype_of(type),
       .elsize = size_of(type),
-      .op = op == squallSum ? SQ_OP_SUM : op == squallAvg ? SQ_OP_AVG : SQ_OP_OTHER,
+      .op = op == squallSum ? SQ_OP_SUM : op == squallAvg ? SQ_OP_AVG
+                                                          : SQ_OP_OTHER,
       .premul = 1.0f,
       .key = key,
       .can_fold = 1, /* host memory, and the engine's own rule for the rest */
@@ -118,7 +122,8 @@ squallResult_t squallCollSetConfig(squallColl_t s, const squallConfig_t *config)
 squallResult_t squallCollGetResidual(squallColl_t s, const void *key, size_t count, squallDataType_t type,
                                      float *out) {
   SQ_RETURN_ERROR_IF(s == NULL || key == NULL || out == NULL, squallInvalidArgument,
-                     "squallCollGetResidual: %s is NULL", s == NULL ? "coll" : key == NULL ? "key" : "out");
+                     "squallCollGetResidual: %s is NULL", s == NULL ? "coll" : key == NULL ? "key"
+                                                                                           : "out");
   return squall__engine_get_residual(s->engine, key, count, dtype_of(type), 0, out);
 }
 

@@ -164,7 +164,8 @@ static int device_memory(const void *sendbuf, const void *recvbuf) {
   return squall__cuda_pointer_is_device(recvbuf) ||
          (sendbuf != MPI_IN_PLACE && squall__cuda_pointer_is_device(sendbuf));
 #else
-  (void)sendbuf; (void)recvbuf;
+  (void)sendbuf;
+  (void)recvbuf;
   return 0; /* built without CUDA: nothing to ask */
 #endif
 }

@@ -22,8 +22,8 @@
 
 typedef struct premul {
   ncclRedOp_t op;
-  int on_device;      /* ncclScalarDevice: not readable without a sync */
-  float scalar;       /* host immediate, as float */
+  int on_device;           /* ncclScalarDevice: not readable without a sync */
+  float scalar;            /* host immediate, as float */
   ncclDataType_t datatype; /* an op is valid only for calls of its type: others go to NCCL,
                               which refuses them */
   struct premul *next;
@@ -36,8 +36,8 @@ typedef struct nccl_state {
   premul *ops;
   int nonblocking;
   int said_group; /* a grouped call that squall would compress passed through: said once */
-  int users;     /* all-reduces running on this state right now */
-  int forgotten; /* torn down while in use: the last user frees it */
+  int users;      /* all-reduces running on this state right now */
+  int forgotten;  /* torn down while in use: the last user frees it */
   struct nccl_state *next;
 } nccl_state;
 
@@ -208,9 +208,13 @@ static int dtype_of(ncclDataType_t t, size_t *elsize) {
   case ncclFloat32: *elsize = 4; return SQ_DT_F32;
   case ncclFloat16: *elsize = 2; return SQ_DT_F16;
   case ncclBfloat16: *elsize = 2; return SQ_DT_BF16;
-  case ncclInt8: case ncclUint8: *elsize = 1; return -1;
-  case ncclInt32: case ncclUint32: *elsize = 4; return -1;
-  case ncclInt64: case ncclUint64: case ncclFloat64: *elsize = 8; return -1;
+  case ncclInt8:
+  case ncclUint8: *elsize = 1; return -1;
+  case ncclInt32:
+  case ncclUint32: *elsize = 4; return -1;
+  case ncclInt64:
+  case ncclUint64:
+  case ncclFloat64: *elsize = 8; return -1;
   default: *elsize = 1; return -1;
   }
 }
@@ -243,7 +247,8 @@ static void say_grouped(const squall_nccl_api *api, ncclComm_t comm) {
   if (rank == 0)
     SQ_WARN("rank 0/%d: all-reduces inside ncclGroupStart/ncclGroupEnd pass through uncompressed (reason "
             "in_group): squall does not compress grouped collectives; a framework that groups every "
-            "collective (some PyTorch 2.x releases) compresses nothing this way", n);
+            "collective (some PyTorch 2.x releases) compresses nothing this way",
+            n);
 }
 
 ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *sendbuff, void *recvbuff, size_t count,
@@ -259,8 +264,10 @@ ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *send
    * call goes to NCCL as it is, which reports it. */
   ncclResult_t async = ncclSuccess;
   if (api->commGetAsyncError(comm, &async) != ncclSuccess || async != ncclSuccess) return PASS();
+  /* clang-format off */
   squall_call call = {.send = sendbuff, .recv = recvbuff, .count = count, .premul = 1.0f, .in_group = in_group,
                       .stream = (void *)stream};
+  /* clang-format on */
   call.dtype = dtype_of(datatype, &call.elsize);
   /* count * size must fit a size_t before anything (NCCL itself refuses
    * such a count with ncclInvalidArgument). */
@@ -275,12 +282,14 @@ ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *send
   if (is_lost(comm, (int)op)) {
     pthread_mutex_unlock(&lock);
     squall__fail(squallSystemError, "%s(count=%zu): squall lost track of this communicator's "
-                 "state for lack of memory (logged when it happened)", api->caller, count);
+                                    "state for lack of memory (logged when it happened)",
+                 api->caller, count);
     SQ_WARN("%s", squallGetLastError());
     return ncclSystemError;
   }
   nccl_state *s = find(comm, 1);
-  call.op = op == ncclSum ? SQ_OP_SUM : op == ncclAvg ? SQ_OP_AVG : SQ_OP_OTHER;
+  call.op = op == ncclSum ? SQ_OP_SUM : op == ncclAvg ? SQ_OP_AVG
+                                                      : SQ_OP_OTHER;
   for (premul *p = s ? s->ops : NULL; p && call.op == SQ_OP_OTHER; p = p->next)
     if (p->op == op && !p->on_device && p->datatype == datatype) {
       call.op = SQ_OP_SUM;
@@ -309,7 +318,8 @@ ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *send
     char why[256]; /* the engine's reason where it gave one (a failed find() gives none) */
     snprintf(why, sizeof why, "%s", s ? squallGetLastError() : "out of memory");
     squall__fail(squallSystemError, "%s(count=%zu): cannot set up squall state for the NCCL "
-                 "communicator: %s", api->caller, count, why);
+                                    "communicator: %s",
+                 api->caller, count, why);
     SQ_WARN("%s", squallGetLastError());
     return ncclSystemError;
   }

@@ -92,8 +92,11 @@ void squall__half_decode_cold(sq_half_kind kind, const uint16_t *in, float *out,
  * (cold_stores.c): a decoder asks before it runs and reports after. The
  * process's first SQ_COLD_TRIALS_PER_KIND decodes of each kind, of at least
  * SQ_COLD_TRIAL_ELEMS elements, are the trials. */
-enum { SQ_STORE_PLAIN = 0, SQ_STORE_STREAM = 1 };
-typedef enum { SQ_COLD_HALF = 0, SQ_COLD_QUANT = 1, SQ_COLD_SITES = 2 } sq_cold_site; /* who learns */
+enum { SQ_STORE_PLAIN = 0,
+       SQ_STORE_STREAM = 1 };
+typedef enum { SQ_COLD_HALF = 0,
+               SQ_COLD_QUANT = 1,
+               SQ_COLD_SITES = 2 } sq_cold_site; /* who learns */
 #define SQ_COLD_TRIALS_PER_KIND 4
 #define SQ_COLD_TRIAL_ELEMS ((size_t)1 << 14)
 #define SQ_COLD_MARGIN 0.05 /* streaming is learned where it is faster by this fraction */
@@ -169,7 +172,9 @@ int squall__topk_select(const float *g, const float *res, size_t n, size_t k,
  * the path taken reported in *path (may be NULL): the tests force every
  * way a sample can mislead. The output never depends on the bound. */
 #define SQ_TOPK_SAMPLE_BOUND UINT64_MAX
-enum { SQ_TOPK_PATH_FULL = 0, SQ_TOPK_PATH_SAMPLED = 1, SQ_TOPK_PATH_FALLBACK = 2 };
+enum { SQ_TOPK_PATH_FULL = 0,
+       SQ_TOPK_PATH_SAMPLED = 1,
+       SQ_TOPK_PATH_FALLBACK = 2 };
 int squall__topk_encode_bound(const float *g, float *res, size_t n, size_t k, squallValueType_t values,
                               float scale, void *slot, void *workspace, uint64_t bound, int *path);
 int squall__topk_encode_backup_bound(const float *g, float *res, size_t n, size_t k, squallValueType_t values,
@@ -213,13 +218,13 @@ int squall__topk_finish(const float *g, float *res, size_t n, const void *slots,
 typedef struct {
   const float *g;
   float *res, *dense;
-  const char *base;     /* the slots, sb bytes apart */
+  const char *base; /* the slots, sb bytes apart */
   size_t n, k, sb;
   int nranks, own, fp16, ndecode, avx2, stream;
-  size_t accepted;      /* entries [0, accepted) of every slot are valid */
-  size_t bound;         /* every element below has all its entries */
-  size_t done;          /* elements finished */
-  size_t head, span;    /* the tiles */
+  size_t accepted;   /* entries [0, accepted) of every slot are valid */
+  size_t bound;      /* every element below has all its entries */
+  size_t done;       /* elements finished */
+  size_t head, span; /* the tiles */
   size_t my_pos;
   size_t pos[SQ_FINISH_MAX_RANKS];
   float scales[SQ_FINISH_MAX_RANKS];

@@ -15,7 +15,9 @@
 
 /* How a decoder writes out: over it, onto it, or streamed past the cache
  * (out 32-byte aligned). */
-enum { DECODE_SET, DECODE_ADD, DECODE_STREAM };
+enum { DECODE_SET,
+       DECODE_ADD,
+       DECODE_STREAM };
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
 #define SQ_HAVE_F16C_PATH 1
@@ -99,7 +101,7 @@ __attribute__((target("avx"))) static inline void store_residual8(float *res, __
 }
 
 __attribute__((target("avx2"))) static size_t encode_bf16_avx2(const float *g, float *res, uint16_t *out,
-                                                                 size_t n, float scale) {
+                                                               size_t n, float scale) {
   const __m256 s = _mm256_set1_ps(scale), inv = _mm256_set1_ps(1.0f / scale);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -146,7 +148,7 @@ __attribute__((target("avx2"), always_inline)) static inline size_t decode_bf16_
 
 /* One loop per mode: the mode is not tested per step. */
 __attribute__((target("avx2"))) static size_t decode_bf16_avx2(const uint16_t *in, float *out, size_t n,
-                                                                 float scale, int mode) {
+                                                               float scale, int mode) {
   if (mode == DECODE_ADD) return decode_bf16_loop(in, out, n, scale, DECODE_ADD);
   if (mode == DECODE_STREAM) return decode_bf16_loop(in, out, n, scale, DECODE_STREAM);
   return decode_bf16_loop(in, out, n, scale, DECODE_SET);
@@ -161,7 +163,7 @@ static int exact_reciprocal(float scale) {
 }
 
 __attribute__((target("f16c,avx"))) static size_t encode_f16c(const float *g, float *res, uint16_t *out,
-                                                                size_t n, float scale) {
+                                                              size_t n, float scale) {
   const __m256 s = _mm256_set1_ps(scale), inv = _mm256_set1_ps(1.0f / scale);
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -178,8 +180,8 @@ __attribute__((target("f16c,avx"))) static size_t encode_f16c(const float *g, fl
 }
 
 __attribute__((target("f16c,avx"), always_inline)) static inline size_t decode_f16c_loop(const uint16_t *in, float *out,
-                                                                                       size_t n, float scale,
-                                                                                       int mode) {
+                                                                                         size_t n, float scale,
+                                                                                         int mode) {
   const __m256 inv = _mm256_set1_ps(1.0f / scale);
   size_t i = 0;
   for (; i + 32 <= n; i += 32) { /* a line of codes per step */
@@ -194,7 +196,7 @@ __attribute__((target("f16c,avx"), always_inline)) static inline size_t decode_f
 }
 
 __attribute__((target("f16c,avx"))) static size_t decode_f16c(const uint16_t *in, float *out, size_t n,
-                                                                float scale, int mode) {
+                                                              float scale, int mode) {
   if (mode == DECODE_ADD) return decode_f16c_loop(in, out, n, scale, DECODE_ADD);
   if (mode == DECODE_STREAM) return decode_f16c_loop(in, out, n, scale, DECODE_STREAM);
   return decode_f16c_loop(in, out, n, scale, DECODE_SET);
@@ -203,7 +205,7 @@ __attribute__((target("f16c,avx"))) static size_t decode_f16c(const uint16_t *in
 /* Codes of a * s in kind's format, 8 lanes; *d receives their decode.
  * finite: no lane of a * s is NaN (bf16 then skips its NaN lanes). */
 __attribute__((target("f16c,avx2"))) static inline __m128i half_round8(sq_half_kind kind, __m256 a, __m256 s,
-                                                                        __m256 inv, __m256 *d, int finite) {
+                                                                       __m256 inv, __m256 *d, int finite) {
   if (kind == SQ_HALF_FP16) {
     __m128i h = _mm256_cvtps_ph(_mm256_mul_ps(a, s), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     *d = _mm256_mul_ps(_mm256_cvtph_ps(h), inv);
@@ -216,7 +218,7 @@ __attribute__((target("f16c,avx2"))) static inline __m128i half_round8(sq_half_k
 
 /* Decode of 8 codes in kind's format at 1/scale = inv. */
 __attribute__((target("f16c,avx2"))) static inline __m256 half_load8(sq_half_kind kind, const uint16_t *p,
-                                                                       __m256 inv) {
+                                                                     __m256 inv) {
   __m256 x = kind == SQ_HALF_FP16 ? _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)) : sq_bf16_load8(p);
   return _mm256_mul_ps(x, inv);
 }
@@ -232,7 +234,9 @@ __attribute__((target("avx2"))) static inline void store_codes8(uint16_t *out, _
 
 /* Where squall__half_encode_guess copies the residual before it changes:
  * nowhere, with plain stores, or streamed past the cache (32-byte aligned). */
-enum { BACKUP_NONE, BACKUP_PLAIN, BACKUP_STREAM };
+enum { BACKUP_NONE,
+       BACKUP_PLAIN,
+       BACKUP_STREAM };
 
 /* One 8-lane step of squall__half_encode_guess: codes, and the residual
  * a - d as store_residual8 but a itself where a is finite and d is not
@@ -240,9 +244,9 @@ enum { BACKUP_NONE, BACKUP_PLAIN, BACKUP_STREAM };
  * backup first. Returns |a| where a is finite, else 0: the lanes' share of
  * the maximum. */
 __attribute__((target("f16c,avx2"))) static inline __m256 encode_guess8(sq_half_kind kind, const float *g, float *res,
-                                                                          uint16_t *out, float *backup, __m256 s,
-                                                                          __m256 inv, __m256 safe, int cold,
-                                                                          int backup_mode) {
+                                                                        uint16_t *out, float *backup, __m256 s,
+                                                                        __m256 inv, __m256 safe, int cold,
+                                                                        int backup_mode) {
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const __m256 inf = _mm256_set1_ps(__builtin_inff());
   __m256 r = _mm256_loadu_ps(res);
@@ -293,14 +297,14 @@ encode_guess_loop(sq_half_kind kind, const float *g, float *res, uint16_t *out, 
 
 #define SQ_GUESS_LOOP(K, C, B) encode_guess_loop(K, g, res, out, backup, n, scale, absmax, C, B)
 #define SQ_GUESS_KIND(C, B) (kind == SQ_HALF_FP16 ? SQ_GUESS_LOOP(SQ_HALF_FP16, C, B) : SQ_GUESS_LOOP(SQ_HALF_BF16, C, B))
-#define SQ_GUESS_BACKUP(C)                                                                                  \
-  (backup_mode == BACKUP_STREAM  ? SQ_GUESS_KIND(C, BACKUP_STREAM)                                         \
-   : backup_mode == BACKUP_PLAIN ? SQ_GUESS_KIND(C, BACKUP_PLAIN)                                          \
+#define SQ_GUESS_BACKUP(C)                                         \
+  (backup_mode == BACKUP_STREAM  ? SQ_GUESS_KIND(C, BACKUP_STREAM) \
+   : backup_mode == BACKUP_PLAIN ? SQ_GUESS_KIND(C, BACKUP_PLAIN)  \
                                  : SQ_GUESS_KIND(C, BACKUP_NONE))
 __attribute__((target("f16c,avx2"))) static size_t encode_guess_simd(sq_half_kind kind, const float *g, float *res,
-                                                                       uint16_t *out, float *backup, size_t n,
-                                                                       float scale, float *absmax, int cold,
-                                                                       int backup_mode) {
+                                                                     uint16_t *out, float *backup, size_t n,
+                                                                     float scale, float *absmax, int cold,
+                                                                     int backup_mode) {
   return cold ? SQ_GUESS_BACKUP(1) : SQ_GUESS_BACKUP(0);
 }
 #undef SQ_GUESS_BACKUP
@@ -309,7 +313,7 @@ __attribute__((target("f16c,avx2"))) static size_t encode_guess_simd(sq_half_kin
 
 /* squall__half_rescale, 8 lanes at a time. */
 __attribute__((target("f16c,avx2"))) static size_t rescale_simd(sq_half_kind kind, float *res, uint16_t *codes,
-                                                                  size_t n, float guess, float scale) {
+                                                                size_t n, float guess, float scale) {
   const __m256 inv_old = _mm256_set1_ps(1.0f / guess), s = _mm256_set1_ps(scale),
                inv = _mm256_set1_ps(1.0f / scale), zero = _mm256_setzero_ps();
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
@@ -427,9 +431,9 @@ float squall__half_encode_guess(sq_half_kind kind, const float *g, float *res, u
     for (; i < head; i++) encode_guess_elem(kind, g, res, out, backup, i, guess, &m);
     /* the backup is only read after a failure: streamed where it is
      * 32-byte aligned from here on (the engine places it so) */
-    int backup_mode = !backup                                 ? BACKUP_NONE
+    int backup_mode = !backup                             ? BACKUP_NONE
                       : (uintptr_t)(backup + i) % 32 == 0 ? BACKUP_STREAM
-                                                              : BACKUP_PLAIN;
+                                                          : BACKUP_PLAIN;
     float ms = 0.0f;
     float *to = backup ? backup + i : res + i; /* without a backup, never written: no offsets from NULL */
     i += encode_guess_simd(kind, g + i, res + i, out + i, to, n - i, guess, &ms, cold && at % 2 == 0, backup_mode);
@@ -462,7 +466,8 @@ void squall__half_rescale(sq_half_kind kind, float *res, uint16_t *codes, size_t
 #endif
   for (; i < n; i++) {
     float d = sq_half_decode_elem(kind, ld16(codes, i), guess), r = ldf(res, i);
-    float a = sq_isfinite(d) ? sq_ftz(r + d) : r != 0.0f ? r : d; /* r: a itself where the code overflowed */
+    float a = sq_isfinite(d) ? sq_ftz(r + d) : r != 0.0f ? r
+                                                         : d; /* r: a itself where the code overflowed */
     st16(codes, i, sq_half_encode_a(kind, a, &r, scale));
     stf(res, i, r);
   }

@@ -119,7 +119,9 @@ SQ_HD float sq_pow2_scale(float absmax, float limit) {
  * the bucket saw only +Inf, -Inf when only -Inf, NaN otherwise; its
  * residual is 0. So the reduced sum is non-finite wherever a plain
  * all-reduce's would be: never a silent finite result. */
-typedef enum { SQ_QUANT_INT8 = 0, SQ_QUANT_INT4 = 1, SQ_QUANT_FP8 = 2 } sq_quant_kind;
+typedef enum { SQ_QUANT_INT8 = 0,
+               SQ_QUANT_INT4 = 1,
+               SQ_QUANT_FP8 = 2 } sq_quant_kind;
 
 #define SQ_QUANT_HEADER_BYTES 2
 #define SQ_QUANT_NF_PINF 1u
@@ -127,7 +129,8 @@ typedef enum { SQ_QUANT_INT8 = 0, SQ_QUANT_INT4 = 1, SQ_QUANT_FP8 = 2 } sq_quant
 #define SQ_QUANT_NF_NAN 4u
 
 SQ_HD float sq_quant_limit(sq_quant_kind k) {
-  return k == SQ_QUANT_INT8 ? 127.0f : k == SQ_QUANT_INT4 ? 7.0f : 448.0f;
+  return k == SQ_QUANT_INT8 ? 127.0f : k == SQ_QUANT_INT4 ? 7.0f
+                                                          : 448.0f;
 }
 
 /* Wire bytes of one bucket of `bucket` elements (the last bucket of a
@@ -151,9 +154,9 @@ SQ_HD int sq_quant_exp(sq_quant_kind k, float absmax) {
   float limit = sq_quant_limit(k);
   int el = (int)((sq_float_bits(limit) >> 23) & 0xffu) - 127;  /* 2..8 */
   int ea = (int)((sq_float_bits(absmax) >> 23) & 0xffu) - 127; /* -127 for subnormals */
-  int s = el - ea; /* absmax * 2^s lies in [2^el, 2^(el+1)) */
-  if (s > 127) return 127; /* then absmax * 2^127 < 2^el <= limit */
-  return absmax * sq_pow2(s) <= limit ? s : s - 1; /* s >= -125 since el >= 2 */
+  int s = el - ea;                                             /* absmax * 2^s lies in [2^el, 2^(el+1)) */
+  if (s > 127) return 127;                                     /* then absmax * 2^127 < 2^el <= limit */
+  return absmax * sq_pow2(s) <= limit ? s : s - 1;             /* s >= -125 since el >= 2 */
 }
 
 /* Round to nearest even for |x| <= 2^22: IEEE addition does the rounding. */
@@ -188,7 +191,8 @@ SQ_HD float sq_e4m3_to_f32(uint32_t c) {
 /* The code's value before unscaling (code * 1 for the integer kinds), or
  * a non-finite value for the marker. c holds the 8 code bits (4 for int4). */
 SQ_HD int sq_quant_is_marker(sq_quant_kind k, uint32_t c) {
-  return k == SQ_QUANT_INT8 ? c == 0x80u : k == SQ_QUANT_INT4 ? c == 0x8u : (c & 0x7fu) == 0x7fu;
+  return k == SQ_QUANT_INT8 ? c == 0x80u : k == SQ_QUANT_INT4 ? c == 0x8u
+                                                              : (c & 0x7fu) == 0x7fu;
 }
 
 SQ_HD float sq_quant_code_value(sq_quant_kind k, uint32_t c) {
@@ -209,7 +213,8 @@ SQ_HD float sq_quant_marker_value(uint32_t flags) {
  * they still decode to some float. code * 2^-s is the exact quotient
  * code / 2^s, so this is the division's result bit for bit. */
 SQ_HD float sq_quant_inv_pow2(int s) {
-  s = s < -126 ? -126 : s > 127 ? 127 : s;
+  s = s < -126 ? -126 : s > 127 ? 127
+                                : s;
   return s == 127 ? sq_bits_float(0x00400000u) : sq_pow2(-s);
 }
 
@@ -227,7 +232,8 @@ SQ_HD float sq_quant_decode_elem(sq_quant_kind k, uint32_t c, float inv, uint32_
 SQ_HD uint32_t sq_quant_encode_elem(sq_quant_kind k, float a, float p, float inv, float *d) {
   if (!sq_isfinite(a)) {
     *d = a;
-    return k == SQ_QUANT_INT8 ? 0x80u : k == SQ_QUANT_INT4 ? 0x8u : 0x7fu;
+    return k == SQ_QUANT_INT8 ? 0x80u : k == SQ_QUANT_INT4 ? 0x8u
+                                                           : 0x7fu;
   }
   float x = a * p; /* exact (or far below half a code when it underflows) */
   if (k == SQ_QUANT_FP8) {

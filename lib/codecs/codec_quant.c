@@ -102,8 +102,8 @@ static void encode_fp8_fast(const float *g, float *res, uint8_t *c, size_t i0, s
     float a = res ? g[i] + res[i] : g[i];
     uint32_t b = sq_float_bits(a * p);
     uint32_t sign = b & 0x80000000u, ax = b & 0x7fffffffu;
-    uint32_t r = ax + 0x7ffffu + ((ax >> 20) & 1u); /* round to 3 mantissa bits, ties to even */
-    float sub = sq_rne_int(sq_bits_float(ax) * 512.0f);  /* subnormal: a multiple of 2^-9 */
+    uint32_t r = ax + 0x7ffffu + ((ax >> 20) & 1u);     /* round to 3 mantissa bits, ties to even */
+    float sub = sq_rne_int(sq_bits_float(ax) * 512.0f); /* subnormal: a multiple of 2^-9 */
     int normal = ax >= 0x3c800000u;
     uint32_t code = normal ? (r >> 20) - 960u : (uint32_t)sub;
     float mag = normal ? sq_bits_float(r & 0xfff00000u) : sub * 0.001953125f;

@@ -130,12 +130,12 @@ static SQ_AVX2 SQ_INLINE uint32_t absmax_loop(const float *g, const float *res, 
   size_t i = 0;
 /* |a| where finite, else 0 (and the lane marked bad): max over nonnegative
  * finite floats, whatever the order, is the scalar loop's value. */
-#define SQ_ABSMAX_STEP(acc, off)                                                 \
-  do {                                                                          \
-    __m256 x = _mm256_and_ps(load_a(g, res, i + (off)), absmask);               \
-    __m256 fin = _mm256_cmp_ps(x, inf, _CMP_LT_OQ);                             \
-    acc = _mm256_max_ps(acc, _mm256_and_ps(x, fin));                            \
-    bad = _mm256_or_ps(bad, _mm256_cmp_ps(x, inf, _CMP_NLT_UQ));                \
+#define SQ_ABSMAX_STEP(acc, off)                                  \
+  do {                                                            \
+    __m256 x = _mm256_and_ps(load_a(g, res, i + (off)), absmask); \
+    __m256 fin = _mm256_cmp_ps(x, inf, _CMP_LT_OQ);               \
+    acc = _mm256_max_ps(acc, _mm256_and_ps(x, fin));              \
+    bad = _mm256_or_ps(bad, _mm256_cmp_ps(x, inf, _CMP_NLT_UQ));  \
   } while (0)
   for (; i + 32 <= m; i += 32) {
     SQ_ABSMAX_STEP(m0, 0);
@@ -226,7 +226,8 @@ static SQ_AVX2 SQ_INLINE size_t encode_loop(sq_quant_kind k, const float *g, flo
   const qscale sc = qscale_of(ps, invs);
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const __m256 inf = _mm256_set1_ps(__builtin_inff());
-  const __m256i marker = _mm256_set1_epi32(k == SQ_QUANT_INT8 ? -128 : k == SQ_QUANT_INT4 ? -8 : 0x7f);
+  const __m256i marker = _mm256_set1_epi32(k == SQ_QUANT_INT8 ? -128 : k == SQ_QUANT_INT4 ? -8
+                                                                                          : 0x7f);
   size_t i = 0;
   for (; i + 32 <= m; i += 32) {
     __m256i v[4];
@@ -265,13 +266,13 @@ static SQ_AVX2 SQ_INLINE size_t encode_loop(sq_quant_kind k, const float *g, flo
 
 #define SQ_ENCODE_RES(K, F, T) \
   return res ? encode_loop(K, g, res, c, m, p, inv, F, T) : encode_loop(K, g, NULL, c, m, p, inv, F, T)
-#define SQ_ENCODE_CASE(K)                                                                  \
-  case K:                                                                                  \
-    if (tiny) {                                                                            \
-      if (flagged) SQ_ENCODE_RES(K, 1, 1);                                                 \
-      SQ_ENCODE_RES(K, 0, 1);                                                              \
-    }                                                                                      \
-    if (flagged) SQ_ENCODE_RES(K, 1, 0);                                                   \
+#define SQ_ENCODE_CASE(K)                  \
+  case K:                                  \
+    if (tiny) {                            \
+      if (flagged) SQ_ENCODE_RES(K, 1, 1); \
+      SQ_ENCODE_RES(K, 0, 1);              \
+    }                                      \
+    if (flagged) SQ_ENCODE_RES(K, 1, 0);   \
     SQ_ENCODE_RES(K, 0, 0)
 
 SQ_AVX2 size_t squall__qx_encode(sq_quant_kind k, const float *g, float *res, uint8_t *c, size_t m, float p,
@@ -309,7 +310,7 @@ SQ_AVX2 size_t squall__qx_copy_stream(float *dst, const float *src, size_t m) {
  * what the scalar paths give the marker, so it can be chosen before the
  * multiply. */
 static SQ_AVX2 SQ_INLINE void e4m3_decode16(__m128i bytes, const qscale *sc, int tiny, __m256 mv, __m256 *v0,
-                                             __m256 *v1) {
+                                            __m256 *v1) {
   /* qwords reordered 0 2 1 3: the unpacks below then give elements 0..7
    * and 8..15 (they interleave within 128-bit halves) */
   __m256i w = _mm256_permute4x64_epi64(_mm256_cvtepu8_epi16(bytes), 0xd8);
@@ -343,7 +344,7 @@ static SQ_AVX2 SQ_INLINE void decode16(sq_quant_kind k, const uint8_t *c, size_t
     __m128i b = _mm_loadl_epi64((const __m128i *)(c + i / 2));
     __m128i lo = _mm_and_si128(b, _mm_set1_epi8(0x0f));
     __m128i hi = _mm_and_si128(_mm_srli_epi16(b, 4), _mm_set1_epi8(0x0f));
-    __m128i n = _mm_unpacklo_epi8(lo, hi); /* nibbles in element order */
+    __m128i n = _mm_unpacklo_epi8(lo, hi);                                  /* nibbles in element order */
     n = _mm_sub_epi8(_mm_xor_si128(n, _mm_set1_epi8(8)), _mm_set1_epi8(8)); /* sign-extend 4 bits */
     x0 = _mm256_cvtepi8_epi32(n);
     x1 = _mm256_cvtepi8_epi32(_mm_srli_si128(n, 8));
@@ -386,12 +387,12 @@ static SQ_AVX2 SQ_INLINE size_t decode_loop(sq_quant_kind k, const uint8_t *c, f
   return i;
 }
 
-#define SQ_DECODE_TINY(K, A, S)                                                               \
+#define SQ_DECODE_TINY(K, A, S) \
   return tiny ? decode_loop(K, c, inv, marker, out, m, A, S, 1) : decode_loop(K, c, inv, marker, out, m, A, S, 0)
-#define SQ_DECODE_CASE(K)                                                                     \
-  case K:                                                                                     \
-    if (accumulate) SQ_DECODE_TINY(K, 1, 0);                                                  \
-    if (stream) SQ_DECODE_TINY(K, 0, 1);                                                      \
+#define SQ_DECODE_CASE(K)                    \
+  case K:                                    \
+    if (accumulate) SQ_DECODE_TINY(K, 1, 0); \
+    if (stream) SQ_DECODE_TINY(K, 0, 1);     \
     SQ_DECODE_TINY(K, 0, 0)
 
 SQ_AVX2 size_t squall__qx_decode(sq_quant_kind k, const uint8_t *c, float inv, float marker, float *out, size_t m,
@@ -496,11 +497,11 @@ static int same_tiny_scale(const float *inv, int nblocks) {
   return nblocks > 0 && tiny_bucket(inv[0]);
 }
 
-#define SQ_REDUCE_CASE(K)                                                                 \
-  case K:                                                                                 \
-    if (!accumulate && same_tiny_scale(inv, nblocks))                                     \
-      return reduce_same_tiny_loop(K, codes, inv[0], marker, nblocks, out, m);            \
-    return accumulate ? reduce_loop(K, codes, inv, marker, nblocks, out, m, 1)            \
+#define SQ_REDUCE_CASE(K)                                                      \
+  case K:                                                                      \
+    if (!accumulate && same_tiny_scale(inv, nblocks))                          \
+      return reduce_same_tiny_loop(K, codes, inv[0], marker, nblocks, out, m); \
+    return accumulate ? reduce_loop(K, codes, inv, marker, nblocks, out, m, 1) \
                       : reduce_loop(K, codes, inv, marker, nblocks, out, m, 0)
 
 SQ_AVX2 size_t squall__qx_reduce(sq_quant_kind k, const uint8_t *const *codes, const float *inv,
@@ -527,9 +528,9 @@ static __attribute__((target("f16c,avx2"))) SQ_INLINE __m256 half8(sq_half_kind 
 /* squall__half_decode's vector loop (d = code * inv, out = d, then
  * out = out + d rank by rank) with the sums in registers. */
 static __attribute__((target("f16c,avx2"))) SQ_INLINE size_t half_reduce_loop(sq_half_kind kind,
-                                                                             const uint16_t *blocks, int nblocks,
-                                                                             size_t block_elems, float *out,
-                                                                             size_t n, float invs) {
+                                                                              const uint16_t *blocks, int nblocks,
+                                                                              size_t block_elems, float *out,
+                                                                              size_t n, float invs) {
   const __m256 inv = _mm256_set1_ps(invs);
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
@@ -548,8 +549,8 @@ static __attribute__((target("f16c,avx2"))) SQ_INLINE size_t half_reduce_loop(sq
 }
 
 __attribute__((target("f16c,avx2"))) size_t squall__qx_half_reduce(sq_half_kind kind, const uint16_t *blocks,
-                                                                 int nblocks, size_t block_elems, float *out,
-                                                                 size_t n, float inv) {
+                                                                   int nblocks, size_t block_elems, float *out,
+                                                                   size_t n, float inv) {
   return kind == SQ_HALF_FP16 ? half_reduce_loop(SQ_HALF_FP16, blocks, nblocks, block_elems, out, n, inv)
                               : half_reduce_loop(SQ_HALF_BF16, blocks, nblocks, block_elems, out, n, inv);
 }

@@ -90,8 +90,8 @@ size_t squall__topk_k(size_t count, double ratio) {
   if (!(ratio > 0.0)) return 1; /* also NaN */
   if (ratio >= 1.0) return count;
   const unsigned fp = squall__fp_default_begin(); /* every rank's k, whatever its rounding mode */
-  double x = ratio * (double)count; /* < count <= 2^64, so the cast below is defined */
-  size_t m = (size_t)x;             /* floor; x - m is exact (truncating a double is a double) */
+  double x = ratio * (double)count;               /* < count <= 2^64, so the cast below is defined */
+  size_t m = (size_t)x;                           /* floor; x - m is exact (truncating a double is a double) */
   double frac = x - (double)m;
   /* ratio is the double nearest a decimal (0.07 is 0.07000000000000000666...),
    * so ratio*count can land a few ulps above an integer that the user meant
@@ -173,7 +173,8 @@ static void full_path(const float *g, const float *res, float *out_res, int a_in
                       int fp16, float scale, char *idx_out, char *val_out, void *workspace) {
   uint32_t *keys = (uint32_t *)workspace;
   uint32_t *hist = (uint32_t *)((char *)workspace + keys_bytes(n));
-#define A_OF(i) (a_in_res ? ldf(out_res, i) : res ? ldf(g, i) + ldf(res, i) : ldf(g, i))
+#define A_OF(i) (a_in_res ? ldf(out_res, i) : res ? ldf(g, i) + ldf(res, i) \
+                                                  : ldf(g, i))
   /* Threshold T: the k-th largest key. 'above' keys are > T; the remaining
    * k - above selections are keys equal to T, lowest index first. */
   uint32_t thr = 0;
@@ -275,12 +276,12 @@ static uint32_t sample_bound(const float *g, const float *res, size_t n, size_t 
 
 /* The candidates the fused pass collects. */
 typedef struct {
-  uint32_t *a_idx;   /* list A: key > v, index order */
-  uint32_t *a_bits;  /* their a */
-  size_t na, cap_a;  /* na counts past cap_a (then the path gives up) */
-  uint32_t *b_idx;   /* list B: key == v, the first k in index order */
-  size_t nb, cap_b;  /* nb counts every tie */
-  int streamed;      /* the fused pass streamed out_res past the cache */
+  uint32_t *a_idx;  /* list A: key > v, index order */
+  uint32_t *a_bits; /* their a */
+  size_t na, cap_a; /* na counts past cap_a (then the path gives up) */
+  uint32_t *b_idx;  /* list B: key == v, the first k in index order */
+  size_t nb, cap_b; /* nb counts every tie */
+  int streamed;     /* the fused pass streamed out_res past the cache */
 } cands;
 
 static inline void take_lane(cands *c, uint32_t i, float a, uint32_t v) {
@@ -314,6 +315,7 @@ static void fused_scalar(const float *g, const float *res, float *out_res, float
 #ifdef SQ_TOPK_AVX2
 /* Left-packing: entry m lists the set lanes of the 8-bit mask m, lowest
  * first, one byte each (unused bytes 0). */
+/* clang-format off */
 static const uint64_t pack_lanes[256] = {
     0x0000000000000000ull, 0x0000000000000000ull, 0x0000000000000001ull, 0x0000000000000100ull,
     0x0000000000000002ull, 0x0000000000000200ull, 0x0000000000000201ull, 0x0000000000020100ull,
@@ -380,6 +382,7 @@ static const uint64_t pack_lanes[256] = {
     0x0000000706050403ull, 0x0000070605040300ull, 0x0000070605040301ull, 0x0007060504030100ull,
     0x0000070605040302ull, 0x0007060504030200ull, 0x0007060504030201ull, 0x0706050403020100ull,
 };
+/* clang-format on */
 
 /* One group of 8 lanes of the fused pass, a (formed by the caller) against
  * v. Lanes above v (about 1 in 70 for k = n/100) are left-packed into
@@ -389,7 +392,7 @@ static const uint64_t pack_lanes[256] = {
  * enough to cost a third of the pass. Ties with v (rare, or all of them
  * for constant data: predictable either way) go through take_lane. */
 __attribute__((target("avx2"))) static inline size_t take8(__m256 a, __m256i idx, size_t i, size_t na, uint32_t v,
-                                                         cands *c) {
+                                                           cands *c) {
   const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
   const __m256i vv = _mm256_set1_epi32((int)v);
   __m256i key = _mm256_and_si256(_mm256_castps_si256(a), absmask);
@@ -420,7 +423,7 @@ __attribute__((target("avx2"))) static inline size_t take8(__m256 a, __m256i idx
 
 /* backup[i..i+8) = res[i..i+8) (the second load of res hits L1). */
 __attribute__((target("avx2"), always_inline)) static inline void copy8(float *backup, const float *res, size_t i,
-                                                                       int stream) {
+                                                                        int stream) {
   __m256 r = _mm256_loadu_ps((const float *)((const char *)res + 4 * i));
   float *to = (float *)((char *)backup + 4 * i);
   if (stream)
@@ -434,7 +437,7 @@ __attribute__((target("avx2"), always_inline)) static inline void copy8(float *b
  * read only after a failure); so is out_res where it is not res (a buffer
  * only written: streaming saves reading each line in first). */
 __attribute__((target("avx2"))) static size_t fused_avx2(const float *g, const float *res, float *out_res,
-                                                       float *backup, size_t n, uint32_t v, cands *c) {
+                                                         float *backup, size_t n, uint32_t v, cands *c) {
   const int stream = backup && (uintptr_t)backup % 32 == 0;
   const int stream_out = out_res && out_res != res && (uintptr_t)out_res % 32 == 0;
   const __m256i absmask = _mm256_set1_epi32(0x7fffffff);
@@ -443,9 +446,9 @@ __attribute__((target("avx2"))) static size_t fused_avx2(const float *g, const f
   const __m256i step = _mm256_set1_epi32(8);
   __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   size_t i = 0, na = c->na;
-#define LOAD_A(j)                                                                                     \
-  (res ? _mm256_add_ps(_mm256_loadu_ps((const float *)((const char *)g + 4 * (i + (j)))),            \
-                       _mm256_loadu_ps((const float *)((const char *)res + 4 * (i + (j)))))          \
+#define LOAD_A(j)                                                                           \
+  (res ? _mm256_add_ps(_mm256_loadu_ps((const float *)((const char *)g + 4 * (i + (j)))),   \
+                       _mm256_loadu_ps((const float *)((const char *)res + 4 * (i + (j))))) \
        : _mm256_loadu_ps((const float *)((const char *)g + 4 * (i + (j)))))
   /* Most groups of 32 lanes hold no candidate (about 6 in 10 for k = n/100):
    * one test skips them. */
@@ -552,7 +555,8 @@ static void merge_with_ties(const cands *c, const float *g, const float *res, fl
        * again, to the same bits, where it went into a buffer of its own,
        * whose lines the streamed writes here would evict between two
        * reads of one line (constant data: 200 against 76 ms a call) */
-      float a = out_res && out_res == res ? ldf(out_res, idx) : res ? ldf(g, idx) + ldf(res, idx) : ldf(g, idx);
+      float a = out_res && out_res == res ? ldf(out_res, idx) : res ? ldf(g, idx) + ldf(res, idx)
+                                                                    : ldf(g, idx);
       emit(idx_out, val_out, j++, idx, a, fp16, scale, res != NULL, out_res, cold);
     }
   }

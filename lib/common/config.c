@@ -252,7 +252,8 @@ static squallResult_t caller_head(const squallConfig_t *caller, squall_head *h, 
   *h = squall__head(caller, SQUALL_CONFIG_MAGIC, CONFIG_FIRST);
   SQ_RETURN_ERROR_IF(!squall__head_ok(*h, CONFIG_FIRST), squallInvalidArgument,
                      "%s: config->size is %zu, below the %zu bytes of every squallConfig_t since libsquall.so.4 "
-                     "(initialize it with SQUALL_CONFIG_INITIALIZER)", fn, h->size, (size_t)CONFIG_FIRST);
+                     "(initialize it with SQUALL_CONFIG_INITIALIZER)",
+                     fn, h->size, (size_t)CONFIG_FIRST);
   return squallSuccess;
 }
 
@@ -318,7 +319,8 @@ static squallResult_t set_option(squallConfig_t *full, size_t visible, const cha
   SQ_RETURN_ERROR_IF(o->offset + o->width > visible || (o->param && o->param_offset + sizeof(double) > visible),
                      squallInvalidArgument,
                      "%s is not in this squallConfig_t (its size is %zu: compiled with a squall.h older than "
-                     "the option)", o->name, visible);
+                     "the option)",
+                     o->name, visible);
   squallConfig_t tmp = *full;
   /* At most 100 characters of the value are echoed, so that what is
    * accepted always fits in the message (a long SQUALL_STATS path did not). */
@@ -421,7 +423,8 @@ squallResult_t squallConfigOption(const squallConfig_t *config, int index, squal
   squall_head oh = squall__head(option, SQUALL_OPTION_MAGIC, OPTION_FIRST);
   SQ_RETURN_ERROR_IF(!squall__head_ok(oh, OPTION_FIRST), squallInvalidArgument,
                      "squallConfigOption: option->size is %zu, below the %zu bytes of every squallOption_t since "
-                     "libsquall.so.4 (initialize it with SQUALL_OPTION_INITIALIZER)", oh.size, (size_t)OPTION_FIRST);
+                     "libsquall.so.4 (initialize it with SQUALL_OPTION_INITIALIZER)",
+                     oh.size, (size_t)OPTION_FIRST);
   squallConfig_t c;
   defaults(&c);
   if (config != NULL) {

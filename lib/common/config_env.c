@@ -17,12 +17,14 @@ extern char **environ; /* POSIX: the process's environment */
 /* SQUALL_ names that squall's own tools and scripts read (squall-run,
  * quickstart.sh, ethernet.sh, cluster.sh, .ci/run, the test, training and
  * GPU scripts, the Python package): not options, not typos. A prefix ends in '_'. */
+/* clang-format off */
 static const char *const tool_names[] = {
     "SQUALL_PRELOAD_", "SQUALL_BENCH_",          "SQUALL_ETHERNET_", "SQUALL_CLUSTER_",   "SQUALL_CLUSTER",
     "SQUALL_GPU_",     "SQUALL_TEST_",           "SQUALL_TRAIN_",    "SQUALL_CI_",        "SQUALL_RUN_MPI_",
     "SQUALL_BUILDDIR", "SQUALL_SRCDIR",          "SQUALL_LINK",      "SQUALL_RANKS",      "SQUALL_CFLAGS",
     "SQUALL_CONFIGURE_FLAGS", "SQUALL_LOG_COMPILER", "SQUALL_SH_LOG_COMPILER",
     "SQUALL_LIBRARY" /* the Python package's library (python/squall) */};
+/* clang-format on */
 
 static int is_tool_name(const char *name, size_t len) {
   for (size_t i = 0; i < SQ_ARRAY_SIZE(tool_names); i++) {
@@ -55,6 +57,7 @@ static int distance(const char *a, size_t la, const char *b) {
 
 /* Names a user may guess from other libraries' words, too far from the
  * option by edit distance to be found as a typo; compared ignoring case. */
+/* clang-format off */
 static const struct {
   const char *guess, *meant;
 } guesses[] = {
@@ -83,6 +86,7 @@ static const struct {
     {"SQUALL_ZSTD_LEVEL", "SQUALL_ZSTD"},         {"SQUALL_LOSSLESS", "SQUALL_ZSTD"},
     {"SQUALL_EF_MAX", "SQUALL_EF_MAX_BYTES"},     {"SQUALL_HALF", "SQUALL_HALF_ACCUM"},
 };
+/* clang-format on */
 
 /* The option a misspelt or guessed name may have meant, or NULL. */
 static const char *meant_by(const squall_option *options, size_t n, const char *name, size_t len) {

@@ -41,19 +41,19 @@ typedef struct {
   squall_opt_type type;
   size_t offset, width; /* offsetof and sizeof the member */
   squall_opt_scope scope;
-  const char *key;      /* OPT_AGREE: its word in the description */
-  int wire_number;      /* OPT_ENUM in the description: the number, not the name */
-  long lo, hi, multiple;             /* OPT_UINT (multiple 0: any) */
-  double dlo, dhi;                   /* OPT_DOUBLE */
-  const char *zero;                  /* OPT_DOUBLE: the word for 0, which is then accepted */
-  const char *const *names;          /* OPT_ENUM */
+  const char *key;          /* OPT_AGREE: its word in the description */
+  int wire_number;          /* OPT_ENUM in the description: the number, not the name */
+  long lo, hi, multiple;    /* OPT_UINT (multiple 0: any) */
+  double dlo, dhi;          /* OPT_DOUBLE */
+  const char *zero;         /* OPT_DOUBLE: the word for 0, which is then accepted */
+  const char *const *names; /* OPT_ENUM */
   int nnames;
-  const char *type_name;             /* OPT_ENUM: the C type, for messages (NULL: none) */
-  const char *param;                 /* OPT_ENUM: the name that takes a ratio, or NULL */
-  const char *param_member;          /* the double member it sets */
+  const char *type_name;    /* OPT_ENUM: the C type, for messages (NULL: none) */
+  const char *param;        /* OPT_ENUM: the name that takes a ratio, or NULL */
+  const char *param_member; /* the double member it sets */
   size_t param_offset;
   double param_default;
-  const char *param_key;             /* its word in the description, given there last */
+  const char *param_key; /* its word in the description, given there last */
 } squall_option;
 
 /* Sets the member(s) of row o from text v exactly as documented; 0, or -1

@@ -24,7 +24,9 @@ int squall__cpu_x86(int feature) {
     unsigned a, b, c, d;
     if (__get_cpuid(1, &a, &b, &c, &d) && ((c >> 27) & 1) /* OSXSAVE */ && ((c >> 28) & 1) /* AVX */) {
       unsigned lo, hi;
-      __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+      __asm__ volatile("xgetbv"
+                       : "=a"(lo), "=d"(hi)
+                       : "c"(0));
       if ((lo & 6) == 6) { /* the OS saves the YMM state */
         set |= SQ_CPU_AVX;
         if ((c >> 29) & 1) set |= SQ_CPU_F16C;

@@ -12,7 +12,9 @@
 extern "C" {
 #endif
 
-enum { SQ_CPU_AVX = 1, SQ_CPU_F16C = 2, SQ_CPU_AVX2 = 4 };
+enum { SQ_CPU_AVX = 1,
+       SQ_CPU_F16C = 2,
+       SQ_CPU_AVX2 = 4 };
 
 /* 1 when the CPU (and the OS, for the YMM state) has every feature of the
  * mask and none of them is denied. */

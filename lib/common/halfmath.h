@@ -26,7 +26,8 @@
 #define SQ_F16_MAX 65504.0f
 #define SQ_BF16_MAX 3.3895313892515355e38f
 
-typedef enum { SQ_HALF_FP16 = 0, SQ_HALF_BF16 = 1 } sq_half_kind;
+typedef enum { SQ_HALF_FP16 = 0,
+               SQ_HALF_BF16 = 1 } sq_half_kind;
 
 SQ_HD uint32_t sq_float_bits(float f) {
 #if defined(__CUDA_ARCH__)
@@ -60,7 +61,7 @@ SQ_HD uint16_t sq_f32_to_f16(float f) {
   if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
   if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520 rounds to Inf */
   uint32_t e = ax >> 23;
-  if (e < 113) { /* below 2^-14: a half subnormal, or zero */
+  if (e < 113) {                        /* below 2^-14: a half subnormal, or zero */
     if (e < 102) return (uint16_t)sign; /* below 2^-25: rounds to zero */
     uint32_t m = (ax & 0x7fffffu) | 0x800000u;
     uint32_t shift = 126 - e; /* 14..24 */

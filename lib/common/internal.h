@@ -58,21 +58,21 @@ int64_t squall__config_digest(const squallConfig_t *config);
  * and why. */
 int squall__config_table_check(char *why, size_t len);
 
-#define SQ_RETURN_ERROR_IF(cond, code, ...)                                   \
-  do {                                                                        \
-    if (cond) {                                                               \
-      SQ_TRACE("%s:%d: failed check '%s'", __FILE__, __LINE__, #cond);        \
-      return squall__fail((code), __VA_ARGS__);                               \
-    }                                                                         \
+#define SQ_RETURN_ERROR_IF(cond, code, ...)                            \
+  do {                                                                 \
+    if (cond) {                                                        \
+      SQ_TRACE("%s:%d: failed check '%s'", __FILE__, __LINE__, #cond); \
+      return squall__fail((code), __VA_ARGS__);                        \
+    }                                                                  \
   } while (0)
 
-#define SQ_FORWARD_IF_ERROR(call)                                             \
-  do {                                                                        \
-    squallResult_t sq_r_ = (call);                                            \
-    if (sq_r_ != squallSuccess) {                                             \
+#define SQ_FORWARD_IF_ERROR(call)                                                 \
+  do {                                                                            \
+    squallResult_t sq_r_ = (call);                                                \
+    if (sq_r_ != squallSuccess) {                                                 \
       SQ_TRACE("%s:%d: '%s' returned %d", __FILE__, __LINE__, #call, (int)sq_r_); \
-      return sq_r_;                                                           \
-    }                                                                         \
+      return sq_r_;                                                               \
+    }                                                                             \
   } while (0)
 
 #define SQ_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))

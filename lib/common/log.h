@@ -16,19 +16,19 @@ squallLogLevel_t squall__log_level(void);
 void squall__log_set_level(squallLogLevel_t level);
 
 #define SQ_WARN(...) squall__log(squallLogWarn, __VA_ARGS__)
-#define SQ_INFO(...)                                                          \
-  do {                                                                        \
+#define SQ_INFO(...)                                                                   \
+  do {                                                                                 \
     if (squall__log_level() >= squallLogInfo) squall__log(squallLogInfo, __VA_ARGS__); \
   } while (0)
-#define SQ_TRACE(...)                                                         \
-  do {                                                                        \
+#define SQ_TRACE(...)                                                                    \
+  do {                                                                                   \
     if (squall__log_level() >= squallLogTrace) squall__log(squallLogTrace, __VA_ARGS__); \
   } while (0)
 
 /* Warns once per call site (a static flag), for conditions that repeat every step. */
-#define SQ_WARN_ONCE(...)                                                     \
-  do {                                                                        \
-    static int sq_warned_;                                                    \
+#define SQ_WARN_ONCE(...)                                                             \
+  do {                                                                                \
+    static int sq_warned_;                                                            \
     if (!__atomic_exchange_n(&sq_warned_, 1, __ATOMIC_RELAXED)) SQ_WARN(__VA_ARGS__); \
   } while (0)
 

@@ -7,11 +7,13 @@
 #include <strings.h>
 
 int squall__parse_size(const char *text, size_t *out) {
+  /* clang-format off */
   static const struct {
     const char *suffix;
     unsigned shift;
   } units[] = {{"", 0},  {"K", 10},   {"M", 20},   {"G", 30},
                {"KiB", 10}, {"MiB", 20}, {"GiB", 30}, {"KB", 10}, {"MB", 20}, {"GB", 30}};
+  /* clang-format on */
   if (text == NULL || out == NULL) return -1;
   const char *p = text;
   size_t x = 0;

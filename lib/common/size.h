@@ -9,7 +9,7 @@
 #include <stddef.h>
 
 /* The accepted spellings, for error messages and documentation. */
-#define SQUALL_SIZE_SPELLINGS                                                           \
+#define SQUALL_SIZE_SPELLINGS                                                        \
   "an integer number of bytes with an optional K, M or G suffix (also written KiB, " \
   "MiB, GiB or KB, MB, GB, in any case; powers of 1024: 64M = 64MiB = 67108864)"
 

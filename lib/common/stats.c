@@ -136,7 +136,8 @@ squallResult_t squall__stats_out(squallStats_t *caller, const squallStats_t *min
   squall_head h = squall__head(caller, SQUALL_STATS_MAGIC, STATS_FIRST);
   SQ_RETURN_ERROR_IF(!squall__head_ok(h, STATS_FIRST), squallInvalidArgument,
                      "%s: stats->size is %zu, below the %zu bytes of every squallStats_t since "
-                     "libsquall.so.4 (initialize it with SQUALL_STATS_INITIALIZER)", who, h.size, (size_t)STATS_FIRST);
+                     "libsquall.so.4 (initialize it with SQUALL_STATS_INITIALIZER)",
+                     who, h.size, (size_t)STATS_FIRST);
   squallStats_t s = *mine;
   memcpy(&s, &h, sizeof h); /* the caller's head, as it was */
   memcpy(caller, &s, squall__head_bytes(h, sizeof s));
@@ -236,7 +237,8 @@ static FILE *open_stats_file(char *path, size_t len) {
       return NULL;
     }
     SQ_WARN("SQUALL_STATS: '%.*s' was written by another process of this run (the same rank in the file "
-            "name): this one's counters go to '%s'", (int)n, path, path);
+            "name): this one's counters go to '%s'",
+            (int)n, path, path);
     fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
   }
   if (fd < 0) return NULL;
@@ -248,7 +250,8 @@ static FILE *open_stats_file(char *path, size_t len) {
 /* The rank this process's file and summary speak for. Caller holds lock. */
 static int process_rank(void) {
   int rank = stats_rank_unique ? stats_rank : launcher_rank(stats_size);
-  return rank >= 0 ? rank : stats_rank < 0 ? 0 : stats_rank;
+  return rank >= 0 ? rank : stats_rank < 0 ? 0
+                                           : stats_rank;
 }
 
 void squall__stats_write_file(void) {

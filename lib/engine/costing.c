@@ -22,7 +22,8 @@ static int64_t to_ns(double s) { return s > 0 ? (s < 1e9 ? (int64_t)(s * 1e9) : 
 int squall__cost_kind(const squallConfig_t *cfg, squall_route route) {
   int slot = (int)route;
   if (cfg->codec == squallCodecTopk && cfg->zstdLevel == 0)
-    slot = route == SQ_ROUTE_TOPK ? SLOT_TOPK_RAW : route == SQ_ROUTE_TWOLEVEL ? SLOT_TWOLEVEL_RAW : slot;
+    slot = route == SQ_ROUTE_TOPK ? SLOT_TOPK_RAW : route == SQ_ROUTE_TWOLEVEL ? SLOT_TWOLEVEL_RAW
+                                                                               : slot;
   return (int)cfg->codec * 8 + slot;
 }
 
@@ -163,7 +164,7 @@ void squall__cost_learn(squall_engine *e, const squall_call *c, const squall_pla
   int weighed = cost_call(e, c, cfg, route, &plan->L, &cc);
   squall__stats_record_chunks(&e->stats, squall__call_chunks(e, c, cfg, route, &plan->L));
   uint64_t bytes_in = (uint64_t)c->count * c->elsize;
-  if (st->fresh) { /* page faults of new memory: not what the next call will see */
+  if (st->fresh) {                                                                   /* page faults of new memory: not what the next call will see */
     squall__cost_note_call(&e->cost, squall__cost_kind(cfg, route), bytes_in, -1.0); /* but its first call ran */
     return;
   }

@@ -34,7 +34,7 @@ typedef struct {
   /* the link: weighted sums of the normal equations (bytes in MB) */
   double scc, scb, sbb, sct, sbt;
   int link_samples;
-  double spe[SQ_COST_KINDS]; /* seconds per element; 0: not measured */
+  double spe[SQ_COST_KINDS];            /* seconds per element; 0: not measured */
   uint8_t codec_samples[SQ_COST_KINDS]; /* calls that gave spe (to 255) */
   /* whole calls as they ran, seconds per byte in, per size class: each
    * stands in for the model's figure where known (squall__cost_predict):
@@ -46,7 +46,7 @@ typedef struct {
    * Plain's decide plain probes, so every rank must count the same calls:
    * plain calls are collective, every rank makes them and times them. */
   uint8_t plain_seen[SQ_COST_CLASSES], comp_seen[SQ_COST_KINDS][SQ_COST_CLASSES];
-  uint64_t plain_calls; /* plain whole calls of any size: none means the link was fitted from compressed
+  uint64_t plain_calls;               /* plain whole calls of any size: none means the link was fitted from compressed
                            calls alone */
   uint64_t declined[SQ_COST_CLASSES]; /* calls passed through as not paying, per size class */
   /* consecutive header verdicts of the model itself (not a probe) that
@@ -67,18 +67,18 @@ typedef struct {
   uint64_t variant_calls[SQ_COST_CODECS][SQ_COST_CLASSES];
   uint8_t variant_runs[SQ_COST_CODECS][SQ_COST_VARIANTS][SQ_COST_CLASSES];  /* calls that ran it (to 255) */
   uint64_t variant_last[SQ_COST_CODECS][SQ_COST_VARIANTS][SQ_COST_CLASSES]; /* the last of them */
-  uint8_t variant_mask[SQ_COST_CODECS][SQ_COST_CLASSES]; /* the variants allowed when counted, + 1 (0: none yet):
+  uint8_t variant_mask[SQ_COST_CODECS][SQ_COST_CLASSES];                    /* the variants allowed when counted, + 1 (0: none yet):
                                                             variant numbers mean other routes under another mask */
 } squall_cost;
 
 /* What a compressed call would move. */
 typedef struct {
-  int kind;           /* codec x route slot, < SQ_COST_KINDS */
-  size_t n;           /* elements through the codec */
-  uint64_t bytes_in;  /* the call's bytes (the plain all-reduce's payload) */
-  uint64_t wire;      /* bytes this rank would send compressed */
-  int collectives;    /* collectives the compressed call makes */
-  size_t chunks;      /* pipeline chunks (codec and exchange overlap when > 1) */
+  int kind;          /* codec x route slot, < SQ_COST_KINDS */
+  size_t n;          /* elements through the codec */
+  uint64_t bytes_in; /* the call's bytes (the plain all-reduce's payload) */
+  uint64_t wire;     /* bytes this rank would send compressed */
+  int collectives;   /* collectives the compressed call makes */
+  size_t chunks;     /* pipeline chunks (codec and exchange overlap when > 1) */
   int nranks;
 } squall_cost_call;
 

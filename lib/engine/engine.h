@@ -20,7 +20,9 @@
 #include "squall.h"
 #include "transports/transport.h"
 
-typedef enum { SQ_OP_SUM = 0, SQ_OP_AVG = 1, SQ_OP_OTHER = 2 } squall_op;
+typedef enum { SQ_OP_SUM = 0,
+               SQ_OP_AVG = 1,
+               SQ_OP_OTHER = 2 } squall_op;
 
 struct squall_shard;
 
@@ -28,22 +30,22 @@ typedef struct squall_call {
   const void *send; /* may equal recv */
   void *recv;
   size_t count;
-  int dtype;        /* a squall_dtype, or -1 for any other type */
-  size_t elsize;    /* bytes per element of the caller's type */
+  int dtype;     /* a squall_dtype, or -1 for any other type */
+  size_t elsize; /* bytes per element of the caller's type */
   squall_op op;
-  float premul;     /* input multiplier (PreMulSum); 1 otherwise */
-  int in_group;     /* inside a user's group call: pass through */
-  int intercomm;    /* an MPI intercommunicator: pass through */
-  int capturing;    /* CUDA graph capture: no allocation, no host wait */
-  int can_fold;     /* the caller can send g + residual in its plain call (squall_decision.fold) */
-  int foreign;      /* a buffer the engine's kernels cannot read (device memory on the MPI path):
+  float premul;                                  /* input multiplier (PreMulSum); 1 otherwise */
+  int in_group;                                  /* inside a user's group call: pass through */
+  int intercomm;                                 /* an MPI intercommunicator: pass through */
+  int capturing;                                 /* CUDA graph capture: no allocation, no host wait */
+  int can_fold;                                  /* the caller can send g + residual in its plain call (squall_decision.fold) */
+  int foreign;                                   /* a buffer the engine's kernels cannot read (device memory on the MPI path):
                        passes through, and the header tells every rank (a rank-local fact) */
   int (*on_device)(const struct squall_call *c); /* the caller's check for device buffers, asked
                        only before a fold reads them (it costs); NULL: host memory */
-  int nonblocking;  /* this rank's NCCL communicator is non-blocking: such calls pass through,
+  int nonblocking;                               /* this rank's NCCL communicator is non-blocking: such calls pass through,
                        and the header tells every rank (a rank-local fact: see decide()) */
-  void *stream;     /* the caller's stream (cudaStream_t), NULL for host */
-  const void *key;  /* the tensor's identity where the caller knows it (a gradient bucket's index):
+  void *stream;                                  /* the caller's stream (cudaStream_t), NULL for host */
+  const void *key;                               /* the tensor's identity where the caller knows it (a gradient bucket's index):
                        its residual follows the key, not the buffers; NULL: the buffers */
   /* one shard of a two-level call, across nodes (engine/hierarchy.c), or NULL */
   const struct squall_shard *shard;

@@ -105,4 +105,3 @@ void squall__fold_done(squall_engine *e, const squall_decision *d) {
 squall_tensor *squall__engine_carrier_slot(squall_engine *e, const squall_call *c) {
   return squall__residuals_carrier(e->residuals, squall__hint_of(c), c->count, squall__kind_of(c));
 }
-

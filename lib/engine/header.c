@@ -27,7 +27,9 @@ static void describe(const squallConfig_t *c, char *out) { squall__config_descri
 static int64_t digest(const squallConfig_t *c) { return squall__config_digest(c); }
 
 static const char *dtype_name(int t) {
-  return t == SQ_DT_F32 ? "float32" : t == SQ_DT_F16 ? "float16" : t == SQ_DT_BF16 ? "bfloat16" : "other";
+  return t == SQ_DT_F32 ? "float32" : t == SQ_DT_F16 ? "float16"
+                                  : t == SQ_DT_BF16  ? "bfloat16"
+                                                     : "other";
 }
 
 /* The call's arguments every rank must pass alike (MPI and NCCL require
@@ -95,10 +97,10 @@ squallResult_t squall__header(squall_engine *e, const squall_call *c, const squa
     char mine[DESC_BYTES];
     describe(cfg, mine);
     SQ_WARN("ranks disagree on the squall configuration: calls on this communicator pass through "
-            "until they agree; rank %d has '%s'", e->tr.rank, mine);
+            "until they agree; rank %d has '%s'",
+            e->tr.rank, mine);
     e->warned_gen = gen;
     e->warned_valid = 1;
   }
   return squallSuccess;
 }
-

@@ -18,14 +18,14 @@ struct squall_hier {
   const squall_transport *tr; /* the engine's, over all ranks */
   const squall_kernels *k;
   /* the nodes, from the all-gathered keys */
-  int known;         /* discovery ran */
-  int rpn;           /* SQUALL_RANKS_PER_NODE it ran with */
-  int verdict;       /* -1: two-level possible; else a squallFlatReason_t */
+  int known;   /* discovery ran */
+  int rpn;     /* SQUALL_RANKS_PER_NODE it ran with */
+  int verdict; /* -1: two-level possible; else a squallFlatReason_t */
   int nodes, local_size, node, local_rank;
-  int *node_of;      /* node index of every rank */
+  int *node_of; /* node index of every rank */
   /* the node communicators, made on the first two-level call */
-  int split_state;   /* 0 not tried, 1 made, 2 failed or impossible */
-  int split_reason;  /* squallFlatReason_t when split_state is 2 */
+  int split_state;  /* 0 not tried, 1 made, 2 failed or impossible */
+  int split_reason; /* squallFlatReason_t when split_state is 2 */
   squall_transport intra, inter;
   squall_engine *inner; /* the compressed all-reduce across nodes, on shards */
   void *buf;            /* kernel memory: padded fp32 data, then the shard */
@@ -127,8 +127,9 @@ static squallResult_t discover(squall_hier *h, const squallConfig_t *cfg, void *
   h->nodes = nodes;
   h->node = node_of[tr->rank];
   h->local_size = count[h->node];
-  h->verdict = nodes < 2 ? squallFlatOneNode : uneven ? squallFlatUneven
-               : count[0] < 2 ? squallFlatOneRankPerNode : -1;
+  h->verdict = nodes < 2 ? squallFlatOneNode : uneven     ? squallFlatUneven
+                                           : count[0] < 2 ? squallFlatOneRankPerNode
+                                                          : -1;
   h->known = 1;
   h->rpn = cfg->ranksPerNode;
   if (h->verdict < 0)

@@ -133,7 +133,7 @@ static squall_route topk_route(const squall_call *c, const squallConfig_t *cfg, 
   uint64_t sb = squall__topk_slot_bytes(k, cfg->topkValues);
   uint64_t bytes_in = (uint64_t)c->count * c->elsize;
   int pays = (uint64_t)(p - 1) * sb < squall__ring_allreduce_wire(bytes_in, p) ||
-             p == 1; /* one rank (SQUALL_MIN_RANKS=1): run the codec to prove it */
+             p == 1;                                      /* one rank (SQUALL_MIN_RANKS=1): run the codec to prove it */
   if (pays && c->count <= topk_max) return SQ_ROUTE_TOPK; /* the slots' indices are u32, the kernels' may be less */
   return c->dtype == SQ_DT_F32 ? SQ_ROUTE_DENSE : SQ_ROUTE_HALF;
 }

@@ -37,9 +37,9 @@ struct squall_engine {
   squall_transport tr;
   squall_kernels k;
   squall_residuals *residuals;
-  int header_every_call; /* host memory: the header costs no synchronisation */
-  int agreed_nonblocking; /* the last header: some rank's communicator is non-blocking */
-  uint64_t agreed_gen;   /* configuration generation of the last header */
+  int header_every_call;     /* host memory: the header costs no synchronisation */
+  int agreed_nonblocking;    /* the last header: some rank's communicator is non-blocking */
+  uint64_t agreed_gen;       /* configuration generation of the last header */
   squallConfig_t agreed_cfg; /* the configuration it agreed on (agreed_ok) */
   /* squall__engine_set_config: the engine's own configuration, and how
    * many times it was set (its generation) */
@@ -51,10 +51,10 @@ struct squall_engine {
   void *scratch; /* kernel memory, grown on demand, kept for the next call */
   size_t scratch_bytes;
   squall_graph_memory graphs; /* scratch replaced after a capture: kept for the graphs */
-  size_t scratch_planned; /* the largest layout any header covered: the same
+  size_t scratch_planned;     /* the largest layout any header covered: the same
                              on every rank, unlike scratch_bytes after a
                              failed allocation */
-  void *host; /* host memory for the lossless stage */
+  void *host;                 /* host memory for the lossless stage */
   size_t host_bytes;
   void *last_stream; /* for squallResetResiduals, which has no stream of its own */
   /* the end of the last compressed call's work (kernels.h, fence_record),
@@ -66,9 +66,9 @@ struct squall_engine {
    * that the outer two-level call can undo it when a later step fails */
   float *undo_res, *undo_backup;
   size_t undo_n;
-  squall_cost cost; /* SQUALL_COST_MODEL: this rank's link and codec figures */
+  squall_cost cost;          /* SQUALL_COST_MODEL: this rank's link and codec figures */
   squall_tensor *shard_slot; /* the slot squall__engine_prepare_shard looked up for the next shard call */
-  float *fold_buf; /* g + residual for a plain call that is not in place (fold.c) */
+  float *fold_buf;           /* g + residual for a plain call that is not in place (fold.c) */
   size_t fold_bytes;
   int said_one_node; /* say_one_node() ran */
   int said_changes;  /* ranks' squallSetConfig counts differed: said once */
@@ -81,16 +81,16 @@ struct squall_engine {
 /* Offsets of everything a call needs in the scratch, computed once per
  * call from the route; `total` bytes in all. */
 typedef struct {
-  size_t k, sb;            /* top-k: entries per rank, slot bytes */
-  size_t scalars;          /* [0] absmax, [1] scale, [2] decode error flag (int), [3] this rank's absmax */
-  size_t work;             /* count floats: widened input / fp32 result */
+  size_t k, sb;   /* top-k: entries per rank, slot bytes */
+  size_t scalars; /* [0] absmax, [1] scale, [2] decode error flag (int), [3] this rank's absmax */
+  size_t work;    /* count floats: widened input / fp32 result */
   size_t absmax_ws;
-  size_t backup;           /* count floats: the residual before the call */
-  int has_backup;          /* room for a backup is reserved (residual_guard() decides its use) */
+  size_t backup;               /* count floats: the residual before the call */
+  int has_backup;              /* room for a backup is reserved (residual_guard() decides its use) */
   size_t mine, slots, topk_ws; /* top-k */
   size_t rounds;               /* top-k's exchange in rounds (topk_rounds.h); 1: one exchange */
-  size_t codes;            /* 16-bit */
-  size_t twophase;         /* two-phase: its own scratch */
+  size_t codes;                /* 16-bit */
+  size_t twophase;             /* two-phase: its own scratch */
   squall_twophase_codec tp;
   size_t total;
 } scratch_layout;
@@ -140,8 +140,8 @@ typedef struct {
    * size, SQ_NS_UNKNOWN where this rank has none or the variant does not
    * apply; after the header, the largest over the ranks */
   int64_t variant_ns[SQ_COST_VARIANTS];
-  int model_pays;            /* after the header: the model's own verdict, before a plain probe */
-  int probing;               /* after the header: a plain probe (the same on every rank) */
+  int model_pays; /* after the header: the model's own verdict, before a plain probe */
+  int probing;    /* after the header: a plain probe (the same on every rank) */
 } squall_cost_verdict;
 
 #define SQ_NS_UNKNOWN (INT64_MAX / 2) /* above any squall__to_ns() */
@@ -150,45 +150,45 @@ typedef struct {
  * of the configuration; the header confirms it or replaces it by a
  * pass-through, and the call runs it. */
 typedef struct {
-  squallConfig_t cfg;       /* the snapshot, as the header agrees it */
-  squallConfig_t rc;        /* what the call runs with: cfg, less the lossless stage in the raw variant */
-  uint64_t gen;             /* its generation */
-  squall_route route;       /* before the header: this rank's own view */
+  squallConfig_t cfg; /* the snapshot, as the header agrees it */
+  squallConfig_t rc;  /* what the call runs with: cfg, less the lossless stage in the raw variant */
+  uint64_t gen;       /* its generation */
+  squall_route route; /* before the header: this rank's own view */
   squallPassReason_t reason;
   squall_stage stage;
   const squall_route_ops *ops; /* NULL for a pass-through */
   int nranks;
-  int two_level;            /* squall__hier_known(): -1 nodes not found yet, 0 flat, 1 two levels */
-  int one_node;             /* device_on_one_node() */
-  unsigned variants;        /* the variants the cost model chooses between (SQ_VARIANT_*) */
-  int variant;              /* the one this call runs */
-  int headed;               /* the call exchanges a header */
-  int grow;                 /* its memory grows beyond what every rank planned for */
-  int grow_hier;            /* two levels: the hierarchy's memory grows (new memory: not timed) */
+  int two_level;     /* squall__hier_known(): -1 nodes not found yet, 0 flat, 1 two levels */
+  int one_node;      /* device_on_one_node() */
+  unsigned variants; /* the variants the cost model chooses between (SQ_VARIANT_*) */
+  int variant;       /* the one this call runs */
+  int headed;        /* the call exchanges a header */
+  int grow;          /* its memory grows beyond what every rank planned for */
+  int grow_hier;     /* two levels: the hierarchy's memory grows (new memory: not timed) */
   scratch_layout L;
 } squall_plan;
 
 /* What one compressed call works with, all carved before the header. */
 typedef struct {
   squall_tensor *slot;
-  const float *g;  /* the gradient in fp32 */
-  float *work;     /* count floats */
-  float *res;      /* residual or NULL */
-  float *backup;   /* copy of res taken before it changes */
-  float *spare;    /* top-k: where the encoder writes the next residual, swapped in on success */
+  const float *g; /* the gradient in fp32 */
+  float *work;    /* count floats */
+  float *res;     /* residual or NULL */
+  float *backup;  /* copy of res taken before it changes */
+  float *spare;   /* top-k: where the encoder writes the next residual, swapped in on success */
   squall_guard guard;
-  int backed_up;   /* backup holds all of res as it was */
+  int backed_up; /* backup holds all of res as it was */
   float *scalars;
   void *absmax_ws, *mine, *slots, *topk_ws;
   uint16_t *codes;
   void *twophase;
   double codec_s;
   uint64_t wire;
-  int flat_reason;            /* squallFlatReason_t of a flat compressed call */
-  int fresh;                  /* squall__prepare() allocated: this call's times are not typical */
-  double t_start;             /* when the call entered the engine */
-  squall_hier_figures hier;   /* a two-level call's bytes and time */
-  uint64_t chunks;            /* a shard call's chunks (call_chunks), for its outer call */
+  int flat_reason;          /* squallFlatReason_t of a flat compressed call */
+  int fresh;                /* squall__prepare() allocated: this call's times are not typical */
+  double t_start;           /* when the call entered the engine */
+  squall_hier_figures hier; /* a two-level call's bytes and time */
+  uint64_t chunks;          /* a shard call's chunks (call_chunks), for its outer call */
 } run_state;
 
 /* A route: what it needs and how it runs. */

@@ -57,7 +57,8 @@ static squallResult_t prepare_residual(squall_engine *e, const squall_call *c, c
   uint64_t kind = squall__kind_of(c);
   st->slot = c->shard && ahead && squall__tensor_key_eq(ahead->key, key) && ahead->count == c->count &&
                      ahead->kind == kind
-                 ? ahead : squall__residuals_slot(e->residuals, key, c->count, kind);
+                 ? ahead
+                 : squall__residuals_slot(e->residuals, key, c->count, kind);
   SQ_RETURN_ERROR_IF(st->slot == NULL, squallSystemError, "out of memory for tensor state");
   int new_residual = st->slot->residual == NULL;
   st->fresh |= new_residual;
@@ -113,7 +114,7 @@ static squall_guard residual_guard(const squall_engine *e, const squall_call *c,
 squallResult_t squall__prepare(squall_engine *e, const squall_call *c, const squall_plan *plan, run_state *st) {
   const scratch_layout *L = &plan->L;
   if (plan->route == SQ_ROUTE_TWOLEVEL) return plan->ops->prepare(e, c, plan, st); /* the hierarchy's memory */
-  st->fresh = L->total > e->scratch_bytes; /* memory touched for the first time is slow */
+  st->fresh = L->total > e->scratch_bytes;                                         /* memory touched for the first time is slow */
   SQ_FORWARD_IF_ERROR(scratch_reserve(e, L->total, c->stream));
   if (plan->ops->prepare) SQ_FORWARD_IF_ERROR(plan->ops->prepare(e, c, plan, st));
   SQ_FORWARD_IF_ERROR(prepare_residual(e, c, plan, st));

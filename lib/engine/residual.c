@@ -15,11 +15,11 @@
 typedef struct shape {
   size_t count;
   uint64_t kind;
-  uint64_t calls; /* eligible calls (warm-up) */
-  uint64_t clock; /* slot lookups and touches: the unit of a slot's age */
-  uint64_t round; /* the age at which the last known pair came back */
+  uint64_t calls;    /* eligible calls (warm-up) */
+  uint64_t clock;    /* slot lookups and touches: the unit of a slot's age */
+  uint64_t round;    /* the age at which the last known pair came back */
   uint64_t last_use; /* the store's clock at its last lookup or touch */
-  float *spare; /* count floats an encoder writes a slot's next residual into (squall__residuals_spare) */
+  float *spare;      /* count floats an encoder writes a slot's next residual into (squall__residuals_spare) */
   squall_tensor *slots;
   struct shape *next;
 } shape;
@@ -310,7 +310,7 @@ squallResult_t squall__residuals_ensure(squall_residuals *s, squall_tensor *t, s
 }
 
 float *squall__residuals_spare(squall_residuals *s, squall_tensor *t, size_t max_bytes, void *stream,
-                              int *created) {
+                               int *created) {
   shape *sh = shape_of(s, t->count, t->kind, 0);
   *created = 0;
   if (sh == NULL || t->residual == NULL || t->pinned) return NULL;

@@ -78,15 +78,15 @@ static inline int squall__tensor_key_eq(squall_tensor_key a, squall_tensor_key b
 typedef struct squall_tensor {
   squall_tensor_key key; /* the addresses this slot answers to */
   size_t count;
-  uint64_t kind;    /* with count, the shape (see squall__residuals_add_shape) */
-  float *residual;  /* count floats in the kernels' memory; NULL means zero */
-  int no_residual;  /* the cap refused one: run without error feedback */
-  float last_scale; /* the 16-bit scale of its last call (host kernels); 0: none yet */
-  uint64_t hits;    /* times key came back after the first sight */
-  uint64_t last_use; /* the shape's clock at its last use */
-  uint64_t period;  /* the shape's clock between its last two uses (hits > 0) */
-  int pinned;       /* a captured CUDA graph uses the residual: never moved or dropped */
-  int unsent;       /* a compressed call ran since the residual was last emptied: it may hold mass */
+  uint64_t kind;              /* with count, the shape (see squall__residuals_add_shape) */
+  float *residual;            /* count floats in the kernels' memory; NULL means zero */
+  int no_residual;            /* the cap refused one: run without error feedback */
+  float last_scale;           /* the 16-bit scale of its last call (host kernels); 0: none yet */
+  uint64_t hits;              /* times key came back after the first sight */
+  uint64_t last_use;          /* the shape's clock at its last use */
+  uint64_t period;            /* the shape's clock between its last two uses (hits > 0) */
+  int pinned;                 /* a captured CUDA graph uses the residual: never moved or dropped */
+  int unsent;                 /* a compressed call ran since the residual was last emptied: it may hold mass */
   struct squall_tensor *next; /* slots of the same shape */
 } squall_tensor;
 
@@ -151,7 +151,7 @@ squallResult_t squall__residuals_ensure(squall_residuals *store, squall_tensor *
  * cap refuses one or memory is short: the caller backs up instead.
  * *created: allocated by this call (its pages not yet touched). */
 float *squall__residuals_spare(squall_residuals *store, squall_tensor *t, size_t max_bytes, void *stream,
-                              int *created);
+                               int *created);
 
 /* After a call that wrote t's residual into the spare succeeded: the spare
  * becomes t's residual and t's old buffer the shape's spare. -1 when the

@@ -22,7 +22,7 @@ static int half_carve(squall_engine *e, const squall_call *c, const squall_plan 
 
 static squallResult_t half_run(squall_engine *e, const squall_call *c, const squall_plan *plan, run_state *st) {
   const squallConfig_t *cfg = &plan->rc;
-  sq_half_kind kind = cfg->codec == squallCodecBf16 ? SQ_HALF_BF16
+  sq_half_kind kind = cfg->codec == squallCodecBf16   ? SQ_HALF_BF16
                       : cfg->codec == squallCodecFp16 ? SQ_HALF_FP16
                                                       : squall__dtype_half_kind(c->dtype);
   size_t n = c->count;

@@ -251,7 +251,7 @@ static squallResult_t run_rounds(rounds_run *t) {
   for (size_t j = 0; j < DEPTH && j < c->rounds; j++) SQ_FORWARD_IF_ERROR(post(t, j));
   for (size_t j = 0; j < c->rounds; j++) {
     SQ_FORWARD_IF_ERROR(c->tr->wait(c->tr->ctx, &t->req[j]));
-    t->live[j] = 0; /* (after the wait: a failed one is still waited for on the way out) */
+    t->live[j] = 0;                                                     /* (after the wait: a failed one is still waited for on the way out) */
     if (j + DEPTH < c->rounds) SQ_FORWARD_IF_ERROR(post(t, j + DEPTH)); /* the wire stays busy */
     if (bad != squallSuccess) continue;
     double t0 = squall__now();

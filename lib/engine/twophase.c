@@ -16,9 +16,18 @@ int squall__twophase_select(const squallConfig_t *cfg, int dtype, squall_twophas
   cd->bucket = cfg->bucket;
   cd->chunk_bytes = cfg->chunkBytes;
   switch (cfg->codec) {
-  case squallCodecInt8: cd->quant = 1; cd->qkind = SQ_QUANT_INT8; return 1;
-  case squallCodecInt4: cd->quant = 1; cd->qkind = SQ_QUANT_INT4; return 1;
-  case squallCodecFp8: cd->quant = 1; cd->qkind = SQ_QUANT_FP8; return 1;
+  case squallCodecInt8:
+    cd->quant = 1;
+    cd->qkind = SQ_QUANT_INT8;
+    return 1;
+  case squallCodecInt4:
+    cd->quant = 1;
+    cd->qkind = SQ_QUANT_INT4;
+    return 1;
+  case squallCodecFp8:
+    cd->quant = 1;
+    cd->qkind = SQ_QUANT_FP8;
+    return 1;
   case squallCodecFp16:
   case squallCodecBf16:
     if (cfg->halfAccum != squallHalfAccumFp32) return 0;
@@ -103,13 +112,13 @@ typedef struct {
   int p, me, pipelined;
   tp_plan pl;
   char *scratch;
-  char *coded;  /* the whole call's codes, encoded at the guess; NULL: encoded chunk by chunk */
+  char *coded;    /* the whole call's codes, encoded at the guess; NULL: encoded chunk by chunk */
   int coded_cold; /* so many codes that they leave the cache before they are sent */
   int out_cold;   /* so large a result that it leaves the cache before the caller reads it */
   float guess;
-  float *absmax_mine; /* kernel memory: this rank's maximum */
-  float *backup;      /* the residual as it was (NULL: none kept), in the encoding pass */
-  size_t backed;      /* quantised: blocks (chunk j, shard r: j * p + r + 1) whose encode backed them up */
+  float *absmax_mine;            /* kernel memory: this rank's maximum */
+  float *backup;                 /* the residual as it was (NULL: none kept), in the encoding pass */
+  size_t backed;                 /* quantised: blocks (chunk j, shard r: j * p + r + 1) whose encode backed them up */
   squall_request a2a[3], gat[3]; /* in flight, per buffer set */
   int a2a_live[3], gat_live[3];
   double codec_s;
@@ -214,7 +223,7 @@ static squallResult_t stage_encode(tp_call *t, size_t j) {
   size_t s = j % t->pl.slots, len = chunk_len(t, j), cbb = code_bytes(t->cd, len);
   char *send = t->coded ? coded_block(t, j, 0) : buf_send(t, s);
   if (t->coded) SQ_FORWARD_IF_ERROR(encode_guessed(t, j, 1)); /* encoded already; again where the guess missed */
-  for (int r = 0; r < t->p && !t->coded; r++) { /* encoded now */
+  for (int r = 0; r < t->p && !t->coded; r++) {               /* encoded now */
     size_t lo, cnt;
     range_of(t, j, r, &lo, &cnt);
     double t0 = squall__now();
@@ -334,8 +343,10 @@ squallResult_t squall__twophase_allreduce(const squall_transport *tr, const squa
                      "the transport has no all-to-all: the two-phase all-reduce cannot run");
   SQ_RETURN_ERROR_IF(cd->quant && (cd->bucket < 1 || cd->bucket % 2), squallInvalidArgument,
                      "bucket of %zu elements: must be even and positive", cd->bucket);
+  /* clang-format off */
   tp_call t = {.tr = tr, .k = k, .cd = cd, .stream = stream, .g = g, .res = res, .out = out,
                .scale = &scalars[1], .n = n, .p = p, .me = tr->rank, .scratch = scratch};
+  /* clang-format on */
   plan(cd, n, p, &t.pl);
   t.out_cold = n * sizeof(float) >= SQ_OUT_COLD_BYTES;
   t.pipelined = t.pl.chunks > 1 && !(p == 1 && cd->alone); /* alone: chunks, but no exchange to overlap */
@@ -363,7 +374,7 @@ squallResult_t squall__twophase_allreduce(const squall_transport *tr, const squa
       t.backup = backup; /* copied in the encoding pass, which reads the residual anyway */
       SQ_FORWARD_IF_ERROR(k->zero(stream, t.absmax_mine, sizeof(float)));
       for (size_t j = 0; j < t.pl.chunks; j++) SQ_FORWARD_IF_ERROR(encode_guessed(&t, j, 0));
-      *backed_up = backup != NULL; /* every element: the chunks cover the call */
+      *backed_up = backup != NULL;                                                           /* every element: the chunks cover the call */
       SQ_FORWARD_IF_ERROR(k->widen(stream, SQ_DT_F32, t.absmax_mine, &scalars[0], 1, 1.0f)); /* a copy */
     } else {
       double t0 = squall__now();

@@ -50,14 +50,14 @@
 #include "transports/transport.h"
 
 typedef struct {
-  int quant;           /* 1: quantised buckets (qkind); 0: 16-bit codes (hkind) */
+  int quant; /* 1: quantised buckets (qkind); 0: 16-bit codes (hkind) */
   sq_quant_kind qkind;
   sq_half_kind hkind;
-  size_t bucket;       /* elements per bucket (quantised) */
-  size_t chunk_bytes;  /* fp32 bytes per pipeline chunk (all shards together); 0: one
+  size_t bucket;      /* elements per bucket (quantised) */
+  size_t chunk_bytes; /* fp32 bytes per pipeline chunk (all shards together); 0: one
                           chunk (also where the transport has no non-blocking calls) */
-  int guess;           /* 16-bit: room for encoding the whole call at a guessed scale */
-  int alone;           /* one rank encodes and decodes only (host kernels; see run_alone) */
+  int guess;          /* 16-bit: room for encoding the whole call at a guessed scale */
+  int alone;          /* one rank encodes and decodes only (host kernels; see run_alone) */
 } squall_twophase_codec;
 
 /* 1 when the configuration runs the two-phase path for this element type

@@ -64,31 +64,33 @@
  * Name, req, core, ret, params), with no field of the table (none) and core
  * 0. req = 0 marks the functions older NCCL releases lack (and
  * ncclGetVersion and ncclGetLastError, used for the log). */
-#define INTERCEPTED_ONLY(X)                                                                                \
-  X(none, GroupSimulateEnd, 0, 0, ncclResult_t, (void *))                                                  \
-  X(none, CommInitRank, 1, 0, ncclResult_t, (ncclComm_t *, int, ncclUniqueId, int))                        \
-  X(none, CommInitRankConfig, 1, 0, ncclResult_t, (ncclComm_t *, int, ncclUniqueId, int, ncclConfig_t *))  \
-  X(none, CommInitAll, 1, 0, ncclResult_t, (ncclComm_t *, int, const int *))                               \
-  X(none, CommInitRankScalable, 0, 0, ncclResult_t,                                                        \
-    (ncclComm_t *, int, int, int, ncclUniqueId *, ncclConfig_t *))                                         \
-  X(none, CommShrink, 0, 0, ncclResult_t, (ncclComm_t, int *, int, ncclComm_t *, ncclConfig_t *, int))     \
-  X(none, CommFinalize, 1, 0, ncclResult_t, (ncclComm_t))                                                  \
-  X(none, CommAbort, 1, 0, ncclResult_t, (ncclComm_t))                                                     \
-  X(none, CommRevoke, 0, 0, ncclResult_t, (ncclComm_t, int))                                               \
-  X(none, RedOpCreatePreMulSum, 1, 0, ncclResult_t,                                                        \
-    (ncclRedOp_t *, void *, ncclDataType_t, ncclScalarResidence_t, ncclComm_t))                            \
-  X(none, RedOpDestroy, 1, 0, ncclResult_t, (ncclRedOp_t, ncclComm_t))                                     \
-  X(none, GetVersion, 0, 0, ncclResult_t, (int *))                                                         \
+#define INTERCEPTED_ONLY(X)                                                                               \
+  X(none, GroupSimulateEnd, 0, 0, ncclResult_t, (void *))                                                 \
+  X(none, CommInitRank, 1, 0, ncclResult_t, (ncclComm_t *, int, ncclUniqueId, int))                       \
+  X(none, CommInitRankConfig, 1, 0, ncclResult_t, (ncclComm_t *, int, ncclUniqueId, int, ncclConfig_t *)) \
+  X(none, CommInitAll, 1, 0, ncclResult_t, (ncclComm_t *, int, const int *))                              \
+  X(none, CommInitRankScalable, 0, 0, ncclResult_t,                                                       \
+    (ncclComm_t *, int, int, int, ncclUniqueId *, ncclConfig_t *))                                        \
+  X(none, CommShrink, 0, 0, ncclResult_t, (ncclComm_t, int *, int, ncclComm_t *, ncclConfig_t *, int))    \
+  X(none, CommFinalize, 1, 0, ncclResult_t, (ncclComm_t))                                                 \
+  X(none, CommAbort, 1, 0, ncclResult_t, (ncclComm_t))                                                    \
+  X(none, CommRevoke, 0, 0, ncclResult_t, (ncclComm_t, int))                                              \
+  X(none, RedOpCreatePreMulSum, 1, 0, ncclResult_t,                                                       \
+    (ncclRedOp_t *, void *, ncclDataType_t, ncclScalarResidence_t, ncclComm_t))                           \
+  X(none, RedOpDestroy, 1, 0, ncclResult_t, (ncclRedOp_t, ncclComm_t))                                    \
+  X(none, GetVersion, 0, 0, ncclResult_t, (int *))                                                        \
   X(none, GetLastError, 0, 0, const char *, (ncclComm_t))
 
 #define REAL_TABLE(X) SQ_NCCL_FUNCTIONS(X) INTERCEPTED_ONLY(X)
 
+/* clang-format off */
 enum {
 #define REAL_ENUM(field, name, req, core, ret, params) FN_##name,
   REAL_TABLE(REAL_ENUM)
 #undef REAL_ENUM
   FN_COUNT
 };
+/* clang-format on */
 
 #define REAL_TYPEDEF(field, name, req, core, ret, params) typedef ret(*real_##name##_fn) params;
 REAL_TABLE(REAL_TYPEDEF)
@@ -137,13 +139,15 @@ static void resolve_all(void) {
   api.caller = "ncclAllReduce";
   api_complete = 1;
 #define API_SET(field, name, req, core, ret, params) \
-  api.field = REAL(name);                           \
+  api.field = REAL(name);                            \
   if ((core) && api.field == NULL) api_complete = 0;
   SQ_NCCL_FUNCTIONS(API_SET)
 #undef API_SET
   if (how_allreduce != squall_resolved_none) {
     int version = 0;
+    /* clang-format off */
     if (REAL(GetVersion)) REAL(GetVersion)(&version);
+    /* clang-format on */
     SQ_INFO("NCCL interposer: real NCCL %d from %s, found %s", version,
             squall__preload_object_of(real_fn[FN_AllReduce]),
             how_allreduce == squall_resolved_next ? "with dlsym(RTLD_NEXT)"
@@ -179,9 +183,9 @@ static ncclResult_t missing(int fn) {
 }
 
 /* Resolves, and returns from the wrapper when the real function is missing. */
-#define NEED(name)                                      \
-  do {                                                  \
-    resolve();                                          \
+#define NEED(name)                                             \
+  do {                                                         \
+    resolve();                                                 \
     if (real_fn[FN_##name] == NULL) return missing(FN_##name); \
   } while (0)
 
@@ -189,13 +193,13 @@ static ncclResult_t missing(int fn) {
  * intercepted call) goes straight to the real function; the outermost one
  * evaluates `outer`, the wrapper's work including its call of the real
  * function, with the guard held, and returns its result. */
-#define GUARDED(name, args, outer)              \
-  do {                                          \
-    if (inside) return REAL(name) args;         \
-    inside = 1;                                 \
-    ncclResult_t r_ = (outer);                  \
-    inside = 0;                                 \
-    return r_;                                  \
+#define GUARDED(name, args, outer)      \
+  do {                                  \
+    if (inside) return REAL(name) args; \
+    inside = 1;                         \
+    ncclResult_t r_ = (outer);          \
+    inside = 0;                         \
+    return r_;                          \
   } while (0)
 
 /* A whole wrapper: resolve (a missing function returns why), then GUARDED. */

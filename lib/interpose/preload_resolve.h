@@ -15,9 +15,9 @@
 
 /* Where a symbol came from. */
 typedef enum {
-  squall_resolved_none = 0,   /* not found, or only the interposer's own */
-  squall_resolved_next = 1,   /* dlsym(RTLD_NEXT) */
-  squall_resolved_noload = 2  /* dlsym on dlopen(soname, RTLD_NOLOAD) */
+  squall_resolved_none = 0,  /* not found, or only the interposer's own */
+  squall_resolved_next = 1,  /* dlsym(RTLD_NEXT) */
+  squall_resolved_noload = 2 /* dlsym on dlopen(soname, RTLD_NOLOAD) */
 } squall_resolved_how;
 
 /* One library to search. Zero-initialise, set soname (e.g. "libnccl.so.2")
@@ -26,7 +26,7 @@ typedef enum {
 typedef struct {
   const char *soname;
   const void *self;
-  void *handle;     /* from dlopen(soname, RTLD_NOLOAD), once tried */
+  void *handle; /* from dlopen(soname, RTLD_NOLOAD), once tried */
   int handle_tried;
   char handle_error[200]; /* dlerror() of that dlopen when it failed */
 } squall_preload_lib;

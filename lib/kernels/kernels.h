@@ -32,7 +32,9 @@ extern "C" {
 #endif
 
 /* Element types the engine compresses. */
-typedef enum { SQ_DT_F32 = 0, SQ_DT_F16 = 1, SQ_DT_BF16 = 2 } squall_dtype;
+typedef enum { SQ_DT_F32 = 0,
+               SQ_DT_F16 = 1,
+               SQ_DT_BF16 = 2 } squall_dtype;
 
 static inline size_t squall__dtype_size(squall_dtype t) { return t == SQ_DT_F32 ? 4 : 2; }
 

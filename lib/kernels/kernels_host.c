@@ -90,12 +90,12 @@ static squallResult_t host_flush_body(void *stream, const float *g, float *res, 
 /* Each in the default floating-point environment (common/fpenv.h): every
  * rank forms the same average, and its own flushed and pre-multiplied
  * input as the definition does. */
-#define IN_DEFAULT_FP_ENV(call)                         \
-  do {                                                  \
+#define IN_DEFAULT_FP_ENV(call)                           \
+  do {                                                    \
     const unsigned saved_fp = squall__fp_default_begin(); \
-    const squallResult_t result = (call);               \
-    squall__fp_default_end(saved_fp);                   \
-    return result;                                      \
+    const squallResult_t result = (call);                 \
+    squall__fp_default_end(saved_fp);                     \
+    return result;                                        \
   } while (0)
 
 static squallResult_t host_flush(void *stream, const float *g, float *res, float *a, size_t n) {

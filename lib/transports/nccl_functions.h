@@ -27,26 +27,26 @@
 
 #include <nccl.h>
 
-#define SQ_NCCL_FUNCTIONS(X)                                                                                \
-  X(allReduce, AllReduce, 1, 1, ncclResult_t,                                                               \
-    (const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t))                  \
-  X(allGather, AllGather, 1, 1, ncclResult_t,                                                               \
-    (const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t))                               \
-  X(commCount, CommCount, 1, 1, ncclResult_t, (const ncclComm_t, int *))                                    \
-  X(commUserRank, CommUserRank, 1, 1, ncclResult_t, (const ncclComm_t, int *))                              \
-  X(commCuDevice, CommCuDevice, 1, 1, ncclResult_t, (const ncclComm_t, int *))                              \
-  X(commGetAsyncError, CommGetAsyncError, 1, 1, ncclResult_t, (ncclComm_t, ncclResult_t *))                 \
-  X(groupStart, GroupStart, 1, 1, ncclResult_t, (void))                                                     \
-  X(groupEnd, GroupEnd, 1, 1, ncclResult_t, (void))                                                         \
-  /* the all-to-all of the two-phase all-reduce (NCCL 2.7) */                                               \
+#define SQ_NCCL_FUNCTIONS(X)                                                                               \
+  X(allReduce, AllReduce, 1, 1, ncclResult_t,                                                              \
+    (const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t))                 \
+  X(allGather, AllGather, 1, 1, ncclResult_t,                                                              \
+    (const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t))                              \
+  X(commCount, CommCount, 1, 1, ncclResult_t, (const ncclComm_t, int *))                                   \
+  X(commUserRank, CommUserRank, 1, 1, ncclResult_t, (const ncclComm_t, int *))                             \
+  X(commCuDevice, CommCuDevice, 1, 1, ncclResult_t, (const ncclComm_t, int *))                             \
+  X(commGetAsyncError, CommGetAsyncError, 1, 1, ncclResult_t, (ncclComm_t, ncclResult_t *))                \
+  X(groupStart, GroupStart, 1, 1, ncclResult_t, (void))                                                    \
+  X(groupEnd, GroupEnd, 1, 1, ncclResult_t, (void))                                                        \
+  /* the all-to-all of the two-phase all-reduce (NCCL 2.7) */                                              \
   X(send, Send, 0, 0, ncclResult_t, (const void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t)) \
   X(recv, Recv, 0, 0, ncclResult_t, (void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))       \
-  /* the two-level all-reduce (transports/topology_nccl.c; ncclCommSplit: NCCL 2.18) */                     \
-  X(reduceScatter, ReduceScatter, 1, 0, ncclResult_t,                                                       \
-    (const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t))                  \
+  /* the two-level all-reduce (transports/topology_nccl.c; ncclCommSplit: NCCL 2.18) */                    \
+  X(reduceScatter, ReduceScatter, 1, 0, ncclResult_t,                                                      \
+    (const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t, cudaStream_t))                 \
   X(commSplit, CommSplit, 0, 0, ncclResult_t, (ncclComm_t, int, int, ncclComm_t *, ncclConfig_t *))        \
-  X(commDestroy, CommDestroy, 1, 0, ncclResult_t, (ncclComm_t))                                             \
-  /* messages */                                                                                            \
+  X(commDestroy, CommDestroy, 1, 0, ncclResult_t, (ncclComm_t))                                            \
+  /* messages */                                                                                           \
   X(getErrorString, GetErrorString, 0, 0, const char *, (ncclResult_t))
 
 #endif /* SQUALL_TRANSPORTS_NCCL_FUNCTIONS_H */

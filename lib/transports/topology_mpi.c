@@ -105,7 +105,7 @@ static squallResult_t ring_reduce_scatter_f32(void *ctx, void *stream, const flo
     }
     blk = (blk + p - 1) % p;
     const float *mine = send + (size_t)blk * s;
-    float *dst = step == p - 1 ? recv : acc; /* the last block is this rank's */
+    float *dst = step == p - 1 ? recv : acc;        /* the last block is this rank's */
     const unsigned fp = squall__fp_default_begin(); /* the definition's sums, whatever the caller set */
     for (size_t i = 0; i < s; i++) dst[i] = in[i] + mine[i];
     squall__fp_default_end(fp);

@@ -180,7 +180,10 @@ static squallResult_t mpi_allgatherv(void *ctx, void *stream, const void *send, 
   for (int i = 0; r == squallSuccess && i < p; i++) {
     sizes[i] = (size_t)all[i];
     displs[i] = total;
-    if (all[i] > capacity - total) { bad = i; break; }
+    if (all[i] > capacity - total) {
+      bad = i;
+      break;
+    }
     total += sizes[i];
     counts[i] = (int)sizes[i];
     counts[p + i] = (int)displs[i];
@@ -189,7 +192,8 @@ static squallResult_t mpi_allgatherv(void *ctx, void *stream, const void *send, 
    * and takes the path for more than INT_MAX bytes together. */
   if (r == squallSuccess && bad >= 0)
     r = squall__fail(squallRemoteError, "rank %d announced a %llu-byte payload: more than the %zu bytes "
-                     "its slot can take", bad, (unsigned long long)all[bad], capacity - displs[bad]);
+                                        "its slot can take",
+                     bad, (unsigned long long)all[bad], capacity - displs[bad]);
   if (r == squallSuccess && is_big(total)) return allgatherv_big(c->comm, send, recv, sizes, displs);
   if (r == squallSuccess)
     r = mpi_result(PMPI_Allgatherv(send, (int)bytes, MPI_BYTE, recv, counts, counts + p, MPI_BYTE, c->comm),
@@ -299,6 +303,6 @@ squallResult_t squall__transport_mpi_init(squall_transport *tr, squall_mpi_ctx *
   tr->wait = mpi_wait;
   tr->progress = mpi_progress;
   tr->failures_fatal = mpi_failures_fatal;
-  squall__topology_mpi_attach(tr);    /* two-level all-reduce: node discovery, split, reduce-scatter */
+  squall__topology_mpi_attach(tr); /* two-level all-reduce: node discovery, split, reduce-scatter */
   return squallSuccess;
 }

@@ -37,27 +37,26 @@ static squallResult_t done(const squall_nccl_ctx *c, ncclResult_t r, const char 
 
 static squallResult_t nccl_allreduce_half(void *ctx, void *stream, uint16_t *buf, size_t n, sq_half_kind kind) {
   squall_nccl_ctx *c = ctx;
-  return done(c, c->api->allReduce(buf, buf, n, kind == SQ_HALF_BF16 ? ncclBfloat16 : ncclFloat16,
-                                               ncclSum, c->comm, (cudaStream_t)stream),
-                             "ncclAllReduce (16-bit sum)");
+  return done(c, c->api->allReduce(buf, buf, n, kind == SQ_HALF_BF16 ? ncclBfloat16 : ncclFloat16, ncclSum, c->comm, (cudaStream_t)stream),
+              "ncclAllReduce (16-bit sum)");
 }
 
 static squallResult_t nccl_allreduce_max_f32(void *ctx, void *stream, float *buf, size_t n) {
   squall_nccl_ctx *c = ctx;
   return done(c, c->api->allReduce(buf, buf, n, ncclFloat32, ncclMax, c->comm, (cudaStream_t)stream),
-                             "ncclAllReduce (max)");
+              "ncclAllReduce (max)");
 }
 
 static squallResult_t nccl_allreduce_sum_f32(void *ctx, void *stream, const float *send, float *recv, size_t n) {
   squall_nccl_ctx *c = ctx;
   return done(c, c->api->allReduce(send, recv, n, ncclFloat32, ncclSum, c->comm, (cudaStream_t)stream),
-                             "ncclAllReduce (dense fallback)");
+              "ncclAllReduce (dense fallback)");
 }
 
 static squallResult_t nccl_allgather(void *ctx, void *stream, const void *send, void *recv, size_t bytes) {
   squall_nccl_ctx *c = ctx;
   return done(c, c->api->allGather(send, recv, bytes, ncclUint8, c->comm, (cudaStream_t)stream),
-                             "ncclAllGather");
+              "ncclAllGather");
 }
 
 /* A few host int64 from every rank, reduced to their minimum: staged

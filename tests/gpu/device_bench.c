@@ -45,11 +45,13 @@ typedef struct {
   const char *name, *compress, *values;
 } codec_row;
 
+/* clang-format off */
 static const codec_row rows[] = {
     {"fp16", "fp16", "fp32"},         {"bf16", "bf16", "fp32"},           {"int8", "int8", "fp32"},
     {"int4", "int4", "fp32"},         {"fp8", "fp8", "fp32"},             {"topk:0.01", "topk:0.01", "fp32"},
     {"topk:0.01:fp16", "topk:0.01", "fp16"},
 };
+/* clang-format on */
 
 static double now(void) {
   struct timespec ts;
@@ -195,7 +197,8 @@ int main(int argc, char **argv) {
     unsigned long long v = parse_count(argv[i]);
     if (v == 0 || v > ((size_t)1 << 40) || ns == 16) {
       fprintf(stderr, "usage: device_bench [-r REPS] [N ...]  (N: float32 elements per call, 1 to 2^40, at most "
-                      "16 sizes); got '%s'\n", argv[i]);
+                      "16 sizes); got '%s'\n",
+              argv[i]);
       return 2;
     }
     sizes[ns++] = (size_t)v;

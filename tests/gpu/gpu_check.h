@@ -16,15 +16,15 @@
 
 static int g_passed, g_failed;
 
-#define CK(call)                                                                                \
-  do {                                                                                          \
-    cudaError_t ck_e_ = (call);                                                                 \
-    if (ck_e_ != cudaSuccess) {                                                                 \
-      fprintf(stderr, GPU_TEST_NAME ": %s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,      \
-              cudaGetErrorString(ck_e_));                                                       \
-      printf("%d passed, %d failed\n", g_passed, g_failed + 1);                                 \
-      exit(1);                                                                                  \
-    }                                                                                           \
+#define CK(call)                                                                           \
+  do {                                                                                     \
+    cudaError_t ck_e_ = (call);                                                            \
+    if (ck_e_ != cudaSuccess) {                                                            \
+      fprintf(stderr, GPU_TEST_NAME ": %s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, \
+              cudaGetErrorString(ck_e_));                                                  \
+      printf("%d passed, %d failed\n", g_passed, g_failed + 1);                            \
+      exit(1);                                                                             \
+    }                                                                                      \
   } while (0)
 
 static __attribute__((unused)) void *xmalloc(size_t bytes) {

@@ -46,8 +46,8 @@ static void to_host(void *h, const void *d, size_t bytes) {
 typedef struct {
   const char *kernel, *variant, *pattern;
   size_t n;
-  double us;       /* per call; < 0: not timed */
-  double bytes;    /* interface bytes per call */
+  double us;    /* per call; < 0: not timed */
+  double bytes; /* interface bytes per call */
   size_t mismatches;
   size_t nan_equal; /* NaN vs NaN with different payloads */
   char detail[200]; /* the first mismatch */
@@ -85,7 +85,9 @@ static void note(check_t *c, const char *fmt, ...) {
 
 /* ------------------------------------------------------------ comparison */
 
-typedef enum { E_F32, E_F16, E_BF16 } elem_t;
+typedef enum { E_F32,
+               E_F16,
+               E_BF16 } elem_t;
 
 static int is_nan(elem_t t, uint32_t v) {
   switch (t) {
@@ -156,7 +158,10 @@ static float wide(int lo, int hi) {
   return m * sq_pow2(e);
 }
 
-typedef enum { P_RANDOM, P_SPECIAL, P_TIES, P_COUNT } pattern_t;
+typedef enum { P_RANDOM,
+               P_SPECIAL,
+               P_TIES,
+               P_COUNT } pattern_t;
 static const char *pattern_name[P_COUNT] = {"random", "special", "ties"};
 
 /* special: NaNs (several payloads and signs) at about 0.1%, +-Inf, -0,
@@ -173,7 +178,7 @@ static float gen_value(pattern_t p, size_t i) {
   case 1: return sq_bits_float((uint32_t)(rnd() & 0x807fffffu)); /* subnormal or +-0 */
   case 2: return wide(100, 127);                                 /* huge */
   case 3:
-  case 4: return rnd() & 1 ? 3.0f : -3.0f;                       /* ties */
+  case 4: return rnd() & 1 ? 3.0f : -3.0f; /* ties */
   default: return wide(-30, 4);
   }
 }
@@ -190,11 +195,11 @@ typedef struct {
   size_t n;
   pattern_t pattern;
   int reps;
-  float *g, *res;               /* host inputs */
-  float *d_g, *d_res0, *d_res;  /* device: inputs, pristine residual, working residual */
-  float *d_f32;                 /* a float output of n */
-  uint16_t *d_u16;              /* a 16-bit output of n */
-  float *d_scalar;              /* absmax, scales */
+  float *g, *res;              /* host inputs */
+  float *d_g, *d_res0, *d_res; /* device: inputs, pristine residual, working residual */
+  float *d_f32;                /* a float output of n */
+  uint16_t *d_u16;             /* a 16-bit output of n */
+  float *d_scalar;             /* absmax, scales */
   int *d_flag;
   void *d_ws;
   size_t ws_bytes;
@@ -539,7 +544,8 @@ typedef struct {
 } quant_args;
 
 static const char *quant_name(sq_quant_kind k) {
-  return k == SQ_QUANT_INT8 ? "int8" : k == SQ_QUANT_INT4 ? "int4" : "fp8";
+  return k == SQ_QUANT_INT8 ? "int8" : k == SQ_QUANT_INT4 ? "int4"
+                                                          : "fp8";
 }
 
 static cudaError_t run_quant_encode(ctx_t *x, const void *a) {
@@ -637,7 +643,8 @@ static void run_size(size_t n, pattern_t p, int reps) {
   memset(&x, 0, sizeof x);
   x.n = n;
   x.pattern = p;
-  x.reps = reps > 0 ? reps : n >= ((size_t)1 << 24) ? 10 : 20;
+  x.reps = reps > 0 ? reps : n >= ((size_t)1 << 24) ? 10
+                                                    : 20;
   x.g = xmalloc(n * 4);
   x.res = xmalloc(n * 4);
   gen_inputs(p, n, 0x5e1f7e57u * (uint64_t)(p + 1) + n, x.g, x.res);

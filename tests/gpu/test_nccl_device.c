@@ -56,15 +56,15 @@
 #define GPU_TEST_NAME "test_nccl_device"
 #include "gpu_check.h"
 
-#define STEPS 4        /* uncaptured steps per tensor: the residual carries */
-#define REPLAYS 5      /* graph replays after the captured call */
+#define STEPS 4                       /* uncaptured steps per tensor: the residual carries */
+#define REPLAYS 5                     /* graph replays after the captured call */
 #define N_BIG (((size_t)1 << 20) + 7) /* odd, over a million elements */
-#define N_SMALL 100    /* 400 bytes and a few (tensor_new): under the minimum size */
-#define MIN_BYTES 4096 /* SQUALL_MIN_BYTES the checks assume */
+#define N_SMALL 100                   /* 400 bytes and a few (tensor_new): under the minimum size */
+#define MIN_BYTES 4096                /* SQUALL_MIN_BYTES the checks assume */
 
 /* ------------------------------------------------------------ bookkeeping */
 
-static int row_bad;         /* failures in the current row */
+static int row_bad;          /* failures in the current row */
 static char row_detail[512]; /* its first failure */
 
 static void bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -78,9 +78,9 @@ static void bad(const char *fmt, ...) {
 }
 
 /* An NCCL (or squall) call that must succeed. */
-#define NOK(call)                                                                          \
-  do {                                                                                     \
-    ncclResult_t nok_r_ = (call);                                                          \
+#define NOK(call)                                                                                          \
+  do {                                                                                                     \
+    ncclResult_t nok_r_ = (call);                                                                          \
     if (nok_r_ != ncclSuccess) bad("%s returned %d (%s)", #call, (int)nok_r_, ncclGetErrorString(nok_r_)); \
   } while (0)
 
@@ -108,7 +108,9 @@ static void row_end(const char *what, size_t n, int calls) {
 
 /* ------------------------------------------------------------ what is tested */
 
-enum { DT_F32 = 0, DT_F16 = 1, DT_BF16 = 2 };
+enum { DT_F32 = 0,
+       DT_F16 = 1,
+       DT_BF16 = 2 };
 static const char *dt_name[3] = {"f32", "f16", "bf16"};
 static const ncclDataType_t dt_nccl[3] = {ncclFloat32, ncclFloat16, ncclBfloat16};
 static size_t dt_size(int dt) { return dt == DT_F32 ? 4 : 2; }
@@ -277,7 +279,13 @@ static void same_bits(const char *what, int step, int dt, const void *want, cons
 /* ------------------------------------------------------------ what squall must count */
 
 /* Pass-through reasons this test provokes, by their statistics key. */
-enum { R_TYPE, R_OP, R_SMALL, R_IN_GROUP, R_CAPTURE, R_NONBLOCKING, R_COUNT };
+enum { R_TYPE,
+       R_OP,
+       R_SMALL,
+       R_IN_GROUP,
+       R_CAPTURE,
+       R_NONBLOCKING,
+       R_COUNT };
 static const char *reason_key[R_COUNT] = {"type", "op", "small", "in_group", "graph_capture", "nonblocking"};
 #define COMPRESSED (-1)
 
@@ -680,7 +688,8 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (nc == 16 || parse_codec(argv[i], &codecs[nc++]) != 0) {
       fprintf(stderr, "usage: test_nccl_device_direct [CODEC...]  CODEC: fp16, bf16, topk:R or topk:R:fp16 "
-                      "(0 < R <= 1); got '%s'\n", argv[i]);
+                      "(0 < R <= 1); got '%s'\n",
+              argv[i]);
       return 2;
     }
   if (nc == 0) {
@@ -744,7 +753,8 @@ static int codec_from_env(codec_cfg *c) {
            vals && !strcasecmp(vals, "fp16") && comp && !strncasecmp(comp, "topk:", 5) ? ":fp16" : "");
   if (comp == NULL || parse_codec(spec, c) != 0) {
     fprintf(stderr, "test_nccl_device: SQUALL_COMPRESS='%s' (SQUALL_TOPK_VALUES='%s'): needs fp16, bf16 or "
-                    "topk:R (run it under squall-run --compress ...)\n", comp ? comp : "", vals ? vals : "");
+                    "topk:R (run it under squall-run --compress ...)\n",
+            comp ? comp : "", vals ? vals : "");
     return -1;
   }
   if (vals && strcasecmp(vals, "fp16") && strcasecmp(vals, "fp32")) {

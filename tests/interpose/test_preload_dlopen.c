@@ -31,7 +31,11 @@
 #include <string.h>
 
 /* NCCL's numbering, spelled out: this program does not include nccl.h. */
-enum { NCCL_SUCCESS = 0, NCCL_SYSTEM_ERROR = 2, NCCL_INVALID_USAGE = 5, NCCL_FLOAT32 = 7, NCCL_SUM = 0 };
+enum { NCCL_SUCCESS = 0,
+       NCCL_SYSTEM_ERROR = 2,
+       NCCL_INVALID_USAGE = 5,
+       NCCL_FLOAT32 = 7,
+       NCCL_SUM = 0 };
 
 static int expect_rc(int got, int want, const char *call) {
   if (got == want) return 0;
@@ -132,7 +136,8 @@ int main(int argc, char **argv) {
   }
   if (dlsym(RTLD_DEFAULT, "pncclAllReduce") != NULL) {
     fprintf(stderr, "test_preload_dlopen: rank %d: FAIL: pncclAllReduce is in the global scope, so this "
-                    "does not test the RTLD_LOCAL case\n", rank);
+                    "does not test the RTLD_LOCAL case\n",
+            rank);
     failed++;
   }
   int (*run)(int, int, void (*)(void *, int)) = (int (*)(int, int, void (*)(void *, int)))dlsym(h, "dlmod_run");

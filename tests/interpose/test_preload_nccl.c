@@ -70,16 +70,22 @@ static void check(int ok, const char *fmt, ...) {
   } while (0)
 
 /* ------------------------------------------------------------ what squall should count */
-enum { R_IN_GROUP, R_TYPE, R_OP, R_SMALL, R_SINGLE, R_NONBLOCKING, R_COUNT };
+enum { R_IN_GROUP,
+       R_TYPE,
+       R_OP,
+       R_SMALL,
+       R_SINGLE,
+       R_NONBLOCKING,
+       R_COUNT };
 static const char *reason_key[R_COUNT] = {"in_group", "type", "op", "small", "single_rank", "nonblocking"};
 static long exp_compressed, exp_pass[R_COUNT];
 
 /* ------------------------------------------------------------ communicators */
 typedef struct {
   ncclComm_t nc;
-  MPI_Comm mc;        /* the same ranks in the same order, for checks */
+  MPI_Comm mc; /* the same ranks in the same order, for checks */
   int rank, size;
-  int world[MAXP];    /* world rank of each member */
+  int world[MAXP]; /* world rank of each member */
   const char *name;
 } tcomm;
 
@@ -149,7 +155,8 @@ static size_t topk_k(size_t n, double r) {
   double x = r * (double)n;
   size_t m = (size_t)x;
   size_t k = x - (double)m > 4.0 * 2.220446049250313e-16 * x ? m + 1 : m;
-  return k < 1 ? 1 : k > n ? n : k;
+  return k < 1 ? 1 : k > n ? n
+                           : k;
 }
 
 static const float *cmp_a;

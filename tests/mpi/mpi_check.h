@@ -19,9 +19,9 @@
 /* ck_assert* records a mark point on every success, a write to Check's
  * file each time in this mode; loops over many elements test with this
  * instead and only report on failure. */
-#define MC_CHECK(cond, ...)                                                   \
-  do {                                                                        \
-    if (!(cond)) ck_abort_msg(__VA_ARGS__);                                   \
+#define MC_CHECK(cond, ...)                 \
+  do {                                      \
+    if (!(cond)) ck_abort_msg(__VA_ARGS__); \
   } while (0)
 
 /* A case's configuration: the defaults with what the test runner sets in

@@ -230,11 +230,22 @@ static void check_delivery(int T, int shuffled, const char *const *specs, int ns
   for (size_t i = 0; i < n; i++)
     MC_CHECK(sent[i] + kept[i] == in[i], "T=%d element %zu: sent %.17g + kept %.17g != %.17g", T, i, sent[i],
              kept[i], in[i]);
-  free(kept); free(mine); free(in); free(sent);
+  free(kept);
+  free(mine);
+  free(in);
+  free(sent);
   for (int j = 0; j < T; j++) {
-    free(g[j]); free(outs[j]); free(sum_in[j]); free(sum_out[j]);
+    free(g[j]);
+    free(outs[j]);
+    free(sum_in[j]);
+    free(sum_out[j]);
   }
-  free(g); free(outs); free(sum_in); free(sum_out); free(res); free(order);
+  free(g);
+  free(outs);
+  free(sum_in);
+  free(sum_out);
+  free(res);
+  free(order);
   drop_comm(&comm);
 }
 
@@ -295,7 +306,11 @@ START_TEST(test_fresh_buffers_deliver) {
       MC_CHECK(sum_out[i] == sum_in[i], "step %d, element %zu: sent %.17g of %.17g", step, i, sum_out[i], sum_in[i]);
   }
   for (int i = 0; i < 2 * STEPS; i++) free(bufs[i]);
-  free(sum_in); free(sum_out); free(kept); free(mine); free(res);
+  free(sum_in);
+  free(sum_out);
+  free(kept);
+  free(mine);
+  free(res);
   drop_comm(&comm);
 }
 END_TEST
@@ -328,16 +343,21 @@ START_TEST(test_rank_local_fold_keeps_ranks_together) {
   for (int k = 0; k < 4; k++) {
     ck_assert_int_eq(squallMpiAllreduce(y, yo, ny, MPI_FLOAT, MPI_SUM, comm), MPI_SUCCESS);
     float *lo = malloc((size_t)ny * 4), *hi = malloc((size_t)ny * 4);
+    /* clang-format off */
     REAL(PMPI_Allreduce)(yo, lo, ny, MPI_FLOAT, MPI_MIN, comm);
     REAL(PMPI_Allreduce)(yo, hi, ny, MPI_FLOAT, MPI_MAX, comm);
+    /* clang-format on */
     ck_assert_msg(memcmp(lo, hi, (size_t)ny * 4) == 0, "call %d: ranks differ", k);
-    free(lo); free(hi);
+    free(lo);
+    free(hi);
   }
   slow_plain = 0;
   for (int j = 0; j < T; j++) {
-    free(x[j]); free(xo[j]);
+    free(x[j]);
+    free(xo[j]);
   }
-  free(y); free(yo);
+  free(y);
+  free(yo);
   drop_comm(&comm);
 }
 END_TEST
@@ -363,7 +383,10 @@ static int failing_call(MPI_Comm comm, int in_ring, size_t n) {
   residual_of(comm, g, n, after);
   ck_assert_msg(memcmp(before, after, n * 4) == 0, "the failed call changed the residual");
   ck_assert_int_eq(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, comm), MPI_SUCCESS); /* and goes on */
-  free(g); free(out); free(before); free(after);
+  free(g);
+  free(out);
+  free(before);
+  free(after);
   return rc;
 }
 
@@ -375,7 +398,8 @@ static void first_call(MPI_Comm comm, size_t n, int two_level) {
   squallStatsGet(&s1);
   ck_assert_uint_eq(s1.compressedCalls - s0.compressedCalls, 1);
   ck_assert_uint_eq(s1.twoLevelCalls - s0.twoLevelCalls, (uint64_t)two_level);
-  free(g); free(out);
+  free(g);
+  free(out);
 }
 
 /* The handler set after the first compressed call (which made the node
@@ -440,7 +464,8 @@ START_TEST(test_two_level_chunks_counted) {
   ck_assert_uint_eq(s1.twoLevelCalls - s0.twoLevelCalls, 1);
   ck_assert_uint_eq(s1.pipelinedCalls - s0.pipelinedCalls, 1);
   ck_assert_uint_ge(s1.pipelineChunks - s0.pipelineChunks, 2);
-  free(g); free(out);
+  free(g);
+  free(out);
   drop_comm(&comm);
 }
 END_TEST
@@ -465,7 +490,9 @@ START_TEST(test_no_header_where_nothing_compresses) {
       ck_assert_msg(headers() - h0 == (n == 1 ? 1u : 0u), "%s, %zu floats: %llu headers", specs[s], n,
                     (unsigned long long)(headers() - h0));
       ck_assert(memcmp(out, ref, n * 4) == 0 && memcmp(g, ref, n * 4) == 0);
-      free(g); free(out); free(ref);
+      free(g);
+      free(out);
+      free(ref);
     }
   }
   drop_comm(&comm);
@@ -475,13 +502,17 @@ END_TEST
 /* --------------------------------------------------- MPI's own semantics */
 /* compressible: squall compresses float sums here (skipped: not plain's bits) */
 static void types_and_ops(MPI_Comm comm, int compressible) {
+  /* clang-format off */
   struct { MPI_Datatype t; const char *name; int size; } types[] = {
       {MPI_FLOAT, "float", 4}, {MPI_DOUBLE, "double", 8}, {MPI_INT, "int", 4}, {MPI_LONG, "long", 8},
       {MPI_SHORT, "short", 2}, {MPI_UNSIGNED, "unsigned", 4}, {MPI_FLOAT_INT, "float_int", 8},
       {MPI_C_BOOL, "bool", 1}, {MPI_BYTE, "byte", 1}};
+  /* clang-format on */
+  /* clang-format off */
   struct { MPI_Op op; const char *name; } ops[] = {
       {MPI_SUM, "sum"}, {MPI_PROD, "prod"}, {MPI_MAX, "max"}, {MPI_MIN, "min"}, {MPI_LAND, "land"},
       {MPI_BAND, "band"}, {MPI_MAXLOC, "maxloc"}, {MPI_BOR, "bor"}, {MPI_OP_NULL, "null"}};
+  /* clang-format on */
   const int count = 300;
   unsigned char *in = malloc(count * 16), *a = malloc(count * 16), *b = malloc(count * 16);
   for (size_t t = 0; t < sizeof types / sizeof types[0]; t++)
@@ -497,7 +528,9 @@ static void types_and_ops(MPI_Comm comm, int compressible) {
         ck_assert_msg(memcmp(a, b, (size_t)count * (size_t)types[t].size) == 0, "%s %s: other bits",
                       types[t].name, ops[o].name);
     }
-  free(in); free(a); free(b);
+  free(in);
+  free(a);
+  free(b);
 }
 
 /* Every type and op squall does not compress, and argument errors, give
@@ -580,7 +613,10 @@ static void *thread_calls(void *arg) {
     PMPI_Allreduce(d, dref, 64, MPI_DOUBLE, MPI_SUM, j->comm);
     if (memcmp(dout, dref, sizeof dref) != 0) j->failures++;
   }
-  free(g); free(out); free(lo); free(hi);
+  free(g);
+  free(out);
+  free(lo);
+  free(hi);
   return NULL;
 }
 
@@ -625,7 +661,9 @@ START_TEST(test_device_buffers_pass_through) {
     ck_assert(memcmp(out, ref, n * 4) == 0);
   }
   ck_assert_str_eq(squallPassReasonName(squallPassDeviceMemory), "device_memory");
-  free(g); free(out); free(ref);
+  free(g);
+  free(out);
+  free(ref);
   drop_comm(&comm);
 #endif
 }

@@ -24,9 +24,9 @@ static int rank, nranks;
 /* ------------------------------------------------- the caller's functions */
 typedef struct {
   MPI_Comm comm;
-  int calls;     /* collectives so far */
-  int fail_at;   /* the collective (1-based) that fails on every rank; 0: none */
-  int gathers;   /* allGather calls */
+  int calls;   /* collectives so far */
+  int fail_at; /* the collective (1-based) that fails on every rank; 0: none */
+  int gathers; /* allGather calls */
 } mpi_ctx;
 
 static void sum_f16(void *in, void *inout, int *len, MPI_Datatype *t) {
@@ -50,8 +50,10 @@ static int c_allreduce(void *ctx, const void *send, void *recv, size_t count, sq
     MPI_Op_create(sum_f16, 1, &f16);
     MPI_Op_create(sum_bf16, 1, &bf16);
   }
-  MPI_Datatype t = type == squallFloat32 ? MPI_FLOAT : type == squallInt64 ? MPI_INT64_T : MPI_UINT16_T;
-  MPI_Op o = op == squallMax ? MPI_MAX : op == squallMin ? MPI_MIN : MPI_SUM;
+  MPI_Datatype t = type == squallFloat32 ? MPI_FLOAT : type == squallInt64 ? MPI_INT64_T
+                                                                           : MPI_UINT16_T;
+  MPI_Op o = op == squallMax ? MPI_MAX : op == squallMin ? MPI_MIN
+                                                         : MPI_SUM;
   if (type == squallFloat16) o = f16;
   if (type == squallBfloat16) o = bf16;
   ck_assert_msg(op != squallAvg, "squall passed squallAvg to a float call it should have divided itself");
@@ -139,7 +141,9 @@ START_TEST(test_same_bits_as_mpi) {
     MPI_Comm_free(&mine);
     MPI_Comm_free(&m.comm);
   }
-  free(g); free(a); free(b);
+  free(g);
+  free(a);
+  free(b);
 }
 END_TEST
 
@@ -162,9 +166,11 @@ START_TEST(test_key_follows_moving_buffers) {
     memcpy(gm, g, n * 4);
     ck_assert_int_eq(squallCollAllReduce(fixed, g, a, n, squallFloat32, squallSum, NULL, NULL), squallSuccess);
     ck_assert_int_eq(squallCollAllReduce(moving, gm, bm, n, squallFloat32, squallSum, (const void *)(uintptr_t)7,
-                                         NULL), squallSuccess);
+                                         NULL),
+                     squallSuccess);
     assert_same_bits(bm, a, n, "keyed", step);
-    free(gm); free(bm);
+    free(gm);
+    free(bm);
   }
   float *ra = malloc(n * 4), *rb = malloc(n * 4);
   ck_assert_int_eq(squallCollGetResidual(fixed, g, n, squallFloat32, ra), squallSuccess);
@@ -174,7 +180,11 @@ START_TEST(test_key_follows_moving_buffers) {
   squallCollDestroy(moving);
   MPI_Comm_free(&m1.comm);
   MPI_Comm_free(&m2.comm);
-  free(g); free(a); free(b); free(ra); free(rb);
+  free(g);
+  free(a);
+  free(b);
+  free(ra);
+  free(rb);
 }
 END_TEST
 
@@ -198,7 +208,9 @@ START_TEST(test_passthrough_is_plain) {
     squallCollDestroy(coll);
     MPI_Comm_free(&m.comm);
   }
-  free(g); free(a); free(b);
+  free(g);
+  free(a);
+  free(b);
 }
 END_TEST
 
@@ -237,7 +249,10 @@ START_TEST(test_failure_restores_residual) {
       MPI_Comm_free(&m.comm);
     }
   }
-  free(g); free(out); free(before); free(after);
+  free(g);
+  free(out);
+  free(before);
+  free(after);
 }
 END_TEST
 

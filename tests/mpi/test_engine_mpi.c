@@ -53,7 +53,7 @@ static void use_config(const char *spec) {
   ck_assert_int_eq(squallConfigFromEnv(&env), squallSuccess);
   c.debug = env.debug;
   c.costModel = env.costModel; /* run-mpi.sh: off, so that every eligible call is compressed */
-  c.minRanks = env.minRanks; /* engine-1 runs the suite on one rank with SQUALL_MIN_RANKS=1 */
+  c.minRanks = env.minRanks;   /* engine-1 runs the suite on one rank with SQUALL_MIN_RANKS=1 */
   memcpy(c.statsPath, env.statsPath, sizeof c.statsPath);
   ck_assert_int_eq(squallConfigParse(&c, "SQUALL_MIN_BYTES=0"), squallSuccess);
   ck_assert_msg(squallConfigParse(&c, spec) == squallSuccess, "bad spec %s: %s", spec, squallGetLastError());
@@ -92,7 +92,12 @@ START_TEST(test_passthrough_bit_exact) {
       PMPI_Allreduce(fa, fc, (int)n, MPI_FLOAT, ops[o], MPI_COMM_WORLD);
       ck_assert_msg(memcmp(fb, fc, n * 4) == 0, "op %d under %s changed the result", o, specs[s]);
     }
-    free(ia); free(ib); free(ic); free(fa); free(fb); free(fc);
+    free(ia);
+    free(ib);
+    free(ic);
+    free(fa);
+    free(fb);
+    free(fc);
   }
   /* fp32 sum with compression off: bit for bit MPI_Allreduce */
   use_config("SQUALL_COMPRESS=none");
@@ -105,7 +110,9 @@ START_TEST(test_passthrough_bit_exact) {
   use_config("SQUALL_COMPRESS=topk:0.01 SQUALL_MIN_BYTES=1M");
   ck_assert_int_eq(squallMpiAllreduce(a, b, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
   ck_assert(memcmp(b, c, n * 4) == 0);
-  free(a); free(b); free(c);
+  free(a);
+  free(b);
+  free(c);
 }
 END_TEST
 
@@ -136,7 +143,9 @@ static void check_half(const char *codec, double unit_roundoff, float amplitude)
   squallMpiResetResiduals(MPI_COMM_WORLD);
   ck_assert_int_eq(squallMpiAllreduce(MPI_IN_PLACE, x, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
   ck_assert(memcmp(x, out, n * 4) == 0);
-  free(g); free(out); free(x);
+  free(g);
+  free(out);
+  free(x);
 }
 
 START_TEST(test_fp16_error_bound) { check_half("SQUALL_COMPRESS=fp16", 0x1p-11, 1.0f); }
@@ -199,9 +208,11 @@ static void check_topk(const char *spec, double ratio, size_t n, int zstd) {
   topk_reference(31, n, k, ref);
   for (size_t i = 0; i < n; i++)
     MC_CHECK(memcmp(&out[i], &ref[i], 4) == 0, "%s n=%zu: element %zu is %a, reference %a", full, n,
-                  i, out[i], ref[i]);
+             i, out[i], ref[i]);
   assert_identical_across_ranks(out, n * 4);
-  free(g); free(out); free(ref);
+  free(g);
+  free(out);
+  free(ref);
 }
 
 START_TEST(test_topk_matches_reference) {
@@ -277,7 +288,11 @@ START_TEST(test_codecs_ignore_a_ranks_fp_environment) {
                     tiny ? " (subnormal inputs)" : "", bad, bad < n ? got[bad] : 0.0f, bad < n ? want[bad] : 0.0f,
                     rank);
     }
-  free(g); free(want); free(got); free(res_want); free(res_got);
+  free(g);
+  free(want);
+  free(got);
+  free(res_want);
+  free(res_got);
 }
 END_TEST
 
@@ -295,7 +310,9 @@ START_TEST(test_topk_ratio_one_equals_dense) {
   squallStats_t st;
   squallStatsGet(&st);
   ck_assert_uint_gt(st.compressedCalls, 0);
-  free(g); free(out); free(ref);
+  free(g);
+  free(out);
+  free(ref);
 }
 END_TEST
 
@@ -313,11 +330,13 @@ static void assert_conserved_with(const char *what, const void *send, size_t n, 
   MPI_Allreduce(mine, kept, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   for (size_t i = 0; i < n; i++) {
     MC_CHECK(sum_out[i] + kept[i] == sum_in[i], "%s: element %zu: sent %.17g + kept %.17g != %.17g", what, i,
-                  sum_out[i], kept[i], sum_in[i]);
+             sum_out[i], kept[i], sum_in[i]);
     total += fabs(kept[i]);
   }
   if (want_kept) ck_assert_msg(total > 0, "%s: kept nothing back", what);
-  free(res); free(mine); free(kept);
+  free(res);
+  free(mine);
+  free(kept);
 }
 
 static void check_conservation_steps(const char *spec, size_t n, int steps, uint64_t *wire) {
@@ -337,7 +356,10 @@ static void check_conservation_steps(const char *spec, size_t n, int steps, uint
     for (size_t i = 0; i < n; i++) sum_out[i] += out[i];
   }
   assert_conserved_with(spec, g, n, sum_in, sum_out, strstr(spec, "topk") != NULL);
-  free(g); free(out); free(sum_out); free(sum_in);
+  free(g);
+  free(out);
+  free(sum_out);
+  free(sum_in);
 }
 
 static void check_conservation(const char *spec) { check_conservation_steps(spec, 3001, 20, NULL); }
@@ -391,7 +413,8 @@ START_TEST(test_declined_calls_carry_the_residual) {
       squallStats_t a, b;
       squallStatsGet(&a);
       ck_assert_int_eq(squallMpiAllreduce(in_place ? MPI_IN_PLACE : g, out, (int)n, MPI_FLOAT, MPI_SUM,
-                                          MPI_COMM_WORLD), MPI_SUCCESS);
+                                          MPI_COMM_WORLD),
+                       MPI_SUCCESS);
       squallStatsGet(&b);
       for (size_t i = 0; i < n; i++) sum_out[i] += out[i];
       int comp = b.compressedCalls > a.compressedCalls;
@@ -411,7 +434,11 @@ START_TEST(test_declined_calls_carry_the_residual) {
     ck_assert_msg(compressed > 0 && folds > 0, "in place %d: %d compressed calls, %d declined after them",
                   in_place, compressed, folds);
     assert_conserved_with(in_place ? "declined, in place" : "declined", in_place ? out : g, n, sum_in, sum_out, 0);
-    free(g); free(out); free(res); free(sum_out); free(sum_in);
+    free(g);
+    free(out);
+    free(res);
+    free(sum_out);
+    free(sum_in);
   }
 }
 END_TEST
@@ -440,7 +467,8 @@ START_TEST(test_small_and_odd_counts) {
       ck_assert_int_eq(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
       for (size_t i = 0; i < n; i++) MC_CHECK(isfinite(out[i]), "element %zu is not finite", i);
       assert_identical_across_ranks(out, n * 4);
-      free(g); free(out);
+      free(g);
+      free(out);
     }
 }
 END_TEST
@@ -454,7 +482,9 @@ START_TEST(test_topk_in_place) {
   ck_assert_int_eq(squallMpiAllreduce(MPI_IN_PLACE, x, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
   topk_reference(31, n, squall__topk_k(n, 0.05), ref);
   ck_assert(memcmp(x, ref, n * 4) == 0);
-  free(g); free(x); free(ref);
+  free(g);
+  free(x);
+  free(ref);
 }
 END_TEST
 
@@ -497,7 +527,10 @@ START_TEST(test_engine_average_and_halves) {
   }
   squall__engine_free(e);
   squall__transport_mpi_fini(&ctx);
-  free(g); free(out); free(h); free(ho);
+  free(g);
+  free(out);
+  free(h);
+  free(ho);
 }
 END_TEST
 
@@ -535,8 +568,10 @@ START_TEST(test_average_and_premul_ignore_a_ranks_fp_environment) {
   for (size_t s = 0; s < sizeof specs / sizeof *specs; s++)
     for (int avg = 0; avg < 2; avg++) {
       use_config(specs[s]);
+      /* clang-format off */
       squall_call c = {.send = g, .recv = want, .count = n, .dtype = SQ_DT_F32, .elsize = 4,
                        .op = avg ? SQ_OP_AVG : SQ_OP_SUM, .premul = avg ? 1.0f : 0.3f};
+      /* clang-format on */
       squall_decision d;
       ck_assert_int_eq(squall__engine_reset_residuals(e), squallSuccess);
       ck_assert_int_eq(squall__engine_allreduce(e, &c, &d), squallSuccess);
@@ -555,7 +590,9 @@ START_TEST(test_average_and_premul_ignore_a_ranks_fp_environment) {
                     avg ? "average" : "premul 0.3", bad, bad < n ? got[bad] : 0.0f, bad < n ? want[bad] : 0.0f, rank);
     }
   engine_done(&te);
-  free(g); free(want); free(got);
+  free(g);
+  free(want);
+  free(got);
 }
 END_TEST
 
@@ -635,8 +672,10 @@ START_TEST(test_scratch_kept_for_captured_graphs) {
     int mark[5] = {0};
     /* the small call, then (captured or not) again, then the big one, then a little bigger */
     for (int step = 0; step < 4; step++) {
+      /* clang-format off */
       squall_call c = {.send = g, .recv = out, .count = sizes[step], .dtype = SQ_DT_F32, .elsize = 4,
                        .op = SQ_OP_SUM, .premul = 1.0f, .capturing = step == 1 && captured};
+      /* clang-format on */
       int frees = kept_frees;
       mark[step] = kept_allocs;
       ck_assert_int_eq(squall__engine_allreduce(e, &c, &d), squallSuccess);
@@ -701,8 +740,10 @@ START_TEST(test_stream_fence_orders_calls) {
   /* streams 1, 1, 2, then 1 captured, 2, and a sum of ints (passes through) on 1 */
   const int streams[] = {1, 1, 2, 1, 2, 1};
   for (int i = 0; i < 6; i++) {
+    /* clang-format off */
     squall_call c = {.send = g, .recv = out, .count = n, .dtype = i == 5 ? -1 : SQ_DT_F32, .elsize = 4,
                      .op = SQ_OP_SUM, .premul = 1.0f, .stream = (void *)(uintptr_t)streams[i], .capturing = i == 3};
+    /* clang-format on */
     squall_decision d;
     ck_assert_int_eq(squall__engine_allreduce(e, &c, &d), squallSuccess);
     ck_assert_int_eq(d.route, i == 5 ? SQ_ROUTE_PASS : SQ_ROUTE_TWOPHASE);
@@ -756,7 +797,8 @@ START_TEST(test_device_on_one_node_passes_through) {
     test_engine t;
     engine_with(&t, &k);
     int want = cases[i].route;
-    if (want < 0) want = nranks == 4 ? SQ_ROUTE_TWOLEVEL : nranks == 2 ? SQ_ROUTE_PASS : SQ_ROUTE_TWOPHASE;
+    if (want < 0) want = nranks == 4 ? SQ_ROUTE_TWOLEVEL : nranks == 2 ? SQ_ROUTE_PASS
+                                                                       : SQ_ROUTE_TWOPHASE;
     if (nranks == 1) want = SQ_ROUTE_TWOPHASE; /* a lone rank compresses */
     if (!strcmp(cases[i].nodes, "") && strstr(spec, "RANKS_PER_NODE") == NULL) {
       /* the launcher's nodes: this test's premise is one host */
@@ -774,8 +816,10 @@ START_TEST(test_device_on_one_node_passes_through) {
     }
     int calls = 3 + cases[i].warmup;
     for (int call = 0; call < calls; call++) {
+      /* clang-format off */
       squall_call c = {.send = g, .recv = out, .count = n, .dtype = SQ_DT_F32, .elsize = 4, .op = SQ_OP_SUM,
                        .premul = 1.0f};
+      /* clang-format on */
       squall_decision d;
       ck_assert_int_eq(squall__engine_allreduce(t.e, &c, &d), squallSuccess);
       if (call < cases[i].warmup) {
@@ -830,7 +874,9 @@ START_TEST(test_config_mismatch_passes_through) {
   ck_assert_int_eq(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
   squallStatsGet(&after);
   ck_assert_uint_eq(after.compressedCalls - before.compressedCalls, 1);
-  free(g); free(out); free(ref);
+  free(g);
+  free(out);
+  free(ref);
 }
 END_TEST
 
@@ -846,7 +892,9 @@ START_TEST(test_warmup_goes_dense) {
   }
   ck_assert_int_eq(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
   ck_assert(memcmp(out, ref, n * 4) != 0); /* third call is sparse */
-  free(g); free(out); free(ref);
+  free(g);
+  free(out);
+  free(ref);
 }
 END_TEST
 
@@ -869,7 +917,8 @@ START_TEST(test_stats_topk_wire_bytes) {
     ck_assert_msg(st.bytesWire * 10 <= st.bytesIn, "wire %llu vs in %llu", (unsigned long long)st.bytesWire,
                   (unsigned long long)st.bytesIn);
     ck_assert(nranks == 1 || st.bytesWire > 0); /* one rank sends nothing */
-    free(g); free(out);
+    free(g);
+    free(out);
   }
 }
 END_TEST
@@ -881,7 +930,9 @@ START_TEST(test_ef_memory_cap) {
   fill(g, n, 93, rank, gen_uniform);
   ck_assert_int_eq(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
   ck_assert_int_ne(squall__mpi_get_residual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res), MPI_SUCCESS);
-  free(g); free(out); free(res);
+  free(g);
+  free(out);
+  free(res);
 }
 END_TEST
 
@@ -907,7 +958,9 @@ START_TEST(test_min_ranks_differ_passes_through) {
     ck_assert(memcmp(out, ref, n * 4) == 0);
   }
   ck_assert_int_eq(squallSetConfig(&saved), squallSuccess);
-  free(g); free(out); free(ref);
+  free(g);
+  free(out);
+  free(ref);
 }
 END_TEST
 
@@ -936,7 +989,9 @@ static void check_warmup_buffers(const char *spec, size_t n) {
     }
   }
   for (int t = 0; t < 6; t++) free(keep[t]);
-  free(fixed); free(out); free(ref);
+  free(fixed);
+  free(out);
+  free(ref);
 }
 
 START_TEST(test_warmup_same_on_every_rank) {
@@ -970,7 +1025,9 @@ START_TEST(test_intercomm_passes_through) {
   squallMpiCommFree(inter);
   MPI_Comm_free(&inter);
   MPI_Comm_free(&half);
-  free(g); free(out); free(ref);
+  free(g);
+  free(out);
+  free(ref);
 }
 END_TEST
 
@@ -998,7 +1055,8 @@ static void check_set_config_from_another_thread(const char *spec) {
     assert_identical_across_ranks(out, n * 4);
   }
   mc_flip_stop(&flip);
-  free(g); free(out);
+  free(g);
+  free(out);
 }
 
 START_TEST(test_set_config_from_another_thread) {
@@ -1044,7 +1102,9 @@ START_TEST(test_set_config_collective) {
     }
   squallMpiCommFree(comm);
   MPI_Comm_free(&comm);
-  free(g); free(out); free(ref);
+  free(g);
+  free(out);
+  free(ref);
 }
 END_TEST
 
@@ -1077,7 +1137,9 @@ START_TEST(test_fresh_buffer_each_step_keeps_one_residual) {
   /* top-k at 1% keeps most of it back: the residual carried */
   assert_conserved_with("rotating outputs", bufs[STEPS - 1], n, sum_in, sum_out, 1);
   for (int t = 0; t < STEPS; t++) free(bufs[t]);
-  free(sum_in); free(sum_out); free(out);
+  free(sum_in);
+  free(sum_out);
+  free(out);
 }
 END_TEST
 
@@ -1118,7 +1180,11 @@ START_TEST(test_same_shape_stable_tensors_keep_their_own_residuals) {
   ck_assert_int_eq(squall__mpi_get_residual(MPI_COMM_WORLD, b, (int)n, MPI_FLOAT, rb), MPI_SUCCESS);
   ck_assert(memcmp(ra, rb, n * 4) != 0);
   ck_assert_uint_eq(squall__residuals_process_bytes() - before, 2 * n * sizeof(float));
-  free(a); free(b); free(out); free(ra); free(rb);
+  free(a);
+  free(b);
+  free(out);
+  free(ra);
+  free(rb);
 }
 END_TEST
 
@@ -1177,7 +1243,12 @@ START_TEST(test_topk_spare_matches_in_place) {
       ck_assert_uint_eq(squall__residuals_process_bytes() - before, (4 + spares) * n * sizeof(float));
     MPI_Comm_free(&fatal);
     MPI_Comm_free(&returning);
-    free(a); free(b); free(o1); free(o2); free(r1); free(r2);
+    free(a);
+    free(b);
+    free(o1);
+    free(o2);
+    free(r1);
+    free(r2);
   }
   use_config("SQUALL_COMPRESS=topk:0.01");
 }
@@ -1207,7 +1278,11 @@ START_TEST(test_one_send_buffer_distinct_outputs_keep_their_own_residuals) {
   }
   /* the residual of the tensor last sent from stage: the busy one's */
   assert_conserved_with("staging buffer", stage, n, sum_in, sum_out, 1);
-  free(stage); free(out_zero); free(out_busy); free(sum_in); free(sum_out);
+  free(stage);
+  free(out_zero);
+  free(out_busy);
+  free(sum_in);
+  free(sum_out);
 }
 END_TEST
 

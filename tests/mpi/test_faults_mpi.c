@@ -31,7 +31,9 @@
 static int rank, nranks;
 
 /* ------------------------------------------------ fault-injecting PMPI */
-typedef enum { FAULT_NONE, FAULT_FAIL, FAULT_CORRUPT } fault_kind;
+typedef enum { FAULT_NONE,
+               FAULT_FAIL,
+               FAULT_CORRUPT } fault_kind;
 static fault_kind armed_kind;
 static int armed_at, seen; /* the armed_at-th collective (1-based) since arming */
 static int fired;
@@ -52,7 +54,9 @@ static int inject(int rc, void *recv, size_t bytes) {
   return MPI_SUCCESS;
 }
 
-#define REAL(name, type) static type real_##name; if (!real_##name) real_##name = (type)dlsym(RTLD_NEXT, #name)
+#define REAL(name, type)   \
+  static type real_##name; \
+  if (!real_##name) real_##name = (type)dlsym(RTLD_NEXT, #name)
 
 typedef int (*allreduce_t)(const void *, void *, int, MPI_Datatype, MPI_Op, MPI_Comm);
 typedef int (*allgather_t)(const void *, int, MPI_Datatype, void *, int, MPI_Datatype, MPI_Comm);
@@ -230,7 +234,7 @@ static void ledger_check(ledger *l, const float *res, const char *what) {
   MPI_Allreduce(mine, kept, (int)l->n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   for (size_t i = 0; i < l->n; i++)
     MC_CHECK(l->out[i] + kept[i] == l->in[i], "%s: element %zu: sent %.17g + kept %.17g != %.17g", what, i,
-                  l->out[i], kept[i], l->in[i]);
+             l->out[i], kept[i], l->in[i]);
   free(mine);
   free(kept);
   free(l->in);
@@ -337,8 +341,10 @@ static float gen_full(int seed, int r, size_t i) {
 static int restore_call(squall_engine *e, float *g, float *out, size_t n, int in_place) {
   if (e == NULL)
     return squallMpiAllreduce(in_place ? MPI_IN_PLACE : g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  /* clang-format off */
   squall_call c = {.send = in_place ? out : g, .recv = out, .count = n, .dtype = SQ_DT_F32, .elsize = 4,
                    .op = SQ_OP_SUM, .premul = 1.0f};
+  /* clang-format on */
   squall_decision d;
   return squall__engine_allreduce(e, &c, &d) == squallSuccess ? MPI_SUCCESS : MPI_ERR_OTHER;
 }
@@ -389,8 +395,8 @@ static int restore_case(const char *spec, size_t n, int at, int in_place, const 
     ck_assert_int_eq(restore_residual(e, key, n, after), MPI_SUCCESS);
     for (size_t i = 0; i < n; i++)
       MC_CHECK(memcmp(before + i, after + i, 4) == 0,
-                    "%s, %s, fault at collective %d: residual[%zu] is %a after the failed call, %a before", spec,
-                    in_place ? "in place" : "out of place", at, i, (double)after[i], (double)before[i]);
+               "%s, %s, fault at collective %d: residual[%zu] is %a after the failed call, %a before", spec,
+               in_place ? "in place" : "out of place", at, i, (double)after[i], (double)before[i]);
     if (!in_place) ck_assert_msg(memcmp(sent, g, n * 4) == 0, "%s, fault at %d: the send buffer changed", spec, at);
   }
   assert_in_step(at);
@@ -687,8 +693,10 @@ static void run_alloc_fault(const char *spec, int a) {
   for (int step = 0; step < 4; step++) {
     int seed = 2000 + step;
     for (size_t i = 0; i < n; i++) g[i] = gen_dyadic(seed, rank, i);
+    /* clang-format off */
     squall_call c = {.send = g, .recv = out, .count = n, .dtype = SQ_DT_F32, .elsize = 4, .op = SQ_OP_SUM,
                      .premul = 1.0f};
+    /* clang-format on */
     squall_decision d;
     ck_assert_int_eq(squall__engine_allreduce(e, &c, &d), squallSuccess);
     ck_assert(same_everywhere(d.route) && same_everywhere(d.reason));

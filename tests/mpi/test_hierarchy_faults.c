@@ -138,8 +138,10 @@ static void teardown(fixture *f) {
 static squall_decision call(fixture *f, size_t n, uint64_t seed, int capturing, float *g, float *out) {
   hm_fill(g, n, seed, rank);
   ck_assert_int_eq(squall__engine_reset_residuals(f->e), squallSuccess); /* the model starts from zero */
+  /* clang-format off */
   squall_call c = {.send = g, .recv = out, .count = n, .dtype = SQ_DT_F32, .elsize = 4, .op = SQ_OP_SUM,
                    .premul = 1.0f, .capturing = capturing};
+  /* clang-format on */
   squall_decision d;
   ck_assert_int_eq(squall__engine_allreduce(f->e, &c, &d), squallSuccess);
   int reason = d.route == SQ_ROUTE_PASS ? (int)d.reason : -1; /* set for a pass-through only */
@@ -172,7 +174,8 @@ static void grow_with_fault(fixture *f, int device) {
     /* odd: padded shards, so the scratch holds the data too; 3x larger
      * each time, so that every buffer grows to its exact size (after a
      * capture a smaller growth first asks for twice the old scratch) */
-    size_t n = n0 * (a == 1 ? 3 : a == 2 ? 9 : 27);
+    size_t n = n0 * (a == 1 ? 3 : a == 2 ? 9
+                                         : 27);
     int headers = min_calls;
     arm(a);
     d = call(f, n, 10 + (uint64_t)a, 0, g, out);

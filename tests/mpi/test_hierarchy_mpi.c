@@ -80,7 +80,10 @@ START_TEST(test_passthrough_exact) {
   ck_assert_int_eq(squallMpiAllreduce(a, b, (int)n, MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD), MPI_SUCCESS);
   PMPI_Allreduce(a, c, (int)n, MPI_FLOAT, MPI_MAX, MPI_COMM_WORLD);
   ck_assert(memcmp(b, c, n * 4) == 0);
-  free(a); free(b); free(c); free(w);
+  free(a);
+  free(b);
+  free(c);
+  free(w);
 }
 END_TEST
 
@@ -113,7 +116,8 @@ START_TEST(test_boundary_bytes_before_nodes_known) {
   ck_assert_uint_eq(s3.bytesIntraNode - s2.bytesIntraNode, next_elsewhere ? 0 : wire);
   squallMpiCommFree(comm);
   MPI_Comm_free(&comm);
-  free(a); free(b);
+  free(a);
+  free(b);
 }
 END_TEST
 
@@ -137,7 +141,7 @@ static void check_topk(size_t n, double ratio, int in_place, uint64_t seed) {
   (two_level ? model_two_level : model_flat)(seed, n, ratio, ref);
   for (size_t i = 0; i < n; i++)
     MC_CHECK(memcmp(&res[i], &ref[i], 4) == 0, "n=%zu%s: element %zu is %a, model %a", n,
-                  in_place ? " in place" : "", i, res[i], ref[i]);
+             in_place ? " in place" : "", i, res[i], ref[i]);
   assert_identical_across_ranks(res, n * 4);
   ck_assert_uint_eq(b.compressedCalls - a.compressedCalls, 1);
   ck_assert_uint_eq(b.twoLevelCalls - a.twoLevelCalls, (uint64_t)two_level);
@@ -150,14 +154,16 @@ static void check_topk(size_t n, double ratio, int in_place, uint64_t seed) {
   } else {
     ck_assert_uint_eq(b.flat[squallFlatUneven] - a.flat[squallFlatUneven], 1);
   }
-  free(g); free(out); free(ref);
+  free(g);
+  free(out);
+  free(ref);
 }
 
 START_TEST(test_topk_matches_model) {
-  check_topk(100000, 0.01, 0, 11);   /* divisible by L */
-  check_topk(100003, 0.01, 0, 12);   /* not divisible: the last shard is padded */
-  check_topk(20001, 0.05, 1, 13);    /* in place */
-  check_topk(1, 1.0, 0, 14);         /* fewer elements than ranks on a node */
+  check_topk(100000, 0.01, 0, 11); /* divisible by L */
+  check_topk(100003, 0.01, 0, 12); /* not divisible: the last shard is padded */
+  check_topk(20001, 0.05, 1, 13);  /* in place */
+  check_topk(1, 1.0, 0, 14);       /* fewer elements than ranks on a node */
   /* The padding of the last shard is zero whatever the scratch held before
    * (here: large sums from a dense call), so it never takes a top-k slot. */
   size_t big = 4097;
@@ -166,7 +172,8 @@ START_TEST(test_topk_matches_model) {
   use_config("SQUALL_COMPRESS=topk:1"); /* sparsity cannot pay: dense, exact */
   ck_assert_int_eq(squallMpiAllreduce(x, y, (int)big, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
   ck_assert(y[201] == 1000.0f * (float)nranks);
-  free(x); free(y);
+  free(x);
+  free(y);
   check_topk(201, 0.05, 0, 20);
   check_topk(99, 0.02, 0, 21);
 }
@@ -213,11 +220,17 @@ static void check_conservation_steps(const char *spec, int steps, int mixed) {
   double kept = 0;
   for (size_t i = 0; i < n; i++) {
     MC_CHECK(sum_out[i] + res_sum[i] == sum_in[i], "%s: element %zu: sent %.17g + kept %.17g != %.17g",
-                  spec, i, sum_out[i], res_sum[i], sum_in[i]);
+             spec, i, sum_out[i], res_sum[i], sum_in[i]);
     kept += fabs(res_sum[i]);
   }
   if (strstr(spec, "topk")) ck_assert_msg(kept > 0, "%s: top-k kept nothing back", spec);
-  free(g); free(out); free(res); free(sum_out); free(sum_in); free(mine); free(res_sum);
+  free(g);
+  free(out);
+  free(res);
+  free(sum_out);
+  free(sum_in);
+  free(mine);
+  free(res_sum);
 }
 
 static void check_conservation(const char *spec) { check_conservation_steps(spec, 20, 0); }
@@ -262,7 +275,8 @@ START_TEST(test_small_counts_identical) {
       ck_assert_int_eq(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
       for (size_t i = 0; i < n; i++) MC_CHECK(isfinite(out[i]), "element %zu is not finite", i);
       assert_identical_across_ranks(out, n * 4);
-      free(g); free(out);
+      free(g);
+      free(out);
     }
 }
 END_TEST
@@ -305,7 +319,9 @@ START_TEST(test_hierarchy_mismatch_and_flat) {
   ck_assert_uint_eq(b.flat[squallFlatOneRankPerNode] - a.flat[squallFlatOneRankPerNode], 1);
   /* one rank's node: all inter-node bytes */
   ck_assert_uint_eq(b.bytesInterNode - a.bytesInterNode, b.bytesWire - a.bytesWire);
-  free(g); free(out); free(ref);
+  free(g);
+  free(out);
+  free(ref);
 }
 END_TEST
 
@@ -362,11 +378,16 @@ START_TEST(test_engine_average_halves_nosplit) {
   model_flat(61, n, 0.01, ref);
   ck_assert(memcmp(out, ref, n * 4) == 0);
   ck_assert_uint_eq(b.flat[two_level ? squallFlatNoSplit : squallFlatUneven] -
-                        a.flat[two_level ? squallFlatNoSplit : squallFlatUneven], 1);
+                        a.flat[two_level ? squallFlatNoSplit : squallFlatUneven],
+                    1);
   squall__engine_free(e);
   squall__transport_mpi_fini(&ctx); /* the engines copied the transport, not its ctx */
   MPI_Comm_free(&dup);
-  free(g); free(out); free(h); free(ho); free(ref);
+  free(g);
+  free(out);
+  free(h);
+  free(ho);
+  free(ref);
 }
 END_TEST
 
@@ -457,7 +478,12 @@ static void shard_failure_case(const char *spec, float mul) {
     squall__transport_mpi_fini(&ctx[i]);
     MPI_Comm_free(&dup[i]);
   }
-  free(g); free(out); free(ref); free(res0); free(res1); free(rref);
+  free(g);
+  free(out);
+  free(ref);
+  free(res0);
+  free(res1);
+  free(rref);
 }
 
 START_TEST(test_failure_after_shard_restores_residual) {
@@ -532,7 +558,14 @@ START_TEST(test_shard_residual_per_count) {
   ck_assert_int_eq(squallMpiAllreduce(h, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
   ck_assert_int_eq(squall__mpi_get_residual(MPI_COMM_WORLD, h, (int)n, MPI_FLOAT, res), MPI_SUCCESS);
   ck_assert_int_eq(squall__mpi_get_residual(MPI_COMM_WORLD, h, (int)m, MPI_FLOAT, res), MPI_ERR_ARG);
-  free(g); free(out); free(res); free(h); free(sent); free(given); free(kept); free(kept_all);
+  free(g);
+  free(out);
+  free(res);
+  free(h);
+  free(sent);
+  free(given);
+  free(kept);
+  free(kept_all);
 }
 END_TEST
 
@@ -566,7 +599,8 @@ START_TEST(test_set_config_from_another_thread) {
   mc_flip_stop(&flip);
   squallStatsGet(&b);
   if (two_level) ck_assert_msg(b.twoLevelCalls > a.twoLevelCalls, "no call ran two-level");
-  free(g); free(out);
+  free(g);
+  free(out);
 }
 END_TEST
 

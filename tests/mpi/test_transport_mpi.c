@@ -72,7 +72,8 @@ START_TEST(test_allgather_and_alltoall_bytes) {
         for (int r = 0; r < nranks; r++)
           for (size_t i = 0; i < b; i++)
             MC_CHECK(recv[(size_t)r * b + i] == pattern(r, 0, i), "all-gather (big %d, blocking %d) of %zu bytes: "
-                     "rank %d's byte %zu wrong", big, blocking, b, r, i);
+                                                                  "rank %d's byte %zu wrong",
+                     big, blocking, b, r, i);
         /* all-to-all: block t of rank r goes to rank t */
         for (int t = 0; t < nranks; t++)
           for (size_t i = 0; i < b; i++) send[(size_t)t * b + i] = pattern(rank, t, i);
@@ -87,7 +88,8 @@ START_TEST(test_allgather_and_alltoall_bytes) {
         for (int r = 0; r < nranks; r++)
           for (size_t i = 0; i < b; i++)
             MC_CHECK(recv[(size_t)r * b + i] == pattern(r, rank, i), "all-to-all (big %d, blocking %d) of %zu "
-                     "bytes: the block from rank %d, byte %zu wrong", big, blocking, b, r, i);
+                                                                     "bytes: the block from rank %d, byte %zu wrong",
+                     big, blocking, b, r, i);
       }
       int left = (rank + nranks - 1) % nranks;
       MPI_Recv(got, (int)sizeof got, MPI_BYTE, left, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);

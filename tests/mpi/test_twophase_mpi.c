@@ -18,7 +18,7 @@
 #include "squall.h"
 #include "squall_mpi.h"
 #include "codecs/codec.h"
-#include "engine/costmodel.h" /* SQ_COST_RECHECK */
+#include "engine/costmodel.h"   /* SQ_COST_RECHECK */
 #include "engine/topk_rounds.h" /* squall__topk_rounds_pack */
 #include "engine/twophase.h"
 #include "transports/transport_mpi.h"
@@ -91,12 +91,18 @@ static void check_conservation(const char *spec, size_t n) {
   int lossy = 0;
   for (size_t i = 0; i < n; i++) {
     MC_CHECK(sum_out[i] + tot_res[i] == sum_in[i], "%s n=%zu elem %zu: outputs %.17g + residuals %.17g != inputs %.17g",
-                  spec, n, i, sum_out[i], tot_res[i], sum_in[i]);
+             spec, n, i, sum_out[i], tot_res[i], sum_in[i]);
     lossy |= tot_res[i] != 0;
   }
   /* the codecs do round these inputs: the residuals are not all zero */
   if (n > 100) ck_assert_msg(lossy, "%s: no residual at all is implausible", spec);
-  free(g); free(out); free(res); free(sum_out); free(sum_in); free(tot_res); free(mine);
+  free(g);
+  free(out);
+  free(res);
+  free(sum_out);
+  free(sum_in);
+  free(tot_res);
+  free(mine);
 }
 
 START_TEST(test_conservation) {
@@ -167,14 +173,22 @@ static void check_against_model(const char *spec, size_t n) {
     }
     for (size_t i = 0; i < n; i++)
       MC_CHECK(bits_of(out[i]) == bits_of(want[i]), "%s n=%zu step %d elem %zu: %a, the model %a", spec, n, t, i,
-                    (double)out[i], (double)want[i]);
+               (double)out[i], (double)want[i]);
   }
   ck_assert_msg(changes >= 3, "%s: the scale changed at %d steps only", spec, changes);
   ck_assert_int_eq(squall__mpi_get_residual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res), MPI_SUCCESS);
   for (size_t i = 0; i < n; i++)
     MC_CHECK(bits_of(res[i]) == bits_of(me[(size_t)rank * n + i]), "%s n=%zu: residual %zu: %a, the model %a",
-                  spec, n, i, (double)res[i], (double)me[(size_t)rank * n + i]);
-  free(g); free(out); free(res); free(want); free(mg); free(me); free(sum); free(codes); free(blocks);
+             spec, n, i, (double)res[i], (double)me[(size_t)rank * n + i]);
+  free(g);
+  free(out);
+  free(res);
+  free(want);
+  free(mg);
+  free(me);
+  free(sum);
+  free(codes);
+  free(blocks);
 }
 
 START_TEST(test_scale_changes) {
@@ -334,7 +348,10 @@ START_TEST(test_pipelined_identical) {
                          "SQUALL_COMPRESS=fp8", "SQUALL_COMPRESS=fp16", "SQUALL_COMPRESS=bf16"};
   /* one granule (a bucket, or 64 elements) per shard and chunk; several
    * chunks with a short last one; a few large ones */
-  const struct { size_t n; const char *chunk; } cases[] = {{5003, "1"}, {70001, "8K"}, {70001, "64K"}};
+  const struct {
+    size_t n;
+    const char *chunk;
+  } cases[] = {{5003, "1"}, {70001, "8K"}, {70001, "64K"}};
   for (size_t s = 0; s < sizeof specs / sizeof specs[0]; s++) {
     size_t nmax = 70001;
     float *ref = malloc((size_t)T * nmax * 4), *got = malloc((size_t)T * nmax * 4);
@@ -350,11 +367,14 @@ START_TEST(test_pipelined_identical) {
                     (unsigned long long)pipelined, T);
       for (size_t i = 0; i < (size_t)T * n; i++)
         MC_CHECK(memcmp(&ref[i], &got[i], 4) == 0, "%s chunk %s n=%zu: step %zu elem %zu: %a != %a",
-                      specs[s], chunk, n, i / n, i % n, (double)got[i], (double)ref[i]);
+                 specs[s], chunk, n, i / n, i % n, (double)got[i], (double)ref[i]);
       ck_assert_msg(memcmp(ref_res, got_res, n * 4) == 0, "%s chunk %s n=%zu: residuals differ", specs[s], chunk,
                     n);
     }
-    free(ref); free(got); free(ref_res); free(got_res);
+    free(ref);
+    free(got);
+    free(ref_res);
+    free(got_res);
   }
 }
 END_TEST
@@ -369,6 +389,7 @@ START_TEST(test_topk_rounds_identical) {
   /* 82000 elements at 0.2: 4 rounds at most (SQ_TOPK_ROUND_MIN entries
    * each, packed in 2 pages), and sparse up to 4 ranks; 2^20 + 3 at 0.01:
    * 2, on the sampled selection. pack 0: the rounds without zstd go raw. */
+  /* clang-format off */
   const struct { const char *spec; size_t n; const char *chunk; uint64_t rounds; int pack; } cases[] = {
       {"SQUALL_COMPRESS=topk:0.2 SQUALL_ZSTD=0", 82000, "1", 4, 1},
       {"SQUALL_COMPRESS=topk:0.2 SQUALL_ZSTD=0", 82000, "1", 4, 0},
@@ -379,6 +400,7 @@ START_TEST(test_topk_rounds_identical) {
       {"SQUALL_COMPRESS=topk:0.01 SQUALL_ZSTD=1", ((size_t)1 << 20) + 3, "1", 2, 1},
       {"SQUALL_COMPRESS=topk:0.01 SQUALL_ZSTD=0", ((size_t)1 << 20) + 3, "1", 2, 1},
   };
+  /* clang-format on */
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
     size_t n = cases[c].n;
     squall__topk_rounds_pack = cases[c].pack;
@@ -417,7 +439,10 @@ START_TEST(test_topk_rounds_identical) {
                (double)got[i], (double)ref[i]);
     ck_assert_msg(memcmp(ref_res, got_res, n * 4) == 0, "%s: residuals differ", cases[c].spec);
     assert_identical_across_ranks(got, (size_t)T * n * 4, cases[c].spec);
-    free(ref); free(got); free(ref_res); free(got_res);
+    free(ref);
+    free(got);
+    free(ref_res);
+    free(got_res);
   }
 }
 END_TEST
@@ -449,7 +474,10 @@ START_TEST(test_cold_outputs_identical) {
       assert_identical_across_ranks(got, (size_t)T * n * 4, specs[s]);
     }
   squall__cold_stores_force(-1);
-  free(ref); free(got); free(ref_res); free(got_res);
+  free(ref);
+  free(got);
+  free(ref_res);
+  free(got_res);
 }
 END_TEST
 
@@ -552,7 +580,10 @@ START_TEST(test_cost_model) {
     ck_assert_msg(first_compressed >= 0 && first_compressed < SQ_COST_RECHECK,
                   "%s: a slow link given, first compressed call %d", spec, first_compressed);
   }
-  free(g); free(a); free(b); free(res);
+  free(g);
+  free(a);
+  free(b);
+  free(res);
 }
 END_TEST
 
@@ -605,7 +636,9 @@ START_TEST(test_settled_config_change) {
   ck_assert_msg(settled_headers <= (13 + SQ_COST_RECHECK - 1) / SQ_COST_RECHECK, "%d headers in 13 settled calls",
                 settled_headers);
   mc_use_config("SQUALL_COMPRESS=int8");
-  free(g); free(a); free(b);
+  free(g);
+  free(a);
+  free(b);
 }
 END_TEST
 
@@ -639,7 +672,8 @@ START_TEST(test_cost_model_agrees) {
       mc_use_config(t < 3 ? "SQUALL_COMPRESS=none" : "SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=on");
       agreed_call(g, a, n, 90 + (uint64_t)t);
     }
-  free(g); free(a);
+  free(g);
+  free(a);
 }
 END_TEST
 
@@ -653,7 +687,9 @@ START_TEST(test_in_place) {
   ck_assert_int_eq(squallMpiAllreduce(g, a, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
   ck_assert_int_eq(squallMpiAllreduce(MPI_IN_PLACE, b, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
   ck_assert(memcmp(a, b, n * 4) == 0);
-  free(g); free(a); free(b);
+  free(g);
+  free(a);
+  free(b);
 }
 END_TEST
 
@@ -677,7 +713,9 @@ START_TEST(test_disagreement_passes_through) {
     ck_assert_msg(memcmp(a, b, n * 4) == 0, "%s: not the plain all-reduce", specs[s][1]);
     ck_assert(after.passthrough[squallPassMismatch] == before.passthrough[squallPassMismatch] + 1);
   }
-  free(g); free(a); free(b);
+  free(g);
+  free(a);
+  free(b);
 }
 END_TEST
 
@@ -735,8 +773,8 @@ START_TEST(test_owner_routes_identical) {
             twophase_direct(&tr, &two_pass, &cd, g2, variant == 2 ? NULL : r2, out2, n, &last2);
             for (size_t i = 0; i < n; i++) {
               MC_CHECK(bits_of(out1[i]) == bits_of(out2[i]),
-                            "kind %d n %zu chunk %zu variant %d step %d elem %zu: %a, two passes %a", kind, n,
-                            chunk_bytes[ci], variant, t, i, (double)out1[i], (double)out2[i]);
+                       "kind %d n %zu chunk %zu variant %d step %d elem %zu: %a, two passes %a", kind, n,
+                       chunk_bytes[ci], variant, t, i, (double)out1[i], (double)out2[i]);
               ck_assert_msg(bits_of(r1[i]) == bits_of(r2[i]),
                             "kind %d n %zu chunk %zu variant %d step %d elem %zu: residual %a, two passes %a", kind,
                             n, chunk_bytes[ci], variant, t, i, (double)r1[i], (double)r2[i]);
@@ -744,7 +782,12 @@ START_TEST(test_owner_routes_identical) {
             ck_assert_msg(bits_of(last1) == bits_of(last2), "kind %d n %zu step %d: scale %a, two passes %a", kind,
                           n, t, (double)last1, (double)last2);
           }
-          free(g1); free(g2); free(o1); free(o2); free(r1); free(r2);
+          free(g1);
+          free(g2);
+          free(o1);
+          free(o2);
+          free(r1);
+          free(r2);
         }
   squall__transport_mpi_fini(&ctx);
 }

@@ -39,11 +39,11 @@ static void check_(int ok, int line, const char *expr, const char *fmt, ...) {
 }
 #define CHECK(cond, ...) check_(!!(cond), __LINE__, #cond, "" __VA_ARGS__)
 /* A call's result code, named on failure together with the last error. */
-#define CHECK_RC(call, want)                                                                       \
-  do {                                                                                             \
-    ncclResult_t rc_ = (call);                                                                     \
-    check_(rc_ == (want), __LINE__, #call, "returned %d (%s), expected %d; last error: %s", rc_,   \
-           ncclGetErrorString(rc_), (int)(want), ncclGetLastError(NULL));                          \
+#define CHECK_RC(call, want)                                                                     \
+  do {                                                                                           \
+    ncclResult_t rc_ = (call);                                                                   \
+    check_(rc_ == (want), __LINE__, #call, "returned %d (%s), expected %d; last error: %s", rc_, \
+           ncclGetErrorString(rc_), (int)(want), ncclGetLastError(NULL));                        \
   } while (0)
 
 /* ---------------------------------------------------------------- both name families */
@@ -115,8 +115,14 @@ static float oracle_half_to_float(uint16_t u) {
 }
 #else
 #define HAVE_HALF_ORACLE 0
-static uint16_t oracle_half(float f) { (void)f; return 0; }
-static float oracle_half_to_float(uint16_t u) { (void)u; return 0; }
+static uint16_t oracle_half(float f) {
+  (void)f;
+  return 0;
+}
+static float oracle_half_to_float(uint16_t u) {
+  (void)u;
+  return 0;
+}
 #endif
 static float bf16_value(uint32_t hi) {
   uint32_t u = hi << 16;
@@ -136,7 +142,7 @@ static uint16_t oracle_bf16(float f) { /* finite inputs only */
 }
 static float oracle_bf16_to_float(uint16_t b) { return bf16_value(b); }
 
-static const ncclDataType_t reducible[] = {ncclInt8,   ncclUint8,   ncclInt32,   ncclUint32,  ncclInt64,
+static const ncclDataType_t reducible[] = {ncclInt8, ncclUint8, ncclInt32, ncclUint32, ncclInt64,
                                            ncclUint64, ncclFloat16, ncclFloat32, ncclFloat64, ncclBfloat16};
 #define NREDUCIBLE (sizeof reducible / sizeof reducible[0])
 static const char *const tname[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64",
@@ -158,7 +164,9 @@ static MPI_Datatype mpi_type(ncclDataType_t t) {
   }
 }
 static MPI_Op mpi_op(ncclRedOp_t op) {
-  return op == ncclProd ? MPI_PROD : op == ncclMax ? MPI_MAX : op == ncclMin ? MPI_MIN : MPI_SUM;
+  return op == ncclProd ? MPI_PROD : op == ncclMax ? MPI_MAX
+                                 : op == ncclMin   ? MPI_MIN
+                                                   : MPI_SUM;
 }
 
 /* Small values so that products of a few ranks stay in range: integers in

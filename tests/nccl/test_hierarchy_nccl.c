@@ -95,7 +95,9 @@ static void topk_call(ncclComm_t comm, int two, int flat_reason, size_t n, uint6
     snprintf(msg, sizeof msg, "%s: intra-node bytes are the dense reduce-scatter and all-gather", what);
     check(b.bytesIntraNode - a.bytesIntraNode == 2 * (uint64_t)(rpn - 1) * s * 4, msg);
   }
-  free(g); free(out); free(ref);
+  free(g);
+  free(out);
+  free(ref);
 }
 
 int main(int argc, char **argv) {
@@ -184,7 +186,12 @@ int main(int argc, char **argv) {
   MPI_Reduce(tot, sum, 2, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
   if (rank == 0) printf("hierarchy over NCCL, %d ranks (%s): %d passed, %d failed\n", nranks,
                         two_level ? "2 nodes x 2" : "uneven nodes", sum[0], sum[1]);
-  free(g); free(out); free(ref); free(ia); free(ib); free(ic);
+  free(g);
+  free(out);
+  free(ref);
+  free(ia);
+  free(ib);
+  free(ic);
   MPI_Finalize();
   return failed ? 1 : 0;
 }

@@ -152,8 +152,11 @@ int main(int argc, char **argv) {
   check(squallAllReduce(g, out, n, ncclFloat32, ncclSum, NULL, NULL) == ncclInvalidArgument,
         "NULL communicator is ncclInvalidArgument");
   check(strstr(squallGetLastError(), "ncclAllReduce (squallAllReduce passed the call through) failed: NCCL error") !=
-            NULL, "squallGetLastError holds NCCL's failure of a call squallAllReduce passed through");
-  struct { char junk[256]; } not_a_comm = {{0}};
+            NULL,
+        "squallGetLastError holds NCCL's failure of a call squallAllReduce passed through");
+  struct {
+    char junk[256];
+  } not_a_comm = {{0}};
   check(squallAllReduce(g, out, n, ncclFloat32, ncclSum, (ncclComm_t)&not_a_comm, NULL) == ncclInvalidArgument,
         "something that is no communicator is ncclInvalidArgument");
 
@@ -191,9 +194,11 @@ int main(int argc, char **argv) {
       check(squallMpiAllreduce(b, rb, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS, "mpi reference");
       char what[160];
       snprintf(what, sizeof what, "%s on a non-blocking communicator: success (%d), compressed, idle after (%d), "
-               "MPI's bits", specs[s], (int)r, (int)state);
+                                  "MPI's bits",
+               specs[s], (int)r, (int)state);
       check(r == ncclSuccess && after.compressedCalls == before.compressedCalls + 1 && state == ncclSuccess &&
-                memcmp(ra, rb, n * 4) == 0 && same_on_all_ranks(ra, n * 4), what);
+                memcmp(ra, rb, n * 4) == 0 && same_on_all_ranks(ra, n * 4),
+            what);
       free(a), free(b), free(ra), free(rb);
     }
     unsetenv("FAKENCCL_NONBLOCKING_CALLS");
@@ -207,7 +212,15 @@ int main(int argc, char **argv) {
   int tot[2] = {passed, failed}, sum[2];
   MPI_Reduce(tot, sum, 2, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
   if (rank == 0) printf("%d passed, %d failed\n", sum[0], sum[1]);
-  free(g); free(g2); free(out); free(ref); free(h); free(ho); free(ia); free(ib); free(ic);
+  free(g);
+  free(g2);
+  free(out);
+  free(ref);
+  free(h);
+  free(ho);
+  free(ia);
+  free(ib);
+  free(ic);
   MPI_Finalize();
   return failed ? 1 : 0;
 }

@@ -231,5 +231,6 @@ int main(int argc, char **argv) {
   MPI_Reduce(tot, sum, 2, MPI_INT, MPI_SUM, 0, MPI_COMM_WORLD);
   if (rank == 0) printf("test_nccl_faults: %d passed, %d failed\n", sum[0], sum[1]);
   MPI_Finalize();
-  return sum[1] && rank == 0 ? 1 : failed ? 1 : 0;
+  return sum[1] && rank == 0 ? 1 : failed ? 1
+                                          : 0;
 }

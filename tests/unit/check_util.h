@@ -16,9 +16,9 @@
 /* ck_assert* records a mark point on every success, which in fork mode
  * costs a write each time; loops over millions of elements test with this
  * instead and only report on failure. */
-#define TU_CHECK(cond, ...)                                                   \
-  do {                                                                        \
-    if (!(cond)) ck_abort_msg(__VA_ARGS__);                                   \
+#define TU_CHECK(cond, ...)                 \
+  do {                                      \
+    if (!(cond)) ck_abort_msg(__VA_ARGS__); \
   } while (0)
 
 /* splitmix64: small, fast, and good enough to drive test inputs. */

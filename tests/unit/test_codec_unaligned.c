@@ -90,7 +90,11 @@ static void half_codecs(sq_half_kind kind, const char *name, int off) {
   snprintf(what, sizeof what, "%s sum", name);
   expect_same(sum, bs.p, sizeof sum, what, off);
 
-  free(bg.base); free(br.base); free(bo.base); free(bs.base); free(bd.base);
+  free(bg.base);
+  free(br.base);
+  free(bo.base);
+  free(bs.base);
+  free(bd.base);
 }
 
 static void topk_and_sparse(squallValueType_t vt, const char *name, int off) {
@@ -128,7 +132,12 @@ static void topk_and_sparse(squallValueType_t vt, const char *name, int off) {
   snprintf(what, sizeof what, "%s sparse decode", name);
   expect_same(dense, bd.p, sizeof dense, what, off);
 
-  free(slot); free(ws); free(bg.base); free(br.base); free(bslot.base); free(bd.base);
+  free(slot);
+  free(ws);
+  free(bg.base);
+  free(br.base);
+  free(bslot.base);
+  free(bd.base);
 }
 
 int main(void) {

@@ -16,11 +16,11 @@
 
 static int failures;
 
-#define FAIL(...)               \
-  do {                          \
+#define FAIL(...)                 \
+  do {                            \
     printf("FAIL: " __VA_ARGS__); \
-    printf("\n");               \
-    failures++;                 \
+    printf("\n");                 \
+    failures++;                   \
   } while (0)
 
 static void fill(float *f, size_t n, unsigned seed) {
@@ -141,7 +141,9 @@ static void half_learns(void) {
 
 /* Threads that decode at once share the trials: the family learns, and
  * every thread's output is right meanwhile. */
-enum { THREADS = 4, ROUNDS = 6, TN = SQ_COLD_TRIAL_ELEMS + 17 };
+enum { THREADS = 4,
+       ROUNDS = 6,
+       TN = SQ_COLD_TRIAL_ELEMS + 17 };
 static uint8_t *shared_codes;
 static float *shared_want;
 

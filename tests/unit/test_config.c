@@ -91,12 +91,12 @@ END_TEST
 
 /* Sets name=value on a copy of 'unusual' and checks the result equals
  * 'want' (which starts as the same copy, with the expected change). */
-#define ACCEPT(name, value, field, expected)                                                 \
-  do {                                                                                       \
-    squallConfig_t got_ = unusual(), want_ = unusual();                                      \
-    want_.field = (expected);                                                                \
-    squallResult_t r_ = squallConfigSet(&got_, (name), (value));                             \
-    ck_assert_msg(r_ == squallSuccess, "%s='%s' refused: %s", (name), (value), squallGetLastError()); \
+#define ACCEPT(name, value, field, expected)                                                                  \
+  do {                                                                                                        \
+    squallConfig_t got_ = unusual(), want_ = unusual();                                                       \
+    want_.field = (expected);                                                                                 \
+    squallResult_t r_ = squallConfigSet(&got_, (name), (value));                                              \
+    ck_assert_msg(r_ == squallSuccess, "%s='%s' refused: %s", (name), (value), squallGetLastError());         \
     ck_assert_msg(cfg_equal(&got_, &want_), "%s='%s' did not set " #field " to " #expected, (name), (value)); \
   } while (0)
 
@@ -107,12 +107,14 @@ START_TEST(test_accept_compress) {
   ACCEPT("SQUALL_COMPRESS", "FP16", codec, squallCodecFp16);
   ACCEPT("SQUALL_COMPRESS", "bf16", codec, squallCodecBf16);
   ACCEPT("SQUALL_COMPRESS", "Bf16", codec, squallCodecBf16);
+  /* clang-format off */
   static const struct {
     const char *text;
     double ratio;
   } topk[] = {{"topk:0.01", 0.01}, {"topk:1", 1.0},     {"TOPK:0.5", 0.5},      {"topk:1e-3", 0.001},
               {"topk:.25", 0.25},  {"Topk:0.000001", 1e-6}, {"topk:1.0", 1.0}, {"topk:0.999", 0.999},
               {"topk:1e-320", 1e-320} /* subnormal, but above 0 */};
+  /* clang-format on */
   for (size_t i = 0; i < sizeof topk / sizeof topk[0]; i++) {
     squallConfig_t c = unusual(), want = unusual();
     want.codec = squallCodecTopk;
@@ -718,11 +720,11 @@ START_TEST(test_strict_set_config) {
   clear_squall_env();
   squallConfig_t good = defaults(), c;
   ck_assert_int_eq(squallSetConfig(&good), squallSuccess);
-#define BAD(member, value, field)      \
-  do {                                 \
-    c = good;                          \
-    c.member = (value);                \
-    set_config_fails(&c, field);       \
+#define BAD(member, value, field) \
+  do {                            \
+    c = good;                     \
+    c.member = (value);           \
+    set_config_fails(&c, field);  \
   } while (0)
   BAD(debug, (squallLogLevel_t)7, "debug=7");
   BAD(debug, (squallLogLevel_t)-1, "debug=-1");
@@ -832,6 +834,7 @@ START_TEST(test_strict_spellings) {
   ck_assert(t.codec == squallCodecTopk && t.topkRatio == 0.5);
 
   /* The parser itself, as squall-bench uses it. */
+  /* clang-format off */
   static const struct {
     const char *text;
     unsigned long long bytes;
@@ -840,6 +843,7 @@ START_TEST(test_strict_spellings) {
             {"0010", 10},       {"1k", 1024},      {"64m", 64ull << 20}, {"1g", 1ull << 30},
             {"1KB", 1024},      {"1kb", 1024},     {"64mb", 64ull << 20}, {"1Kib", 1024}, {"1KIB", 1024},
             {"2GB", 2ull << 30}};
+  /* clang-format on */
   for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
     size_t v = 12345;
     ck_assert_msg(squall__parse_size(ok[i].text, &v) == 0, "'%s' refused", ok[i].text);
@@ -900,7 +904,8 @@ START_TEST(test_strict_info) {
   out = run_capture(cmd, &status);
   ck_assert_msg(status == 1, "exit status %d for an unwritable SQUALL_STATS:\n%s", status, out);
   ck_assert_msg(strstr(out, "invalid configuration: SQUALL_STATS='/nonexistent-squall-dir/st.%r.json' cannot "
-                            "be written") != NULL, "no reason in:\n%s", out);
+                            "be written") != NULL,
+                "no reason in:\n%s", out);
   ck_assert_msg(strstr(out, "'/nonexistent-squall-dir/st.0.json'") && strstr(out, "No such file or directory"),
                 "no file or errno in:\n%s", out);
   free(out);

@@ -38,16 +38,18 @@ static void codec_figure(squall_cost *m, int kind, size_t n, double seconds) {
 }
 
 static squall_cost_call half_call(void) { /* 16M floats, fp16 two-phase, 4 ranks */
+  /* clang-format off */
   squall_cost_call c = {.kind = 3, .n = 1 << 24, .bytes_in = 4u << 24, .wire = 2 * 3 * (2u << 24) / 4,
                         .collectives = 3, .chunks = 1, .nranks = 4};
+  /* clang-format on */
   return c;
 }
 
 START_TEST(test_fit_recovers_the_link) {
   squall_cost m;
   memset(&m, 0, sizeof m);
-  feed(&m, 50e-6, 8e-3, 40); /* 50 us per collective, 1 Gbit/s */
-  codec_figure(&m, 3, 1000, 2e-6);  /* 2 ns per element */
+  feed(&m, 50e-6, 8e-3, 40);       /* 50 us per collective, 1 Gbit/s */
+  codec_figure(&m, 3, 1000, 2e-6); /* 2 ns per element */
   squall_cost_call c = half_call();
   double plain, comp;
   ck_assert_int_eq(squall__cost_predict(&m, &c, 0, &plain, &comp), 1);
@@ -61,7 +63,7 @@ END_TEST
 START_TEST(test_follows_a_changed_link) {
   squall_cost m;
   memset(&m, 0, sizeof m);
-  feed(&m, 50e-6, 8e-3, 40);   /* 1 Gbit/s ... */
+  feed(&m, 50e-6, 8e-3, 40);    /* 1 Gbit/s ... */
   feed(&m, 20e-6, 0.8e-3, 200); /* ... then 10 Gbit/s */
   codec_figure(&m, 3, 1000, 2e-6);
   squall_cost_call c = half_call();
@@ -98,7 +100,7 @@ START_TEST(test_no_figures_no_prediction) {
   memset(&m, 0, sizeof m);
   codec_figure(&m, 3, 1000, 2e-6);
   ck_assert_int_eq(squall__cost_predict(&m, &c, 0, &plain, &comp), 0); /* link unknown */
-  c.kind = SQ_COST_KINDS;                                               /* out of range */
+  c.kind = SQ_COST_KINDS;                                              /* out of range */
   ck_assert_int_eq(squall__cost_predict(&m, &c, 10.0, &plain, &comp), 0);
   /* nonsense samples are ignored */
   memset(&m, 0, sizeof m);
@@ -150,7 +152,7 @@ START_TEST(test_first_codec_figure_declines_nothing) {
   squall__cost_note_codec(&m, 3, 1000, 2e-4); /* slow: no verdict, measure again */
   ck_assert_int_eq(squall__cost_predict(&m, &c, 0, &plain, &comp), 0);
   ck_assert_int_eq(squall__cost_predict(&m, &c, 1.0, &plain, &comp), 0); /* a given link too */
-  squall__cost_note_codec(&m, 3, 1000, 2e-6); /* the smaller of the two */
+  squall__cost_note_codec(&m, 3, 1000, 2e-6);                            /* the smaller of the two */
   ck_assert_int_eq(squall__cost_predict(&m, &c, 0, &plain, &comp), 1);
   ck_assert(squall__cost_pays(comp, plain));
   squall__cost_note_codec(&m, 3, 1000, 2e-4); /* a third is smoothed, and declines */
@@ -252,18 +254,18 @@ START_TEST(test_measured_calls_win) {
   squall__cost_note_call(&m, -1, c.bytes_in, 0.5);
   ck_assert_int_eq(squall__cost_predict(&m, &c, 0, &plain, &comp), 1);
   close_to(plain, 0.5, 1e-6, "measured plain");
-  ck_assert(comp < plain); /* compressed not seen: the model's */
-  squall__cost_note_call(&m, 3, c.bytes_in, 0.01); /* the first: not taken */
-  squall__cost_note_call(&m, 3, c.bytes_in + 1000, 1.8); /* same class */
+  ck_assert(comp < plain);                                             /* compressed not seen: the model's */
+  squall__cost_note_call(&m, 3, c.bytes_in, 0.01);                     /* the first: not taken */
+  squall__cost_note_call(&m, 3, c.bytes_in + 1000, 1.8);               /* same class */
   ck_assert_int_eq(squall__cost_predict(&m, &c, 0, &plain, &comp), 0); /* one sample declines nothing */
-  squall__cost_note_call(&m, 3, c.bytes_in, 0.9); /* the smaller of the first two */
+  squall__cost_note_call(&m, 3, c.bytes_in, 0.9);                      /* the smaller of the first two */
   ck_assert_int_eq(squall__cost_predict(&m, &c, 0, &plain, &comp), 1);
   close_to(plain, 0.5, 1e-6, "measured plain");
   close_to(comp, 0.9, 1e-6, "measured compressed");
   ck_assert(comp > plain);
   ck_assert_int_eq(squall__cost_predict(&m, &c, 1.0, &plain, &comp), 1);
   ck_assert(comp < plain); /* a given link: the model */
-  c.bytes_in /= 4; /* a smaller size class: the model */
+  c.bytes_in /= 4;         /* a smaller size class: the model */
   c.n /= 4;
   c.wire /= 4;
   ck_assert_int_eq(squall__cost_predict(&m, &c, 0, &plain, &comp), 1);
@@ -434,7 +436,7 @@ START_TEST(test_plain_probes) {
   }
   ck_assert_int_eq(probes, 3);
   ck_assert_int_eq(squall__cost_probe_plain(&m, b * 4, 1.0, 1.5), 0); /* another class: not judged yet */
-  for (int i = 10; i < 2 * SQ_COST_EXPLORE; i++) { /* then one in every EXPLORE judged calls, where close */
+  for (int i = 10; i < 2 * SQ_COST_EXPLORE; i++) {                    /* then one in every EXPLORE judged calls, where close */
     int p = squall__cost_probe_plain(&m, b, 1.0, 1.2);
     ck_assert_int_eq(p, i % SQ_COST_EXPLORE == SQ_COST_EXPLORE - 1);
     ck_assert_int_eq(squall__cost_probe_plain(&m, b, 1.0, 1.5), 0); /* not close enough to probe again */
@@ -451,7 +453,7 @@ START_TEST(test_plain_probes) {
   ck_assert_int_eq(probes, 3);
   memset(&m, 0, sizeof m);
   squall__cost_note_call(&m, -1, b * 4, 0.01); /* a plain call ran, at another size */
-  for (int i = 0; i < 10; i++) { /* 20x faster: no doubt, no probe */
+  for (int i = 0; i < 10; i++) {               /* 20x faster: no doubt, no probe */
     ck_assert_int_eq(squall__cost_probe_plain(&m, b, 1.0, 20.0), 0);
     squall__cost_judged(&m, b, 0);
   }
@@ -464,7 +466,7 @@ START_TEST(test_plain_probes) {
     if (p) squall__cost_note_call(&m, -1, b, 0.01);
   }
   ck_assert_int_eq(probes, 1); /* then a plain call has run: no doubt left at 20x */
-  memset(&m, 0, sizeof m); /* plain is fast: probing costs little, probe however clear the verdict */
+  memset(&m, 0, sizeof m);     /* plain is fast: probing costs little, probe however clear the verdict */
   squall__cost_note_call(&m, -1, b * 4, 0.01);
   probes = 0;
   for (int i = 0; i < 10; i++) {

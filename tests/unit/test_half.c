@@ -54,7 +54,9 @@ static uint16_t ref_round(float f, double (*mag)(uint16_t), uint16_t inf_code, d
   double up = lo + 1 == inf_code ? beyond : mag((uint16_t)(lo + 1));
   if (x >= up) return (uint16_t)(sign | inf_code);
   double dl = x - down, du = up - x;
-  uint32_t c = dl < du ? lo : du < dl ? lo + 1 : (lo & 1u) ? lo + 1 : lo;
+  uint32_t c = dl < du ? lo : du < dl ? lo + 1
+                          : (lo & 1u) ? lo + 1
+                                      : lo;
   return (uint16_t)(sign | c);
 }
 
@@ -102,6 +104,7 @@ static void check_bf16_one(float f) {
 }
 
 /* Inputs that sit on the edges of both formats. */
+/* clang-format off */
 static const uint32_t edge_bits[] = {
     0x00000000u, 0x80000000u, 0x00000001u, 0x807fffffu, 0x00800000u, 0x7f7fffffu, 0xff7fffffu,
     0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00000u, 0x7f800001u, 0xff812345u, 0x7fffffffu,
@@ -112,6 +115,7 @@ static const uint32_t edge_bits[] = {
     0x3f808000u /* bf16 tie */, 0x3f818000u, 0x3f807fffu, 0x7f7f8000u /* bf16 tie to Inf */,
     0x7f7f7fffu, 0x00008000u, 0x00018000u, 0x80010000u,
 };
+/* clang-format on */
 
 /* ------------------------------------------------------- exhaustive 16-bit */
 
@@ -212,8 +216,8 @@ END_TEST
 
 START_TEST(test_halfway_rounds_to_even) {
   /* fp16 near 1: ulp 2^-10. */
-  ck_assert_uint_eq(sq_f32_to_f16(1.0f + 0x1p-11f), 0x3c00);           /* tie, 1 is even */
-  ck_assert_uint_eq(sq_f32_to_f16(1.0f + 3 * 0x1p-11f), 0x3c02);       /* tie, up to even */
+  ck_assert_uint_eq(sq_f32_to_f16(1.0f + 0x1p-11f), 0x3c00);            /* tie, 1 is even */
+  ck_assert_uint_eq(sq_f32_to_f16(1.0f + 3 * 0x1p-11f), 0x3c02);        /* tie, up to even */
   ck_assert_uint_eq(sq_f32_to_f16(1.0f + 0x1p-11f + 0x1p-23f), 0x3c01); /* above the tie */
   ck_assert_uint_eq(sq_f32_to_f16(-(1.0f + 3 * 0x1p-11f)), 0xbc02);
   ck_assert_uint_eq(sq_f32_to_f16(2049.0f), 0x6800); /* 2048 */
@@ -362,7 +366,8 @@ END_TEST
 /* Over T steps of one rank: sum_t decode_t + e_T == sum_t g_t exactly, for
  * dyadic inputs small enough that every float sum is exact. */
 START_TEST(test_ef_steps) {
-  enum { N = 4096, T = 50 };
+  enum { N = 4096,
+         T = 50 };
   static float g[N], res[N], sum_g[N], sum_d[N], out[N];
   static uint16_t code[N];
   for (int kind = SQ_HALF_FP16; kind <= SQ_HALF_BF16; kind++) {
@@ -425,7 +430,7 @@ START_TEST(test_absmax) {
   ck_assert_float_eq(squall__absmax(g, NULL, 7), 7.5f);
   ck_assert_float_eq(squall__absmax(g, res, 7), 7.25f);
   ck_assert_float_eq(squall__absmax(g, res, 0), 0.0f);
-  ck_assert_float_eq(squall__absmax(g + 2, NULL, 2), 0.0f); /* only non-finite values */
+  ck_assert_float_eq(squall__absmax(g + 2, NULL, 2), 0.0f);      /* only non-finite values */
   ck_assert_uint_eq(tu_bits(squall__absmax(g + 6, NULL, 1)), 0); /* -0 gives +0 */
   /* g + res overflowing to Inf is skipped. */
   const float big[] = {FLT_MAX, 2.0f}, bigres[] = {FLT_MAX, 0.0f};
@@ -460,7 +465,7 @@ START_TEST(test_pow2_scale) {
   ck_assert_float_eq(sq_pow2_scale(1.0f, SQ_F16_MAX), 32768.0f);
   ck_assert_float_eq(sq_pow2_scale(65504.0f, SQ_F16_MAX), 1.0f);
   ck_assert_float_eq(sq_pow2_scale(65505.0f, SQ_F16_MAX), 0.5f);
-  ck_assert_float_eq(sq_pow2_scale(1e-30f, SQ_F16_MAX), 0x1p100f); /* clamped */
+  ck_assert_float_eq(sq_pow2_scale(1e-30f, SQ_F16_MAX), 0x1p100f);  /* clamped */
   ck_assert_float_eq(sq_pow2_scale(tu_float(1), SQ_F16_MAX), 1.0f); /* subnormal: as zero */
   ck_assert_float_eq(sq_pow2_scale(FLT_MAX, SQ_F16_MAX), 0x1p-113f);
   ck_assert_float_eq(sq_pow2_scale(FLT_MAX, SQ_F16_MAX / 8192), 0x1p-126f); /* clamped: 8192 ranks */
@@ -495,8 +500,9 @@ START_TEST(test_arrays_match_per_element) {
       uint16_t *h1 = malloc(n * 2), *h2 = malloc(n * 2), *b1 = malloc(n * 2), *b2 = malloc(n * 2);
       for (size_t i = 0; i < n; i++) {
         uint32_t pick = tu_u32(&rng) % 16;
-        g[i] = pick == 0 ? tu_float(tu_u32(&rng)) /* any bits: NaN, Inf, subnormal */
-               : pick == 1 ? tu_float_exp(&rng, -40, -10) : tu_float_exp(&rng, -8, 12);
+        g[i] = pick == 0   ? tu_float(tu_u32(&rng)) /* any bits: NaN, Inf, subnormal */
+               : pick == 1 ? tu_float_exp(&rng, -40, -10)
+                           : tu_float_exp(&rng, -8, 12);
         r1[i] = r2[i] = pick == 2 ? tu_float_exp(&rng, -20, -5) : 0.0f;
       }
       float scales[] = {1.0f, 0x1p-20f, 0x1p10f, 3.0f /* not a power of two: the scalar path */};
@@ -526,11 +532,19 @@ START_TEST(test_arrays_match_per_element) {
       squall__half_sum((sq_half_kind)kind, h1, b1, n);
       for (size_t i = 0; i < n; i++) {
         uint16_t want = sq_half_from_f32((sq_half_kind)kind, sq_half_to_f32((sq_half_kind)kind, h1[i]) +
-                                                                  sq_half_to_f32((sq_half_kind)kind, b2[i]));
+                                                                 sq_half_to_f32((sq_half_kind)kind, b2[i]));
         float fw = sq_half_to_f32((sq_half_kind)kind, want), fg = sq_half_to_f32((sq_half_kind)kind, b1[i]);
         ck_assert_msg(b1[i] == want || (tu_isnan(fw) && tu_isnan(fg)), "sum %zu: %04x vs %04x", i, b1[i], want);
       }
-      free(g); free(r1); free(r2); free(o1); free(o2); free(h1); free(h2); free(b1); free(b2);
+      free(g);
+      free(r1);
+      free(r2);
+      free(o1);
+      free(o2);
+      free(h1);
+      free(h2);
+      free(b1);
+      free(b2);
     }
 }
 END_TEST
@@ -548,7 +562,8 @@ static float ftz_ref(float x) { /* written out, not sq_ftz */
  * normal. Over T steps the sum of what was delivered plus the last
  * residual misses the sum of the inputs by less than T * 2^-125. */
 START_TEST(test_tiny_ef_bound) {
-  enum { N = 4096, T = 40 };
+  enum { N = 4096,
+         T = 40 };
   static float g[N], res[N], out[N], prev[N];
   static double sum_g[N], sum_d[N];
   static uint16_t code[N];
@@ -563,7 +578,8 @@ START_TEST(test_tiny_ef_bound) {
       for (size_t i = 0; i < N; i++) {
         uint64_t c = tu_below(&r, mixed ? 4 : 3);
         g[i] = c == 0 ? 2.37e-38f : c == 1 ? tu_float_unit(&r) * 4e-38f
-               : c == 2 ? tu_float(tu_u32(&r) & 0x807fffffu) /* subnormal g */ : tu_float_unit(&r);
+                                : c == 2   ? tu_float(tu_u32(&r) & 0x807fffffu) /* subnormal g */
+                                           : tu_float_unit(&r);
         sum_g[i] += (double)g[i];
         prev[i] = res[i];
       }
@@ -658,7 +674,16 @@ START_TEST(test_unaligned_half) {
       squall__half_sum((sq_half_kind)kind, code, b, n);
       squall__half_sum((sq_half_kind)kind, (const uint16_t *)(cu + 1), (uint16_t *)(bu + 1), n);
       ck_assert(memcmp(b, bu + 1, n * 2) == 0);
-      free(g); free(res); free(out); free(code); free(b); free(gu); free(ru); free(ou); free(cu); free(bu);
+      free(g);
+      free(res);
+      free(out);
+      free(code);
+      free(b);
+      free(gu);
+      free(ru);
+      free(ou);
+      free(cu);
+      free(bu);
     }
 }
 END_TEST
@@ -718,7 +743,8 @@ START_TEST(test_scalar_matches_simd) {
   for (int kind = 0; kind < 2; kind++) {
     for (size_t i = 0; i < N; i++) {
       uint64_t c = tu_below(&r, 4);
-      g[i] = c == 0 ? tu_float(tu_u32(&r)) : c == 1 ? tu_float_unit(&r) * 3e-38f : tu_float_exp(&r, -8, 8);
+      g[i] = c == 0 ? tu_float(tu_u32(&r)) : c == 1 ? tu_float_unit(&r) * 3e-38f
+                                                    : tu_float_exp(&r, -8, 8);
       r1[i] = r2[i] = (tu_next(&r) & 1) ? tu_float_exp(&r, -127, -10) : 0.0f;
       b1[i] = b2[i] = (uint16_t)tu_u32(&r);
     }
@@ -772,7 +798,13 @@ START_TEST(test_large_unaligned) {
       ck_assert_msg(memcmp(r1, r2, n * 4) == 0, "kind %d offset %zu: residuals differ", kind, off);
       ck_assert_msg(memcmp(o1 + 2 * off, o2 + 2 * off, n * 4) == 0, "kind %d offset %zu: decode differs", kind, off);
     }
-  free(g); free(r1); free(r2); free(o1); free(o2); free(c1); free(c2);
+  free(g);
+  free(r1);
+  free(r2);
+  free(o1);
+  free(o2);
+  free(c1);
+  free(c2);
 }
 END_TEST
 
@@ -804,7 +836,8 @@ START_TEST(test_encode_guess) {
          * to a code that decodes to Inf at any power-of-two scale (fp16
          * from 0x1.ffep127, bf16 from 0x1.fep127). */
         g[i] = c == 0 ? __builtin_nanf("") : c == 1 ? -__builtin_inff()
-                                                    : tu_float_exp(&r, -40, huge == 2 ? 126 : huge ? 60 : 10);
+                                                    : tu_float_exp(&r, -40, huge == 2 ? 126 : huge ? 60
+                                                                                                   : 10);
         if (tu_next(&r) & 1) g[i] = -g[i];
         r0[i] = (tu_next(&r) & 1) ? tu_float_exp(&r, -30, -5) : 0.0f;
       }

@@ -41,7 +41,10 @@ START_TEST(test_round_trip) {
       ck_assert(memcmp(dec, slot, sb) == 0);
       /* sorted gaps: indices cost well under their 4 raw bytes */
       if (k > 1000) ck_assert_uint_lt(z, sb - k);
-      free(slot); free(enc); free(scratch); free(dec);
+      free(slot);
+      free(enc);
+      free(scratch);
+      free(dec);
     }
 }
 END_TEST
@@ -87,7 +90,11 @@ START_TEST(test_corrupt_payloads_fail_cleanly) {
   ck_assert_int_ne(squall__lossless_decode(enc, z, k, vt, 10, dec, scratch), 0);
   /* the wrong k: the content size does not match */
   ck_assert_int_ne(squall__lossless_decode(enc, z, k - 1, vt, n, dec, scratch), 0);
-  free(slot); free(enc); free(bad); free(scratch); free(dec);
+  free(slot);
+  free(enc);
+  free(bad);
+  free(scratch);
+  free(dec);
 }
 END_TEST
 

@@ -33,7 +33,8 @@ static double ref_code_value(sq_quant_kind k, unsigned c) {
 }
 
 static int ref_is_marker(sq_quant_kind k, unsigned c) {
-  return k == SQ_QUANT_INT8 ? c == 0x80 : k == SQ_QUANT_INT4 ? c == 8 : (c & 0x7f) == 0x7f;
+  return k == SQ_QUANT_INT8 ? c == 0x80 : k == SQ_QUANT_INT4 ? c == 8
+                                                             : (c & 0x7f) == 0x7f;
 }
 
 static unsigned ncodes(sq_quant_kind k) { return k == SQ_QUANT_INT4 ? 16 : 256; }
@@ -86,7 +87,8 @@ START_TEST(test_every_code_decodes_to_reference) {
         squall__quant_decode(k, n, bb.b, out, n, 0);
         for (unsigned c = 0; c < nc; c++) {
           if (ref_is_marker(k, c)) {
-            float want = flags == 1 ? INFINITY : flags == 2 ? -INFINITY : NAN;
+            float want = flags == 1 ? INFINITY : flags == 2 ? -INFINITY
+                                                            : NAN;
             TU_CHECK(flags == 1 || flags == 2 ? out[c] == want : tu_isnan(out[c]),
                      "%s marker 0x%x flags %u decodes to %a", kname[ki], c, flags, (double)out[c]);
             continue;
@@ -226,7 +228,8 @@ END_TEST
 /* Many steps of one rank: sum_t decode_t + res_T == sum_t g_t exactly on
  * dyadic data small enough that every float sum is exact. */
 START_TEST(test_ef_steps) {
-  enum { N = 3000, T = 40 };
+  enum { N = 3000,
+         T = 40 };
   static float g[N], res[N], out[N];
   static double sum_g[N], sum_out[N];
   static uint8_t code[N * 2];
@@ -286,7 +289,9 @@ START_TEST(test_nonfinite_buckets) {
       if (which == 3) g[5] = INFINITY, g[9] = -INFINITY;
       res[5] = 0.5f; /* a residual on a non-finite element is dropped */
       encode1(k, g, 16, res, buf, out);
-      ck_assert_int_eq(buf[1], which == 0 ? 1 : which == 1 ? 2 : which == 2 ? 4 : 3);
+      ck_assert_int_eq(buf[1], which == 0 ? 1 : which == 1 ? 2
+                                            : which == 2   ? 4
+                                                           : 3);
       for (int i = 0; i < 16; i++) {
         if (!tu_isfinite(g[i])) {
           ck_assert_msg(which <= 1 ? out[i] == g[i] : tu_isnan(out[i]), "%s case %d elem %d: %a",
@@ -336,7 +341,9 @@ END_TEST
 /* ------------------------------------------------------------ reductions */
 
 START_TEST(test_reduce_in_rank_order) {
-  enum { N = 1500, P = 5, B = 128 };
+  enum { N = 1500,
+         P = 5,
+         B = 128 };
   static float g[P][N], out[N], d[N];
   tu_rng r = {3};
   for (int ki = 0; ki < 3; ki++) {
@@ -377,7 +384,8 @@ END_TEST
  * (int: 2^-s / 2; fp8: 2^-4 relative for normal codes plus the subnormal
  * step): the bound the README quotes. */
 START_TEST(test_error_bound) {
-  enum { N = 1 << 14, B = 512 };
+  enum { N = 1 << 14,
+         B = 512 };
   static float g[N], res[N], out[N];
   static uint8_t buf[N * 2];
   tu_rng r = {9};
@@ -402,7 +410,8 @@ END_TEST
  * encodes of buckets at every magnitude (fast and general paths), decodes
  * of random bytes (every header, flag and code). */
 static void arrays_match_per_element(void) {
-  enum { N = 4096, B = 256 };
+  enum { N = 4096,
+         B = 256 };
   static float g[N], res[N], res2[N], out[N];
   static uint8_t buf[N * 2], rnd[N * 2];
   tu_rng r = {21};
@@ -411,7 +420,10 @@ static void arrays_match_per_element(void) {
     size_t stride = sq_quant_bucket_bytes(k, B);
     for (size_t i = 0; i < N; i++) {
       int e = -140 + (int)((i / B) * 19 % 268); /* a range per bucket, up to float's top */
-      g[i] = tu_float_exp(&r, e < -126 ? -126 : e > 127 ? 127 : e, e + 2 > 127 ? 127 : e + 2 < -126 ? -126 : e + 2);
+      g[i] = tu_float_exp(&r, e < -126 ? -126 : e > 127 ? 127
+                                                        : e,
+                          e + 2 > 127 ? 127 : e + 2 < -126 ? -126
+                                                           : e + 2);
       res[i] = res2[i] = (i % 3) ? g[i] * 0.001f : 0.0f;
       if (i == 5 * B + 7) g[i] = NAN;
     }
@@ -496,15 +508,16 @@ static void fill_kinds(tu_rng *r, float *g, float *res, size_t n, size_t bucket)
     case 5: x = tu_next(r) & 1 ? 0.0f : -0.0f; break;
     case 6: x = ldexpf((float)((int)tu_below(r, 255) - 127) + 0.5f, e / 10); break; /* ties */
     case 7: x = tu_float_exp(r, 100, 127); break;
-    case 9: x = tu_below(r, 16) ? tu_float_exp(r, e - 3, e) : INFINITY; break;  /* flags +Inf only */
+    case 9: x = tu_below(r, 16) ? tu_float_exp(r, e - 3, e) : INFINITY; break;   /* flags +Inf only */
     case 10: x = tu_below(r, 16) ? tu_float_exp(r, e - 3, e) : -INFINITY; break; /* -Inf only */
-    case 11: x = b & 2 ? NAN : (b & 4 ? -INFINITY : INFINITY); break;          /* all non-finite */
+    case 11: x = b & 2 ? NAN : (b & 4 ? -INFINITY : INFINITY); break;            /* all non-finite */
     default: x = tu_float_exp(r, e - 10, e); break;
     }
     g[i] = x;
     if (res) {
       uint32_t u = tu_u32(r) % 4;
-      res[i] = u == 0 ? 0.0f : u == 1 ? -0.0f : x * 0.0078125f * tu_float_unit(r);
+      res[i] = u == 0 ? 0.0f : u == 1 ? -0.0f
+                                      : x * 0.0078125f * tu_float_unit(r);
       if (!tu_isfinite(res[i])) res[i] = 0.0f;
     }
   }
@@ -574,7 +587,10 @@ END_TEST
  * torch.set_flush_denormal leave them: the codec runs with IEEE subnormals
  * whatever the caller set, and restores the caller's MXCSR. */
 static void tiny_buckets(void) {
-  enum { B = 64, NB = 60, N = B * NB, P = 4 };
+  enum { B = 64,
+         NB = 60,
+         N = B * NB,
+         P = 4 };
   static float g[N], res0[N], res1[N], out0[N], out1[N];
   static uint8_t c0[2 * N + 256], c1[2 * N + 256], blocks[P * (2 * N + 256)];
   tu_rng r = {71};
@@ -592,7 +608,8 @@ static void tiny_buckets(void) {
         else if (top >= -126 && u >= 4)
           x = tu_float_exp(&r, top - 20 < -126 ? -126 : top - 20, top);
         else /* subnormal: below 2^top where that is below 2^-126 */
-          x = tu_float(tu_u32(&r) & (0x7fffffu >> (top >= -126 ? 0 : -126 - top > 22 ? 22 : -126 - top)));
+          x = tu_float(tu_u32(&r) & (0x7fffffu >> (top >= -126 ? 0 : -126 - top > 22 ? 22
+                                                                                     : -126 - top)));
         g[i] = (tu_next(&r) & 1) ? -x : x;
         if ((i / B) % 7 == 3 && (i % B == 5 || i % B == 13)) /* flagged, in either half of 16 lanes */
           g[i] = q & 1 ? NAN : (q & 2 ? -INFINITY : INFINITY);
@@ -731,7 +748,8 @@ END_TEST
  * nothing written past the end; no residual: no backup written. */
 START_TEST(test_encode_backup) {
   static const size_t lens[] = {1, 9, 512, 513, 4000, 9 * 512 + 17};
-  enum { NMAX = 9 * 512 + 17, PAD = 16 }; /* the longest of lens */
+  enum { NMAX = 9 * 512 + 17,
+         PAD = 16 }; /* the longest of lens */
   float *g = malloc(NMAX * sizeof(float)), *res0 = malloc(NMAX * sizeof(float));
   float *res1 = malloc(NMAX * sizeof(float)), *res2 = malloc(NMAX * sizeof(float));
   float *bk = aligned_alloc(64, ((NMAX + PAD) * sizeof(float) + 63) / 64 * 64);
@@ -817,7 +835,9 @@ START_TEST(test_simd_reduce_matches_scalar) {
   static const float specials[4] = {INFINITY, -INFINITY, NAN, 1.0f};
   for (int ki = 0; ki < 3; ki++)
     for (int perm = 0; perm < 24; perm++) {
-      enum { P = 4, N = 48, B = 48 };
+      enum { P = 4,
+             N = 48,
+             B = 48 };
       int order[P] = {0, 1, 2, 3}, x = perm;
       for (int i = P - 1; i > 0; i--, x /= i + 1) { /* the perm-th permutation */
         int j = x % (i + 1), t = order[i];
@@ -856,7 +876,8 @@ START_TEST(test_simd_half_reduce_matches_scalar) {
   static const int ranks[] = {1, 2, 4, 33};
   static const size_t lens[] = {1, 15, 16, 17, 100, 1000};
   static const float scales[] = {1.0f, 4.0f, 0x1p-20f, 0x1p100f, 3.0f};
-  enum { NMAX = 1000, PMAX = 33 };
+  enum { NMAX = 1000,
+         PMAX = 33 };
   static uint16_t h[PMAX * (NMAX + 5)];
   static float out0[NMAX], out1[NMAX];
   tu_rng r = {71};

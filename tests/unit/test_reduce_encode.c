@@ -15,7 +15,8 @@
 #include "check_util.h"
 #include "codecs/codec.h"
 
-enum { NMAX = 20000, PMAX = 5 };
+enum { NMAX = 20000,
+       PMAX = 5 };
 
 /* Values over many binades with zeros, subnormals, values near FLT_MAX
  * and, where `nonfinite`, a few NaN and infinities: what ranks send. */
@@ -31,7 +32,8 @@ static float gen_value(tu_rng *r, int nonfinite) {
 /* A residual as the encoders leave it: small beside the values, often 0. */
 static float gen_residual(tu_rng *r) {
   uint32_t u = tu_u32(r) % 4;
-  return u == 0 ? 0.0f : u == 1 ? -0.0f : ldexpf(tu_float_unit(r), -12);
+  return u == 0 ? 0.0f : u == 1 ? -0.0f
+                                : ldexpf(tu_float_unit(r), -12);
 }
 
 static uint32_t disabled_sets[] = {0, SQ_CPU_AVX | SQ_CPU_AVX2 | SQ_CPU_F16C};

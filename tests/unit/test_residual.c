@@ -356,8 +356,8 @@ START_TEST(test_spare_per_shape) {
   ck_assert_int_eq(x->no_residual, 0);
   ck_assert_uint_eq(squall__residuals_process_bytes() - bytes0, (2 * 8 + 5 + 7) * sizeof(float));
   ck_assert_ptr_null(squall__residuals_spare(st, u, cap, NULL, &created)); /* and none comes back */
-  ck_assert(t->residual[0] == 2.0f && u->residual && w->residual); /* no residual lost anything */
-  w->pinned = 1; /* a graph's: its residual never moves */
+  ck_assert(t->residual[0] == 2.0f && u->residual && w->residual);         /* no residual lost anything */
+  w->pinned = 1;                                                           /* a graph's: its residual never moves */
   ck_assert_ptr_null(squall__residuals_spare(st, w, 0, NULL, &created));
   squall__residuals_free(st);
   ck_assert_uint_eq(squall__residuals_process_bytes(), bytes0);

@@ -14,7 +14,8 @@
 /* fp16 value from the format definition (independent of codec_math.h). */
 static float ref_f16(uint16_t h) {
   int e = (h >> 10) & 31, m = h & 1023;
-  double v = e == 31 ? (m ? NAN : INFINITY) : e == 0 ? ldexp(m, -24) : ldexp(1024 + m, e - 25);
+  double v = e == 31 ? (m ? NAN : INFINITY) : e == 0 ? ldexp(m, -24)
+                                                     : ldexp(1024 + m, e - 25);
   return (float)((h & 0x8000u) ? -v : v);
 }
 
@@ -47,10 +48,10 @@ typedef struct {
   size_t n, k, sb;
   squallValueType_t values;
   unsigned char *slots;
-  uint32_t *idx;  /* nranks * k */
-  float *vf;      /* nranks * k */
-  uint16_t *vh;   /* nranks * k */
-  float *scale;   /* nranks */
+  uint32_t *idx; /* nranks * k */
+  float *vf;     /* nranks * k */
+  uint16_t *vh;  /* nranks * k */
+  float *scale;  /* nranks */
 } payload;
 
 static void payload_make(payload *p, tu_rng *r, int nranks, size_t n, size_t k, squallValueType_t values) {
@@ -80,7 +81,11 @@ static void payload_make(payload *p, tu_rng *r, int nranks, size_t n, size_t k, 
 }
 
 static void payload_free(payload *p) {
-  free(p->slots); free(p->idx); free(p->vf); free(p->vh); free(p->scale);
+  free(p->slots);
+  free(p->idx);
+  free(p->vf);
+  free(p->vh);
+  free(p->scale);
 }
 
 /* Reference: zero, then rank 0's entries, then rank 1's, ... */
@@ -164,7 +169,8 @@ START_TEST(test_roundtrip_encoder) {
   /* P ranks encode their own gradients; the decoded sum is the rank-ordered
    * sum of what each sent (a for fp32), and with the residuals it accounts
    * for every input. */
-  enum { P = 4, N = 5000 };
+  enum { P = 4,
+         N = 5000 };
   static float g[P][N], res[P][N], dense[N], want[N];
   tu_rng r = {4242};
   for (int v = 0; v <= 1; v++) {
@@ -206,7 +212,10 @@ END_TEST
 /* A corrupt payload returns -1, zeroes dense and writes nothing outside. */
 static void check_corrupt(squallValueType_t values, int bad_rank, size_t bad_pos, uint32_t bad_index,
                           const char *what) {
-  enum { P = 3, K = 6, N = 50, GUARD = 16 };
+  enum { P = 3,
+         K = 6,
+         N = 50,
+         GUARD = 16 };
   tu_rng r = {99};
   payload p;
   payload_make(&p, &r, P, N, K, values);
@@ -391,7 +400,7 @@ START_TEST(test_finish_definition) {
     squallValueType_t values = v ? squallValueFp16 : squallValueFp32;
     for (int in_place = 0; in_place <= 1; in_place++) {
       check_finish(1, 1000, 0.1, values, in_place);
-      check_finish(3, 5003, 0.01, values, in_place); /* not a whole number of tiles */
+      check_finish(3, 5003, 0.01, values, in_place);  /* not a whole number of tiles */
       check_finish(4, 70001, 0.01, values, in_place); /* the sampled selection */
       check_finish(2, 257, 1.0, values, in_place);    /* everything sent */
     }
@@ -446,7 +455,8 @@ END_TEST
 
 /* A corrupt slot anywhere: -1, the residual untouched, dense zeroed. */
 START_TEST(test_finish_corrupt) {
-  enum { P = 3, N = 600 };
+  enum { P = 3,
+         N = 600 };
   for (int v = 0; v <= 1; v++) {
     squallValueType_t values = v ? squallValueFp16 : squallValueFp32;
     size_t k = 12, sb = squall__topk_slot_bytes(k, values);
@@ -494,12 +504,14 @@ static void check_rounds(int P, size_t n, double ratio, squallValueType_t values
   for (size_t i = 0; i < n; i++) res[i] = finish_value(&r);
   for (int q = 0; q < P; q++)
     ck_assert_int_eq(squall__topk_select(g + (size_t)q * n, q == 0 ? res : NULL, n, k, values, 0x1p-6f,
-                                         sent + (size_t)q * sb, ws), 0);
+                                         sent + (size_t)q * sb, ws),
+                     0);
   /* one shot: rank 0's view */
   memcpy(res1, res, sizeof(float) * n);
   memcpy(out1, g, sizeof(float) * n);
   ck_assert_int_eq(squall__topk_finish(in_place ? out1 : g, with_res ? res1 : NULL, n, sent, P, 0, k, values,
-                                       out1), 0);
+                                       out1),
+                   0);
   /* in rounds */
   memcpy(res2, res, sizeof(float) * n);
   memcpy(out2, g, sizeof(float) * n);
@@ -508,7 +520,8 @@ static void check_rounds(int P, size_t n, double ratio, squallValueType_t values
   memset(got, 0, sb * (size_t)P);
   squall_topk_finisher f;
   ck_assert_int_eq(squall__topk_finish_begin(&f, in_place ? out2 : g, with_res ? res2 : NULL, n, got, P, 0, k,
-                                             values, out2), 0);
+                                             values, out2),
+                   0);
   for (int j = 0; j < rounds; j++) {
     size_t from = j * k / (size_t)rounds, to = (j + 1) * k / (size_t)rounds;
     for (int q = 0; q < P; q++) {
@@ -565,7 +578,7 @@ START_TEST(test_finish_rounds) {
     for (int w = 0; w <= 1; w++) {
       check_rounds(4, 70001, 0.01, values, w, 0, 7);
       check_rounds(3, 5003, 0.05, values, w, 1, 3);
-      check_rounds(2, 257, 1.0, values, w, w, 4); /* everything sent: every element in some slot */
+      check_rounds(2, 257, 1.0, values, w, w, 4);    /* everything sent: every element in some slot */
       check_rounds(1, 4099, 0.01, values, w, 0, 41); /* one entry per round, near enough */
     }
   }
@@ -577,7 +590,8 @@ END_TEST
 /* fp16: every round carries the slot's scale again; a round whose scale
  * differs from the first round's is corrupt. */
 START_TEST(test_finish_rounds_scale_changes) {
-  enum { P = 2, N = 20000 };
+  enum { P = 2,
+         N = 20000 };
   size_t k = 200, sb = squall__topk_slot_bytes(k, squallValueFp16);
   static float g[N], dense[N];
   tu_rng r = {78};
@@ -602,9 +616,11 @@ END_TEST
  * in place yet (stale: index 0, value 7), must not be read, nor skipped
  * once they come. */
 START_TEST(test_finish_rounds_tile_edge) {
-  enum { N = 4096, K = 8, P = 2 };
+  enum { N = 4096,
+         K = 8,
+         P = 2 };
   static const uint32_t idx[P][K] = {{10, 100, 200, 255, 300, 400, 1000, 2000},
-                                      {5, 260, 270, 280, 500, 600, 700, 4000}};
+                                     {5, 260, 270, 280, 500, 600, 700, 4000}};
   size_t sb = squall__topk_slot_bytes(K, squallValueFp32);
   unsigned char sent[P * 64], got[P * 64], part[64];
   ck_assert_uint_le(sb, 64);
@@ -641,7 +657,8 @@ END_TEST
 /* A round whose entries do not continue its slot (an index at or below
  * the previous round's last, or past n): -1 and a zeroed result. */
 START_TEST(test_finish_rounds_corrupt) {
-  enum { P = 3, N = 20000 };
+  enum { P = 3,
+         N = 20000 };
   for (int how = 0; how <= 1; how++) {
     size_t k = 200, sb = squall__topk_slot_bytes(k, squallValueFp32);
     static float g[N], dense[N];

@@ -35,15 +35,15 @@ static void ref_order(const float *a, size_t n, uint32_t *keys, uint32_t *order)
 /* ----------------------------------------------------------- inputs */
 
 enum {
-  P_RANDOM,    /* wide exponents, random signs */
-  P_EQUAL,     /* one value everywhere: all ties */
-  P_ASC,       /* sorted ascending by magnitude */
-  P_DESC,      /* sorted descending */
-  P_ZEROS,     /* +0 and -0 mixed, a few nonzeros */
-  P_NANINF,    /* random with NaNs and infinities sprinkled in */
-  P_DUPS,      /* five distinct magnitudes: many ties across the threshold */
-  P_SAMEHIGH,  /* keys that share their top 16 bits: the second radix pass decides */
-  P_BITS,      /* random bit patterns: subnormals, NaN payloads, everything */
+  P_RANDOM,   /* wide exponents, random signs */
+  P_EQUAL,    /* one value everywhere: all ties */
+  P_ASC,      /* sorted ascending by magnitude */
+  P_DESC,     /* sorted descending */
+  P_ZEROS,    /* +0 and -0 mixed, a few nonzeros */
+  P_NANINF,   /* random with NaNs and infinities sprinkled in */
+  P_DUPS,     /* five distinct magnitudes: many ties across the threshold */
+  P_SAMEHIGH, /* keys that share their top 16 bits: the second radix pass decides */
+  P_BITS,     /* random bit patterns: subnormals, NaN payloads, everything */
   P_COUNT
 };
 
@@ -60,7 +60,10 @@ static void make_input(int pattern, size_t n, tu_rng *r, float *g) {
     case P_ZEROS: g[i] = (tu_below(r, 50) == 0) ? tu_float_unit(r) : ((tu_next(r) & 1) ? 0.0f : -0.0f); break;
     case P_NANINF: {
       uint64_t c = tu_below(r, 20);
-      g[i] = c == 0 ? NAN : c == 1 ? -NAN : c == 2 ? INFINITY : c == 3 ? -INFINITY : tu_float_exp(r, -10, 10);
+      g[i] = c == 0 ? NAN : c == 1 ? -NAN
+                        : c == 2   ? INFINITY
+                        : c == 3   ? -INFINITY
+                                   : tu_float_exp(r, -10, 10);
       break;
     }
     case P_DUPS: {
@@ -102,8 +105,16 @@ static void bench_alloc(bench *b, size_t n) {
 }
 
 static void bench_free(bench *b) {
-  free(b->g); free(b->res0); free(b->a); free(b->res); free(b->keys); free(b->order);
-  free(b->sel); free(b->ws); free(b->slot); free(b->dense);
+  free(b->g);
+  free(b->res0);
+  free(b->a);
+  free(b->res);
+  free(b->keys);
+  free(b->order);
+  free(b->sel);
+  free(b->ws);
+  free(b->slot);
+  free(b->dense);
 }
 
 /* decode + res' == a: exact, or, where a - decode is subnormal, res' is a
@@ -296,7 +307,7 @@ START_TEST(test_edges) {
   float s;
   memcpy(&s, slot + squall__slot_scale_offset(0), 4);
   ck_assert_float_eq(s, 4.0f);
-  ck_assert_uint_eq(slot[4], 0); /* padding to 8 */
+  ck_assert_uint_eq(slot[4], 0);    /* padding to 8 */
   ck_assert_uint_eq(slot[8], 0x5a); /* untouched past the slot */
   free(ws);
 }
@@ -415,7 +426,12 @@ END_TEST
 /* ------------------------------------------------ sampled path, misled */
 
 /* Inputs that try to mislead a sample, beyond make_input's. */
-enum { Q_FEWHUGE, Q_PERIODIC, Q_MANYNAN, Q_SPARSE, Q_TINY, Q_COUNT };
+enum { Q_FEWHUGE,
+       Q_PERIODIC,
+       Q_MANYNAN,
+       Q_SPARSE,
+       Q_TINY,
+       Q_COUNT };
 static const char *q_name[Q_COUNT] = {"fewhuge", "periodic", "manynan", "sparse", "tiny"};
 
 static void make_input2(int q, size_t n, tu_rng *r, float *g) {
@@ -527,8 +543,15 @@ START_TEST(test_unaligned_buffers) {
       ck_assert_int_eq(squall__sparse_decode(slot, 1, k, vt, d1, n), 0);
       ck_assert_int_eq(squall__sparse_decode(su + 1, 1, k, vt, (float *)(d2 + 1), n), 0);
       ck_assert(memcmp(d1, d2 + 1, n * 4) == 0);
-      free(d1); free(d2);
-      free(g); free(res); free(gu); free(ru); free(su); free(slot); free(ws);
+      free(d1);
+      free(d2);
+      free(g);
+      free(res);
+      free(gu);
+      free(ru);
+      free(su);
+      free(slot);
+      free(ws);
     }
 }
 END_TEST
@@ -557,7 +580,12 @@ START_TEST(test_sampled_matches_full_over_steps) {
       ck_assert_msg(memcmp(r1, r2, n * 4) == 0, "q=%d step %d: residuals differ", q, step);
     }
     ck_assert_msg(sampled >= 18, "q=%d: the sampled path ran only %d of 20 steps", q, sampled);
-    free(g); free(r1); free(r2); free(s1); free(s2); free(ws);
+    free(g);
+    free(r1);
+    free(r2);
+    free(s1);
+    free(s2);
+    free(ws);
   }
 }
 END_TEST
@@ -612,7 +640,12 @@ START_TEST(test_scalar_fused_pass) {
     ck_assert_int_eq(p1, p2);
     ck_assert_msg(memcmp(s1, s2, sb) == 0, "q=%d: scalar slot differs", q);
     ck_assert_msg(memcmp(r1, r2, n * 4) == 0, "q=%d: scalar residual differs", q);
-    free(g); free(r1); free(r2); free(s1); free(s2); free(ws);
+    free(g);
+    free(r1);
+    free(r2);
+    free(s1);
+    free(s2);
+    free(ws);
   }
 }
 END_TEST
@@ -646,7 +679,11 @@ START_TEST(test_fp16_sent_matches_elem) {
       TU_CHECK(h == want_h && tu_bits(r[idx]) == tu_bits(want_r), "n=%zu entry %zu (index %u): 0x%04x/%a, elem 0x%04x/%a",
                n, j, idx, h, (double)r[idx], want_h, (double)want_r);
     }
-    free(g); free(r0); free(r); free(slot); free(ws);
+    free(g);
+    free(r0);
+    free(r);
+    free(slot);
+    free(ws);
   }
 }
 END_TEST
@@ -663,7 +700,7 @@ END_TEST
  * (misaligned) buffer, with AVX2 and without. The buffer starts as NaN,
  * so an element it missed shows; nothing is written past its end. */
 static void check_second_buffer(int to) {
-  const size_t sizes[] = {((size_t)1 << 17) + 29, 3001}; /* + 29: the 8-lane and the scalar tails too */
+  const size_t sizes[] = {((size_t)1 << 17) + 29, 3001};         /* + 29: the 8-lane and the scalar tails too */
   const uint64_t bounds[] = {SQ_TOPK_SAMPLE_BOUND, 0x7fffffffu}; /* the second misleads: fallback */
   for (size_t si = 0; si < 2; si++)
     for (int dense = 0; dense < 2; dense++)
@@ -704,14 +741,22 @@ static void check_second_buffer(int to) {
               const float *updated = to ? buf : r2, *old = to ? r2 : buf;
               for (size_t i = 0; i < n; i++) {
                 TU_CHECK(tu_bits(updated[i]) == tu_bits(r1[i]), "%s to %d dense %d bound %d fp16 %d off %d avx %d: "
-                         "residual[%zu] %a, in place %a", what, to, dense, b, fp16, off, avx, i, (double)updated[i],
+                                                                "residual[%zu] %a, in place %a",
+                         what, to, dense, b, fp16, off, avx, i, (double)updated[i],
                          (double)r1[i]);
                 TU_CHECK(tu_bits(old[i]) == tu_bits(before[i]), "%s to %d off %d avx %d: the old residual[%zu] %a, was %a",
                          what, to, off, avx, i, (double)old[i], (double)before[i]);
               }
               for (size_t i = n; i < n + 32 - (size_t)off; i++)
                 TU_CHECK(buf[i] == -7.0f, "%s to %d: written past the buffer's end at %zu", what, to, i);
-              free(g); free(r1); free(r2); free(before); free(block); free(s1); free(s2); free(ws);
+              free(g);
+              free(r1);
+              free(r2);
+              free(before);
+              free(block);
+              free(s1);
+              free(s2);
+              free(ws);
             }
 }
 
@@ -734,7 +779,8 @@ START_TEST(test_encode_to) {
         float *out_block = aligned_alloc(64, ((n + 32) * 4 + 63) / 64 * 64), *out = out_block + off;
         void *s1 = malloc(sb), *s2 = malloc(sb), *ws = malloc(squall__topk_workspace_bytes(n));
         tu_rng r = {2900u + (uint64_t)fp16 * 4 + (uint64_t)off * 2 + (uint64_t)avx};
-        for (size_t i = 0; i < n; i++) g[i] = tu_below(&r, 100) == 0 ? 2.0f + tu_float_unit(&r) : (i & 1) ? 0.75f : -0.75f;
+        for (size_t i = 0; i < n; i++) g[i] = tu_below(&r, 100) == 0 ? 2.0f + tu_float_unit(&r) : (i & 1) ? 0.75f
+                                                                                                          : -0.75f;
         for (size_t i = 0; i < n; i++) nonzero += fabsf(g[i]) > 0.75f;
         ck_assert_uint_lt(nonzero, k); /* ties at 0.75 decide the rest */
         for (size_t i = 0; i < n; i++) out[i] = NAN;
@@ -752,7 +798,13 @@ START_TEST(test_encode_to) {
                    off, avx, i, (double)out[i], (double)r1[i]);
           TU_CHECK(tu_bits(r2[i]) == 0, "ties: the residual read changed at %zu", i);
         }
-        free(g); free(r1); free(r2); free(out_block); free(s1); free(s2); free(ws);
+        free(g);
+        free(r1);
+        free(r2);
+        free(out_block);
+        free(s1);
+        free(s2);
+        free(ws);
       }
 }
 END_TEST

@@ -11,10 +11,10 @@
 #include <stddef.h>
 #include <cuda_runtime_api.h>
 
-#define SQ_CUDA_CHECK(call)                                                   \
-  do {                                                                        \
-    cudaError_t sq_cuda_e_ = (call);                                          \
-    if (sq_cuda_e_ != cudaSuccess) return sq_cuda_e_;                         \
+#define SQ_CUDA_CHECK(call)                           \
+  do {                                                \
+    cudaError_t sq_cuda_e_ = (call);                  \
+    if (sq_cuda_e_ != cudaSuccess) return sq_cuda_e_; \
   } while (0)
 
 /* After a <<<...>>> launch: bad configuration, missing image for this GPU. */
@@ -22,9 +22,9 @@
 
 /* Argument checks of the device codecs: invalid arguments are reported as
  * cudaErrorInvalidValue, before anything is enqueued. */
-#define SQ_CUDA_REQUIRE(cond)                                                 \
-  do {                                                                        \
-    if (!(cond)) return cudaErrorInvalidValue;                                \
+#define SQ_CUDA_REQUIRE(cond)                  \
+  do {                                         \
+    if (!(cond)) return cudaErrorInvalidValue; \
   } while (0)
 
 /* Blocks for a grid-stride loop over n items: enough to fill any current

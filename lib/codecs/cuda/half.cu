@@ -11,8 +11,8 @@
 
 namespace {
 
-constexpr unsigned kThreads = 256;          /* every kernel here: 8 warps */
-constexpr unsigned kAbsmaxBlocks = 1024;    /* partial maxima, stage 1 */
+constexpr unsigned kThreads = 256;       /* every kernel here: 8 warps */
+constexpr unsigned kAbsmaxBlocks = 1024; /* partial maxima, stage 1 */
 constexpr unsigned kElementwiseBlocks = 8192;
 
 /* The largest u32 over the block, in thread 0. Non-negative floats order

@@ -30,14 +30,14 @@
 
 namespace {
 
-constexpr unsigned kThreads = 256;         /* histogram, compaction, gather blocks */
-constexpr unsigned kHistBlocks = 1024;     /* grid-stride histogram grid, at most */
-constexpr unsigned kMaxBins = 2048;        /* widest digit: 11 bits */
-constexpr unsigned kChunk = 2048;          /* entries per compaction block */
+constexpr unsigned kThreads = 256;     /* histogram, compaction, gather blocks */
+constexpr unsigned kHistBlocks = 1024; /* grid-stride histogram grid, at most */
+constexpr unsigned kMaxBins = 2048;    /* widest digit: 11 bits */
+constexpr unsigned kChunk = 2048;      /* entries per compaction block */
 constexpr unsigned kRounds = kChunk / kThreads;
-constexpr unsigned kScanThreads = 1024;    /* the one-block scan of block counts */
+constexpr unsigned kScanThreads = 1024; /* the one-block scan of block counts */
 constexpr unsigned kElementwiseBlocks = 8192;
-constexpr size_t kAlign = 256;             /* workspace regions start aligned */
+constexpr size_t kAlign = 256; /* workspace regions start aligned */
 
 /* Digits of the 63-bit composite key, most significant first. */
 struct Digit {

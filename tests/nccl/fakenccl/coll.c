@@ -60,9 +60,9 @@ static ncclResult_t mpi_check(int err, const char *call, const char *fn) {
   return fake__error(ncclSystemError, "%s: %s failed: %s", fn, call, msg);
 }
 
-#define TRY(call)                         \
-  do {                                    \
-    ncclResult_t try_r_ = (call);         \
+#define TRY(call)                             \
+  do {                                        \
+    ncclResult_t try_r_ = (call);             \
     if (try_r_ != ncclSuccess) return try_r_; \
   } while (0)
 

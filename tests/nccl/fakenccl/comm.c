@@ -64,7 +64,8 @@ ncclResult_t fake__comm_ready(const struct ncclComm *comm, const char *fn) {
   if (comm->pending) /* NCCL's answer to using a comm before its init (or last call) was seen to finish */
     return fake__error(ncclInvalidArgument,
                        "%s: comm %p is non-blocking and its init or last call has not been reported done; "
-                       "poll ncclCommGetAsyncError until it is not ncclInProgress", fn, (const void *)comm);
+                       "poll ncclCommGetAsyncError until it is not ncclInProgress",
+                       fn, (const void *)comm);
   return ncclSuccess;
 }
 
@@ -285,7 +286,7 @@ FAKE_API ncclResult_t pncclCommSplit(ncclComm_t comm, int color, int key, ncclCo
   if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
     return fake__error(ncclInvalidArgument, "%s: color %d (accepted: >= 0, or NCCL_SPLIT_NOCOLOR)", fn, color);
   if ((r = fake__split_fault(fn)) != ncclSuccess) return r; /* FAKENCCL_FAIL_SPLIT (split_fault.c) */
-  int blocking = comm->blocking; /* no config: the child inherits the parent's */
+  int blocking = comm->blocking;                            /* no config: the child inherits the parent's */
   if (config && (r = config_blocking(config, fn, &blocking)) != ncclSuccess) return r;
   MPI_Comm mc;
   int err = MPI_Comm_split(comm->mpi, color == NCCL_SPLIT_NOCOLOR ? MPI_UNDEFINED : color, key, &mc);

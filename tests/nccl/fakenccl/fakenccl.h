@@ -37,10 +37,10 @@ typedef struct fake_premul {
 
 struct ncclComm {
   uint64_t magic;
-  MPI_Comm mpi;    /* ranks ordered as NCCL ranks */
+  MPI_Comm mpi; /* ranks ordered as NCCL ranks */
   int rank, nranks;
-  int blocking;    /* config.blocking (1 unless 0 was asked for) */
-  int pending;     /* non-blocking: an init or a call in progress, not yet reported
+  int blocking; /* config.blocking (1 unless 0 was asked for) */
+  int pending;  /* non-blocking: an init or a call in progress, not yet reported
                       done by GetAsyncError */
   int finalized, revoked;
   fake_premul *ops; /* op id ncclNumOps + i is ops[i] */
@@ -84,12 +84,15 @@ const char *fake__type_name(ncclDataType_t t);
 /* A reduction resolved against one call: the combining step, the scalar
  * each rank applies to its own input first (PreMulSum, float average) and
  * the divisor applied to the result (integer average). */
-typedef enum { FAKE_SUM, FAKE_PROD, FAKE_MAX, FAKE_MIN } fake_combine;
+typedef enum { FAKE_SUM,
+               FAKE_PROD,
+               FAKE_MAX,
+               FAKE_MIN } fake_combine;
 typedef struct fake_redop {
   fake_combine combine;
-  int premul;                  /* scale own input by scalar before the sum */
-  unsigned char scalar[8];     /* a value of the call's datatype */
-  int postdiv;                 /* divide the integer sum by this (0: none) */
+  int premul;              /* scale own input by scalar before the sum */
+  unsigned char scalar[8]; /* a value of the call's datatype */
+  int postdiv;             /* divide the integer sum by this (0: none) */
 } fake_redop;
 
 /* Checks op and datatype for a reduction on comm and resolves them. */

@@ -12,14 +12,14 @@
 #include <strings.h>
 
 /* One table gives each result code its message, so they cannot drift. */
-#define FAKE_RESULTS(X)                                                         \
-  X(ncclSuccess, "no error")                                                    \
-  X(ncclUnhandledCudaError, "a CUDA call failed")                               \
-  X(ncclSystemError, "a system or MPI call failed")                             \
-  X(ncclInternalError, "internal error of the library")                         \
-  X(ncclInvalidArgument, "invalid argument (see ncclGetLastError)")             \
-  X(ncclInvalidUsage, "invalid usage (see ncclGetLastError)")                   \
-  X(ncclRemoteError, "a remote rank failed")                                    \
+#define FAKE_RESULTS(X)                                             \
+  X(ncclSuccess, "no error")                                        \
+  X(ncclUnhandledCudaError, "a CUDA call failed")                   \
+  X(ncclSystemError, "a system or MPI call failed")                 \
+  X(ncclInternalError, "internal error of the library")             \
+  X(ncclInvalidArgument, "invalid argument (see ncclGetLastError)") \
+  X(ncclInvalidUsage, "invalid usage (see ncclGetLastError)")       \
+  X(ncclRemoteError, "a remote rank failed")                        \
   X(ncclInProgress, "operation in progress")
 
 /* Written by failing calls, read by ncclGetLastError; like NCCL's, it is
