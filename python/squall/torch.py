@@ -167,8 +167,8 @@ def ddp_comm_hook(codec="topk:0.01", process_group=None, **settings):
 
     codec: what SQUALL_COMPRESS takes ("topk:0.01", "fp16", "bf16", "int8",
     "int4", "fp8", "none"). settings: other squall options by name, e.g.
-    min_bytes="64K", error_feedback=0, cost_model="off" (SQUALL_MIN_BYTES,
-    SQUALL_ERROR_FEEDBACK, SQUALL_COST_MODEL). The options start from the
+    min_bytes="64K", ef=0, cost_model="off" (SQUALL_MIN_BYTES,
+    SQUALL_EF, SQUALL_COST_MODEL). The options start from the
     process's SQUALL_* variables. Every rank must register the hook with
     the same settings: ranks that differ pass every call through (squall
     says so), as a plain all-reduce."""
