@@ -5,6 +5,18 @@
  * (cold_stores.c), which never changes a bit. codecs/cuda/codec_cuda.h
  * declares the device twins, which produce the same bits (both use
  * codec_math.h per element).
+ *
+ * lib/codecs/ (above common; codecs never include a transport):
+ *   codec.h, codec_math.h       the host codecs' interface; per-element math
+ *                               shared with CUDA
+ *   codec_half.c                fp16/bf16 encode and decode, scales
+ *   codec_topk.c, topk_parts.c  top-k selection (sampled and exact paths)
+ *   codec_sparse.c              top-k's slots: decode, finish in rounds
+ *   codec_quant*.c              int8/int4/fp8 per bucket, AVX2 paths
+ *   codec_reduce_encode.c       the owner's 16-bit sum and re-encode in one pass
+ *   lossless.c/.h               the zstd stage for top-k's slots
+ *   cold_stores.c, prefetch.h   streamed stores and prefetches (no bits change)
+ *   cuda/                       the CUDA twins (codec_cuda.h)
  */
 #ifndef SQUALL_CODEC_H
 #define SQUALL_CODEC_H

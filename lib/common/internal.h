@@ -1,6 +1,18 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* internal.h - what every library file needs: the public header, config.h,
- * and the error macros (zstd's RETURN_ERROR_IF / FORWARD_IF_ERROR idiom). */
+ * and the error macros (zstd's RETURN_ERROR_IF / FORWARD_IF_ERROR idiom).
+ *
+ * lib/common/ (the bottom layer: it includes nothing but itself and
+ * include/):
+ *   internal.h, error.c, log.c/.h   errors, squallGetLastError, logging
+ *   config.c, config_types.c,       the configuration as data: typed option
+ *   config_env.c, config_table.h    rows, their parsers, the environment
+ *   stats.c/.h, stats_path.c/.h     the counters, SQUALL_STATS, the summary
+ *   sized.h                         the head of the structs that can grow
+ *   halfmath.c/.h, halfmath_x86.h   fp16/bf16 conversion and sums (codecs
+ *                                   and transports both need them)
+ *   cpu.c/.h, fpenv.h, size.c/.h    CPU features, rounding, sizes with suffixes
+ *   version.c                       squallGetVersion, squallVersionString */
 #ifndef SQUALL_INTERNAL_H
 #define SQUALL_INTERNAL_H
 

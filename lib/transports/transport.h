@@ -18,6 +18,7 @@
  *   transport_nccl.c/.h   NCCL through the table, on the call's stream
  *   topology_nccl.c/.h    two-level over NCCL: ncclCommSplit, ncclReduceScatter
  *   node_id.c/.h          this machine's identity: hostname and boot id
+ *   transport_coll.c/.h   the caller's own functions (squall_coll.h)
  */
 #ifndef SQUALL_TRANSPORT_H
 #define SQUALL_TRANSPORT_H
