@@ -60,8 +60,7 @@ typedef struct {
    * send may equal recv. squall calls it with float32 (sum, max),
    * float16/bfloat16 (sum: codes squall has scaled to stay finite), int64
    * (min, on host memory: the call header), and for a call it passes
-   * through, the caller's own type and operation (never squallAvg: squall
-   * divides itself). */
+   * through, the caller's own type and operation, squallAvg included. */
   int (*allReduce)(void *ctx, const void *send, void *recv, size_t count, squallDataType_t type, squallRedOp_t op,
                    void *stream);
   /* Required: recv[r * bytes ...] = rank r's `bytes` bytes of send. */
@@ -103,7 +102,8 @@ SQUALL_API squallResult_t squallCollAllReduce(squallColl_t coll, const void *sen
                                               void *stream);
 
 /* Replaces the configuration coll's calls run with (copied). Collective:
- * every rank sets the same one between the same two calls. */
+ * every rank sets the same one between the same two calls, and never
+ * while another thread has a call of coll in flight. */
 SQUALL_API squallResult_t squallCollSetConfig(squallColl_t coll, const squallConfig_t *config);
 
 /* Copies the error-feedback residual of the tensor last sent with key

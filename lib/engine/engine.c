@@ -317,6 +317,7 @@ uint64_t squall__engine_generation(const squall_engine *e) {
 
 squallResult_t squall__engine_set_config(squall_engine *e, const squallConfig_t *cfg) {
   SQ_FORWARD_IF_ERROR(squall__config_take(cfg, &e->own_cfg, "squallCollSetConfig"));
+  e->agreed_valid = 0; /* the next call exchanges a header: its generation may equal one the process's had */
   e->own_gen++;
   return squallSuccess;
 }

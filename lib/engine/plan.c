@@ -183,7 +183,7 @@ static void layout(const squall_engine *e, const squall_call *c, const squallCon
   size_t n = c->count, off = 0;
   memset(L, 0, sizeof *L);
   const squall_route_ops *ops = ops_of(route);
-  if (ops == NULL || route == SQ_ROUTE_TWOLEVEL) return; /* its scratch is the hierarchy's and the inner engine's */
+  if (route == SQ_ROUTE_TWOLEVEL) return; /* its scratch is the hierarchy's and the inner engine's */
 #define PLACE(field, bytes) (L->field = off, off += squall__align_up(bytes))
   PLACE(scalars, 4 * sizeof(float));
   PLACE(work, n * sizeof(float));
@@ -195,7 +195,7 @@ static void layout(const squall_engine *e, const squall_call *c, const squallCon
   L->has_backup = cfg->errorFeedback && (route != SQ_ROUTE_TOPK || c->shard || e->k.topk_encode_backup);
   PLACE(backup, L->has_backup ? n * sizeof(float) : 0);
 #undef PLACE
-  ops->layout(e, c, cfg, L, &off);
+  if (ops) ops->layout(e, c, cfg, L, &off); /* a pass-through's plan keeps the common pieces, as sizes went */
   L->total = off;
 }
 

@@ -47,7 +47,7 @@ class _GroupCollectives:
         out = _host_tensor(recv, count * width, tdtype)
         if send != recv:
             out.copy_(_host_tensor(send, count * width, tdtype))
-        if dtype == squall.BFLOAT16 and op == squall.SUM:
+        if dtype == squall.BFLOAT16 and op in (squall.SUM, squall.AVG):
             self._sum_bfloat16(out)  # gloo has no bfloat16 all-reduce
         else:
             dist.all_reduce(out, op=_OPS[op], group=self.group)
@@ -82,6 +82,7 @@ class SquallHookState:
         self.spec = spec
         self.comm = None
         self.layouts = {}   # bucket index -> [(parameter id, numel)] at its last compressed call
+        self.dtypes = {}    # bucket index -> its squall type (the residual's kind includes it)
         self.pending = {}   # parameter id -> residual rows to add once (a rebuild moved its bucket)
         self.iteration = 0
         self.rebuilds = 0   # bucket layouts that changed (DDP rebuilds once, after the first step)
@@ -101,7 +102,7 @@ class SquallHookState:
         comm = self._comm()
         for index, old in self.layouts.items():
             n = sum(numel for _, numel in old)
-            res = comm.residual(index + 1, n)
+            res = comm.residual(index + 1, n, self.dtypes[index])
             if res is None:
                 continue
             flat = torch.frombuffer(res, dtype=torch.float32).clone()
@@ -136,6 +137,7 @@ class SquallHookState:
                     buf[offset:offset + numel].add_(extra.to(buf.dtype))
                 offset += numel
         self.layouts[bucket.index()] = layout
+        self.dtypes[bucket.index()] = _DTYPES[buf.dtype]
         self._comm().all_reduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), _DTYPES[buf.dtype], squall.AVG,
                                 key=bucket.index() + 1)
         if bucket.is_last():
@@ -149,7 +151,7 @@ class SquallHookState:
 
     def residual(self, bucket_index, count):
         """The residual squall keeps for a bucket (float32 tensor), or None."""
-        res = self._comm().residual(bucket_index + 1, count)
+        res = self._comm().residual(bucket_index + 1, count, self.dtypes.get(bucket_index, squall.FLOAT32))
         return None if res is None else torch.frombuffer(res, dtype=torch.float32).clone()
 
 
