@@ -38,7 +38,7 @@ case $seconds in *[!0-9]*|'') echo "fuzz.sh: SECONDS must be a whole number, not
 # compiler extensions clang lacks).
 sources() {
   case $1 in
-    config) echo "lib/common/config.c lib/common/size.c lib/common/error.c lib/common/log.c lib/common/version.c" ;;
+    config) echo "lib/common/config.c lib/common/config_types.c lib/common/config_env.c lib/common/size.c lib/common/error.c lib/common/log.c lib/common/version.c" ;;
     lossless) echo "lib/codecs/lossless.c lib/codecs/codec_topk.c lib/codecs/codec_half.c lib/codecs/cold_stores.c lib/common/cpu.c" ;;
     sparse) echo "lib/codecs/codec_sparse.c lib/codecs/topk_parts.c lib/codecs/codec_topk.c lib/codecs/codec_half.c lib/codecs/cold_stores.c lib/common/cpu.c" ;;
     *) echo "fuzz.sh: unknown target '$1' (config, lossless or sparse)" >&2; exit 2 ;;
@@ -85,11 +85,18 @@ export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 failed=
 for t in $targets; do
   src=$(sources "$t")
-  files="$top/fuzz/fuzz_$t.c"
-  for s in $src; do files="$files $top/$s"; done
   echo "fuzz.sh: building fuzz_$t with $clang"
+  # The library's files as the library is built (SQUALL_BUILDING_LIBRARY:
+  # squall.h's sizing macros are for callers), the target as a caller.
+  objs=
+  for s in $src; do
+    o="$out/$(echo "$s" | tr / _).o"
+    # shellcheck disable=SC2086
+    "$clang" $cc_flags $san -DSQUALL_BUILDING_LIBRARY -c -o "$o" "$top/$s" || exit 1
+    objs="$objs $o"
+  done
   # shellcheck disable=SC2086
-  "$clang" $cc_flags $san -o "$out/fuzz_$t" $files $zstd_libs -lm
+  "$clang" $cc_flags $san -o "$out/fuzz_$t" "$top/fuzz/fuzz_$t.c" $objs $zstd_libs -lm
   mkdir -p "$out/corpus/$t"
   dict=
   [ -f "$top/fuzz/$t.dict" ] && dict="-dict=$top/fuzz/$t.dict"
