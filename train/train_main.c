@@ -20,7 +20,7 @@
 #include "train_report.h"
 #include "train_run.h"
 
-/* The full comparison and the CI subset (tests/train-short.sh asserts on it). */
+/* The full comparison and the CI subset (tests/train/train-short.sh asserts on it). */
 static const char *full_runs = "linear,none,fp16,bf16,topk:0.01+ef,topk:0.01+noef,topk:0.01+ef+warmup,"
                                "topk:0.001+ef,topk:0.001+noef,topk:0.001+ef+warmup";
 static const char *short_runs = "linear,none,fp16,bf16,topk:0.01+ef,topk:0.01+noef";
@@ -105,8 +105,8 @@ static int parse_double(const char *opt, const char *v, double lo, double hi, do
 /* The CI mode's task: small enough for seconds on a busy 2-core machine
  * (about 26k parameters, 300 steps per run), still one where the MLP beats a
  * linear model by far and where dropping the top-k residual costs tens of
- * points, so that tests/train-short.sh fails when a codec breaks training.
- * The full-size comparison is tests/train-long.sh (make check-long). */
+ * points, so that tests/train/train-short.sh fails when a codec breaks training.
+ * The full-size comparison is tests/train/train-long.sh (make check-long). */
 static void short_defaults(options *o) {
   o->hidden = 128;
   o->steps = 300;

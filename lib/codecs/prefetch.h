@@ -15,7 +15,7 @@
  * faults but no pointer may point. always_inline: GCC finds a function
  * that only prefetches free of side effects and deletes the calls it has
  * not inlined by then (it once left codec_half.c's avx2 loops with none;
- * tests/prefetch-kept.sh checks every codec's object). */
+ * tests/tree/prefetch-kept.sh checks every codec's object). */
 __attribute__((always_inline)) static inline void sq_prefetch_line(const void *p, size_t bytes) {
   __builtin_prefetch((const void *)((uintptr_t)p + bytes), 0, 3);
 }
