@@ -32,8 +32,14 @@ echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-)
 for run in "dense 1" "fp16 1" "int8 1" "int4 1" "topk:0.01 1" "topk:0.01 0" "topk:0.001 1"; do
   set -- $run
   for s in $(seq "$seeds"); do
-    $py "$top/tests/torch/launch.py" "$ranks" "$top/train/torch_fashion.py" --codec "$1" --ef "$2" --seed "$s" \
-      --epochs "$epochs" --out "$out/$(echo "$1" | tr : -)-ef$2-seed$s.json"
+    json="$out/$(echo "$1" | tr : -)-ef$2-seed$s.json"
+    [ -f "$json" ] && continue # done by an earlier, interrupted study in the same folder
+    for try in 1 2; do
+      $py "$top/tests/torch/launch.py" "$ranks" "$top/train/torch_fashion.py" --codec "$1" --ef "$2" --seed "$s" \
+        --epochs "$epochs" --out "$json" && break
+      echo "torch-study.sh: $1 ef=$2 seed=$s failed (try $try)" | tee -a "$out/failures.txt"
+      [ "$try" = 2 ] && exit 1
+    done
   done
 done
 $py - "$out" <<'PY'
