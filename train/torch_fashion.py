@@ -99,6 +99,9 @@ def main():
                        "train_seconds": seconds, "curve": curve}, f)
         print("%s ef=%d seed=%d: test accuracy %.4f, loss %.4f, %.0f s" % (a.codec, a.ef, a.seed, acc, test_loss,
                                                                           seconds), flush=True)
+    # every rank waits for rank 0's evaluation: a gloo peer that exits first
+    # can make rank 0's own teardown abort ("terminate called ...")
+    dist.barrier()
     dist.destroy_process_group()
 
 
