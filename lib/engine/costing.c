@@ -43,11 +43,7 @@ static int cost_call(const squall_engine *e, const squall_call *c, const squallC
   cc->bytes_in = (uint64_t)c->count * c->elsize;
   cc->nranks = e->tr.nranks;
   cc->chunks = 1;
-  if (route == SQ_ROUTE_PASS) return 0;
-  const squall_route_ops *ops = route == SQ_ROUTE_HALF       ? &squall__route_half
-                                : route == SQ_ROUTE_TOPK     ? &squall__route_topk
-                                : route == SQ_ROUTE_TWOPHASE ? &squall__route_twophase
-                                                             : NULL;
+  const squall_route_ops *ops = squall__route_ops(route); /* dense and two-level weigh nothing here */
   if (ops == NULL || !ops->cost(e, c, cfg, L, cc)) return 0;
   return cc->kind < SQ_COST_KINDS;
 }

@@ -64,7 +64,7 @@ const char *squall__route_name(squall_route r) {
 }
 
 /* The table of routes: one row each. */
-static const squall_route_ops *ops_of(squall_route r) {
+const squall_route_ops *squall__route_ops(squall_route r) {
   switch (r) {
   case SQ_ROUTE_HALF: return &squall__route_half;
   case SQ_ROUTE_TOPK: return &squall__route_topk;
@@ -182,7 +182,7 @@ static void layout(const squall_engine *e, const squall_call *c, const squallCon
                    scratch_layout *L) {
   size_t n = c->count, off = 0;
   memset(L, 0, sizeof *L);
-  const squall_route_ops *ops = ops_of(route);
+  const squall_route_ops *ops = squall__route_ops(route);
   if (route == SQ_ROUTE_TWOLEVEL) return; /* its scratch is the hierarchy's and the inner engine's */
 #define PLACE(field, bytes) (L->field = off, off += squall__align_up(bytes))
   PLACE(scalars, 4 * sizeof(float));
@@ -229,7 +229,7 @@ void squall__plan_make(squall_engine *e, const squall_call *c, const squallConfi
   choose_variant(e, c, plan);
   squall_agreement mine = {.agreed = 1, .all_ok = 1, .foreign = c->foreign, .pays = 1};
   plan->route = decide(e, c, cfg, plan->two_level, plan->one_node, &mine, &plan->reason, &plan->stage);
-  plan->ops = ops_of(plan->route);
+  plan->ops = squall__route_ops(plan->route);
   layout(e, c, cfg, plan->route, &plan->L);
   /* Growth beyond what every rank planned for needs the header (device
    * engines): decided from the plan, which is the same on every rank. */

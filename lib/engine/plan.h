@@ -224,6 +224,8 @@ squall_tensor_key squall__hint_of(const squall_call *c);
 uint64_t squall__engine_generation(const squall_engine *e);
 int squall__use_lossless(const squall_engine *e, const squallConfig_t *cfg);
 const char *squall__route_name(squall_route r);
+/* The table of routes: a route's row, or NULL for a pass-through. */
+const squall_route_ops *squall__route_ops(squall_route r);
 
 /* prepare.c */
 squallResult_t squall__prepare(squall_engine *e, const squall_call *c, const squall_plan *plan, run_state *st);
