@@ -62,7 +62,7 @@ static void *mc_flip_loop(void *arg) {
     squallConfig_t c = f->base;
     squallConfigParse(&c, f->specs[(i + f->offset) % f->nspecs]);
     squallSetConfig(&c);
-    struct timespec ts = {0, f->pause_ns};
+    struct timespec ts = {f->pause_ns / 1000000000, f->pause_ns % 1000000000};
     nanosleep(&ts, NULL);
   }
   return NULL;

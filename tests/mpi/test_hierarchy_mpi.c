@@ -588,8 +588,14 @@ START_TEST(test_set_config_from_another_thread) {
   fill(g, n, 91, rank);
   squallStats_t a, b;
   squallStatsGet(&a);
-  /* calls agree between flips, and flips land inside calls */
-  mc_flipper flip = {.specs = specs, .nspecs = 5, .pause_ns = 500000 + 300000 * (long)rank};
+  /* calls agree between flips, and flips land inside calls: the pause is
+   * a few of this build's calls long (a sanitizer build's are slower) */
+  double t0 = MPI_Wtime(), call = 0;
+  ck_assert_int_eq(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
+  double mine = MPI_Wtime() - t0;
+  MPI_Allreduce(&mine, &call, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  long pause = (long)(3e9 * call) > 500000 ? (long)(3e9 * call) : 500000;
+  mc_flipper flip = {.specs = specs, .nspecs = 5, .pause_ns = pause + 300000 * (long)rank};
   mc_flip_start(&flip);
   for (int t = 0; t < 200; t++) {
     ck_assert_msg(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS,
