@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
-# reproduce.sh - runs the benchmark sets behind README.md's tables, each
+# reproduce.sh - runs the benchmark sets behind bench/results/README.md's tables, each
 # RUNS times, and prints their medians with the spread
 # (tools/bench-median.py). Run it from the build directory on an idle
 # machine, as root (the emulated links need network namespaces):

@@ -8,7 +8,7 @@
 Each file is the JSON array `squall-bench -J FILE` writes. Rows are matched by
 (size, codec); the table shows, per row, the median time over the runs, the
 smallest and largest, the median speedup against `none` of the same run, and
-the median codec time. Figures in README.md and in notes are made this way:
+the median codec time. Figures in README.md, bench/results/README.md and notes are made this way:
 the median of at least three separate runs.
 
 --plot draws the median speedups with gnuplot (Debian: gnuplot-nox), the

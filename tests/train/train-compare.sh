@@ -16,8 +16,8 @@
 #          task; seconds, also on a busy machine.
 #   long   (tests/train/train-long.sh, make check-long): the same runs on the
 #          full-size task (1.1M parameters, 600 steps); minutes.
-# The figures and the reasoning behind each tolerance: README, "Does it hurt
-# accuracy?", and the comments below. SQUALL_TRAIN_SEED picks another seed
+# The figures and the reasoning behind each tolerance: bench/results/README.md,
+# "Accuracy", and the comments below. SQUALL_TRAIN_SEED picks another seed
 # (default 1) to check a tolerance against; SQUALL_TRAIN_ARGS adds options,
 # e.g. --squall SQUALL_EF_MAX_BYTES=1, which leaves no room for residuals
 # (error feedback is lost) and should fail.
