@@ -16,13 +16,15 @@ import os
 
 from . import _location
 
-__all__ = ["Comm", "SquallError", "config", "library", "FLOAT32", "FLOAT16", "BFLOAT16", "INT64",
+__all__ = ["Comm", "SquallError", "config", "library", "stats", "FLOAT32", "FLOAT16", "BFLOAT16", "INT64",
            "SUM", "MAX", "MIN", "AVG"]
 
 # squall_coll.h's enums
 FLOAT32, FLOAT16, BFLOAT16, INT64 = 0, 1, 2, 3
 SUM, MAX, MIN, AVG = 0, 1, 2, 3
 _CONFIG_BYTES = 16384  # room for any squallConfig_t: zeroed, squall takes it at its first size
+_STATS_MAGIC = 0x53515354  # squall.h's SQUALL_STATS_MAGIC
+_PASS_REASONS_MAX, _FLAT_REASONS_MAX = 32, 16
 
 
 class SquallError(RuntimeError):
@@ -73,6 +75,8 @@ def library():
             getattr(lib, name).argtypes = [ctypes.c_void_p]
         lib.squallCollSetConfig.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
         lib.squallCollStats.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+        lib.squallPassReasonName.restype = ctypes.c_char_p
+        lib.squallStatsGet.argtypes = [ctypes.c_void_p]
         _lib = lib
     return _lib
 
@@ -104,6 +108,46 @@ def config(spec=None, base=None):
     if spec:
         _check(lib.squallConfigParse(buf, spec.encode()), "squallConfigParse(%r)" % spec)
     return buf
+
+
+class _Stats(ctypes.Structure):
+    """squallStats_t up to the members this package knows; squall fills
+    as much as its size says (squall.h: structs that can grow)."""
+    _fields_ = [("size", ctypes.c_size_t), ("magic", ctypes.c_uint), ("version", ctypes.c_uint),
+                ("calls", ctypes.c_uint64), ("compressedCalls", ctypes.c_uint64),
+                ("passthroughCalls", ctypes.c_uint64), ("passthrough", ctypes.c_uint64 * _PASS_REASONS_MAX),
+                ("bytesIn", ctypes.c_uint64), ("bytesWire", ctypes.c_uint64), ("codecSeconds", ctypes.c_double),
+                ("flatCalls", ctypes.c_uint64), ("twoLevelCalls", ctypes.c_uint64),
+                ("flat", ctypes.c_uint64 * _FLAT_REASONS_MAX), ("bytesInterNode", ctypes.c_uint64),
+                ("bytesIntraNode", ctypes.c_uint64), ("pipelinedCalls", ctypes.c_uint64),
+                ("pipelineChunks", ctypes.c_uint64), ("headers", ctypes.c_uint64)]
+
+
+def _stats_dict(st):
+    """squallStats_t as a dict: its counters by name, and "passthrough" by
+    reason name (squallPassReasonName; the reasons that occurred)."""
+    lib = library()
+    out = {name: getattr(st, name) for name, _ in _Stats._fields_[3:] if name not in ("passthrough", "flat")}
+    out["passthrough"] = {}
+    for i in range(_PASS_REASONS_MAX):
+        name = lib.squallPassReasonName(i)
+        if st.passthrough[i] and name:
+            out["passthrough"][name.decode()] = st.passthrough[i]
+    return out
+
+
+def _new_stats():
+    code = ctypes.c_int()
+    _check(library().squallGetVersion(ctypes.byref(code)), "squallGetVersion")
+    return _Stats(ctypes.sizeof(_Stats), _STATS_MAGIC, code.value)
+
+
+def stats():
+    """The process's counters (squallStatsGet: every squall call of the
+    process, whatever its entry), as Comm.stats() gives them."""
+    st = _new_stats()
+    _check(library().squallStatsGet(ctypes.byref(st)), "squallStatsGet")
+    return _stats_dict(st)
 
 
 # the callbacks' C types (squall_coll.h)
@@ -162,6 +206,8 @@ class Comm:
         raised, self._raised = self._raised, None
         if r != 0:
             detail = self._lib.squallGetLastError().decode(errors="replace")
+            if raised is not None:  # named in the text too: a chain does not survive PyTorch's futures
+                detail += " (%s: %s)" % (type(raised).__name__, raised)
             err = SquallError("squallCollAllReduce of %d elements failed: %s" % (count, detail))
             if raised is not None:
                 raise err from raised
@@ -173,6 +219,14 @@ class Comm:
         out = (ctypes.c_float * count)()
         r = self._lib.squallCollGetResidual(self._handle, key, count, dtype, out)
         return out if r == 0 else None
+
+    def stats(self):
+        """This object's counters (squallCollStats), a dict: calls,
+        compressedCalls, passthroughCalls, passthrough (by reason name),
+        bytesIn, bytesWire, ... as squallStats_t names them."""
+        st = _new_stats()
+        _check(self._lib.squallCollStats(self._handle, ctypes.byref(st)), "squallCollStats")
+        return _stats_dict(st)
 
     def reset_residuals(self):
         _check(self._lib.squallCollResetResiduals(self._handle), "squallCollResetResiduals")

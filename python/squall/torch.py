@@ -6,11 +6,23 @@
     model.register_comm_hook(state, hook)
 
 The hook compresses each gradient bucket with squall's engine and moves
-the payload with the DDP process group's own collectives (gloo on CPU
-tensors here), with no LD_PRELOAD and no MPI. Error feedback keeps, per
-bucket, what was not sent, and adds it to the bucket's next gradient.
+the payload with the DDP process group's own collectives (gloo, or NCCL),
+with no LD_PRELOAD and no MPI. Error feedback keeps, per bucket, what was
+not sent, and adds it to the bucket's next gradient.
+
+CUDA buckets are staged through host memory: squall's host codecs encode
+them, and the process group's collectives carry the payload (on the
+bucket's device where the group's backend is NCCL).
+
+Every rank of the process group must register the hook. The first
+bucket a hook sees runs as DDP's own all-reduce, and then every rank
+checks, through the process group's store, that all of them registered
+one: where some did not, the hook raises on the ranks that have it,
+naming the count, instead of meeting their plain all-reduces with
+squall's collectives.
 """
 import ctypes
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -33,11 +45,25 @@ def _host_tensor(address, nbytes, dtype=torch.uint8):
 
 
 class _GroupCollectives:
-    """squall_coll.h's collectives on a torch.distributed process group."""
+    """squall_coll.h's collectives on a torch.distributed process group.
+    squall hands them host memory; a group whose backend takes CUDA
+    tensors only (NCCL) gets a device copy (self.device), the rest the
+    host tensors themselves."""
 
     def __init__(self, group):
         self.group = group
         self.size = dist.get_world_size(group)
+        self.device = None  # set by the hook for a NCCL group: the buckets' device
+
+    def _run(self, fn, *tensors):
+        """fn(*tensors) on the group's device; results copied back."""
+        if self.device is None:
+            fn(*tensors)
+            return
+        moved = [t.to(self.device) for t in tensors]
+        fn(*moved)
+        for t, m in zip(tensors, moved):
+            t.copy_(m)
 
     def all_reduce(self, send, recv, count, dtype, op):
         if count == 0:
@@ -47,29 +73,52 @@ class _GroupCollectives:
         out = _host_tensor(recv, count * width, tdtype)
         if send != recv:
             out.copy_(_host_tensor(send, count * width, tdtype))
-        if dtype == squall.BFLOAT16 and op in (squall.SUM, squall.AVG):
+        if op == squall.AVG:
+            out.mul_(1.0 / self.size)  # before the sum, as DDP's own all-reduce: a pass-through gives its bits
+        if dtype == squall.BFLOAT16 and op in (squall.SUM, squall.AVG) and self.device is None:
             self._sum_bfloat16(out)  # gloo has no bfloat16 all-reduce
         else:
-            dist.all_reduce(out, op=_OPS[op], group=self.group)
-        if op == squall.AVG:
-            out.div_(self.size)
+            self._run(lambda t: dist.all_reduce(t, op=_OPS[op], group=self.group), out)
 
     def _sum_bfloat16(self, out):
-        parts = [torch.empty_like(out) for _ in range(self.size)]
-        dist.all_gather(parts, out, group=self.group)
-        acc = parts[0].clone()
-        for p in parts[1:]:  # in rank order, rounded after each addition: the same bits on every rank
-            acc = (acc.float() + p.float()).to(torch.bfloat16)
+        bits = [torch.empty_like(out).view(torch.uint8) for _ in range(self.size)]
+        dist.all_gather(bits, out.view(torch.uint8), group=self.group)  # nor a bfloat16 all-gather: the bytes
+        acc = bits[0].view(torch.bfloat16).clone()
+        for b in bits[1:]:  # in rank order, rounded after each addition: the same bits on every rank
+            acc = (acc.float() + b.view(torch.bfloat16).float()).to(torch.bfloat16)
         out.copy_(acc)
 
     def all_gather(self, send, recv, nbytes):
         mine = _host_tensor(send, nbytes)
         whole = _host_tensor(recv, nbytes * self.size)
-        dist.all_gather(list(whole.chunk(self.size)), mine, group=self.group)
+        if self.device is None:
+            dist.all_gather(list(whole.chunk(self.size)), mine, group=self.group)
+        else:
+            self._run(lambda w, m: dist.all_gather(list(w.chunk(self.size)), m, group=self.group), whole, mine)
 
     def all_to_all(self, send, recv, nbytes):
-        dist.all_to_all_single(_host_tensor(recv, nbytes * self.size), _host_tensor(send, nbytes * self.size),
-                               group=self.group)
+        self._run(lambda r, s: dist.all_to_all_single(r, s, group=self.group),
+                  _host_tensor(recv, nbytes * self.size), _host_tensor(send, nbytes * self.size))
+
+
+_registered = {}  # process group's key -> hooks created on it by this process
+
+
+def _register(group):
+    """Counts a new hook of this process in the process group's store:
+    (store, key), or None where the store cannot be reached (then a hook
+    missing on some rank goes undetected, and this says so)."""
+    try:
+        store = dist.distributed_c10d._get_default_store()
+        name = "world" if group is dist.group.WORLD else "-".join(map(str, dist.get_process_group_ranks(group)))
+    except (AttributeError, RuntimeError, ValueError) as e:
+        warnings.warn("squall.torch: cannot reach the process group's store (%s): a hook registered on only "
+                      "some ranks will not be detected" % e)
+        return None
+    n = _registered[name] = _registered.get(name, 0) + 1
+    key = "squall/ddp_comm_hook/%s/%d" % (name, n)
+    store.add(key, 1)
+    return store, key
 
 
 class SquallHookState:
@@ -81,18 +130,34 @@ class SquallHookState:
         self.group = process_group if process_group is not None else dist.group.WORLD
         self.spec = spec
         self.comm = None
+        self.registration = _register(self.group)
+        self.checked = False  # every rank's hook was counted (after the first bucket)
+        self.broken = None    # the error that stopped the hook: raised again by every later call
+        self.staging = {}     # bucket index -> pinned host copy of a CUDA bucket
         self.layouts = {}   # bucket index -> [(parameter id, numel)] at its last compressed call
         self.dtypes = {}    # bucket index -> its squall type (the residual's kind includes it)
         self.pending = {}   # parameter id -> residual rows to add once (a rebuild moved its bucket)
         self.iteration = 0
         self.rebuilds = 0   # bucket layouts that changed (DDP rebuilds once, after the first step)
 
+    def _collectives(self):
+        if getattr(self, "coll", None) is None:
+            self.coll = _GroupCollectives(self.group)
+        return self.coll
+
     def _comm(self):
         if self.comm is None:
-            coll = _GroupCollectives(self.group)
+            coll = self._collectives()
             self.comm = squall.Comm(dist.get_rank(self.group), coll.size, coll.all_reduce, coll.all_gather,
                                     coll.all_to_all, spec=self.spec)
         return self.comm
+
+    def stats(self):
+        """This hook's squall counters (squall.Comm.stats): calls,
+        compressedCalls, passthroughCalls and passthrough by reason,
+        bytesIn, bytesWire, ... The first bucket, DDP's own all-reduce, is
+        not among them."""
+        return self._comm().stats()
 
     def _carry_over(self):
         """DDP rebuilds its buckets once, after the first iteration: the
@@ -116,15 +181,59 @@ class SquallHookState:
 
     def allreduce_(self, bucket):
         """The bucket's buffer, averaged over the ranks in place."""
+        if self.broken is not None:
+            raise self.broken
         buf = bucket.buffer()
-        if buf.device.type != "cpu":
-            raise TypeError("squall.torch: bucket %d is on %s; this squall build compresses CPU tensors only "
-                            "(use squall-run with NCCL for CUDA tensors)" % (bucket.index(), buf.device))
         if buf.dtype not in (torch.float32, torch.float16, torch.bfloat16):
             raise TypeError("squall.torch: bucket %d has dtype %s (float32, float16 and bfloat16 are supported)"
                             % (bucket.index(), buf.dtype))
         if not buf.is_contiguous():
             raise ValueError("squall.torch: bucket %d's buffer is not contiguous" % bucket.index())
+        if bucket.is_last():
+            self.iteration += 1
+        if not self.checked:
+            return self._first_bucket(buf)
+        if buf.device.type == "cpu":
+            return self._compress(bucket, buf)
+        host = self._staged(bucket.index(), buf)
+        host.copy_(buf)
+        buf.copy_(self._compress(bucket, host))
+        return buf
+
+    def _first_bucket(self, buf):
+        """DDP's own all-reduce (a rank without the hook runs just that),
+        then the count of hooks: on the ranks that have one, an error that
+        names the missing ones, for this and every later bucket."""
+        buf.mul_(1.0 / dist.get_world_size(self.group))  # DDP's own scaling, for its bits
+        if buf.dtype == torch.bfloat16 and buf.device.type == "cpu":
+            self._collectives()._sum_bfloat16(buf)  # gloo has no bfloat16 all-reduce (DDP's own fails)
+        else:
+            dist.all_reduce(buf, group=self.group)
+        self.checked = True
+        if self.registration is not None:
+            store, key = self.registration
+            have, want = store.add(key, 0), dist.get_world_size(self.group)
+            if have != want:
+                self.broken = squall.SquallError(
+                    "squall.torch: the DDP comm hook is registered on %d of the process group's %d ranks: "
+                    "register it on every rank (the ranks without it run plain all-reduces that squall's "
+                    "collectives cannot meet)" % (have, want))
+                raise self.broken
+        return buf
+
+    def _staged(self, index, buf):
+        """The host copy of a CUDA bucket (pinned, kept per bucket)."""
+        host = self.staging.get(index)
+        if host is None or host.dtype != buf.dtype or host.numel() != buf.numel():
+            host = torch.empty(buf.numel(), dtype=buf.dtype, pin_memory=True)
+            self.staging[index] = host
+        if self.comm is None and dist.get_backend(self.group) == "nccl":
+            self._collectives().device = buf.device
+        return host
+
+    def _compress(self, bucket, buf):
+        """squall's all-reduce of a host bucket, its residual carried
+        across DDP's bucket rebuild."""
         layout = [(id(p), p.numel()) for p in bucket.parameters()]
         known = self.layouts.get(bucket.index())
         if (known is not None and known != layout) or (known is None and self._moved(layout)):
@@ -140,8 +249,6 @@ class SquallHookState:
         self.dtypes[bucket.index()] = _DTYPES[buf.dtype]
         self._comm().all_reduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), _DTYPES[buf.dtype], squall.AVG,
                                 key=bucket.index() + 1)
-        if bucket.is_last():
-            self.iteration += 1
         return buf
 
     def _moved(self, layout):

@@ -10,7 +10,11 @@
 #               one run per codec, statistics checked afterwards (d)
 #   4 ddp       a one-process PyTorch DDP run under squall-run --compress
 #               topk:0.01 --min-bytes 0: compressed calls and a falling loss (c)
-#   5 bench     device_bench: what a compressed call costs on the device path
+#   5 hook      the PyTorch DDP comm hook (python/squall) on CUDA buckets:
+#               one process with the NCCL group, then 2 processes on the one
+#               GPU with gloo; identical parameters, compressed calls, a
+#               falling loss, DDP's own bits where it passes through
+#   6 bench     device_bench: what a compressed call costs on the device path
 #               against plain NCCL, each codec, 4 and 64 MiB (figures; fails
 #               only where a call errs or was not compressed)
 # Every step runs the bundle that `make gpu-bundle` (or the wrapper
@@ -19,13 +23,14 @@
 # fails and says so (there is no autotools build here to make it).
 #
 # Logs go to ${OUT:-tests/gpu/build/out}: summary.txt, env.log, selftest.log,
-# direct.log, preload.log, ddp.log, ddp-stats.0.json, ddp-loss.json, bench.log.
+# direct.log, preload.log, ddp.log, ddp-stats.0.json, ddp-loss.json, hook.log,
+# bench.log.
 # Exit status: 0 all passed, 1 a check failed, 77 no GPU here (nothing ran).
 # The time limits add up to under 600 s, the device machine's limit per
-# command, even with a hang in every step: 100 + 80 + 4 x 40 + 100 + 20 + 30 s,
-# 2 s more each to kill, and 20 + 30 + 30 s for the machine's description
-# (nvidia-smi, two Python imports of PyTorch), 2 s more each to kill:
-# 594 s. Left out, unlimited but quick: nvidia-smi -L, ldd, and the four
+# command, even with a hang in every step: 90 + 70 + 4 x 35 + 70 + 20 +
+# 2 x 35 + 30 s, 2 s more each to kill, and 20 + 30 + 30 s for the machine's
+# description (nvidia-smi, two Python imports of PyTorch), 2 s more each to
+# kill: 598 s. Left out, unlimited but quick: nvidia-smi -L, ldd, and the four
 # reads of the statistics (test_nccl_device check). The steps take a few
 # seconds to a minute each when nothing hangs.
 # Environment: SQUALL_GPU_BUNDLE (the bundle; default tests/gpu/build/dist),
@@ -94,7 +99,7 @@ fi
 if [ $gpu = no ]; then
   why="no NVIDIA GPU here (nvidia-smi lists none, no /dev/nvidia0)"
   echo "run-gpu-checks.sh: SKIP: $why" | tee "$out/env.log"
-  for s in selftest direct preload ddp bench; do add_row $s SKIP 0 "$why"; done
+  for s in selftest direct preload ddp hook bench; do add_row $s SKIP 0 "$why"; done
   summary
   exit 77
 fi
@@ -163,7 +168,7 @@ no_bundle="no bundle in $dist: run make gpu-bundle (or tests/gpu/build-for-devic
 : > "$out/selftest.log"
 if [ -x "$dist/bin/selftest" ]; then
   # shellcheck disable=SC2086
-  run_cmd "$out/selftest.log" 100 "$dist/bin/selftest" ${SELFTEST_ARGS:-1 1000 1048579 16777216}
+  run_cmd "$out/selftest.log" 90 "$dist/bin/selftest" ${SELFTEST_ARGS:-1 1000 1048579 16777216}
   add_row selftest "$RES" "$SECS" "$DETAIL"
 else
   echo "$no_bundle" | tee -a "$out/selftest.log"
@@ -185,7 +190,7 @@ nccl_step() {
 }
 
 # ------------------------------------------------------------------ 2 direct API
-nccl_step direct 80 test_nccl_device_direct
+nccl_step direct 70 test_nccl_device_direct
 
 # ------------------------------------------------------------------ 3 the interposer
 # One run per codec (SQUALL_MIN_BYTES=4096 is what the program assumes),
@@ -197,7 +202,7 @@ if [ $have_bundle = yes ] && [ -n "$nccl_dir" ]; then
     codec=${spec%/*} values=fp32
     [ "$spec" != "$codec" ] && values=${spec#*/}
     d=$(mktemp -d "${TMPDIR:-/tmp}/squall-preload.XXXXXX")
-    run_cmd "$d/log" 40 env SQUALL_MIN_RANKS=1 SQUALL_PRELOAD_LIB="$dist/lib/libsquall-preload.so" \
+    run_cmd "$d/log" 35 env SQUALL_MIN_RANKS=1 SQUALL_PRELOAD_LIB="$dist/lib/libsquall-preload.so" \
       "$dist/bin/squall-run" --compress "$codec" --values "$values" --min-bytes 4096 --debug INFO \
       --stats "$d/stats.%r.json" -- "$dist/bin/test_nccl_device" run "$d"
     ok=$RES
@@ -233,7 +238,7 @@ if [ $have_bundle = yes ]; then
   t0=$SECONDS
   rm -f "$out"/ddp-stats.*.json "$out/ddp-loss.json"
   # PyTorch finds its own NCCL: the environment's LD_LIBRARY_PATH, without ours.
-  run_cmd "$out/ddp.log" 100 env LD_LIBRARY_PATH="$orig_ld_path" SQUALL_MIN_RANKS=1 PYTHONUNBUFFERED=1 \
+  run_cmd "$out/ddp.log" 70 env LD_LIBRARY_PATH="$orig_ld_path" SQUALL_MIN_RANKS=1 PYTHONUNBUFFERED=1 \
     SQUALL_PRELOAD_LIB="$dist/lib/libsquall-preload.so" "$dist/bin/squall-run" --compress topk:0.01 \
     --min-bytes 0 --debug INFO --stats "$out/ddp-stats.%r.json" -- \
     "$py" tests/gpu/ddp_squall.py train --steps "${DDP_STEPS:-300}" --out "$out/ddp-loss.json"
@@ -247,7 +252,23 @@ else
   add_row ddp FAIL 0 "$no_bundle"
 fi
 
-# ------------------------------------------------------------------ 5 device figures
+# ------------------------------------------------------------------ 5 the DDP comm hook
+: > "$out/hook.log"
+if [ $have_bundle = yes ]; then
+  t0=$SECONDS
+  hook_env=(env LD_LIBRARY_PATH="$orig_ld_path" PYTHONPATH="$root/python" SQUALL_LIBRARY="$dist/lib/libsquall.so"
+    PYTHONUNBUFFERED=1)
+  run_cmd "$out/hook.log" 35 "${hook_env[@]}" "$py" tests/gpu/hook_cuda.py nccl
+  res=$RES detail="nccl: $RES"
+  run_cmd "$out/hook.log" 35 "${hook_env[@]}" SQUALL_TEST_TIMEOUT=33 "$py" tests/torch/launch.py 2 tests/gpu/hook_cuda.py gloo
+  [ "$RES" = PASS ] || res=$RES
+  add_row hook "$res" $((SECONDS - t0)) "$detail; gloo on 2 processes: $RES"
+else
+  echo "$no_bundle" | tee -a "$out/hook.log"
+  add_row hook FAIL 0 "$no_bundle"
+fi
+
+# ------------------------------------------------------------------ 6 device figures
 nccl_step bench 30 device_bench
 
 summary

@@ -3,7 +3,8 @@
 # The squall Python package without PyTorch, on one process: it loads the
 # library this build made (its SONAME is the package's), squall.config
 # names a bad setting, squall.Comm runs calls over Python collectives and
-# raises a failing collective's exception, chained.
+# raises a failing collective's exception, chained (and named in its
+# text), and the counters say what ran.
 set -u
 py=$(command -v python3 || command -v /usr/bin/python3) || { echo "python-package.sh: skipped: no python3"; exit 77; }
 lib="$SQUALL_BUILDDIR/.libs/libsquall.so"
@@ -46,6 +47,15 @@ y = (ctypes.c_float * n)()
 comm.all_reduce(ctypes.addressof(x), ctypes.addressof(y), n, squall.FLOAT32, squall.SUM, key=1)
 check(list(y) == list(x), "one rank's fp16 sum of multiples of 1/8 is not exact")
 check((squall.FLOAT16, squall.SUM) in calls, "the fp16 codec never called a 16-bit sum: %s" % calls)
+st = comm.stats()
+check(st["calls"] == 1 and st["compressedCalls"] == 1 and st["bytesIn"] == 4 * n,
+      "Comm.stats after one fp16 call of %d floats: %s" % (n, st))
+plain = squall.Comm(0, 1, all_reduce, all_gather, spec="SQUALL_COMPRESS=fp16 SQUALL_MIN_RANKS=1 SQUALL_MIN_BYTES=1M")
+plain.all_reduce(ctypes.addressof(x), ctypes.addressof(y), n, squall.FLOAT32, squall.SUM, key=1)
+st = plain.stats()
+check(st["passthroughCalls"] == 1 and st["passthrough"] == {"small": 1},
+      "a call below SQUALL_MIN_BYTES is not counted as passed through, small: %s" % st)
+check(squall.stats()["calls"] >= 2, "squall.stats() (the process's) misses the calls: %s" % squall.stats())
 
 def broken(send, recv, count, dtype, op):
     raise ValueError("the network is down")
@@ -56,5 +66,6 @@ try:
 except squall.SquallError as e:
     check(isinstance(e.__cause__, ValueError), "not chained to the collective's exception: %r" % e.__cause__)
     check("allReduce" in str(e), "the error names no collective: %s" % e)
+    check("the network is down" in str(e), "the error does not name the collective's exception: %s" % e)
 sys.exit(1 if fails else 0)
 PY
