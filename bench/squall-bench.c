@@ -24,6 +24,7 @@
 #include "bench_backend.h"
 #include "common/stats_path.h"
 #include "squall_mpi.h"
+#include "../tools/typo_refuse.h"
 
 typedef struct {
   const bench_options *opt;
@@ -487,6 +488,13 @@ int main(int argc, char **argv) {
     return rc == 1 ? 0 : 2;
   }
   c.opt = &opt;
+  /* squall's own tools refuse a misspelt SQUALL_ variable (squall(7)) */
+  int typo = squall_tool_refuse_typos(c.rank == 0 ? "squall-bench" : NULL) > 0, any_typo = 0;
+  MPI_Allreduce(&typo, &any_typo, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (any_typo) {
+    MPI_Finalize();
+    return 2;
+  }
   char why[512];
   c.be = bench_backend_find(opt.backend, why, sizeof why);
   if (c.be == NULL || !c.be->supports(opt.dtype)) {

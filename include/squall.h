@@ -164,6 +164,10 @@ typedef struct {
   double linkGbps;              /* SQUALL_LINK_GBPS: the link's speed for the cost model;
                                    0 = measured from the collectives' own times */
   /* ---- members appended after libsquall.so.4's first release go here */
+  int statsInterval;            /* SQUALL_STATS_INTERVAL: seconds between writes of the
+                                   SQUALL_STATS file during the run; 0 = at exit only */
+  int summaryInterval;          /* SQUALL_SUMMARY_INTERVAL: seconds between rank 0's
+                                   "compressed too little" checks during the run; 0 = at exit only */
 } squallConfig_t;
 
 /* Sets the first three members; then squallConfigDefault() or

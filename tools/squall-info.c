@@ -9,6 +9,7 @@
 
 #include "common/stats_path.h"
 #include "squall.h"
+#include "typo_refuse.h"
 
 static void usage(FILE *out) {
   fputs("usage: squall-info [-c] [-v] [--man-environment] [-h]\n"
@@ -19,7 +20,8 @@ static void usage(FILE *out) {
         "  --man-environment   print squall(7)'s ENVIRONMENT section (man markup)\n"
         "  -h, --help          this help\n"
         "Exit status: 0, or 1 when the configuration in the environment is invalid\n"
-        "(a bad value, or a SQUALL_STATS file that cannot be written); 2 for bad usage\n"
+        "(a bad value, a SQUALL_ variable that is no option, or a SQUALL_STATS file\n"
+        "that cannot be written); 2 for bad usage\n"
         "(including -v or --man-environment with -c or with each other; -h wins).\n",
         out);
 }
@@ -113,6 +115,8 @@ int main(int argc, char **argv) {
     return 0;
   }
   printf("squall %s\n", squallVersionString());
+  /* squall's own tools refuse a misspelt SQUALL_ variable (squall(7)) */
+  if (squall_tool_refuse_typos("squall-info") > 0) return 1;
   squallConfig_t cfg = SQUALL_CONFIG_INITIALIZER;
   squallResult_t r = squallConfigFromEnv(&cfg);
   if (r != squallSuccess) {

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/config_env.h"
 #include "common/config_table.h"
 #include "common/size.h"
 #include "common/sized.h"
@@ -36,7 +37,8 @@
 #define AGREE(k) .scope = OPT_AGREE, .key = (k)
 #define LOCAL .scope = OPT_LOCAL
 
-#define MAX_COUNT 1000000000L /* SQUALL_WARMUP, SQUALL_MIN_RANKS, SQUALL_RANKS_PER_NODE */
+#define MAX_COUNT 1000000000L  /* SQUALL_WARMUP, SQUALL_MIN_RANKS, SQUALL_RANKS_PER_NODE */
+#define MAX_INTERVAL 31536000L /* a year of seconds: SQUALL_STATS_INTERVAL, SQUALL_SUMMARY_INTERVAL */
 
 /* The names of each enum option, indexed by the enumerator's value. */
 static const char *const codec_names[] = {"none", "fp16", "bf16", "topk", "int8", "int4", "fp8"};
@@ -55,7 +57,7 @@ static const char *const on_off_names[] = {"off", "on"};
  * change the sequence of collectives; the cost model's inputs must be the
  * same where it decides without a header (device buffers). Local: the
  * residual cap (a tensor past it runs without error feedback, on the same
- * wire), logging and the statistics file. */
+ * wire), logging, the statistics file and the intervals of both. */
 static const squall_option options[] = {
     {"SQUALL_COMPRESS", ENUM_ROW(codec, codec_names, "squallCodec_t"), .param = "topk",
      .param_member = "topkRatio", .param_offset = offsetof(squallConfig_t, topkRatio), .param_default = 0.01,
@@ -96,7 +98,10 @@ static const squall_option options[] = {
             "at exit when less than half of the bytes squall could have compressed were, and why."},
     {"SQUALL_STATS", STRING_ROW(statsPath), LOCAL, .defval = "",
      .accepted = "a file path of at most 511 bytes; every %r is replaced by the rank, else .<rank> is appended",
-     .doc = "Write the statistics counters as JSON at exit, one file per process."},
+     .doc = "Write the statistics counters as JSON, one file per process: at exit, every "
+            "SQUALL_STATS_INTERVAL seconds, and on SIGTERM or SIGINT where the program left those at their "
+            "default action. Each write replaces the whole file at once (a new file renamed over it), so "
+            "a reader never sees half of one."},
     {"SQUALL_BUCKET", UINT_ROW(bucket, 8, 1L << 20), .multiple = 8, AGREE("bucket"), .defval = "512",
      .accepted = "a multiple of 8 from 8 to 1048576",
      .doc = "Elements that share one scale in the int8, int4 and fp8 codecs (2 bytes of scale and flags "
@@ -137,6 +142,15 @@ static const squall_option options[] = {
      .accepted = "auto (or 0), or a decimal number of Gbit/s from 0.001 to 100000",
      .doc = "The link speed the cost model assumes per rank; auto measures it from the all-reduces' own "
             "times (plain calls, and the exchanges of compressed calls)."},
+    {"SQUALL_STATS_INTERVAL", UINT_ROW(statsInterval, 0, MAX_INTERVAL), LOCAL, .defval = "0",
+     .accepted = "a non-negative integer of seconds (at most 31536000); 0 means at exit only",
+     .doc = "Also write the SQUALL_STATS file during the run, at the first call at least this many seconds "
+            "after the last write, so that a long or killed job leaves its counters."},
+    {"SQUALL_SUMMARY_INTERVAL", UINT_ROW(summaryInterval, 0, MAX_INTERVAL), LOCAL, .defval = "600",
+     .accepted = "a non-negative integer of seconds (at most 31536000); 0 means at exit only",
+     .doc = "Rank 0 also checks during the run, at the first call at least this many seconds after the "
+            "last check, whether less than half of the bytes squall could have compressed so far were, and "
+            "says why in the same WARN line as at exit (once per check)."},
 };
 
 /* The first layouts of libsquall.so.4, which every caller's struct has. */
@@ -381,10 +395,29 @@ squallResult_t squallConfigParse(squallConfig_t *config, const char *spec) {
   return squallSuccess;
 }
 
+static void warn_typo(const char *name, size_t len, const char *meant, void *ctx) {
+  (void)ctx;
+  if (meant)
+    SQ_WARN("unknown variable %.*s is ignored (did you mean %s?)", (int)len, name, meant);
+  else
+    SQ_WARN("unknown variable %.*s is ignored (squall-info -c lists the options)", (int)len, name);
+}
+
+/* The typo policy (squall(7)): the library runs inside someone else's job,
+ * whose SQUALL_ variables it cannot make them fix mid-run; it names each
+ * unknown one once per process and goes on (squall's tools refuse). */
+static void warn_unknown_env(void) {
+  static int warned; /* once per process, whichever thread reads first */
+  if (__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED)) return;
+  const char *names[SQ_ARRAY_SIZE(options)];
+  for (size_t i = 0; i < SQ_ARRAY_SIZE(options); i++) names[i] = options[i].name;
+  squall__env_typos(names, SQ_ARRAY_SIZE(names), warn_typo, NULL);
+}
+
 /* The environment over the defaults, on a whole struct. */
 static squallResult_t from_env(squallConfig_t *full) {
   defaults(full);
-  squall__config_warn_unknown_env(options, SQ_ARRAY_SIZE(options));
+  warn_unknown_env();
   squallConfig_t tmp = *full;
   for (size_t i = 0; i < SQ_ARRAY_SIZE(options); i++) {
     const char *v = getenv(options[i].name);
@@ -452,6 +485,27 @@ static pthread_mutex_t config_lock = PTHREAD_MUTEX_INITIALIZER;
 static squallConfig_t current;
 static uint64_t generation; /* bumped by every squallSetConfig */
 
+/* SQUALL_DEBUG=INFO: every setting of the table, as its variable spells
+ * it, in lines the logger does not cut (a long SQUALL_STATS path would
+ * push the rest out of one). */
+static void say_settings(const squallConfig_t *c) {
+  char line[700]; /* with the version, within the logger's 1024 bytes */
+  size_t used = 0;
+  int part = 1;
+  squallOption_t o = SQUALL_OPTION_INITIALIZER;
+  for (int i = 0; squallConfigOption(c, i, &o) == squallSuccess; i++) {
+    char item[600];
+    snprintf(item, sizeof item, " %s=%s", o.name, o.value[0] ? o.value : "''");
+    if (used > 0 && used + strlen(item) >= sizeof line) {
+      SQ_INFO("squall %s settings (%d):%s", squallVersionString(), part++, line);
+      used = 0;
+    }
+    snprintf(line + used, sizeof line - used, "%s", item);
+    used = strlen(line);
+  }
+  if (used > 0) SQ_INFO("squall %s settings (%d):%s", squallVersionString(), part, line);
+}
+
 static void config_load(void) {
   squallConfig_t c;
   squall__log_set_level(squallLogWarn); /* the logger must not re-enter this once */
@@ -462,7 +516,8 @@ static void config_load(void) {
     c.codec = squallCodecNone;
     /* What only reports keeps working where its own value is valid: the
      * statistics file then shows the calls passed through. */
-    static const char *const reporting[] = {"SQUALL_DEBUG", "SQUALL_STATS"};
+    static const char *const reporting[] = {"SQUALL_DEBUG", "SQUALL_STATS", "SQUALL_STATS_INTERVAL",
+                                            "SQUALL_SUMMARY_INTERVAL"};
     for (size_t i = 0; i < SQ_ARRAY_SIZE(reporting); i++) {
       const char *v = getenv(reporting[i]);
       if (v) (void)set_option(&c, sizeof c, reporting[i], v);
@@ -472,17 +527,7 @@ static void config_load(void) {
   }
   squall__log_set_level(c.debug);
   current = c;
-  if (c.debug >= squallLogInfo) { /* every setting, as its variable spells it */
-    char line[4096];
-    size_t used = 0;
-    squallOption_t o = SQUALL_OPTION_INITIALIZER;
-    for (int i = 0; squallConfigOption(&c, i, &o) == squallSuccess && used < sizeof line; i++) {
-      int w = snprintf(line + used, sizeof line - used, " %s=%s", o.name, o.value[0] ? o.value : "''");
-      if (w < 0) break;
-      used += (size_t)w;
-    }
-    SQ_INFO("squall %s:%s", squallVersionString(), line);
-  }
+  if (c.debug >= squallLogInfo) say_settings(&c);
 }
 
 void squall__config_get(squallConfig_t *config, uint64_t *gen) {

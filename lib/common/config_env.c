@@ -1,16 +1,19 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * config_env.c - never a silent typo: the SQUALL_ variables in the
- * environment that are neither options nor a tool's are named once per
- * process, with the option they may have meant.
+ * config_env.c - never a silent typo: finds the SQUALL_ variables in the
+ * environment that are neither options nor a tool's, with the option each
+ * may have meant. The one check behind the library's warning and the
+ * tools' refusal (config_env.h); it logs nothing itself, so that the tools
+ * compile it without the library's internals.
  */
-#include "common/internal.h"
+#define _DEFAULT_SOURCE /* strncasecmp */
+#include "common/config_env.h"
 
 #include <ctype.h>
 #include <string.h>
 #include <strings.h>
 
-#include "common/config_table.h"
+#define SQ_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 extern char **environ; /* POSIX: the process's environment */
 
@@ -89,36 +92,32 @@ static const struct {
 /* clang-format on */
 
 /* The option a misspelt or guessed name may have meant, or NULL. */
-static const char *meant_by(const squall_option *options, size_t n, const char *name, size_t len) {
+static const char *meant_by(const char *const *options, size_t n, const char *name, size_t len) {
   for (size_t i = 0; i < SQ_ARRAY_SIZE(guesses); i++)
     if (strlen(guesses[i].guess) == len && !strncasecmp(name, guesses[i].guess, len)) return guesses[i].meant;
   int best = 3;
   const char *near = NULL;
   for (size_t i = 0; i < n; i++) {
-    int dist = distance(name, len, options[i].name);
-    if (dist < best) best = dist, near = options[i].name;
+    int dist = distance(name, len, options[i]);
+    if (dist < best) best = dist, near = options[i];
   }
   return near;
 }
 
 /* A misspelt variable (SQUALL_COMPRES=fp16) would leave compression off
  * without a word: every SQUALL_ variable that is neither an option nor a
- * tool's is named once per process, with the option it may have meant. */
-void squall__config_warn_unknown_env(const squall_option *options, size_t n) {
-  static int warned; /* once per process, whichever thread reads first */
-  if (__atomic_exchange_n(&warned, 1, __ATOMIC_RELAXED)) return;
+ * tool's goes to report, with the option it may have meant. */
+int squall__env_typos(const char *const *options, size_t n, squall_typo_fn report, void *ctx) {
+  int found = 0;
   for (char **e = environ; e && *e; e++) {
     if (strncasecmp(*e, "SQUALL_", 7)) continue;
     const char *eq = strchr(*e, '=');
     size_t len = eq ? (size_t)(eq - *e) : strlen(*e);
     int known = 0;
-    for (size_t i = 0; i < n && !known; i++)
-      known = strlen(options[i].name) == len && !strncmp(*e, options[i].name, len);
+    for (size_t i = 0; i < n && !known; i++) known = strlen(options[i]) == len && !strncmp(*e, options[i], len);
     if (known || is_tool_name(*e, len)) continue;
-    const char *near = meant_by(options, n, *e, len);
-    if (near)
-      SQ_WARN("unknown variable %.*s is ignored (did you mean %s?)", (int)len, *e, near);
-    else
-      SQ_WARN("unknown variable %.*s is ignored (squall-info -c lists the options)", (int)len, *e);
+    found++;
+    report(*e, len, meant_by(options, n, *e, len), ctx);
   }
+  return found;
 }

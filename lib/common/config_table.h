@@ -79,9 +79,4 @@ void squall__opt_put(squallConfig_t *c, size_t offset, const void *v, size_t wid
 int squall__opt_get_int(const squallConfig_t *c, size_t offset);
 double squall__opt_get_double(const squallConfig_t *c, size_t offset);
 
-/* Warns once per process of every SQUALL_ variable in the environment that
- * is neither one of the n options nor a tool's, with the option it may
- * have meant (config_env.c). */
-void squall__config_warn_unknown_env(const squall_option *options, size_t n);
-
 #endif

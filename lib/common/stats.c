@@ -1,14 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* stats.c - the counters behind squallStatsGet() and SQUALL_STATS. */
+/* stats.c - the counters behind squallStatsGet() and SQUALL_STATS, and
+ * when the file is written (stats_file.c writes it) and the summary said. */
 #define _POSIX_C_SOURCE 200809L /* st_mtim, fdopen, CLOCK_REALTIME under -std=c11 */
 #include "common/internal.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -56,6 +55,8 @@ static void add(squallStats_t *s, int reason, uint64_t in, uint64_t wire, double
   s->codecSeconds += secs;
 }
 
+static void tick(void);
+
 static void add_bytes(int reason, uint64_t in) {
   if (reason < 0) compressed_bytes += in;
   else if (reason < squallPassNumReasons) pass_bytes[reason] += in;
@@ -67,6 +68,7 @@ void squall__stats_record(squallStats_t *local, int reason, uint64_t in, uint64_
   add_bytes(reason, in);
   if (local) add(local, reason, in, wire, secs);
   pthread_mutex_unlock(&lock);
+  tick();
 }
 
 static void add_path(squallStats_t *s, int path, int flat_reason, uint64_t inter, uint64_t intra) {
@@ -98,6 +100,7 @@ void squall__stats_record_pass(squallStats_t *local, int reason, uint64_t in, ui
     add_path(local, 0, -1, inter, intra);
   }
   pthread_mutex_unlock(&lock);
+  tick();
 }
 
 void squall__stats_record_header(squallStats_t *local) {
@@ -157,28 +160,6 @@ void squallStatsReset(void) {
   pthread_mutex_unlock(&lock);
 }
 
-void squall__stats_json(FILE *out, const squallStats_t *s, int rank) {
-  fprintf(out, "{\"rank\": %d, \"calls\": %llu, \"compressed_calls\": %llu, \"passthrough_calls\": %llu, ",
-          rank, (unsigned long long)s->calls, (unsigned long long)s->compressedCalls,
-          (unsigned long long)s->passthroughCalls);
-  fputs("\"passthrough\": {", out);
-  for (int r = 0; r < squallPassNumReasons; r++)
-    fprintf(out, "%s\"%s\": %llu", r ? ", " : "", squallPassReasonName((squallPassReason_t)r),
-            (unsigned long long)s->passthrough[r]);
-  fprintf(out, "}, \"bytes_in\": %llu, \"bytes_wire\": %llu, \"codec_seconds\": %.6f, ",
-          (unsigned long long)s->bytesIn, (unsigned long long)s->bytesWire, s->codecSeconds);
-  fprintf(out, "\"flat_calls\": %llu, \"two_level_calls\": %llu, \"flat\": {",
-          (unsigned long long)s->flatCalls, (unsigned long long)s->twoLevelCalls);
-  for (int r = 0; r < squallFlatNumReasons; r++)
-    fprintf(out, "%s\"%s\": %llu", r ? ", " : "", squallFlatReasonName((squallFlatReason_t)r),
-            (unsigned long long)s->flat[r]);
-  fprintf(out, "}, \"bytes_inter_node\": %llu, \"bytes_intra_node\": %llu, ",
-          (unsigned long long)s->bytesInterNode, (unsigned long long)s->bytesIntraNode);
-  fprintf(out, "\"pipelined_calls\": %llu, \"pipeline_chunks\": %llu, \"headers\": %llu}\n",
-          (unsigned long long)s->pipelinedCalls, (unsigned long long)s->pipelineChunks,
-          (unsigned long long)s->headers);
-}
-
 /* The process's rank as its launcher gave it, or -1: torchrun's RANK
  * (it sets RANK and WORLD_SIZE for each process it starts, over what its
  * own launcher gave it), Open MPI's, PMI's (MPICH), Slurm's. Only where
@@ -204,49 +185,6 @@ static int launcher_rank(int comm_size) {
   return -1;
 }
 
-static int newer_than_load(const struct stat *st) {
-  return st->st_mtim.tv_sec > loaded.tv_sec ||
-         (st->st_mtim.tv_sec == loaded.tv_sec && st->st_mtim.tv_nsec >= loaded.tv_nsec);
-}
-
-/* Opens path for writing, but never over a file that another process of
- * this run wrote (changed since this process loaded squall: two
- * processes that found the same rank): that one's counters stay, and
- * this process's go to path.<pid>, with a warning. An earlier run's file
- * is replaced. path has len bytes. */
-static FILE *open_stats_file(char *path, size_t len) {
-  int fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0666), taken = 0;
-  if (fd < 0 && errno == EEXIST) {
-    struct stat st;
-    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) {
-      fd = open(path, O_WRONLY | O_TRUNC); /* not a plain file (/dev/null): as it is */
-    } else if (newer_than_load(&st)) {
-      taken = 1;
-    } else { /* an earlier run's: replaced, unless a process of this run creates it first */
-      unlink(path);
-      fd = open(path, O_WRONLY | O_CREAT | O_EXCL, 0666);
-      taken = fd < 0 && errno == EEXIST;
-    }
-  }
-  if (taken) {
-    size_t n = strlen(path);
-    int w = snprintf(path + n, len - n, ".%ld", (long)getpid());
-    if (w < 0 || (size_t)w >= len - n) {
-      path[n] = '\0';
-      errno = EEXIST;
-      return NULL;
-    }
-    SQ_WARN("SQUALL_STATS: '%.*s' was written by another process of this run (the same rank in the file "
-            "name): this one's counters go to '%s'",
-            (int)n, path, path);
-    fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-  }
-  if (fd < 0) return NULL;
-  FILE *f = fdopen(fd, "w");
-  if (f == NULL) close(fd);
-  return f;
-}
-
 /* The rank this process's file and summary speak for. Caller holds lock. */
 static int process_rank(void) {
   int rank = stats_rank_unique ? stats_rank : launcher_rank(stats_size);
@@ -254,7 +192,15 @@ static int process_rank(void) {
                                            : stats_rank;
 }
 
-void squall__stats_write_file(void) {
+/* The file this process writes once it has written it (own_path), and
+ * the one the signal handler would write before that (sig_path[sig_cur],
+ * published whole by an atomic index: the handler takes no lock). */
+static pthread_mutex_t file_lock = PTHREAD_MUTEX_INITIALIZER;
+static char own_path[SQ_STATS_PATH_MAX], sig_path[2][SQ_STATS_PATH_MAX];
+static int own, sig_cur = -1, sig_rank, said_failure;
+
+/* final: the write at exit (or MPI_Finalize), after which none follows. */
+static void write_stats(int final) {
   squallConfig_t cfg;
   squall__config_get(&cfg, NULL);
   pthread_mutex_lock(&lock);
@@ -264,30 +210,62 @@ void squall__stats_write_file(void) {
     pthread_mutex_unlock(&lock);
     return;
   }
-  written = 1;
+  if (final) __atomic_store_n(&written, 1, __ATOMIC_RELAXED);
   squallStats_t s = process;
   int rank = process_rank();
+  struct timespec since = loaded;
   pthread_mutex_unlock(&lock);
-  char path[SQ_STATS_PATH_MAX];
-  if (squall__stats_path(cfg.statsPath, rank, path, sizeof path) != 0) {
+  pthread_mutex_lock(&file_lock);
+  char path[SQ_STATS_PATH_MAX], json[4096];
+  if (!final && __atomic_load_n(&written, __ATOMIC_RELAXED)) { /* the final write came first */
+  } else if (!own && squall__stats_path(cfg.statsPath, rank, path, sizeof path) != 0) {
     SQ_WARN("SQUALL_STATS: '%s' with the rank in place of %%r is longer than %zu bytes: not written",
             cfg.statsPath, sizeof path - 1);
+  } else {
+    if (own) memcpy(path, own_path, sizeof path);
+    size_t n = squall__stats_format(json, sizeof json, &s, rank);
+    int taken;
+    /* nobody can act on a failure at exit: say why (once), so that the next run can */
+    if (squall__stats_file_put(path, sizeof path, json, n, ".tmp.", own, &since, &taken) != 0) {
+      if (final || !said_failure) SQ_WARN("SQUALL_STATS: cannot write '%s': %s", path, strerror(errno));
+      said_failure = 1;
+    } else {
+      if (taken)
+        SQ_WARN("SQUALL_STATS: the file was written by another process of this run (the same rank in the file "
+                "name): this one's counters go to '%s'",
+                path);
+      memcpy(own_path, path, sizeof path);
+      __atomic_store_n(&own, 1, __ATOMIC_RELEASE);
+    }
+  }
+  pthread_mutex_unlock(&file_lock);
+}
+
+void squall__stats_write_file(void) { write_stats(1); }
+
+/* Async-signal-safe: no lock, no stdio. The counters are read as they
+ * are: a call being counted in this thread may be half in them. */
+void squall__stats_write_signal(void) {
+  int cur = __atomic_load_n(&sig_cur, __ATOMIC_ACQUIRE);
+  if (cur < 0 || writer != getpid() || __atomic_exchange_n(&written, 1, __ATOMIC_RELAXED)) return;
+  squallStats_t s = process;
+  char path[SQ_STATS_PATH_MAX], json[4096];
+  int mine = __atomic_load_n(&own, __ATOMIC_ACQUIRE), taken;
+  memcpy(path, mine ? own_path : sig_path[cur], sizeof path);
+  size_t n = squall__stats_format(json, sizeof json, &s, sig_rank);
+  (void)squall__stats_file_put(path, sizeof path, json, n, ".sig.", mine, &loaded, &taken);
+}
+
+/* Where the signal handler would write, for the rank as now known. */
+static void publish_signal_path(const squallConfig_t *cfg) {
+  pthread_mutex_lock(&lock);
+  int rank = process_rank();
+  pthread_mutex_unlock(&lock);
+  int next = __atomic_load_n(&sig_cur, __ATOMIC_RELAXED) == 0 ? 1 : 0;
+  if (!cfg->statsPath[0] || squall__stats_path(cfg->statsPath, rank, sig_path[next], SQ_STATS_PATH_MAX) != 0)
     return;
-  }
-  /* At exit nobody can act on a failure: say why, so that the next run can. */
-  FILE *f = open_stats_file(path, sizeof path);
-  if (f == NULL) {
-    SQ_WARN("SQUALL_STATS: cannot create '%s': %s", path, strerror(errno));
-    return;
-  }
-  squall__stats_json(f, &s, rank);
-  int failed = ferror(f);
-  int saved = errno;
-  if (fclose(f) != 0 && !failed) {
-    failed = 1;
-    saved = errno;
-  }
-  if (failed) SQ_WARN("SQUALL_STATS: cannot write '%s': %s", path, strerror(saved));
+  sig_rank = rank;
+  __atomic_store_n(&sig_cur, next, __ATOMIC_RELEASE);
 }
 
 /* What to do about each reason a call squall could compress passed
@@ -310,9 +288,12 @@ static const char *fix_for(int reason) {
   }
 }
 
-/* Never a silent no-op: rank 0 says at exit, in one line, when less than
- * half of the bytes squall could have compressed were, and why. */
-static void say_summary(int rank) {
+/* Never a silent no-op: rank 0 says at exit (and, "so far", every
+ * SQUALL_SUMMARY_INTERVAL seconds), in one line, when less than half of
+ * the bytes squall could have compressed were, and why. Those are the
+ * bytes of calls of a type and op squall compresses, on an
+ * intracommunicator: every reason but those fix_for has no fix for. */
+static void say_summary(int rank, int so_far) {
   pthread_mutex_lock(&lock);
   uint64_t done = compressed_bytes, eligible = compressed_bytes, bytes[squallPassNumReasons];
   memcpy(bytes, pass_bytes, sizeof bytes);
@@ -334,8 +315,9 @@ static void say_summary(int rank) {
     used += (size_t)w;
     bytes[best] = 0;
   }
-  SQ_WARN("rank 0 compressed %.0f%% of the %llu bytes squall could have compressed; the rest passed through: %s",
-          100.0 * (double)done / (double)eligible, (unsigned long long)eligible, why);
+  SQ_WARN("rank 0 %scompressed %.0f%% of the %llu bytes squall could have compressed%s; the rest passed through: %s",
+          so_far ? "has " : "", 100.0 * (double)done / (double)eligible, (unsigned long long)eligible,
+          so_far ? " so far" : "", why);
 }
 
 static void at_exit(void) {
@@ -344,10 +326,54 @@ static void at_exit(void) {
   int mine = writer == getpid(); /* not a forked child's copy of the parent's counters */
   int rank = process_rank();
   pthread_mutex_unlock(&lock);
-  if (mine) say_summary(rank);
+  if (mine) say_summary(rank, 0);
+}
+
+/* ------------------------------------------------ during the run
+ * Checked on the call path (no thread of squall's own): one clock read
+ * and two atomic loads per call until the earlier interval is due. */
+static int64_t next_due_ms;              /* 0: at the next call */
+static uint64_t tick_generation;         /* the configuration's, when next_due_ms was set */
+static double last_write_s, last_said_s; /* monotonic */
+static pthread_mutex_t tick_lock = PTHREAD_MUTEX_INITIALIZER;
+
+__attribute__((constructor)) static void note_start(void) { last_write_s = last_said_s = squall__now(); }
+
+static void tick(void) {
+  double now = squall__now();
+  uint64_t gen = squall__config_generation();
+  if ((int64_t)(now * 1e3) < __atomic_load_n(&next_due_ms, __ATOMIC_RELAXED) &&
+      gen == __atomic_load_n(&tick_generation, __ATOMIC_RELAXED))
+    return;
+  if (pthread_mutex_trylock(&tick_lock) != 0) return; /* another thread is at it */
+  squallConfig_t cfg;
+  squall__config_get(&cfg, NULL);
+  double due = 1e300;
+  if (cfg.statsInterval > 0 && cfg.statsPath[0]) {
+    if (now >= last_write_s + cfg.statsInterval) {
+      last_write_s = now;
+      write_stats(0);
+    }
+    due = last_write_s + cfg.statsInterval;
+  }
+  if (cfg.summaryInterval > 0) {
+    if (now >= last_said_s + cfg.summaryInterval) {
+      last_said_s = now;
+      pthread_mutex_lock(&lock);
+      int mine = writer == getpid(), rank = process_rank();
+      pthread_mutex_unlock(&lock);
+      if (mine) say_summary(rank, 1);
+    }
+    if (last_said_s + cfg.summaryInterval < due) due = last_said_s + cfg.summaryInterval;
+  }
+  __atomic_store_n(&tick_generation, gen, __ATOMIC_RELAXED);
+  __atomic_store_n(&next_due_ms, due > 9e15 ? INT64_MAX : (int64_t)(due * 1e3), __ATOMIC_RELAXED);
+  pthread_mutex_unlock(&tick_lock);
 }
 
 void squall__stats_set_rank(int rank, int size, int unique) {
+  squallConfig_t cfg;
+  squall__config_get(&cfg, NULL);
   pthread_mutex_lock(&lock);
   pid_t me = getpid();
   if (writer != 0 && writer != me) {
@@ -358,6 +384,7 @@ void squall__stats_set_rank(int rank, int size, int unique) {
     stats_size = 0;
     stats_rank_unique = 0;
     written = 0;
+    own = 0;
     clock_gettime(CLOCK_REALTIME, &loaded);
     writer = me;
   }
@@ -371,5 +398,9 @@ void squall__stats_set_rank(int rank, int size, int unique) {
   int arm = writer == 0;
   if (arm) writer = me;
   pthread_mutex_unlock(&lock);
-  if (arm) atexit(at_exit);
+  publish_signal_path(&cfg);
+  if (arm) {
+    atexit(at_exit);
+    if (cfg.statsPath[0]) squall__stats_catch_signals();
+  }
 }

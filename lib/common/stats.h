@@ -43,12 +43,33 @@ void squall__stats_record_chunks(squallStats_t *local, uint64_t chunks);
  * A forked child that calls it starts counters and a file of its own. */
 void squall__stats_set_rank(int rank, int size, int unique);
 
-/* Writes the process-wide counters to SQUALL_STATS now (once; later calls
- * do nothing). Also runs at exit. */
+/* Writes the process-wide counters to SQUALL_STATS now, the last time
+ * (later calls, and the interval's writes, do nothing). Also runs at exit.
+ * Before it, every SQUALL_STATS_INTERVAL seconds a call writes them too. */
 void squall__stats_write_file(void);
 
-/* Writes stats as one JSON object. */
-void squall__stats_json(FILE *out, const squallStats_t *stats, int rank);
+/* The SQUALL_STATS file from a signal handler: async-signal-safe, once,
+ * as squall__stats_write_file would (no file after that one's). */
+void squall__stats_write_signal(void);
+
+/* stats_file.c: stats as one JSON object and a newline in b (at most cap
+ * bytes, terminated); returns its length. Async-signal-safe. */
+size_t squall__stats_format(char *b, size_t cap, const squallStats_t *stats, int rank);
+
+/* stats_file.c: writes json (len bytes) to a file beside path (path,
+ * suffix, pid) and renames it over path, so that a reader never sees half
+ * a file; own: path is this process's (written by it before). Otherwise
+ * a file at path that changed since `loaded` is another process's: then
+ * path.<pid> is written, into path (cap bytes), and *taken is 1. A path
+ * that is no plain file (/dev/null) is written in place. 0, or -1 with
+ * errno. Async-signal-safe. */
+struct timespec;
+int squall__stats_file_put(char *path, size_t cap, const char *json, size_t len, const char *suffix, int own,
+                           const struct timespec *loaded, int *taken);
+
+/* stats_file.c: writes the file on SIGTERM and SIGINT, where the program
+ * left their default action (termination), which then follows. */
+void squall__stats_catch_signals(void);
 
 /* Monotonic seconds. */
 double squall__now(void);

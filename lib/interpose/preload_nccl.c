@@ -512,8 +512,8 @@ __attribute__((destructor)) static void mpi_hint(void) {
   if (!l.mpi[0] && l.cuda && in_a_job()) {
     SQ_WARN("this process used CUDA and no ncclAllReduce reached the NCCL interposer: if it all-reduced "
             "with NCCL, that NCCL is linked statically (as in conda's PyTorch builds) or bound before the "
-            "interposer, and LD_PRELOAD cannot reach it; use a PyTorch that loads libnccl.so (pip's), or "
-            "link squallAllReduce directly");
+            "interposer, and LD_PRELOAD cannot reach it; use the PyTorch comm hook squall.torch.ddp_comm_hook, "
+            "a PyTorch that loads libnccl.so (pip's), or link squallAllReduce directly");
     return;
   }
   if (!l.mpi[0] || l.squall_mpi) return;

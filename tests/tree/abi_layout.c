@@ -78,6 +78,8 @@ int main(void) {
   MEMBER(squallConfig_t, chunkBytes);
   MEMBER(squallConfig_t, costModel);
   MEMBER(squallConfig_t, linkGbps);
+  MEMBER(squallConfig_t, statsInterval);
+  MEMBER(squallConfig_t, summaryInterval);
   STRUCT(squallOption_t);
   MEMBER(squallOption_t, size);
   MEMBER(squallOption_t, magic);
