@@ -17,6 +17,7 @@
 #define BENCH_MAX_CODECS 16
 #define BENCH_MAX_SIZES 64
 #define BENCH_CODEC_LEN 32
+#define BENCH_MAX_TYPES 4 /* -d: each of float, half, bfloat16, double at most once */
 
 typedef enum { BENCH_F32 = 0,
                BENCH_F16,
@@ -38,14 +39,15 @@ typedef enum {
 } bench_dist;
 
 typedef struct {
-  size_t min_bytes, max_bytes; /* -b, -e */
-  int step_factor;             /* -f (0 when -i is used) */
-  size_t step_bytes;           /* -i (0 when -f is used) */
-  int iters, warmup;           /* -n, -w */
-  bench_dtype dtype;           /* -d */
-  bench_op op;                 /* -o */
-  int check;                   /* -c */
-  int ncodecs;                 /* -C */
+  size_t min_bytes, max_bytes;         /* -b, -e */
+  int step_factor;                     /* -f (0 when -i is used) */
+  size_t step_bytes;                   /* -i (0 when -f is used) */
+  int iters, warmup;                   /* -n, -w */
+  int ndtypes;                         /* -d: the types to run, in the order given */
+  bench_dtype dtypes[BENCH_MAX_TYPES]; /* -d */
+  bench_op op;                         /* -o */
+  int check;                           /* -c */
+  int ncodecs;                         /* -C */
   char codecs[BENCH_MAX_CODECS][BENCH_CODEC_LEN];
   const char *json_path;   /* -J, NULL = none */
   const char *plot_path;   /* --plot, NULL = none */
@@ -62,6 +64,7 @@ typedef struct {
 /* What one (size, codec) measured, already combined over ranks. */
 typedef struct {
   size_t bytes, count;
+  bench_dtype dtype; /* the element type (-d) */
   char codec[BENCH_CODEC_LEN];
   double time_us;          /* max over ranks of each rank's median iteration */
   double min_us, max_us;   /* max over ranks of each rank's fastest and slowest iteration (the
@@ -100,6 +103,7 @@ typedef struct {
   const char *nccl_version; /* "2.28.3" where the backend is nccl, else NULL */
   char date[32];            /* when the run started, ISO 8601 UTC */
   char hostname[64];        /* rank 0's */
+  const char *command;      /* the command line, words quoted where the shell would need it */
 } bench_run_info;
 
 /* ------------------------------------------------------------ bench_args.c */
@@ -116,6 +120,19 @@ int bench_sizes(const bench_options *opt, size_t elsize, size_t *sizes, int max)
 const char *bench_dtype_name(bench_dtype t);
 size_t bench_dtype_size(bench_dtype t);
 
+/* ----------------------------------------------------------- bench_types.c */
+/* float -> the type's bytes (n elements), rounding to nearest even; dst may
+ * be src itself (each element is read before its bytes are written). */
+void bench_to_type(bench_dtype t, const float *src, void *dst, size_t n);
+/* The type's bytes -> float (exact for half and bfloat16; double is
+ * rounded); dst may be src itself (converted from the last element down). */
+void bench_from_type(bench_dtype t, const void *src, float *dst, size_t n);
+/* x as the type holds it, back in float: what a rank of that type sends. */
+float bench_round_to(bench_dtype t, float x);
+/* The type's unit roundoff: 2^-24, 2^-11, 2^-8 (double: 2^-24, as the
+ * data are generated in float). */
+double bench_dtype_unit(bench_dtype t);
+
 /* "64 MiB", "1.5 KiB", "512 B". Returns buf. */
 const char *bench_human_bytes(double bytes, char *buf, size_t len);
 
@@ -126,10 +143,11 @@ const char *bench_human_bytes(double bytes, char *buf, size_t len);
 void bench_fill(bench_dist dist, uint64_t seed, int rank, int iter, size_t off, size_t n, float *out);
 
 /* Sums of (out[i] - exact[i])^2 and exact[i]^2 over [off, off+n), where
- * exact[i] is the sum over nranks ranks of bench_fill's values in double
- * (divided by nranks when avg). */
-void bench_error_sums(bench_dist dist, uint64_t seed, int nranks, int iter, int avg, const float *out, size_t off,
-                      size_t n, double *err2, double *ref2);
+ * exact[i] is the sum over nranks ranks of bench_fill's values, rounded
+ * to type t as each rank sent them, in double (divided by nranks when
+ * avg). */
+void bench_error_sums(bench_dist dist, uint64_t seed, bench_dtype t, int nranks, int iter, int avg,
+                      const float *out, size_t off, size_t n, double *err2, double *ref2);
 
 /* "uniform", ... as --data spells it; parse returns 0, or -1 for a name
  * that is not one. */

@@ -55,7 +55,9 @@ static void usage(FILE *f) {
           "  -i, --stepbytes SIZE    or add SIZE each step\n"
           "  -n, --iters N           timed iterations per size and codec (default 20)\n"
           "  -w, --warmup_iters N    untimed iterations before them (default 5)\n"
-          "  -d, --datatype TYPE     float (the only type either backend benchmarks)\n"
+          "  -d, --datatype LIST     element types, comma-separated (default float): float,\n"
+          "                          half, bfloat16 (also float32, fp16, bf16, ...) or all\n"
+          "                          (the three); each runs every size and codec\n"
           "  -o, --op OP             sum or avg (default sum)\n"
           "  -c, --check 0|1         measure the error against the exact sum (default 1)\n"
           "  -C, --compress LIST     codecs, comma-separated (default " DEFAULT_CODECS ");\n"
@@ -82,7 +84,10 @@ static void usage(FILE *f) {
           "nccl-tests' -g 1, -t 1, -m 1, -N 1, -a 3, -z 1, -G 0, -p 0, -y 0, -R 0, -r 0, -T 0 and\n"
           "-M 0 are accepted (they say what squall-bench does); other values say why not.\n"
           "SIZE: bytes with an optional K, M or G (also KiB, MiB, GiB or KB, MB, GB, any case;\n"
-          "      powers of 1024), e.g. 64M.\n",
+          "      powers of 1024), e.g. 64M.\n"
+          "Exit status: 0 all rows within bounds and every file written; 1 a row WRONG, or the\n"
+          "JSON or plot not written; 2 a bad command line; 3 a rank failed; 4 all within\n"
+          "bounds but --plot found no gnuplot (a warning says so; table and JSON complete).\n",
           bench_backend_list());
 }
 
@@ -126,6 +131,60 @@ static int parse_dtype(const char *v, bench_dtype *t) {
       return 0;
     }
   return -1;
+}
+
+/* nccl-tests' integer and 8-bit float types: named, so that the error
+ * says why they are not run rather than that they are unknown. */
+static int is_nccl_tests_other_type(const char *v) {
+  static const char *const other[] = {"int8", "uint8", "int32", "uint32", "int64", "uint64", "f8e4m3", "f8e5m2"};
+  for (size_t i = 0; i < sizeof other / sizeof other[0]; i++)
+    if (!strcasecmp(v, other[i])) return 1;
+  return 0;
+}
+
+#define DTYPES_ACCEPTED                                                                                  \
+  "accepted is a comma-separated list of float (float32, fp32), half (float16, fp16), bfloat16 (bf16), " \
+  "double (float64, fp64), or all (float, half and bfloat16)"
+
+/* -d LIST: types separated by commas, each at most once, "all" for the
+ * three squall compresses. */
+static int parse_dtypes(const char *list, bench_options *opt, FILE *err) {
+  opt->ndtypes = 0;
+  if (!strcasecmp(list, "all")) {
+    opt->dtypes[0] = BENCH_F32, opt->dtypes[1] = BENCH_F16, opt->dtypes[2] = BENCH_BF16;
+    opt->ndtypes = 3;
+    return 0;
+  }
+  const char *p = list;
+  for (;;) {
+    const char *comma = strchr(p, ',');
+    size_t len = comma ? (size_t)(comma - p) : strlen(p);
+    char name[32];
+    snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name ? len : sizeof name - 1), p);
+    bench_dtype t;
+    if (len == 0) {
+      if (err) fprintf(err, "squall-bench: -d '%s': empty type name in the list; " DTYPES_ACCEPTED "\n", list);
+      return -1;
+    }
+    if (parse_dtype(name, &t) || len >= sizeof name) {
+      if (err && is_nccl_tests_other_type(name))
+        fprintf(err, "squall-bench: -d: type '%s' is not benchmarked: squall compresses float, half and bfloat16 "
+                     "only (integer and 8-bit float types pass through unchanged, so there is nothing to "
+                     "compare); " DTYPES_ACCEPTED "\n",
+                name);
+      else if (err)
+        fprintf(err, "squall-bench: -d: type '%s' is unknown; " DTYPES_ACCEPTED "\n", name);
+      return -1;
+    }
+    for (int i = 0; i < opt->ndtypes; i++)
+      if (opt->dtypes[i] == t) {
+        if (err) fprintf(err, "squall-bench: -d '%s': type '%s' is listed twice\n", list, bench_dtype_name(t));
+        return -1;
+      }
+    opt->dtypes[opt->ndtypes++] = t; /* at most BENCH_MAX_TYPES: each type once */
+    if (!comma) return 0;
+    p = comma + 1;
+  }
 }
 
 /* Splits LIST on commas and checks each codec with squall's own parser, so
@@ -256,7 +315,8 @@ int bench_parse_args(int argc, char **argv, bench_options *opt, FILE *out, FILE 
   opt->step_factor = 4;
   opt->iters = 20;
   opt->warmup = 5;
-  opt->dtype = BENCH_F32;
+  opt->ndtypes = 1;
+  opt->dtypes[0] = BENCH_F32;
   opt->op = BENCH_SUM;
   opt->check = 1;
   opt->backend = "auto";
@@ -302,10 +362,7 @@ int bench_parse_args(int argc, char **argv, bench_options *opt, FILE *out, FILE 
       opt->warmup = (int)x;
       break;
     case 'd':
-      if (parse_dtype(v, &opt->dtype))
-        FAIL("-d '%s' is not a known type: accepted are float (float32, fp32), half (float16, "
-             "fp16), bfloat16 (bf16) and double; the mpi backend runs float only\n",
-             v);
+      if (parse_dtypes(v, opt, err)) return 2;
       break;
     case 'o':
       if (!strcasecmp(v, "sum")) opt->op = BENCH_SUM;

@@ -2,22 +2,26 @@
 /*
  * bench_backend_mpi.c - the host-memory backend: buffers from malloc,
  * all-reduce by squallMpiAllreduce (MPI_Allreduce's signature), plain by
- * PMPI_Allreduce. It runs anywhere MPI does, one rank per core.
+ * PMPI_Allreduce. It runs anywhere MPI does, one rank per core. Half and
+ * bfloat16, which MPI has no type for, go through squallColl over the
+ * same communicator (bench_backend_mpi_half.c).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "bench_backend.h"
+#include "bench_backend_mpi_half.h"
 #include "squall_mpi.h"
 
 static int mpi_usable(char *why, size_t len) { return 1; }
 
-/* squallMpiAllreduce compresses MPI_FLOAT only; other types would pass
- * through untouched, so there would be nothing to compare. */
-static int mpi_supports(bench_dtype t) { return t == BENCH_F32; }
+/* squallMpiAllreduce compresses MPI_FLOAT, squallColl half and bfloat16;
+ * double would pass through untouched, so there would be nothing to
+ * compare. */
+static int mpi_supports(bench_dtype t) { return t == BENCH_F32 || t == BENCH_F16 || t == BENCH_BF16; }
 
-static int mpi_setup(MPI_Comm comm, FILE *err) { return 0; }
-static void mpi_teardown(void) {}
+static int mpi_setup(MPI_Comm comm, FILE *err) { return bench_mpi_half_setup(comm, err); }
+static void mpi_teardown(void) { bench_mpi_half_teardown(); }
 
 static void *mpi_alloc(size_t bytes) { return calloc(1, bytes ? bytes : 1); }
 static void mpi_release(void *p) { free(p); }
@@ -49,12 +53,26 @@ static int run(mpi_allreduce_fn fn, const char *name, const void *send, void *re
 
 static int mpi_allreduce(const void *send, void *recv, size_t count, bench_dtype t, bench_op op, MPI_Comm comm,
                          char *why, size_t len) {
+  if (t != BENCH_F32) return bench_mpi_half_allreduce(send, recv, count, t, op, 0, why, len);
   return run(squallMpiAllreduce, "squallMpiAllreduce", send, recv, count, op, comm, why, len);
 }
 
 static int mpi_plain_allreduce(const void *send, void *recv, size_t count, bench_dtype t, bench_op op,
                                MPI_Comm comm, char *why, size_t len) {
+  if (t != BENCH_F32) return bench_mpi_half_allreduce(send, recv, count, t, op, 1, why, len);
   return run(PMPI_Allreduce, "PMPI_Allreduce", send, recv, count, op, comm, why, len);
+}
+
+/* Both entry points' state: squallMpiAllreduce's on the communicator,
+ * squallColl's of the 16-bit types. */
+static int mpi_reset_residuals(MPI_Comm comm) {
+  int a = squallMpiResetResiduals(comm), b = bench_mpi_half_reset();
+  return a == MPI_SUCCESS && b == 0 ? 0 : -1;
+}
+
+static int mpi_free_state(MPI_Comm comm) {
+  int a = squallMpiCommFree(comm), b = bench_mpi_half_free_state();
+  return a == MPI_SUCCESS && b == 0 ? 0 : -1;
 }
 
 const bench_backend bench_backend_mpi = {
@@ -71,6 +89,6 @@ const bench_backend bench_backend_mpi = {
     .download = NULL,
     .allreduce = mpi_allreduce,
     .plain_allreduce = mpi_plain_allreduce,
-    .reset_residuals = squallMpiResetResiduals,
-    .free_state = squallMpiCommFree,
+    .reset_residuals = mpi_reset_residuals,
+    .free_state = mpi_free_state,
 };

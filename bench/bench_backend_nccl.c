@@ -27,8 +27,9 @@ static int nccl_usable(char *why, size_t len) {
   return 1;
 }
 
-/* float only for now: the driver stages data through the host as float. */
-static int nccl_supports(bench_dtype t) { return t == BENCH_F32; }
+/* The types squallAllReduce compresses (the driver converts the float
+ * data it generates into them); double would pass through. */
+static int nccl_supports(bench_dtype t) { return t == BENCH_F32 || t == BENCH_F16 || t == BENCH_BF16; }
 
 /* comm returns MPI errors (squall-bench checks its timed calls); one here
  * ends the job, as MPI's default handler would have. */

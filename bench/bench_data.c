@@ -137,8 +137,8 @@ void bench_fill(bench_dist dist, uint64_t seed, int rank, int iter, size_t off, 
 
 #define CHUNK 2048
 
-void bench_error_sums(bench_dist dist, uint64_t seed, int nranks, int iter, int avg, const float *out, size_t off,
-                      size_t n, double *err2, double *ref2) {
+void bench_error_sums(bench_dist dist, uint64_t seed, bench_dtype t, int nranks, int iter, int avg,
+                      const float *out, size_t off, size_t n, double *err2, double *ref2) {
   float g[CHUNK];
   double exact[CHUNK];
   double e2 = 0.0, r2 = 0.0;
@@ -146,8 +146,8 @@ void bench_error_sums(bench_dist dist, uint64_t seed, int nranks, int iter, int 
     size_t m = n - c < CHUNK ? n - c : CHUNK;
     memset(exact, 0, m * sizeof *exact);
     for (int r = 0; r < nranks; r++) {
-      bench_fill(dist, seed, r, iter, off + c, m, g); /* the very floats rank r sent */
-      for (size_t j = 0; j < m; j++) exact[j] += (double)g[j];
+      bench_fill(dist, seed, r, iter, off + c, m, g); /* the very values rank r sent, in its type */
+      for (size_t j = 0; j < m; j++) exact[j] += (double)bench_round_to(t, g[j]);
     }
     for (size_t j = 0; j < m; j++) {
       double x = avg ? exact[j] / nranks : exact[j];

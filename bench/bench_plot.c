@@ -29,9 +29,12 @@ static void quoted(FILE *f, const char *s) {
 
 static void script(FILE *f, const char *png, const bench_run_info *in, const bench_row *rows, int n) {
   const bench_options *o = in->opt;
-  char title[256], h[32];
+  char title[256], h[32], types[64] = "";
+  for (int t = 0; t < o->ndtypes; t++)
+    snprintf(types + strlen(types), sizeof types - strlen(types), "%s%s", t ? ", " : "",
+             bench_dtype_name(o->dtypes[t]));
   snprintf(title, sizeof title, "squall-bench: all-reduce of %s, %d ranks, %s backend%s%s",
-           bench_dtype_name(o->dtype), in->nranks, in->backend, in->link ? ", " : "",
+           types, in->nranks, in->backend, in->link ? ", " : "",
            in->link ? in->link : "");
   /* pngcairo draws smoother lines; gd's png is the fallback every build has. */
   fputs("if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"
@@ -66,15 +69,21 @@ static void script(FILE *f, const char *png, const bench_run_info *in, const ben
             rows[i].bytes);
     first = 0;
   }
+  /* one line per codec, per (type, codec) where -d lists several */
   fputs(")\nplot ", f);
-  for (int c = 0; c < o->ncodecs; c++) {
-    fprintf(f, "%s'-' using 1:2 with linespoints lw 2 pt %d title ", c ? ", " : "", 5 + 2 * (c % 4));
-    quoted(f, o->codecs[c]);
+  for (int tc = 0; tc < o->ndtypes * o->ncodecs; tc++) {
+    int c = tc % o->ncodecs;
+    char label[BENCH_CODEC_LEN + 16];
+    snprintf(label, sizeof label, "%s%s%s", o->ndtypes > 1 ? bench_dtype_name(o->dtypes[tc / o->ncodecs]) : "",
+             o->ndtypes > 1 ? " " : "", o->codecs[c]);
+    fprintf(f, "%s'-' using 1:2 with linespoints lw 2 pt %d title ", tc ? ", " : "", 5 + 2 * (c % 4));
+    quoted(f, label);
   }
   fputc('\n', f);
-  for (int c = 0; c < o->ncodecs; c++) {
+  for (int tc = 0; tc < o->ndtypes * o->ncodecs; tc++) {
+    bench_dtype t = o->dtypes[tc / o->ncodecs];
     for (int i = 0; i < n; i++)
-      if (!strcmp(rows[i].codec, o->codecs[c]) && rows[i].busbw_gbs > 0)
+      if (!strcmp(rows[i].codec, o->codecs[tc % o->ncodecs]) && rows[i].dtype == t && rows[i].busbw_gbs > 0)
         fprintf(f, "%zu %.9g\n", rows[i].bytes, rows[i].busbw_gbs);
     fputs("e\n", f);
   }

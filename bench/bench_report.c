@@ -22,13 +22,21 @@ static int codec_width(const bench_options *o) {
   return w;
 }
 
+/* -d's types as a list, "float,half". Returns buf. */
+static const char *type_list(const bench_options *o, char *buf, size_t len) {
+  buf[0] = 0;
+  for (int t = 0; t < o->ndtypes; t++)
+    snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", t ? "," : "", bench_dtype_name(o->dtypes[t]));
+  return buf;
+}
+
 void bench_report_header(FILE *out, const bench_run_info *in) {
   const bench_options *o = in->opt;
   const squallConfig_t *c = in->base;
-  char lo[32], hi[32];
+  char lo[32], hi[32], types[64];
   fprintf(out, "# squall-bench: all-reduce, squall %s\n", squallVersionString());
   fprintf(out, "# ranks %d, backend %s (%s), type %s, op %s%s\n", in->nranks, in->backend,
-          in->memory, bench_dtype_name(o->dtype), o->op == BENCH_AVG ? "avg" : "sum",
+          in->memory, type_list(o, types, sizeof types), o->op == BENCH_AVG ? "avg" : "sum",
           o->op == BENCH_AVG && !strcmp(in->backend, "mpi")
               ? " (MPI has no average op: sum, then divide, inside the timed call)"
               : "");
@@ -52,6 +60,7 @@ void bench_report_header(FILE *out, const bench_run_info *in) {
           in->cpu ? in->cpu : "unknown", in->cores, in->node_ranks,
           in->cores > 0 ? (double)in->node_ranks / in->cores : 0.0);
   fprintf(out, "# mpi: %s\n", in->mpi_library ? in->mpi_library : "unknown");
+  if (in->nccl_version) fprintf(out, "# nccl: %s\n", in->nccl_version);
   fprintf(out, "# link: %s\n", in->link ? in->link : "as the ranks find it (no emulation: SQUALL_BENCH_LINK unset)");
   fprintf(out, "#\n# out-of-place (separate send and receive buffers; in place, squall runs the same path)\n");
   if (!o->alternate)
@@ -75,9 +84,9 @@ void bench_report_header(FILE *out, const bench_run_info *in) {
     fprintf(out, "# none = the plain all-reduce (%s, not through squall); speedup = time of none / time\n#\n",
             !strcmp(in->backend, "mpi") ? "PMPI_Allreduce" : "pncclAllReduce");
   int cw = codec_width(o);
-  fprintf(out, "#%11s %10s %*s %12s %8s %8s %12s %7s %7s %10s %9s %s\n", "size", "count", cw,
+  fprintf(out, "#%11s %10s %8s %*s %12s %8s %8s %12s %7s %7s %10s %9s %s\n", "size", "count", "type", cw,
           "codec", "time", "algbw", "busbw", "wire", "ratio", "speedup", "codec", "rel_err", "path");
-  fprintf(out, "#%11s %10s %*s %12s %8s %8s %12s %7s %7s %10s\n", "(B)", "(elts)", cw, "", "(us)",
+  fprintf(out, "#%11s %10s %8s %*s %12s %8s %8s %12s %7s %7s %10s\n", "(B)", "(elts)", "", cw, "", "(us)",
           "(GB/s)", "(GB/s)", "(B/rank)", "", "", "(us)");
   fflush(out);
 }
@@ -88,8 +97,8 @@ void bench_report_row(FILE *out, const bench_options *o, const bench_row *r) {
   else snprintf(speed, sizeof speed, "-");
   if (r->checked) snprintf(err, sizeof err, "%.2e", r->rel_err); /* "nan" too */
   else snprintf(err, sizeof err, "-");
-  fprintf(out, " %11zu %10zu %*s %12.1f %8.3f %8.3f %12.0f %7.2f %7s %10.1f %9s %s%s%s\n",
-          r->bytes, r->count, codec_width(o), r->codec, r->time_us, r->algbw_gbs, r->busbw_gbs, r->wire_bytes,
+  fprintf(out, " %11zu %10zu %8s %*s %12.1f %8.3f %8.3f %12.0f %7.2f %7s %10.1f %9s %s%s%s\n",
+          r->bytes, r->count, bench_dtype_name(r->dtype), codec_width(o), r->codec, r->time_us, r->algbw_gbs, r->busbw_gbs, r->wire_bytes,
           r->ratio, speed, r->codec_us, err, r->path, r->checked && !r->consistent ? " RANKS-DIFFER" : "",
           r->wrong ? " WRONG" : "");
   fflush(out);
@@ -109,12 +118,14 @@ void bench_report_summary(FILE *out, const bench_run_info *in, const bench_row *
   int wrong = 0, differ = 0;
   fprintf(out, "#\n# summary (largest size %s)\n",
           n ? bench_human_bytes((double)rows[n - 1].bytes, a, sizeof a) : "-");
-  for (int c = 0; c < o->ncodecs; c++) {
+  for (int tc = 0; tc < o->ndtypes * o->ncodecs; tc++) {
+    int c = tc % o->ncodecs;
+    bench_dtype t = o->dtypes[tc / o->ncodecs];
     const bench_row *last = NULL, *best = NULL, *worst = NULL;
     double max_err = -1;
     for (int i = 0; i < n; i++) {
       const bench_row *r = &rows[i];
-      if (strcmp(r->codec, o->codecs[c])) continue;
+      if (strcmp(r->codec, o->codecs[c]) || r->dtype != t) continue;
       last = r;
       if (r->speedup > 0 && (!best || r->speedup > best->speedup)) best = r;
       if (r->speedup > 0 && (!worst || r->speedup < worst->speedup)) worst = r;
@@ -122,7 +133,8 @@ void bench_report_summary(FILE *out, const bench_run_info *in, const bench_row *
         max_err = r->rel_err; /* a NaN stays */
     }
     if (!last) continue;
-    fprintf(out, "# %-*s", codec_width(o), last->codec);
+    if (o->ndtypes > 1) fprintf(out, "# %-8s %-*s", bench_dtype_name(t), codec_width(o), last->codec);
+    else fprintf(out, "# %-*s", codec_width(o), last->codec);
     if (!strcmp(last->codec, "none") && !o->alternate) {
       fprintf(out, " busbw %.3f GB/s, %s per call", last->busbw_gbs, per_call(last->time_us, a, sizeof a));
     } else {
@@ -190,8 +202,10 @@ int bench_report_json(const char *path, const bench_run_info *in, const bench_ro
     const bench_row *r = &rows[i];
     fprintf(f, "  {\"size_bytes\": %zu, \"count\": %zu", r->bytes, r->count);
     str(f, "codec", r->codec);
+    str(f, "type", bench_dtype_name(r->dtype)); /* nccl-tests' column */
     num(f, "time_us", r->time_us, 1, "%.3f");
-    num(f, "min_us", r->min_us, 1, "%.3f"); /* the spread over iterations (--alternate: blocks) */
+    num(f, "median_us", r->time_us, 1, "%.3f"); /* time_us by the name that says what it is */
+    num(f, "min_us", r->min_us, 1, "%.3f");     /* the spread over iterations (--alternate: blocks) */
     num(f, "max_us", r->max_us, 1, "%.3f");
     num(f, "algbw_gbs", r->algbw_gbs, 1, "%.6g");
     num(f, "busbw_gbs", r->busbw_gbs, 1, "%.6g");
@@ -212,7 +226,7 @@ int bench_report_json(const char *path, const bench_run_info *in, const bench_ro
                                             : "false",
             in->nranks);
     str(f, "backend", in->backend);
-    str(f, "dtype", bench_dtype_name(in->opt->dtype));
+    str(f, "dtype", bench_dtype_name(r->dtype)); /* as "type" (older readers) */
     str(f, "op", in->opt->op == BENCH_AVG ? "avg" : "sum");
     fprintf(f, ", \"iters\": %d, \"warmup_iters\": %d", in->opt->iters, in->opt->warmup);
     str(f, "errors", in->opt->errors_fatal ? "fatal" : "return"); /* fatal: the mpi backend only */
@@ -226,19 +240,21 @@ int bench_report_json(const char *path, const bench_run_info *in, const bench_ro
     str(f, "commit", "unknown");
 #endif
     str(f, "date", in->date);
+    str(f, "command", in->command ? in->command : "");
     str(f, "host", in->hostname);
     str(f, "cpu", in->cpu ? in->cpu : "unknown");
     fprintf(f, ", \"cores\": %d, \"node_ranks\": %d", in->cores, in->node_ranks);
     str(f, "mpi", in->mpi_library ? in->mpi_library : "unknown");
     if (in->nccl_version) str(f, "nccl", in->nccl_version);
     else fputs(", \"nccl\": null", f);
+    /* every setting, as squall-info -c prints it, the row's codec included
+     * (none: the plain rows did not go through squall at all) */
+    squallConfig_t cfg = *in->base;
+    squallConfigSet(&cfg, "SQUALL_COMPRESS", r->codec); /* a name -C's parser took */
     fputs(", \"config\": {", f);
     squallOption_t opt;
-    for (int k = 0, first = 1; squallConfigOption(in->base, k, &opt) == squallSuccess; k++) {
-      if (!strcmp(opt.name, "SQUALL_COMPRESS") || !strcmp(opt.name, "SQUALL_DEBUG") || !strcmp(opt.name, "SQUALL_STATS"))
-        continue; /* the codec is per row; logging and the statistics file change no figure */
-      fprintf(f, "%s\"%s\": ", first ? "" : ", ", opt.name);
-      first = 0;
+    for (int k = 0; squallConfigOption(&cfg, k, &opt) == squallSuccess; k++) {
+      fprintf(f, "%s\"%s\": ", k ? ", " : "", opt.name);
       quoted(f, opt.value);
     }
     fputc('}', f);

@@ -32,6 +32,7 @@ typedef struct {
   MPI_Comm comm;
   int rank, nranks;
   squallConfig_t base;
+  bench_dtype dtype; /* the type being run (one of -d's) */
   double start;
   /* progress, rank 0: iterations weighted by bytes, so that the estimate
    * follows the big sizes that take the time */
@@ -74,15 +75,28 @@ static void progress(bench_ctx *c, size_t bytes, const char *codec, int it, int 
   progress_calls(c, bytes, 1, codec, it, total);
 }
 
-/* Fills the send buffer with this rank's input of iteration `iter`. */
+/* Fills the send buffer with this rank's input of iteration `iter`, in
+ * the type being run: generated as float (in stage where the buffer is
+ * not host memory of floats), converted, uploaded. */
 static void fill(bench_ctx *c, void *send, float *stage, size_t count, int iter) {
-  if (c->be->host_accessible) {
+  if (c->be->host_accessible && c->dtype == BENCH_F32) {
     bench_fill(c->opt->data, c->opt->seed, c->rank, iter, 0, count, send);
     return;
   }
   bench_fill(c->opt->data, c->opt->seed, c->rank, iter, 0, count, stage);
-  if (c->be->upload(send, stage, count * sizeof(float)))
+  bench_to_type(c->dtype, stage, c->be->host_accessible ? send : (void *)stage, count);
+  if (!c->be->host_accessible && c->be->upload(send, stage, count * bench_dtype_size(c->dtype)))
     die(c, "copying the input into the backend's buffer failed");
+}
+
+/* The result as float: recv itself, or converted (and downloaded) into
+ * stage. */
+static const float *result_floats(bench_ctx *c, const void *recv, float *stage, size_t count) {
+  if (c->be->host_accessible && c->dtype == BENCH_F32) return recv;
+  if (!c->be->host_accessible && c->be->download(stage, recv, count * bench_dtype_size(c->dtype)))
+    die(c, "copying the result to the host failed");
+  bench_from_type(c->dtype, c->be->host_accessible ? recv : (const void *)stage, stage, count);
+  return stage;
 }
 
 /* One all-reduce: through squall, or plain (the collective library's own,
@@ -91,7 +105,7 @@ static void allreduce(bench_ctx *c, int plain, const void *send, void *recv, siz
   char why[512];
   int (*fn)(const void *, void *, size_t, bench_dtype, bench_op, MPI_Comm, char *, size_t) =
       plain ? c->be->plain_allreduce : c->be->allreduce;
-  if (fn(send, recv, count, c->opt->dtype, c->opt->op, c->comm, why, sizeof why)) die(c, why);
+  if (fn(send, recv, count, c->dtype, c->opt->op, c->comm, why, sizeof why)) die(c, why);
 }
 
 /* The collective library's first calls at a size are slow (connections,
@@ -141,19 +155,24 @@ static int cmp_double(const void *a, const void *b) {
  * data); a result of zeros for inputs that are not is wrong whatever the
  * bound (the caller checks it). */
 #define MAX_BOUND 0.9
-static double error_bound(const char *codec, int p, bench_dist data, double crest) {
+static double error_bound(const char *codec, int p, bench_dist data, double crest, bench_dtype t) {
   /* tiny: fp16's scale stops at 2^100, so values near 1e-38 stay below its
    * smallest code and wait in the residual; no bound to check. */
   if (data == BENCH_DIST_TINY && strcmp(codec, "none")) return INFINITY;
   if (data == BENCH_DIST_SPARSE && strcmp(codec, "none")) return INFINITY;
   if (data == BENCH_DIST_LOGNORMAL && !strcmp(codec, "int4")) return INFINITY;
   double spread = crest > sqrt(3.0) ? crest / sqrt(3.0) : 1.0, b = INFINITY;
-  if (!strcmp(codec, "none")) b = 4.0 * p * ldexp(1.0, -24);
+  /* half and bfloat16 data: the plain sum rounds to the type up to P-1
+   * times and the result once more, each by its unit (2^-11, 2^-8), on
+   * top of whatever the codec loses: 4P units, as for float's none */
+  double type_err = t == BENCH_F32 ? 0.0 : 4.0 * p * bench_dtype_unit(t);
+  if (!strcmp(codec, "none")) b = 4.0 * p * bench_dtype_unit(t);
   if (!strcmp(codec, "fp16")) b = 8.0 * p * ldexp(1.0, -11);
   if (!strcmp(codec, "bf16")) b = 8.0 * p * ldexp(1.0, -8);
   if (!strcmp(codec, "int8")) b = 8.0 * p / 254.0 * spread;
   if (!strcmp(codec, "int4")) b = 8.0 * p / 14.0 * spread;
   if (!strcmp(codec, "fp8")) b = 8.0 * p * ldexp(1.0, -4);
+  if (strcmp(codec, "none")) b += type_err;
   return isinf(b) ? b : fmin(b, MAX_BOUND);
 }
 
@@ -222,7 +241,7 @@ static int timed_calls(const squallStats_t *s0, const squallStats_t *s1, squallS
 static void run_one(bench_ctx *c, const char *codec, void *send, void *recv, float *stage,
                     size_t count, bench_row *row) {
   const bench_options *o = c->opt;
-  size_t bytes = count * sizeof(float);
+  size_t bytes = count * bench_dtype_size(c->dtype);
   int p = c->nranks, total = o->warmup + o->iters;
   squallConfig_t cfg = c->base;
   if (squallConfigSet(&cfg, "SQUALL_COMPRESS", codec) != squallSuccess ||
@@ -302,16 +321,20 @@ static void run_one(bench_ctx *c, const char *codec, void *send, void *recv, flo
       fprintf(stderr, "squall-bench: %zu bytes, %s: %d check calls %s where the timed calls %s: no rel_err\n",
               bytes, codec, CHECK_TRIES, d.compressedCalls ? "passed through" : "compressed",
               d.compressedCalls ? "compressed" : "passed through");
-    crest = bucket_crest(c->be->host_accessible ? send : stage, count, cfg.bucket > 0 ? cfg.bucket : 512);
-    const float *out = recv;
-    if (!c->be->host_accessible) {
-      if (c->be->download(stage, recv, bytes)) die(c, "copying the result to the host failed");
-      out = stage;
+    /* the check's input as float, for its buckets' crest (stage holds
+     * it in the type, or nothing, after fill) */
+    const float *input = send;
+    if (!(c->be->host_accessible && c->dtype == BENCH_F32)) {
+      bench_fill(o->data, o->seed, c->rank, total, 0, count, stage);
+      input = stage;
     }
+    crest = bucket_crest(input, count, cfg.bucket > 0 ? cfg.bucket : 512);
+    const float *out = result_floats(c, recv, stage, count);
     size_t lo = count * (size_t)c->rank / (size_t)p, hi = count * (size_t)(c->rank + 1) / (size_t)p;
-    bench_error_sums(o->data, o->seed, p, total, o->op == BENCH_AVG, out + lo, lo, hi - lo, &err2, &ref2);
+    bench_error_sums(o->data, o->seed, c->dtype, p, total, o->op == BENCH_AVG, out + lo, lo, hi - lo, &err2,
+                     &ref2);
     for (size_t i = lo; i < hi; i++) out2 += (double)out[i] * out[i];
-    hash = bench_hash(out, bytes);
+    hash = bench_hash(out, count * sizeof(float)); /* equal floats: equal results in the type */
   }
 
   /* Combine over ranks: maxima, sums, and the hash's range. */
@@ -326,6 +349,7 @@ static void run_one(bench_ctx *c, const char *codec, void *send, void *recv, flo
   memset(row, 0, sizeof *row);
   row->bytes = bytes;
   row->count = count;
+  row->dtype = c->dtype;
   snprintf(row->codec, sizeof row->codec, "%s", codec);
   row->time_us = mx[0] * 1e6;
   row->mean_us = mx[3] * 1e6;
@@ -344,7 +368,7 @@ static void run_one(bench_ctx *c, const char *codec, void *send, void *recv, flo
     row->rel_err = sum[3] > 0 ? sqrt(sum[2] / sum[3]) : sqrt(sum[2]);
     row->consistent = hmin == hmax;
     /* Plain MPI may legitimately differ between ranks; squall must not. */
-    row->wrong = !(row->rel_err <= error_bound(codec, p, o->data, mx[2])) || (sum[4] == 0.0 && sum[3] > 0.0) ||
+    row->wrong = !(row->rel_err <= error_bound(codec, p, o->data, mx[2], c->dtype)) || (sum[4] == 0.0 && sum[3] > 0.0) ||
                  (!row->consistent && strcmp(codec, "none"));
   }
 }
@@ -366,7 +390,7 @@ static double median_of(double *x, int n) {
 static void run_alternating(bench_ctx *c, const char *codec, void *send, void *recv, float *stage, size_t count,
                             bench_row *row) {
   const bench_options *o = c->opt;
-  size_t bytes = count * sizeof(float);
+  size_t bytes = count * bench_dtype_size(c->dtype);
   int p = c->nranks, blocks = o->alternate;
   squallConfig_t cfg = c->base;
   if (squallConfigSet(&cfg, "SQUALL_COMPRESS", codec) != squallSuccess || squallSetConfig(&cfg) != squallSuccess)
@@ -419,6 +443,7 @@ static void run_alternating(bench_ctx *c, const char *codec, void *send, void *r
   memset(row, 0, sizeof *row);
   row->bytes = bytes;
   row->count = count;
+  row->dtype = c->dtype;
   snprintf(row->codec, sizeof row->codec, "%s", codec);
   row->time_us = squall_t * 1e6;
   row->mean_us = mean_t * 1e6;
@@ -475,6 +500,57 @@ static void check_output(bench_ctx *c, const char *flag, const char *path) {
   all_ok_or_exit(c, c->rank != 0 || !path || writable(path), why, 2);
 }
 
+/* Every codec at one size of the type being run, into rows[0 ..
+ * ncodecs), printed as they are complete; returns how many. */
+static int run_size(bench_ctx *c, size_t bytes, bench_row *rows, FILE *out) {
+  const bench_options *opt = c->opt;
+  size_t count = bytes / bench_dtype_size(c->dtype);
+  void *send = c->be->alloc(bytes), *recv = c->be->alloc(bytes);
+  /* the float data before conversion, or a copy of the backend's buffer */
+  int staged = !c->be->host_accessible || c->dtype != BENCH_F32;
+  float *stage = staged ? malloc(count * sizeof(float)) : NULL;
+  char h[32], why[128];
+  snprintf(why, sizeof why, "out of memory for two %s buffers on some rank", bench_human_bytes((double)bytes, h, sizeof h));
+  all_ok(c, send && recv && (!staged || stage), why);
+  fill(c, send, stage, count, 0); /* data, not whatever the allocation held */
+  warm_up(c, send, recv, count, opt->warmup);
+  for (int k = 0; k < opt->ncodecs; k++)
+    (opt->alternate ? run_alternating : run_one)(c, opt->codecs[k], send, recv, stage, count, &rows[k]);
+  /* Speedups need none's time at this size, whatever its place in -C
+   * (--alternate: each row has its own plain blocks). */
+  const bench_row *none = NULL;
+  for (int k = 0; k < opt->ncodecs; k++)
+    if (!strcmp(rows[k].codec, "none") && !opt->alternate) none = &rows[k];
+  for (int k = 0; k < opt->ncodecs; k++) {
+    if (none && rows[k].time_us > 0) rows[k].speedup = none->time_us / rows[k].time_us;
+    if (out) bench_report_row(out, opt, &rows[k]);
+  }
+  c->be->free_state(c->comm); /* residuals and scratch of this size */
+  c->be->release(send);
+  c->be->release(recv);
+  free(stage);
+  return opt->ncodecs;
+}
+
+/* The command line for the JSON, one string: words with characters the
+ * shell would read are single-quoted, so that it can be run again. */
+static const char *command_line(int argc, char **argv) {
+  static char line[4096];
+  size_t n = 0;
+  for (int i = 0; i < argc && n + 1 < sizeof line; i++) {
+    const char *a = argv[i];
+    int plain = *a != 0;
+    for (const char *q = a; *q; q++)
+      if (!strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./:,=+@%", *q)) plain = 0;
+    n += (size_t)snprintf(line + n, sizeof line - n, "%s%s", i ? " " : "", plain ? "" : "'");
+    for (const char *q = a; *q && n + 5 < sizeof line; q++)
+      n += (size_t)(*q == '\'' ? snprintf(line + n, sizeof line - n, "'\\''")
+                               : snprintf(line + n, sizeof line - n, "%c", *q));
+    if (!plain && n + 1 < sizeof line) line[n++] = '\'', line[n] = 0;
+  }
+  return line;
+}
+
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   bench_ctx c = {0};
@@ -497,15 +573,21 @@ int main(int argc, char **argv) {
   }
   char why[512];
   c.be = bench_backend_find(opt.backend, why, sizeof why);
-  if (c.be == NULL || !c.be->supports(opt.dtype)) {
-    if (err && c.be == NULL) fprintf(err, "squall-bench: %s\n", why);
-    else if (err)
-      fprintf(err, "squall-bench: -d %s: the %s backend benchmarks float only (the other types "
-                   "squall compresses are not generated here); use -d float\n",
-              bench_dtype_name(opt.dtype), c.be->name);
+  if (c.be == NULL) {
+    if (err) fprintf(err, "squall-bench: %s\n", why);
     MPI_Finalize();
     return 2;
   }
+  for (int t = 0; t < opt.ndtypes; t++)
+    if (!c.be->supports(opt.dtypes[t])) {
+      if (err)
+        fprintf(err, "squall-bench: -d: type '%s' is not benchmarked by the %s backend: squall passes it "
+                     "through uncompressed, so there is nothing to compare; accepted are float, half and "
+                     "bfloat16\n",
+                bench_dtype_name(opt.dtypes[t]), c.be->name);
+      MPI_Finalize();
+      return 2;
+    }
   if (opt.errors_fatal && strcmp(c.be->name, "mpi")) {
     if (err) fprintf(err, "squall-bench: --errors fatal applies to the mpi backend; the %s backend's calls "
                           "always return their errors\n",
@@ -513,18 +595,26 @@ int main(int argc, char **argv) {
     MPI_Finalize();
     return 2;
   }
-  size_t sizes[BENCH_MAX_SIZES];
-  int nsizes = bench_sizes(&opt, sizeof(float), sizes, BENCH_MAX_SIZES);
-  if (nsizes < 0 || sizes[nsizes - 1] / sizeof(float) > (size_t)INT32_MAX) {
-    if (err && nsizes < 0)
+  /* the sizes of each type, in whole elements of it */
+  size_t sizes[BENCH_MAX_TYPES][BENCH_MAX_SIZES];
+  int nsizes[BENCH_MAX_TYPES], all_sizes = 0;
+  for (int t = 0; t < opt.ndtypes; t++) {
+    size_t es = bench_dtype_size(opt.dtypes[t]);
+    nsizes[t] = bench_sizes(&opt, es, sizes[t], BENCH_MAX_SIZES);
+    if (nsizes[t] >= 0 && sizes[t][nsizes[t] - 1] / es <= (size_t)INT32_MAX) {
+      all_sizes += nsizes[t];
+      continue;
+    }
+    int bad = nsizes[t];
+    if (err && bad < 0)
       fprintf(err, "squall-bench: -b %zu -e %zu with %s %zu give more than %d sizes; use a larger "
                    "step\n",
               opt.min_bytes, opt.max_bytes, opt.step_factor ? "-f" : "-i",
               opt.step_factor ? (size_t)opt.step_factor : opt.step_bytes, BENCH_MAX_SIZES);
     else if (err)
       fprintf(err, "squall-bench: -e %zu is too large: MPI counts are int, so at most %zu bytes of "
-                   "float per rank\n",
-              opt.max_bytes, (size_t)INT32_MAX * sizeof(float));
+                   "%s per rank\n",
+              opt.max_bytes, (size_t)INT32_MAX * es, bench_dtype_name(opt.dtypes[t]));
     MPI_Finalize();
     return 2;
   }
@@ -584,14 +674,16 @@ int main(int argc, char **argv) {
   check_output(&c, "-J", opt.json_path);
   check_output(&c, "--plot", opt.plot_path);
   int nrows = 0;
-  bench_row *rows = calloc((size_t)nsizes * (size_t)opt.ncodecs, sizeof *rows);
+  bench_row *rows = calloc((size_t)all_sizes * (size_t)opt.ncodecs, sizeof *rows);
   all_ok(&c, rows != NULL, "out of memory for the results");
-  for (int s = 0; s < nsizes; s++)
-    c.work_total += (double)sizes[s] * opt.ncodecs *
-                    (opt.warmup + (opt.alternate ? 2 * opt.alternate : 1) * opt.iters);
+  for (int t = 0; t < opt.ndtypes; t++)
+    for (int s = 0; s < nsizes[t]; s++)
+      c.work_total += (double)sizes[t][s] * opt.ncodecs *
+                      (opt.warmup + (opt.alternate ? 2 * opt.alternate : 1) * opt.iters);
   /* clang-format off */
   bench_run_info info = {.nranks = c.nranks, .backend = c.be->name, .memory = c.be->memory,
-                         .opt = &opt, .base = &c.base, .link = getenv("SQUALL_BENCH_LINK")};
+                         .opt = &opt, .base = &c.base, .link = getenv("SQUALL_BENCH_LINK"),
+                         .command = command_line(argc, argv)};
   /* clang-format on */
   if (info.link && !*info.link) info.link = NULL;
   /* What the figures depend on: the CPU, how many ranks share it, the MPI. */
@@ -617,32 +709,9 @@ int main(int argc, char **argv) {
   if (out) bench_report_header(out, &info);
   c.start = MPI_Wtime();
 
-  for (int s = 0; s < nsizes; s++) {
-    size_t count = sizes[s] / sizeof(float);
-    void *send = c.be->alloc(sizes[s]), *recv = c.be->alloc(sizes[s]);
-    float *stage = c.be->host_accessible ? NULL : malloc(sizes[s]);
-    char h[32];
-    snprintf(why, sizeof why, "out of memory for two %s buffers on some rank",
-             bench_human_bytes((double)sizes[s], h, sizeof h));
-    all_ok(&c, send && recv && (c.be->host_accessible || stage), why);
-    bench_row *first = &rows[nrows];
-    fill(&c, send, stage, count, 0); /* data, not whatever the allocation held */
-    warm_up(&c, send, recv, count, opt.warmup);
-    for (int k = 0; k < opt.ncodecs; k++)
-      (opt.alternate ? run_alternating : run_one)(&c, opt.codecs[k], send, recv, stage, count, &rows[nrows++]);
-    /* Speedups need none's time at this size, whatever its place in -C
-     * (--alternate: each row has its own plain blocks). */
-    const bench_row *none = NULL;
-    for (int k = 0; k < opt.ncodecs; k++)
-      if (!strcmp(first[k].codec, "none") && !opt.alternate) none = &first[k];
-    for (int k = 0; k < opt.ncodecs; k++) {
-      if (none && first[k].time_us > 0) first[k].speedup = none->time_us / first[k].time_us;
-      if (out) bench_report_row(out, &opt, &first[k]);
-    }
-    c.be->free_state(c.comm); /* residuals and scratch of this size */
-    c.be->release(send);
-    c.be->release(recv);
-    free(stage);
+  for (int t = 0; t < opt.ndtypes; t++) {
+    c.dtype = opt.dtypes[t];
+    for (int s = 0; s < nsizes[t]; s++) nrows += run_size(&c, sizes[t][s], &rows[nrows], out);
   }
   info.seconds = MPI_Wtime() - c.start;
   int status = 0;

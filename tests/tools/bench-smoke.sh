@@ -3,7 +3,10 @@
 # bench-smoke.sh - squall-bench end to end on 3 ranks with tiny sizes: the
 # JSON parses and holds every (size, codec), the wire bytes follow the
 # formulas, each lossy codec's error is within its bound, the plot is a
-# PNG, and bad flags fail clearly. About 10 s.
+# PNG, the metadata say what was run (version as squall-info's, every
+# setting squall-info -c lists, rank count, command, UTC date), -d half and
+# bfloat16 pass, a missing gnuplot is a warning with exit status 4, and bad
+# flags fail clearly. About 20 s.
 #
 # Error bounds (relative L2 against the exact sum, error feedback on, 3
 # ranks, the bench's generated gradients):
@@ -35,6 +38,10 @@ else
   echo "SKIP: python3 is needed to check the JSON" >&2
   exit 77
 fi
+if ! command -v jq >/dev/null 2>&1; then
+  echo "SKIP: jq is needed to check the JSON" >&2
+  exit 77
+fi
 run="$SQUALL_BUILDDIR/tests/run-mpi.sh"
 bench="$SQUALL_BUILDDIR/squall-bench"
 export SQUALL_TEST_TIMEOUT="${SQUALL_TEST_TIMEOUT:-120}"
@@ -60,9 +67,16 @@ rc=$?
 cat "$tmp/out.txt"
 test $rc -eq 0 || { bad "squall-bench exited with $rc"; cat "$tmp/err.txt" >&2; }
 
-$py - "$tmp/b.json" <<'EOF' || fail=1
+# what squall-info says of this build, for the JSON's metadata
+info="$SQUALL_BUILDDIR/squall-info"
+version=$("$info" -v) || bad "squall-info -v failed"
+settings=$("$info" -c | sed -n 's/^\(SQUALL_[A-Z0-9_]*\) .*/\1/p' | tr '\n' ' ')
+test -n "$settings" || bad "squall-info -c lists no settings"
+
+$py - "$tmp/b.json" "$version" "$settings" <<'EOF' || fail=1
 import json, math, sys
 rows = json.load(open(sys.argv[1]))
+version, settings = sys.argv[2], set(sys.argv[3].split())
 errors = []
 def need(cond, what):
     if not cond: errors.append(what)
@@ -103,7 +117,14 @@ for s in sizes:
         for k in ("squall", "commit", "date", "host", "cpu", "mpi"):
             need(isinstance(r.get(k), str) and r[k], tag + ": no %s" % k)
         need(r["date"].endswith("Z") and len(r["date"]) == 20, tag + ": date %r is not ISO 8601 UTC" % r["date"])
-        need(r["config"].get("SQUALL_EF") == "1" and "SQUALL_COMPRESS" not in r["config"], tag + ": config %r" % r.get("config"))
+        need(r["config"].get("SQUALL_EF") == "1" and r["config"].get("SQUALL_COMPRESS") == c, tag + ": config %r" % r.get("config"))
+        need(set(r["config"]) == settings, tag + ": config keys differ from squall-info -c's: %r" % (set(r["config"]) ^ settings))
+        need(r["squall"] == version, tag + ": squall %r, squall-info -v says %r" % (r["squall"], version))
+        need(r["type"] == "float" and r["dtype"] == "float", tag + ": type %r" % r.get("type"))
+        need(r["median_us"] == r["time_us"] and r["min_us"] <= r["median_us"] <= r["max_us"], tag + ": median_us")
+        need(" -J " in r["command"] and "topk:0.01" in r["command"], tag + ": command %r" % r.get("command"))
+        need(r["nccl"] is None and r["backend"] == "mpi", tag + ": nccl %r on backend %r" % (r["nccl"], r["backend"]))
+        need(r["commit"] == "unknown" or all(ch in "0123456789abcdef" for ch in r["commit"]), tag + ": commit %r" % r["commit"])
         if c in ("none", "topk:1"):
             need(r["wire_bytes"] == ring, tag + ": wire %r != ring %d" % (r["wire_bytes"], ring))
         elif c in ("fp16", "bf16"):  # two-phase: 2 (P-1) blocks of ceil(n/P) 2-byte codes in whole 64s, plus the max
@@ -187,8 +208,8 @@ test $? -eq 2 && grep -q "\-\-links '010' is invalid" "$tmp/eth.txt" || bad "eth
 "$run" 1 "$bench" -b 1K -e 1K -n 1 -w 0 -C none,topk:0.001953125 -S "ZSTD=3 EF=0" -S ZSTD=5 --no-progress \
   >"$tmp/s2.txt" 2>&1 && grep -q "^# squall:.* SQUALL_EF=0 .*SQUALL_ZSTD=5" "$tmp/s2.txt" ||
   bad "two -S options did not both count: $(cat "$tmp/s2.txt")"
-awk '/^# +size +count +codec/ { end = index($0, " codec ") + 5 }
-     /^ +[0-9]+ +[0-9]+ / { n++; if (index($0, " " $3 " ") + length($3) != end) bad = 1 }
+awk '/^# +size +count +type +codec/ { end = index($0, " codec ") + 5 }
+     /^ +[0-9]+ +[0-9]+ / { n++; if (index($0, " " $4 " ") + length($4) != end) bad = 1 }
      END { exit !(end > 0 && n == 2 && !bad) }' "$tmp/s2.txt" ||
   bad "rows not aligned with the header: $(cat "$tmp/s2.txt")"
 
@@ -305,7 +326,11 @@ expect_error() { # PATTERN ARGS...
 expect_error "-b '12X' is not a size" -b 12X
 expect_error "codec 'fp17' is invalid" -C none,fp17
 expect_error "-o 'max' is not benchmarked" -o max
-expect_error "benchmarks float only" -d half
+expect_error "type 'fp17' is unknown; accepted is a comma-separated list of float" -d half,fp17
+expect_error "type 'double' is not benchmarked by the mpi backend" -d float,double
+expect_error "type 'int8' is not benchmarked: squall compresses float, half and bfloat16 only" -d int8
+expect_error "type 'half' is listed twice" -d fp16,half
+expect_error "empty type name" -d float,
 # not built (no NCCL), or built but no GPU visible: both refuse clearly
 expect_error "backend nccl: not" --backend nccl
 expect_error "-b 2048 is larger than -e 1024" -b 2K -e 1K
@@ -338,6 +363,46 @@ if test $rc -ne 0 || ! grep -q "^ *4096 .* none" "$tmp/nt.txt"; then
   cat "$tmp/nt.txt" >&2
 fi
 
+# ---- -d half,bfloat16 (by nccl-tests' aliases): every codec within the
+# bench's own bound and these (3 ranks; the 16-bit data's own rounding,
+# 4P units of the type, comes on top of the codec's error):
+#   none 4P u: half 5.9e-3, bfloat16 4.7e-2 (seen 2.8e-4, 2.3e-3)
+#   fp16 3e-3 + that, bf16 2.4e-2 + that, int8 0.1, topk:0.01 0.3 .. 1.5
+"$run" 3 "$bench" -b 4K -e 64K -f 4 -n 2 -w 1 -d fp16,bf16 -C none,fp16,bf16,int8,topk:0.01 \
+  -J "$tmp/h.json" --no-progress >"$tmp/h.txt" 2>&1
+rc=$?
+test $rc -eq 0 || { bad "-d fp16,bf16: exit $rc"; cat "$tmp/h.txt" >&2; }
+grep -q "^# ranks 3, backend mpi (host memory), type half,bfloat16," "$tmp/h.txt" || bad "-d fp16,bf16: header's type"
+grep -q "^ *4096 *2048 *bfloat16 *int8 " "$tmp/h.txt" || bad "-d fp16,bf16: no bfloat16 int8 row at 4096 B"
+$py - "$tmp/h.json" <<'EOF' || fail=1
+import json, sys
+rows = json.load(open(sys.argv[1]))
+errors = []
+unit = {"half": 2 ** -11, "bfloat16": 2 ** -8}
+codec = {"none": (0, 0), "fp16": (0, 3e-3), "bf16": (0, 2.4e-2), "int8": (1e-4, 0.1), "topk:0.01": (0.3, 1.5)}
+if len(rows) != 2 * 3 * 5:
+    errors.append("%d rows, expected 2 types x 3 sizes x 5 codecs" % len(rows))
+for r in rows:
+    tag = "%s %s at %d B" % (r.get("type"), r.get("codec"), r.get("size_bytes", 0))
+    lo, hi = codec[r["codec"]]
+    hi += 4 * 3 * unit[r["type"]]
+    if r["count"] * 2 != r["size_bytes"]: errors.append(tag + ": count is not size/2")
+    if not (r["rel_err"] is not None and lo <= r["rel_err"] <= hi):
+        errors.append(tag + ": rel_err %r outside [%g, %g]" % (r["rel_err"], lo, hi))
+    if r["wrong"] is not False or r["consistent"] is not True: errors.append(tag + ": wrong or ranks differ")
+    if r["path"] != ("plain" if r["codec"] == "none" else "sparse" if r["codec"].startswith("topk") else "two-phase"):
+        errors.append(tag + ": path %r" % r["path"])
+    if not r["min_us"] <= r["median_us"] <= r["max_us"]: errors.append(tag + ": min/median/max out of order")
+if errors:
+    print("-d fp16,bf16 JSON:\n  " + "\n  ".join(errors), file=sys.stderr)
+    sys.exit(1)
+print("-d half,bfloat16: %d rows within bounds" % len(rows))
+EOF
+# -d all is the three types
+"$run" 2 "$bench" -b 1K -e 1K -n 1 -w 0 -d all -C none,fp16 -J "$tmp/all.json" --no-progress >"$tmp/all.txt" 2>&1 &&
+  test "$(jq -r '[.[].type] | unique | join(",")' "$tmp/all.json" 2>/dev/null)" = "bfloat16,float,half" ||
+  bad "-d all: $(cat "$tmp/all.txt")"
+
 # ---- a missing plotter is a warning, not a crash: exit 4 after the results
 SQUALL_BENCH_GNUPLOT="$tmp/no-such-gnuplot" "$run" 2 "$bench" -b 4K -e 4K -n 1 -w 0 -C none \
   --plot "$tmp/x.png" --no-progress >"$tmp/np.txt" 2>&1
@@ -345,6 +410,17 @@ rc=$?
 if test $rc -ne 4 || ! grep -q "warning: --plot .* was not found" "$tmp/np.txt" || ! grep -q "^ *4096 .* none" "$tmp/np.txt"; then
   bad "missing gnuplot: exit $rc, expected 4, the results and the warning 'was not found'"
   cat "$tmp/np.txt" >&2
+fi
+# the same with a PATH that holds no gnuplot (the ranks run under env, so
+# that mpiexec itself is still found): the JSON is written all the same
+mkdir "$tmp/nobin"
+"$run" 2 /usr/bin/env PATH="$tmp/nobin" "$bench" -b 4K -e 4K -n 1 -w 0 -C none,fp16 \
+  --plot "$tmp/y.png" -J "$tmp/np.json" --no-progress >"$tmp/np2.txt" 2>&1
+rc=$?
+if test $rc -ne 4 || ! grep -q "^squall-bench: warning: --plot $tmp/y.png: 'gnuplot' was not found in PATH" "$tmp/np2.txt" ||
+  test "$(jq length "$tmp/np.json" 2>/dev/null)" != 2 || test -e "$tmp/y.png"; then
+  bad "PATH without gnuplot: exit $rc, expected 4, the warning, a JSON of 2 rows and no PNG"
+  cat "$tmp/np2.txt" >&2
 fi
 
 exit $fail
