@@ -35,10 +35,10 @@ typedef struct nccl_state {
   squall_engine *engine[2];
   premul *ops;
   int nonblocking;
-  int said_group; /* a grouped call that squall would compress passed through: said once */
+  int said_group;            /* a grouped call that squall would compress passed through: said once */
   int said_compressed_group; /* a group was run through squall: said once (INFO) */
-  int users;      /* all-reduces running on this state right now */
-  int forgotten;  /* torn down while in use: the last user frees it */
+  int users;                 /* all-reduces running on this state right now */
+  int forgotten;             /* torn down while in use: the last user frees it */
   struct nccl_state *next;
 } nccl_state;
 

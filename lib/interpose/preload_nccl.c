@@ -89,7 +89,8 @@
   X(none, Bcast, 1, 0, ncclResult_t, (void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))     \
   X(none, Broadcast, 1, 0, ncclResult_t,                                                                  \
     (const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))                        \
-  X(none, AlltoAll, 0, 0, ncclResult_t, (const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t)) \
+  X(none, AlltoAll, 0, 0, ncclResult_t,                                                                   \
+    (const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t))                             \
   X(none, Gather, 0, 0, ncclResult_t,                                                                     \
     (const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))                        \
   X(none, Scatter, 0, 0, ncclResult_t,                                                                    \
