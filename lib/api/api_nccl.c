@@ -35,9 +35,10 @@ typedef struct nccl_state {
   squall_engine *engine[2];
   premul *ops;
   int nonblocking;
-  int said_group; /* a grouped call that squall would compress passed through: said once */
-  int users;      /* all-reduces running on this state right now */
-  int forgotten;  /* torn down while in use: the last user frees it */
+  int said_group;            /* a grouped call that squall would compress passed through: said once */
+  int said_compressed_group; /* a group was run through squall: said once (INFO) */
+  int users;                 /* all-reduces running on this state right now */
+  int forgotten;             /* torn down while in use: the last user frees it */
   struct nccl_state *next;
 } nccl_state;
 
@@ -237,23 +238,36 @@ static squall_engine *engine_of(nccl_state *s, const squall_nccl_api *api, int d
 static ncclResult_t run_on_state(const squall_nccl_api *api, squall_engine *e, squall_call *c, int device,
                                  ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, int *raised);
 
-/* Never a silent no-op: grouped calls pass through (reason in_group), and
- * some PyTorch 2.x releases group every collective. Said once per
- * communicator, by its rank 0. */
-static void say_grouped(const squall_nccl_api *api, ncclComm_t comm) {
+/* Never a silent no-op: a grouped call that squall would compress
+ * passes through (reason in_group) where its group cannot be compressed
+ * (why: what the group holds, lib/interpose/preload_group.c). Said once
+ * per communicator, by its rank 0. */
+static void say_grouped(const squall_nccl_api *api, ncclComm_t comm, const char *why) {
   int rank = 0, n = 0;
   if (api->commUserRank) api->commUserRank(comm, &rank);
   if (api->commCount) api->commCount(comm, &n);
   if (rank == 0)
-    SQ_WARN("rank 0/%d: all-reduces inside ncclGroupStart/ncclGroupEnd pass through uncompressed (reason "
-            "in_group): squall does not compress grouped collectives; a framework that groups every "
-            "collective (some PyTorch 2.x releases) compresses nothing this way",
-            n);
+    SQ_WARN("rank 0/%d: a ncclGroupStart/ncclGroupEnd group %s: its all-reduces on this communicator pass "
+            "through uncompressed (reason in_group); squall compresses a group only where it holds nothing but "
+            "ncclAllReduce calls on one blocking communicator (said once per communicator)",
+            n, why);
+}
+
+void squall__nccl_note_group(ncclComm_t comm, int calls) {
+  pthread_mutex_lock(&lock);
+  nccl_state *s = find(comm, 1); /* a first group comes before the state's first call */
+  int say = s && !s->said_compressed_group;
+  if (say) s->said_compressed_group = 1;
+  pthread_mutex_unlock(&lock);
+  if (say)
+    SQ_INFO("NCCL communicator %p: grouped all-reduces (%d in the first group) run through squall one by one "
+            "at the outermost ncclGroupEnd",
+            (void *)comm, calls);
 }
 
 ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *sendbuff, void *recvbuff, size_t count,
                                     ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
-                                    int in_group, int *raised) {
+                                    const char *group_why, int *raised) {
   int raised_here;
   if (!raised) raised = &raised_here;
   *raised = 1; /* squall's, but on each way to NCCL */
@@ -265,7 +279,7 @@ ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *send
   ncclResult_t async = ncclSuccess;
   if (api->commGetAsyncError(comm, &async) != ncclSuccess || async != ncclSuccess) return PASS();
   /* clang-format off */
-  squall_call call = {.send = sendbuff, .recv = recvbuff, .count = count, .premul = 1.0f, .in_group = in_group,
+  squall_call call = {.send = sendbuff, .recv = recvbuff, .count = count, .premul = 1.0f, .in_group = group_why != NULL,
                       .stream = (void *)stream};
   /* clang-format on */
   call.dtype = dtype_of(datatype, &call.elsize);
@@ -302,7 +316,7 @@ ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *send
   call.nonblocking = s && s->nonblocking;
   squall_engine *e = s ? engine_of(s, api, device) : NULL;
   if (e) s->users++;
-  int say_group = e && in_group && call.dtype >= 0 && call.op != SQ_OP_OTHER && !s->said_group;
+  int say_group = e && group_why && call.dtype >= 0 && call.op != SQ_OP_OTHER && !s->said_group;
   if (say_group) {
     /* only where the configuration would compress it otherwise */
     squallConfig_t cfg;
@@ -311,7 +325,7 @@ ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *send
     if (say_group) s->said_group = 1;
   }
   pthread_mutex_unlock(&lock);
-  if (say_group) say_grouped(api, comm);
+  if (say_group) say_grouped(api, comm, group_why);
   if (e == NULL) {
     /* Passing through alone could pair this rank's plain all-reduce with
      * its peers' compressed collectives: fail, as NCCL would. */

@@ -12,15 +12,21 @@
 #include "transports/nccl_table.h"
 #include "squall.h"
 
-/* ncclAllReduce's contract. in_group: the caller is inside a user's
- * ncclGroupStart/End, so the call passes through unchanged. A failure is
+/* ncclAllReduce's contract. group_why: NULL, or the call is inside a
+ * user's ncclGroupStart/End that squall cannot compress, and why (the
+ * interposer's words, "mixes ncclAllReduce with ncclSend"): it passes
+ * through unchanged (reason in_group) into NCCL's group. A failure is
  * logged and returned as NCCL's code, never hidden by passing the call
  * through (squall(7), FAILURE POLICY). *raised (where not NULL) says
  * whose a failure is: 1 squall's own (squallGetLastError says why), 0
  * NCCL's (a call squall passed to it failed). */
 ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *sendbuff, void *recvbuff,
                                     size_t count, ncclDataType_t datatype, ncclRedOp_t op,
-                                    ncclComm_t comm, cudaStream_t stream, int in_group, int *raised);
+                                    ncclComm_t comm, cudaStream_t stream, const char *group_why, int *raised);
+
+/* The interposer runs a group of calls (all-reduces on comm) through squall
+ * (after NCCL's group closed): said once per communicator at INFO. */
+void squall__nccl_note_group(ncclComm_t comm, int calls);
 
 /* Records a PreMulSum op made by ncclRedOpCreatePreMulSum, so that calls
  * with it count as sums of scalar * input. scalar points to a value of

@@ -13,7 +13,7 @@ ncclResult_t squallAllReduce(const void *sendbuff, void *recvbuff, size_t count,
                              ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
   const squall_nccl_api *linked = squall__nccl_api_linked();
   int raised = 1;
-  ncclResult_t r = squall__nccl_allreduce(linked, sendbuff, recvbuff, count, datatype, op, comm, stream, 0, &raised);
+  ncclResult_t r = squall__nccl_allreduce(linked, sendbuff, recvbuff, count, datatype, op, comm, stream, NULL, &raised);
   /* ncclGetLastError is NCCL's, squallGetLastError the caller's one place
    * to look: a failure of the call passed to NCCL goes there too, not an
    * older message of squall's */

@@ -7,8 +7,12 @@
  *
  *   ncclAllReduce          -> squall__nccl_allreduce (compress or pass through)
  *   ncclGroupStart/End,
- *   ncclGroupSimulateEnd   -> this thread's group depth: calls inside a
- *                             user's group pass through unchanged
+ *   ncclGroupSimulateEnd   -> preload_group.c: a group of all-reduces on one
+ *                             communicator runs through squall at its
+ *                             outermost end; other groups pass through
+ *   the other collectives,
+ *   ncclSend/Recv          -> forwarded; inside a group, they make it pass
+ *                             through (preload_group.c)
  *   comm creation          -> forwarded; squall's state appears lazily on the
  *                             first all-reduce of a communicator
  *   comm teardown          -> squall__nccl_comm_forget, then forwarded
@@ -36,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "interpose/preload_group.h"
 #include "interpose/preload_resolve.h"
 #include "api/api_nccl.h"
 #include "common/stats.h"
@@ -79,6 +84,17 @@
     (ncclRedOp_t *, void *, ncclDataType_t, ncclScalarResidence_t, ncclComm_t))                           \
   X(none, RedOpDestroy, 1, 0, ncclResult_t, (ncclRedOp_t, ncclComm_t))                                    \
   X(none, GetVersion, 0, 0, ncclResult_t, (int *))                                                        \
+  X(none, Reduce, 1, 0, ncclResult_t,                                                                     \
+    (const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t, cudaStream_t))           \
+  X(none, Bcast, 1, 0, ncclResult_t, (void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))     \
+  X(none, Broadcast, 1, 0, ncclResult_t,                                                                  \
+    (const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))                        \
+  X(none, AlltoAll, 0, 0, ncclResult_t,                                                                   \
+    (const void *, void *, size_t, ncclDataType_t, ncclComm_t, cudaStream_t))                             \
+  X(none, Gather, 0, 0, ncclResult_t,                                                                     \
+    (const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))                        \
+  X(none, Scatter, 0, 0, ncclResult_t,                                                                    \
+    (const void *, void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t))                        \
   X(none, GetLastError, 0, 0, const char *, (ncclComm_t))
 
 #define REAL_TABLE(X) SQ_NCCL_FUNCTIONS(X) INTERCEPTED_ONLY(X)
@@ -117,8 +133,7 @@ static int api_complete;
 
 #define REAL(name) ((real_##name##_fn)real_fn[FN_##name])
 
-/* This thread's depth of user ncclGroupStart calls, and the re-entry guard. */
-static __thread int group_depth;
+/* The re-entry guard. */
 static __thread int inside;
 
 static void resolve_all(void) {
@@ -232,12 +247,12 @@ static const char *nccl_text(ncclComm_t comm) {
 /* The outermost all-reduce on a communicator: squall's (which leaves
  * NCCL's business to NCCL), its own failures noted for ncclGetLastError. */
 static ncclResult_t allreduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-                              ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+                              ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, const char *group_why) {
   char before[NCCL_TEXT_MAX];
   snprintf(before, sizeof before, "%s", nccl_text(comm));
   int raised = 0;
   ncclResult_t r = squall__nccl_allreduce(&api, sendbuff, recvbuff, count, datatype, op, comm, stream,
-                                          group_depth > 0, &raised);
+                                          group_why, &raised);
   if (r == ncclSuccess) return r; /* NCCL keeps its text after a success too */
   const char *now = nccl_text(comm);
   raised_valid = raised && strncmp(now, before, sizeof before - 1) == 0;
@@ -246,6 +261,15 @@ static ncclResult_t allreduce(const void *sendbuff, void *recvbuff, size_t count
     snprintf(nccl_then, sizeof nccl_then, "%s", now);
   }
   return r;
+}
+
+/* preload_group.c's way to run a call, with the guard held. */
+static ncclResult_t run_call(const squall_group_call *c, const char *group_why) {
+  return allreduce(c->send, c->recv, c->count, c->datatype, c->op, c->comm, c->stream, group_why);
+}
+
+static ncclResult_t grouped_or_now(const squall_group_call *c) {
+  return squall__group_depth() > 0 ? squall__group_allreduce(c, run_call) : run_call(c, NULL);
 }
 
 EXPORT const char *ncclGetLastError(ncclComm_t comm) {
@@ -272,32 +296,94 @@ EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff, size_t c
     return REAL(AllReduce)(sendbuff, recvbuff, count, datatype, op, comm, stream);
   }
   GUARDED(AllReduce, (sendbuff, recvbuff, count, datatype, op, comm, stream),
-          allreduce(sendbuff, recvbuff, count, datatype, op, comm, stream));
+          grouped_or_now(&(squall_group_call){sendbuff, recvbuff, count, datatype, op, comm, stream}));
 }
 
 /* ------------------------------------------------------------ groups */
 static ncclResult_t group_entered(ncclResult_t r) {
-  if (r == ncclSuccess) group_depth++;
+  if (r == ncclSuccess) squall__group_started();
   return r;
 }
 
-/* NCCL leaves a group level on every End at depth > 0, whatever the result
- * of launching the group; at depth 0 it reports ncclInvalidUsage. */
-static ncclResult_t group_left(ncclResult_t r) {
-  if (group_depth > 0) group_depth--;
-  return r;
+static ncclResult_t real_end(void *arg) {
+  (void)arg;
+  return REAL(GroupEnd)();
 }
 
 EXPORT ncclResult_t ncclGroupStart(void) { INTERCEPT(GroupStart, (), group_entered(REAL(GroupStart)())); }
 
-EXPORT ncclResult_t ncclGroupEnd(void) { INTERCEPT(GroupEnd, (), group_left(REAL(GroupEnd)())); }
+EXPORT ncclResult_t ncclGroupEnd(void) { INTERCEPT(GroupEnd, (), squall__group_end(real_end, NULL, 0, run_call)); }
 
 #ifdef HAVE_GROUP_SIMULATE_END
-/* Ends the group like ncclGroupEnd (NCCL leaves the level), launching nothing. */
+static ncclResult_t real_simulate_end(void *sim) { return REAL(GroupSimulateEnd)(sim); }
+
+/* Ends the group like ncclGroupEnd (NCCL leaves the level), launching
+ * nothing: the recorded all-reduces join NCCL's group first. */
 EXPORT ncclResult_t ncclGroupSimulateEnd(ncclSimInfo_t *simInfo) {
-  INTERCEPT(GroupSimulateEnd, (simInfo), group_left(REAL(GroupSimulateEnd)(simInfo)));
+  INTERCEPT(GroupSimulateEnd, (simInfo), squall__group_end(real_simulate_end, simInfo, 1, run_call));
 }
 #endif
+
+/* The other collectives and send/recv: forwarded; inside a group that
+ * holds recorded all-reduces, those join NCCL's group first. */
+#define ENQUEUE(name, args) INTERCEPT(name, args, (squall__group_other("nccl" #name, run_call), REAL(name) args))
+
+EXPORT ncclResult_t ncclReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                               ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  ENQUEUE(Reduce, (sendbuff, recvbuff, count, datatype, op, root, comm, stream));
+}
+
+EXPORT ncclResult_t ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                              cudaStream_t stream) {
+  ENQUEUE(Bcast, (buff, count, datatype, root, comm, stream));
+}
+
+EXPORT ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                  int root, ncclComm_t comm, cudaStream_t stream) {
+  ENQUEUE(Broadcast, (sendbuff, recvbuff, count, datatype, root, comm, stream));
+}
+
+EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                                      ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  ENQUEUE(ReduceScatter, (sendbuff, recvbuff, recvcount, datatype, op, comm, stream));
+}
+
+EXPORT ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
+                                  ncclComm_t comm, cudaStream_t stream) {
+  ENQUEUE(AllGather, (sendbuff, recvbuff, sendcount, datatype, comm, stream));
+}
+
+EXPORT ncclResult_t ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                             cudaStream_t stream) {
+  ENQUEUE(Send, (sendbuff, count, datatype, peer, comm, stream));
+}
+
+EXPORT ncclResult_t ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                             cudaStream_t stream) {
+  ENQUEUE(Recv, (recvbuff, count, datatype, peer, comm, stream));
+}
+
+/* NCCL 2.28's: declared here for older headers, looked up like the rest. */
+EXPORT ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                 ncclComm_t comm, cudaStream_t stream);
+EXPORT ncclResult_t ncclAlltoAll(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                 ncclComm_t comm, cudaStream_t stream) {
+  ENQUEUE(AlltoAll, (sendbuff, recvbuff, count, datatype, comm, stream));
+}
+
+EXPORT ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                               ncclComm_t comm, cudaStream_t stream);
+EXPORT ncclResult_t ncclGather(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                               ncclComm_t comm, cudaStream_t stream) {
+  ENQUEUE(Gather, (sendbuff, recvbuff, count, datatype, root, comm, stream));
+}
+
+EXPORT ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                                ncclComm_t comm, cudaStream_t stream);
+EXPORT ncclResult_t ncclScatter(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                                ncclComm_t comm, cudaStream_t stream) {
+  ENQUEUE(Scatter, (sendbuff, recvbuff, count, datatype, root, comm, stream));
+}
 
 /* ------------------------------------------------------------ creation */
 /* The rank in the first communicator this process creates names its

@@ -47,8 +47,8 @@ run() {
     failed=1
   fi
   # Never a silent no-op: the grouped calls passed through, and rank 0 of
-  # the communicator said so, once.
-  n=$(grep -c "rank 0/$np: all-reduces inside ncclGroupStart/ncclGroupEnd pass through uncompressed" "$d/log")
+  # the communicator said why, once.
+  n=$(grep -c "rank 0/$np: a ncclGroupStart/ncclGroupEnd group mixes ncclAllReduce with ncclBroadcast: its all-reduces on this communicator pass through uncompressed" "$d/log")
   if test "$n" != 1; then
     echo "FAIL: $name: the grouped-call warning was said $n times, expected once"
     failed=1

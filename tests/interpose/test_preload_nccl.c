@@ -256,6 +256,13 @@ static void same_bits(const float *got, const float *want, size_t n, const char 
         bad ? got[first] : 0.0, bad ? want[first] : 0.0);
 }
 
+/* Another collective into the caller's group: a broadcast from rank 0. */
+static void mix_in(tcomm *c) {
+  int v = c->rank == 0 ? 42 : 0;
+  NCCL_OK(ncclBroadcast(&v, &v, 1, ncclInt32, 0, c->nc, NULL));
+  check(v == 42, "the broadcast in a group delivered %d, expected 42", v);
+}
+
 /* ------------------------------------------------------------ one all-reduce, checked */
 /* Runs a float all-reduce of tensor t (op: ncclSum, ncclAvg or a PreMulSum
  * op with multiplier premul) and checks it. expect_reason is the reason
@@ -402,10 +409,13 @@ static int run(const char *dir) {
   tensor *small = tensor_new(6, 100, wsize); /* 400 bytes < SQUALL_MIN_BYTES=4K */
   float_call(&c1, small, 0, ncclSum, 1.0f, 0, R_SMALL, "small float sum");
 
-  /* 3. Groups: inside (nested too) every call passes; after the outermost
-   *    end, and after ncclGroupSimulateEnd, calls compress again. */
+  /* 3. Groups that mix another collective in (an ncclBroadcast first):
+   *    inside (nested too) every all-reduce passes into NCCL's group; after
+   *    the outermost end, and after ncclGroupSimulateEnd, calls compress
+   *    again. Groups of all-reduces alone: tests/interpose/preload-group.sh. */
   tensor *t7 = tensor_new(7, 65536, wsize);
   NCCL_OK(ncclGroupStart());
+  mix_in(&c1);
   float_call(&c1, t7, 0, ncclSum, 1.0f, 0, R_IN_GROUP, "float sum in a group");
   NCCL_OK(ncclGroupStart());
   float_call(&c1, t7, 1, ncclSum, 1.0f, 0, R_IN_GROUP, "float sum in a nested group");
@@ -414,6 +424,7 @@ static int run(const char *dir) {
   NCCL_OK(ncclGroupEnd());
   float_call(&c1, t7, 3, ncclSum, 1.0f, 0, -1, "float sum after the group");
   NCCL_OK(ncclGroupStart());
+  mix_in(&c1);
   float_call(&c1, t7, 4, ncclSum, 1.0f, 0, R_IN_GROUP, "float sum in a simulated group");
   ncclSimInfo_t sim = NCCL_SIM_INFO_INITIALIZER;
   NCCL_OK(ncclGroupSimulateEnd(&sim));
