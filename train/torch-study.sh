@@ -1,15 +1,16 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
 # torch-study.sh [--task fashion|charlm] [--seeds N] [--epochs E] [--steps S]
-# [--ranks R] [--out DIR] [-- TRAINER-ARGS]: the accuracy studies of issue 39 on real data with
-# real PyTorch, under DDP on R CPU processes (gloo), the gradients through
-# squall's comm hook with each codec (dense: DDP's own all-reduce), each
-# with N seeds. Tasks:
+# [--ranks R] [--out DIR] [-- TRAINER-ARGS]: the accuracy studies of issue
+# 39 on real data with real PyTorch, under DDP on R CPU processes (gloo),
+# the gradients through squall's comm hook with each codec (dense: DDP's own
+# all-reduce), each with N seeds. Tasks:
 #   fashion: a small CNN learns Fashion-MNIST for E epochs
 #            (train/torch_fashion.py); reports the test accuracy and loss;
 #   charlm:  a small character-level transformer learns Debian's fortunes
 #            for S steps (train/torch_charlm.py); reports the validation
-#            loss in nats and bits per character, and its change vs dense.
+#            loss in nats and bits per character, and its change vs dense
+#            (200 steps: about 2.5 minutes a run on 2 idle cores).
 # train/torch_study_report.py writes the table (mean, min, max per codec)
 # and draws seed 1's loss curves (gnuplot, where installed). Run from the
 # source tree after a build (./build), as:
