@@ -1,0 +1,102 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""torch_study_report.py TASK DIR: the table and the loss plot of a
+train/torch-study.sh study from its runs' JSON files in DIR (one per codec,
+error-feedback setting and seed). TASK says what the runs measured:
+fashion (test accuracy, higher is better; train/torch_fashion.py) or charlm
+(validation loss in nats and bits per character, lower is better;
+train/torch_charlm.py). Writes DIR/table.md (also printed), DIR/curves.dat
+and, where gnuplot is installed, DIR/loss.png: seed 1's curve per codec."""
+import glob
+import json
+import math
+import os
+import subprocess
+import sys
+
+
+def label(k):
+    return "-" if k[0] == "dense" else ("on" if k[1] else "off")
+
+
+def fashion_table(keys, runs):
+    dense = [r["test_accuracy"] for r in runs if r["codec"] == "dense"]
+    base = sum(dense) / len(dense) if dense else None
+    lines = ["| codec | error feedback | test accuracy, mean (min, max) | vs dense | test loss | seeds | s per run |",
+             "|---|---|---|---|---|---|---|"]
+    for k in keys:
+        rs = [r for r in runs if (r["codec"], r["ef"]) == k]
+        acc = [r["test_accuracy"] * 100 for r in rs]
+        m = sum(acc) / len(acc)
+        loss = sum(r["test_loss"] for r in rs) / len(rs)
+        secs = sorted(r["train_seconds"] for r in rs)[len(rs) // 2]
+        vs = "%+.2f" % (m - base * 100) if base is not None else "-"
+        lines.append("| %s | %s | %.2f%% (%.2f, %.2f) | %s | %.4f | %d | %.0f |" % (
+            k[0], label(k), m, min(acc), max(acc), vs, loss, len(rs), secs))
+    return lines
+
+
+def charlm_table(keys, runs):
+    dense = [r["val_loss"] for r in runs if r["codec"] == "dense"]
+    base = sum(dense) / len(dense) if dense else None
+    lines = ["| codec | error feedback | validation loss, nats/char, mean (min, max) | vs dense | bits/char | seeds "
+             "| s per run |", "|---|---|---|---|---|---|---|"]
+    for k in keys:
+        rs = [r for r in runs if (r["codec"], r["ef"]) == k]
+        loss = [r["val_loss"] for r in rs]
+        m = sum(loss) / len(loss)
+        secs = sorted(r["train_seconds"] for r in rs)[len(rs) // 2]
+        vs = "%+.2f%%" % (100 * (m - base) / base) if base is not None else "-"
+        lines.append("| %s | %s | %.4f (%.4f, %.4f) | %s | %.4f | %d | %.0f |" % (
+            k[0], label(k), m, min(loss), max(loss), vs, m / math.log(2), len(rs), secs))
+    return lines
+
+
+# per task: the table, which curve to draw (the training loss every 50
+# steps; the validation loss a few times), and the plot's settings
+TASKS = {
+    "fashion": dict(table=fashion_table, curve="curve", style="lines",
+                    settings='set ylabel "training loss (mean over ranks)"; set logscale y',
+                    title="Fashion-MNIST, small CNN, DDP on 4 CPU processes through squall (seed 1)"),
+    "charlm": dict(table=charlm_table, curve="val_curve", style="linespoints",
+                   settings='set ylabel "validation loss (nats per character)"',
+                   title="fortunes, character-level transformer, DDP on 4 CPU processes through squall (seed 1)"),
+}
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[1] not in TASKS:
+        sys.exit("usage: torch_study_report.py fashion|charlm DIR")
+    task, out = sys.argv[1], sys.argv[2]
+    t = TASKS[task]
+    runs = [json.load(open(f)) for f in sorted(glob.glob(os.path.join(out, "*.json")))]
+    runs = [r for r in runs if "codec" in r]  # not runs.json, a study's collected runs
+    if not runs:
+        sys.exit("torch_study_report.py: no runs in %s" % out)
+    keys = []
+    for r in runs:
+        k = (r["codec"], r["ef"])
+        if k not in keys:
+            keys.append(k)
+    table = "\n".join(t["table"](keys, runs))
+    print(table)
+    open(os.path.join(out, "table.md"), "w").write(table + "\n")
+    data = os.path.join(out, "curves.dat")
+    with open(data, "w") as f:
+        for k in keys:
+            r = [r for r in runs if (r["codec"], r["ef"]) == k][0]
+            f.write('"%s%s"\n' % (k[0], "" if k[0] == "dense" else (" EF" if k[1] else " no EF")))
+            for s, l in r[t["curve"]]:
+                f.write("%d %.5f\n" % (s, l))
+            f.write("\n\n")
+    plot = ('set terminal pngcairo size 900,540; set output "%s"; set xlabel "step (of each rank)"; '
+            '%s; set key top right; set title "%s"; '
+            'plot for [i=0:%d] "%s" index i using 1:2 with %s title columnheader(1)'
+            % (os.path.join(out, "loss.png"), t["settings"], t["title"], len(keys) - 1, data, t["style"]))
+    try:
+        subprocess.run(["gnuplot", "-e", plot], check=True)
+    except (OSError, subprocess.CalledProcessError) as e:
+        print("torch-study.sh: no plot (%s)" % e)
+
+
+if __name__ == "__main__":
+    main()
