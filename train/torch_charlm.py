@@ -11,7 +11,6 @@ Data: the plain-text fortune files (not the .dat indexes nor the .u8 links)
 of Debian's fortunes and fortunes-min (/usr/share/games/fortunes), read as
 bytes (vocabulary: 256). The split is fixed by record: every tenth fortune
 (counted over the files in name order) is validation, the rest training."""
-import argparse
 import json
 import math
 import os
@@ -21,7 +20,8 @@ import time
 import torch
 import torch.distributed as dist
 import torch.nn as nn
-from torch.nn.parallel import DistributedDataParallel as DDP
+
+import torch_common
 
 DATA = os.environ.get("SQUALL_TRAIN_FORTUNES", "/usr/share/games/fortunes")
 
@@ -115,10 +115,7 @@ def lr_at(step, a):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--codec", default="dense")
-    ap.add_argument("--ef", type=int, default=1)
-    ap.add_argument("--seed", type=int, default=1)
+    ap = torch_common.arguments()
     ap.add_argument("--steps", type=int, default=200)
     ap.add_argument("--batch", type=int, default=8)
     ap.add_argument("--context", type=int, default=64)
@@ -128,17 +125,10 @@ def main():
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--val-windows", type=int, default=256)
     ap.add_argument("--evals", type=int, default=6, help="validations during training (and one at the end)")
-    ap.add_argument("--out", required=True)
     a = ap.parse_args()
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
+    rank, world = torch_common.start()
     torch.manual_seed(a.seed)
-    model = DDP(CharLM(a.context, a.d_model, a.heads, a.layers))
-    if a.codec != "dense":
-        import squall.torch
-        state, hook = squall.torch.ddp_comm_hook(a.codec, ef=a.ef, min_bytes=0, cost_model="off")
-        model.register_comm_hook(state, hook)
+    model = torch_common.ddp(CharLM(a.context, a.d_model, a.heads, a.layers), a)
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.01)
     train, val = load()
     # every rank draws the same batch of starts and takes its share: the
@@ -161,9 +151,7 @@ def main():
         loss.backward()
         opt.step()
         if step % 25 == 0:
-            lt = loss.detach().clone()
-            dist.all_reduce(lt)
-            curve.append([step, lt.item() / world])
+            curve.append([step, torch_common.mean_over_ranks(loss)])
     # training time without the validations; the CPU time (rank 0's) says
     # what a run costs on a machine shared with other work
     seconds, cpu = time.time() - t0 - eval_seconds, time.process_time() - c0 - eval_cpu
@@ -179,10 +167,7 @@ def main():
                        "train_cpu_seconds_rank0": cpu, "curve": curve, "val_curve": val_curve}, f)
         print("%s ef=%d seed=%d: validation loss %.4f nats/char (%.4f bits/char), %.0f s" % (
             a.codec, a.ef, a.seed, val_loss, val_loss / math.log(2), seconds), flush=True)
-    # every rank waits for rank 0's report: a gloo peer that exits first
-    # can make rank 0's own teardown abort ("terminate called ...")
-    dist.barrier()
-    dist.destroy_process_group()
+    torch_common.finish()
 
 
 if __name__ == "__main__":

@@ -5,7 +5,6 @@ CPU), its gradients all-reduced through squall's DDP comm hook, or plainly
 (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT). Rank 0 writes --out: the
 training loss every 50 steps, and the test accuracy and loss at the end.
 Data: Debian's dataset-fashion-mnist (/usr/share/datasets/fashion-mnist)."""
-import argparse
 import gzip
 import json
 import os
@@ -14,9 +13,9 @@ import time
 
 import numpy as np
 import torch
-import torch.distributed as dist
 import torch.nn as nn
-from torch.nn.parallel import DistributedDataParallel as DDP
+
+import torch_common
 
 DATA = os.environ.get("SQUALL_TRAIN_FASHION", "/usr/share/datasets/fashion-mnist")
 
@@ -51,24 +50,14 @@ class Net(nn.Module):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--codec", default="dense")
-    ap.add_argument("--ef", type=int, default=1)
-    ap.add_argument("--seed", type=int, default=1)
+    ap = torch_common.arguments()
     ap.add_argument("--epochs", type=int, default=2)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--lr", type=float, default=0.05)
-    ap.add_argument("--out", required=True)
     a = ap.parse_args()
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
+    rank, world = torch_common.start()
     torch.manual_seed(a.seed)
-    model = DDP(Net())
-    if a.codec != "dense":
-        import squall.torch
-        state, hook = squall.torch.ddp_comm_hook(a.codec, ef=a.ef, min_bytes=0, cost_model="off")
-        model.register_comm_hook(state, hook)
+    model = torch_common.ddp(Net(), a)
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9)
     x, y = load("train")
     curve, step, t0 = [], 0, time.time()
@@ -82,9 +71,7 @@ def main():
             loss.backward()
             opt.step()
             if step % 50 == 0:
-                lt = loss.detach().clone()
-                dist.all_reduce(lt)
-                curve.append([step, lt.item() / world])
+                curve.append([step, torch_common.mean_over_ranks(loss)])
             step += 1
     seconds = time.time() - t0
     if rank == 0:
@@ -99,10 +86,7 @@ def main():
                        "train_seconds": seconds, "curve": curve}, f)
         print("%s ef=%d seed=%d: test accuracy %.4f, loss %.4f, %.0f s" % (a.codec, a.ef, a.seed, acc, test_loss,
                                                                           seconds), flush=True)
-    # every rank waits for rank 0's evaluation: a gloo peer that exits first
-    # can make rank 0's own teardown abort ("terminate called ...")
-    dist.barrier()
-    dist.destroy_process_group()
+    torch_common.finish()
 
 
 if __name__ == "__main__":
