@@ -10,19 +10,10 @@
 # partial NCCL (tests/interpose/preload_oldnccl.c) a missing newer function must answer
 # ncclInvalidUsage while what exists is forwarded.
 set -u
-b=$SQUALL_BUILDDIR
-lib=$b/.libs/libsquall-preload.so
-fake=$b/tests/nccl/fakenccl/.libs
+. "$SQUALL_SRCDIR/tests/interpose/with_test_nccl.sh" preload-dlopen
 host=$b/tests/interpose/test_preload_dlopen
 mod=$b/tests/interpose/.libs/preload_dlmod.so
-test -f "$lib" || { echo "SKIP: $lib is not built (needs NCCL headers)"; exit 77; }
-test -e "$fake/libnccl.so.2" || { echo "SKIP: the test NCCL $fake/libnccl.so.2 is not built"; exit 77; }
 test -x "$host" && test -f "$mod" || { echo "SKIP: $host or $mod is not built (make check builds them)"; exit 77; }
-LD_LIBRARY_PATH=$fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export LD_LIBRARY_PATH
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/squall-preload-dlopen.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-failed=0
 
 "$b/tests/run-mpi.sh" 2 -x LD_LIBRARY_PATH -x LD_PRELOAD="$lib" -x SQUALL_COMPRESS=topk:0.01 \
   -x SQUALL_MIN_BYTES=0 -x SQUALL_DEBUG=INFO -x SQUALL_STATS="$tmp/stats.%r.json" \

@@ -6,18 +6,9 @@
 # other groups pass through, and each communicator's rank 0 says why, once; a
 # grouped call that fails inside squall fails its ncclGroupEnd.
 set -u
-b=$SQUALL_BUILDDIR
-lib=$b/.libs/libsquall-preload.so
-fake=$b/tests/nccl/fakenccl/.libs
+. "$SQUALL_SRCDIR/tests/interpose/with_test_nccl.sh" preload-group
 prog=$b/tests/interpose/test_preload_group
-test -f "$lib" || { echo "SKIP: $lib is not built (needs NCCL headers)"; exit 77; }
-test -e "$fake/libnccl.so.2" || { echo "SKIP: the test NCCL $fake/libnccl.so.2 is not built"; exit 77; }
 test -x "$prog" || { echo "SKIP: $prog is not built"; exit 77; }
-LD_LIBRARY_PATH=$fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export LD_LIBRARY_PATH
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/squall-preload-group.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-failed=0
 fail() {
   echo "FAIL: $*"
   failed=1

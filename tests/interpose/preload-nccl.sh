@@ -8,18 +8,9 @@
 # compared with what the program expected, and the interposer's INFO line
 # must name the fake library and the RTLD_NEXT route.
 set -u
-b=$SQUALL_BUILDDIR
-lib=$b/.libs/libsquall-preload.so
-fake=$b/tests/nccl/fakenccl/.libs
+. "$SQUALL_SRCDIR/tests/interpose/with_test_nccl.sh" preload-nccl
 prog=$b/tests/interpose/test_preload_nccl
-test -f "$lib" || { echo "SKIP: $lib is not built (needs NCCL headers)"; exit 77; }
-test -e "$fake/libnccl.so.2" || { echo "SKIP: the test NCCL $fake/libnccl.so.2 is not built"; exit 77; }
 test -x "$prog" || { echo "SKIP: $prog is not built"; exit 77; }
-LD_LIBRARY_PATH=$fake${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-export LD_LIBRARY_PATH
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/squall-preload-nccl.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
-failed=0
 
 # run NAME NP MODE [mpirun options, or a squall-run prefix...]
 run() {
