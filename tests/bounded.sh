@@ -6,6 +6,18 @@
 # MPI job), then SIGTERM to the test and everything it started (timeout
 # gives them a process group of their own), SIGKILL 10 s later.
 limit=${SQUALL_TEST_LIMIT:-400}
+# A build configured --without-mpi skips the tests that need MPI
+# (SQUALL_TEST_NEED_MPI, from Makefile.am), by the test's path.
+if test "${SQUALL_TEST_HAVE_MPI:-yes}" = no; then
+  for last in "$@"; do :; done
+  for t in ${SQUALL_TEST_NEED_MPI:-}; do
+    case $last in
+      "$t" | */"$t")
+        echo "SKIP: $t needs MPI, and this build was configured --without-mpi"
+        exit 77 ;;
+    esac
+  done
+fi
 timeout -k 10 "$limit" "$@"
 rc=$?
 if test $rc -eq 124 || test $rc -eq 137; then

@@ -23,8 +23,11 @@ esac
 
 packages="build-essential autoconf automake libtool pkg-config libopenmpi-dev openmpi-bin \
 libzstd-dev check gnuplot-nox python3 python3-numpy python3-mpi4py jq iproute2 procps util-linux"
-# the tests also run the PyTorch comm hook (tests/torch): Debian's PyTorch
-[ "$what" = test ] && packages="$packages python3-torch"
+# the tests also run the PyTorch comm hook (tests/torch): Debian's PyTorch;
+# build another MPI beside the default one (tests/tree/build-mpich.sh: MPICH
+# installs as mpicc.mpich and leaves the default alternatives alone), and
+# consume an install through CMake (tests/tree/consume.sh)
+[ "$what" = test ] && packages="$packages python3-torch mpich libmpich-dev cmake"
 
 missing=
 for p in $packages; do

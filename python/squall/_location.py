@@ -4,4 +4,4 @@ of this file; in the source tree it is None (set SQUALL_LIBRARY, or rely on
 the loader's search). SONAME is the library's major version, kept equal
 to configure.ac's by tests (python-package)."""
 LIBDIR = None
-SONAME = "4"
+SONAME = "5"

@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
-# The ABI of libsquall.so is exactly the SQUALL_API functions of the public
-# headers: none missing, none extra (an internal squall__ name, or a
+# The ABI of libsquall.so (and of libsquall-mpi.so, libsquall-nccl.so) is
+# exactly the SQUALL_API functions of the public headers: none missing, none extra (an internal squall__ name, or a
 # function that left the headers, such as the old configuration printers),
 # the soname is the one configure.ac's SQUALL_SO_VERSION gives, and the
 # public structs' layout is the one tests/tree/abi-layout.txt records for it, or
@@ -17,23 +17,45 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/squall-abi.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 fails=0
 
-# squall_nccl.h's functions exist only in a build with the NCCL transport.
-headers="$s/include/squall.h $s/include/squall_mpi.h $s/include/squall_coll.h"
-grep -q '^#define HAVE_NCCL 1' "$b/config.h" && headers="$headers $s/include/squall_nccl.h"
-# shellcheck disable=SC2086
-sed -n 's/^SQUALL_API[^(]*[ *]\(squall[A-Za-z0-9_]*\)(.*/\1/p' $headers | sort -u > "$tmp/declared"
-nm -D --defined-only "$lib" | awk '$2 ~ /^[TtWw]$/ {print $3}' | sort -u > "$tmp/exported"
-if ! cmp -s "$tmp/declared" "$tmp/exported"; then
-  echo "FAIL: exported functions differ from the SQUALL_API declarations (< headers only, > library only):"
-  diff "$tmp/declared" "$tmp/exported" | grep '^[<>]'
-  fails=1
+# Three libraries (docs/design.md, "Libraries"): libsquall.so exports the
+# functions of squall.h and squall_coll.h, libsquall-mpi.so those of
+# squall_mpi.h, libsquall-nccl.so those of squall_nccl.h, each where
+# configure built it, all under the version node SQUALL_<major>; besides
+# them only libsquall.so's internals (squall__*, which the two sides call)
+# leave, under SQUALL_PRIVATE_<package version>, and no data symbol is public.
+pkgver=$(sed -n 's/^#define PACKAGE_VERSION "\(.*\)"/\1/p' "$b/config.h")
+check_lib() { # check_lib LIBRARY HEADER...: exports against declarations
+  l=$b/.libs/$1; shift
+  if ! test -f "$l"; then echo "FAIL: $l is not built"; fails=1; return; fi
+  # shellcheck disable=SC2068
+  sed -n 's/^SQUALL_API[^(]*[ *]\(squall[A-Za-z0-9_]*\)(.*/\1/p' $@ | sort -u > "$tmp/declared"
+  nm -D --defined-only "$l" | awk '$3 !~ /^squall__/ && $2 ~ /^[TtWw]$/ {print $3}' | sed 's/@.*//' | sort -u > "$tmp/exported"
+  if ! cmp -s "$tmp/declared" "$tmp/exported"; then
+    echo "FAIL: $(basename "$l"): exported functions differ from the SQUALL_API declarations (< headers only, > library only):"
+    diff "$tmp/declared" "$tmp/exported" | grep '^[<>]'
+    fails=1
+  fi
+  data=$(nm -D --defined-only "$l" | awk '$3 !~ /^squall__/ && $2 !~ /^[TtWwA]$/ {print $3}')
+  test -z "$data" || { echo "FAIL: $(basename "$l"): data symbols exported: $data"; fails=1; }
+  unversioned=$(nm -D --defined-only "$l" | awk '$3 !~ /^squall__/ && $2 ~ /^[TtWw]$/ && $3 !~ /@@SQUALL_[0-9]+$/ {print $3}')
+  test -z "$unversioned" || { echo "FAIL: $(basename "$l"): public symbols outside SQUALL_<major>: $unversioned"; fails=1; }
+  private=$(nm -D --defined-only "$l" | awk -v want="@@SQUALL_PRIVATE_$pkgver" '$3 ~ /^squall__/ && substr($3, length($3) - length(want) + 1) != want {print $3}')
+  test -z "$private" || { echo "FAIL: $(basename "$l"): internals outside SQUALL_PRIVATE_$pkgver: $private"; fails=1; }
+  echo "abi: $(basename "$l"): $(wc -l < "$tmp/declared") functions declared, $(wc -l < "$tmp/exported") exported"
+}
+check_lib libsquall.so "$s/include/squall.h" "$s/include/squall_coll.h"
+# The sides export no internals at all.
+if grep -q '^#define HAVE_MPI 1' "$b/config.h"; then
+  check_lib libsquall-mpi.so "$s/include/squall_mpi.h"
+  nm -D --defined-only "$b/.libs/libsquall-mpi.so" | grep -q ' squall__' && { echo "FAIL: libsquall-mpi.so exports internals"; fails=1; }
 fi
-# No data symbol leaves either.
-data=$(nm -D --defined-only "$lib" | awk '$2 !~ /^[TtWw]$/ {print $3}')
-if test -n "$data"; then
-  echo "FAIL: data symbols exported: $data"
-  fails=1
+if grep -q '^#define HAVE_NCCL 1' "$b/config.h"; then
+  check_lib libsquall-nccl.so "$s/include/squall_nccl.h"
+  nm -D --defined-only "$b/.libs/libsquall-nccl.so" | grep -q ' squall__' && { echo "FAIL: libsquall-nccl.so exports internals"; fails=1; }
 fi
+# The core needs no MPI, NCCL or CUDA runtime.
+needed=$(objdump -p "$lib" | awk '$1 == "NEEDED" {print $2}' | grep -E 'libmpi|libnccl|libcudart|libcuda\.' )
+test -z "$needed" || { echo "FAIL: libsquall.so needs $needed"; fails=1; }
 
 # libtool's current:revision:age gives libsquall.so.(current - age).
 v=$(sed -n 's/^AC_SUBST(\[SQUALL_SO_VERSION\], \[\([0-9]*\):\([0-9]*\):\([0-9]*\)\]).*/\1 \3/p' "$s/configure.ac")
@@ -46,6 +68,11 @@ if test "$got" != "$want"; then
   echo "FAIL: soname '$got', configure.ac says $want"
   fails=1
 fi
+for side in mpi nccl; do
+  test -f "$b/.libs/libsquall-$side.so" || continue
+  sgot=$(objdump -p "$b/.libs/libsquall-$side.so" 2>/dev/null | awk '$1 == "SONAME" {print $2}')
+  test "$sgot" = "libsquall-$side.so.$(($1 - $2))" || { echo "FAIL: libsquall-$side.so's soname '$sgot', not libsquall-$side.so.$(($1 - $2))"; fails=1; }
+done
 # The structs the library writes into (squallConfigDefault, squallStatsGet,
 # squallConfigOption): they begin with size, magic and version, and the
 # library reads and writes only min(the caller's size, its own) bytes
@@ -133,5 +160,5 @@ else
     fails=1
   fi
 fi
-echo "abi: $(wc -l < "$tmp/declared") functions declared, $(wc -l < "$tmp/exported") exported, soname $got, struct layout checked"
+echo "abi: soname $got, struct layout checked"
 test $fails = 0
