@@ -32,7 +32,10 @@ static int stats_rank = -1, stats_size; /* the first communicator's rank and siz
 static int stats_rank_unique;           /* stats_rank is the process's own (MPI_COMM_WORLD's) */
 static pid_t writer;                    /* the process that armed the writer (0: none did) */
 static struct timespec loaded;          /* when this process loaded squall, or forked (open_stats_file) */
-static int written;
+/* The final write of the file: none yet, one under way (a signal in it
+ * writes again), or done (nothing more is written). */
+enum { NOT_WRITTEN, WRITING_FINAL, WRITTEN_FINAL };
+static int written = NOT_WRITTEN;
 
 __attribute__((constructor)) static void note_load_time(void) { clock_gettime(CLOCK_REALTIME, &loaded); }
 
@@ -210,7 +213,7 @@ static void write_stats(int final) {
     pthread_mutex_unlock(&lock);
     return;
   }
-  if (final) __atomic_store_n(&written, 1, __ATOMIC_RELAXED);
+  if (final) __atomic_store_n(&written, WRITING_FINAL, __ATOMIC_RELAXED);
   squallStats_t s = process;
   int rank = process_rank();
   struct timespec since = loaded;
@@ -238,6 +241,7 @@ static void write_stats(int final) {
       __atomic_store_n(&own, 1, __ATOMIC_RELEASE);
     }
   }
+  if (final) __atomic_store_n(&written, WRITTEN_FINAL, __ATOMIC_RELEASE);
   pthread_mutex_unlock(&file_lock);
 }
 
@@ -247,7 +251,10 @@ void squall__stats_write_file(void) { write_stats(1); }
  * are: a call being counted in this thread may be half in them. */
 void squall__stats_write_signal(void) {
   int cur = __atomic_load_n(&sig_cur, __ATOMIC_ACQUIRE);
-  if (cur < 0 || writer != getpid() || __atomic_exchange_n(&written, 1, __ATOMIC_RELAXED)) return;
+  /* a final write under way when the signal came may never end: write
+   * again, through a temporary file of the handler's own (".sig.") */
+  if (cur < 0 || writer != getpid() || __atomic_exchange_n(&written, WRITTEN_FINAL, __ATOMIC_ACQ_REL) == WRITTEN_FINAL)
+    return;
   squallStats_t s = process;
   char path[SQ_STATS_PATH_MAX], json[4096];
   int mine = __atomic_load_n(&own, __ATOMIC_ACQUIRE), taken;
@@ -275,7 +282,9 @@ static const char *fix_for(int reason) {
   case squallPassDisabled: return "compression is off: set SQUALL_COMPRESS (squall-run --compress fp16)";
   case squallPassSmall: return "smaller than SQUALL_MIN_BYTES: lower it";
   case squallPassSingleRank: return "fewer ranks than SQUALL_MIN_RANKS";
-  case squallPassInGroup: return "inside ncclGroupStart/ncclGroupEnd, which squall does not compress";
+  case squallPassInGroup:
+    return "in a ncclGroupStart/End group that also holds other calls, several communicators or a non-blocking "
+           "one: group the all-reduces alone (squall(7), GROUPS)";
   case squallPassMismatch: return "the ranks' configurations differ: give every rank the same SQUALL_* variables";
   case squallPassWarmup: return "SQUALL_WARMUP's dense steps";
   case squallPassCapture: return "captured in a CUDA graph before squall's memory was ready: run a step first";
@@ -303,11 +312,13 @@ static void say_summary(int rank, int so_far) {
   if (rank != 0 || eligible == 0 || 2 * done >= eligible) return;
   char why[1024] = "";
   size_t used = 0;
+  int top = -1;
   for (int k = 0; k < 3; k++) { /* the three largest reasons */
     int best = -1;
     for (int r = 0; r < squallPassNumReasons; r++)
       if (fix_for(r) && bytes[r] > 0 && (best < 0 || bytes[r] > bytes[best])) best = r;
     if (best < 0) break;
+    if (k == 0) top = best;
     int w = snprintf(why + used, sizeof why - used, "%s%.0f%% %s (%s)", k ? "; " : "",
                      100.0 * (double)bytes[best] / (double)eligible, squallPassReasonName((squallPassReason_t)best),
                      fix_for(best));
@@ -315,6 +326,14 @@ static void say_summary(int rank, int so_far) {
     used += (size_t)w;
     bytes[best] = 0;
   }
+  /* during the run, only when the share compressed (in whole percents)
+   * or the largest reason changed since the line last said: a job that
+   * passes through by design (one node) is told once, not every interval */
+  static int said_percent = -1, said_top = -1;
+  int percent = (int)(100.0 * (double)done / (double)eligible);
+  if (so_far && percent == said_percent && top == said_top) return;
+  said_percent = percent;
+  said_top = top;
   SQ_WARN("rank 0 %scompressed %.0f%% of the %llu bytes squall could have compressed%s; the rest passed through: %s",
           so_far ? "has " : "", 100.0 * (double)done / (double)eligible, (unsigned long long)eligible,
           so_far ? " so far" : "", why);
@@ -383,7 +402,7 @@ void squall__stats_set_rank(int rank, int size, int unique) {
     stats_rank = -1;
     stats_size = 0;
     stats_rank_unique = 0;
-    written = 0;
+    written = NOT_WRITTEN;
     own = 0;
     clock_gettime(CLOCK_REALTIME, &loaded);
     writer = me;

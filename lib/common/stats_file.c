@@ -172,7 +172,12 @@ static void on_signal(int sig) {
   int saved = errno;
   squall__stats_write_signal();
   errno = saved;
-  raise(sig); /* SA_RESETHAND: the default action, once this returns */
+  /* Delivered here by the kernel, SA_RESETHAND left the default action:
+   * raise it again, and the process ends by the signal. Called by a
+   * handler the program installed later, the program decides: raising
+   * would call that handler again, and it this one, without end. */
+  struct sigaction cur;
+  if (sigaction(sig, NULL, &cur) == 0 && !(cur.sa_flags & SA_SIGINFO) && cur.sa_handler == SIG_DFL) raise(sig);
 }
 
 void squall__stats_catch_signals(void) {

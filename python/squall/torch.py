@@ -19,7 +19,9 @@ bucket a hook sees runs as DDP's own all-reduce, and then every rank
 checks, through the process group's store, that all of them registered
 one: where some did not, the hook raises on the ranks that have it,
 naming the count, instead of meeting their plain all-reduces with
-squall's collectives.
+squall's collectives. Hooks are counted in the order each process makes
+them (ddp_comm_hook), per process group: make one per DDP model, in the
+same order on every rank.
 """
 import ctypes
 import warnings
@@ -210,6 +212,8 @@ class SquallHookState:
         else:
             dist.all_reduce(buf, group=self.group)
         self.checked = True
+        if buf.is_cuda:  # NCCL's all-reduce returns once enqueued: the count is final only when it has run
+            torch.cuda.current_stream(buf.device).synchronize()
         if self.registration is not None:
             store, key = self.registration
             have, want = store.add(key, 0), dist.get_world_size(self.group)
@@ -227,8 +231,9 @@ class SquallHookState:
         if host is None or host.dtype != buf.dtype or host.numel() != buf.numel():
             host = torch.empty(buf.numel(), dtype=buf.dtype, pin_memory=True)
             self.staging[index] = host
-        if self.comm is None and dist.get_backend(self.group) == "nccl":
-            self._collectives().device = buf.device
+        coll = self._collectives()
+        if coll.device is None and dist.get_backend(self.group) == "nccl":
+            coll.device = buf.device
         return host
 
     def _compress(self, bucket, buf):
