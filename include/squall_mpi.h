@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * squall_mpi.h - compressed all-reduce of host buffers over MPI.
+ * squall_mpi.h - compressed all-reduce and reduce-scatter of host buffers
+ * over MPI.
  *
  * squallMpiAllreduce() is a drop-in for MPI_Allreduce(): same arguments,
  * same contract, MPI_IN_PLACE accepted. Eligible calls (MPI_FLOAT, MPI_SUM,
@@ -20,6 +21,18 @@ extern "C" {
 
 SQUALL_API int squallMpiAllreduce(const void *sendbuf, void *recvbuf, int count,
                                   MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+
+/* A drop-in for MPI_Reduce_scatter_block(): same arguments, same contract
+ * (host buffers; sendbuf may be MPI_IN_PLACE, the input then being
+ * recvbuf's recvcount times the ranks elements). Eligible calls (as for
+ * squallMpiAllreduce, SQUALL_MIN_BYTES counting the whole send buffer)
+ * run the two-phase path's first half with fp16, bf16, int8, int4 or fp8:
+ * each rank's contribution to each shard is encoded, the owner sums the
+ * decoded copies in fp32 in rank order, and each rank keeps an
+ * error-feedback residual over its whole send buffer. Top-k passes
+ * through (reason codec_unsupported). Returns an MPI error code. */
+SQUALL_API int squallMpiReduceScatterBlock(const void *sendbuf, void *recvbuf, int recvcount,
+                                           MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
 
 /* Zeroes every error-feedback residual kept for comm (for example after
  * loading a checkpoint). Warm-up counts are kept: a tensor past its

@@ -173,15 +173,20 @@ static int device_memory(const void *sendbuf, const void *recvbuf) {
 /* The engine asks before a fold reads the buffers (squall_call.on_device). */
 static int call_on_device(const squall_call *c) { return device_memory(c->send, c->recv); }
 
-int squallMpiAllreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-                       MPI_Comm comm) {
-  int size = 0, inter = 0, up = 0, down = 0;
-  /* any call names this rank's SQUALL_STATS file and arms its writer,
-   * also one that MPI refuses below or that passes through (asked of MPI
-   * only until the first call has done it) */
+/* Any call names this rank's SQUALL_STATS file and arms its writer, also
+ * one that MPI refuses or that passes through (asked of MPI only until
+ * the first call has done it). */
+static void arm_stats(void) {
+  int up = 0, down = 0;
   if (__atomic_load_n(&keyval, __ATOMIC_ACQUIRE) == MPI_KEYVAL_INVALID && PMPI_Initialized(&up) == MPI_SUCCESS &&
       up && PMPI_Finalized(&down) == MPI_SUCCESS && !down)
     ensure_keyval();
+}
+
+int squallMpiAllreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                       MPI_Comm comm) {
+  int size = 0, inter = 0;
+  arm_stats();
   if (count < 0 || comm == MPI_COMM_NULL || datatype == MPI_DATATYPE_NULL || op == MPI_OP_NULL ||
       PMPI_Type_size(datatype, &size) != MPI_SUCCESS || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS)
     return PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm); /* MPI reports it */
@@ -226,6 +231,84 @@ int squallMpiAllreduce(const void *sendbuf, void *recvbuf, int count, MPI_Dataty
   return run_plain(s, &d, sendbuf, recvbuf, count, datatype, op, comm, size);
 }
 
+/* ------------------------------------------------------- reduce-scatter */
+
+/* The plain reduce-scatter of a call squall passed through. It carries no
+ * residual (the tensor's waits for its next compressed call), and its
+ * time is no sample for the cost model, whose figures are all-reduces'. */
+static int run_plain_rs(comm_state *s, const squall_decision *d, const void *sendbuf, void *recvbuf, int recvcount,
+                        MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  int rc = PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
+  squall_decision quiet = *d;
+  quiet.untimed = 1;
+  squall__engine_plain_done(s->engine, &quiet, 0, rc == MPI_SUCCESS, 0.0, 0.0);
+  return rc;
+}
+
+/* What MPI would refuse in a compressed reduce-scatter's buffers (NULL:
+ * nothing), as buffer_problem() for the all-reduce. */
+static const char *rs_buffer_problem(const void *sendbuf, const void *recvbuf) {
+  if (sendbuf == recvbuf && sendbuf != MPI_IN_PLACE)
+    return "sendbuf and recvbuf are the same buffer; use MPI_IN_PLACE for an in-place reduce-scatter";
+  if (recvbuf == NULL) return "recvbuf is NULL";
+  if (sendbuf == NULL) return "sendbuf is NULL";
+  if (recvbuf == MPI_IN_PLACE) return "recvbuf is MPI_IN_PLACE";
+  return NULL;
+}
+
+/* The engine's half of squallMpiReduceScatterBlock, once MPI's own
+ * argument checks have passed. */
+static int reduce_scatter(comm_state *s, squall_call *call, const void *sendbuf, void *recvbuf, int recvcount,
+                          MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  squall_decision d;
+  if (squall__engine_passes(s->engine, call, &d))
+    return run_plain_rs(s, &d, sendbuf, recvbuf, recvcount, datatype, op, comm);
+  const char *why = rs_buffer_problem(sendbuf, recvbuf);
+  if (why) {
+    SQ_WARN("squallMpiReduceScatterBlock(recvcount=%d): %s", recvcount, why);
+    return fail(comm, MPI_ERR_BUFFER);
+  }
+  call->foreign = device_memory(sendbuf, recvbuf);
+  squall__transport_mpi_take_error(); /* what follows is this call's */
+  squallResult_t r = squall__engine_allreduce(s->engine, call, &d);
+  if (r != squallSuccess) return fail(comm, to_mpi_error(r)); /* the engine logged it */
+  if (d.route != SQ_ROUTE_PASS) return MPI_SUCCESS;
+  return run_plain_rs(s, &d, sendbuf, recvbuf, recvcount, datatype, op, comm);
+}
+
+int squallMpiReduceScatterBlock(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype,
+                                MPI_Op op, MPI_Comm comm) {
+  int size = 0, inter = 0, nranks = 0;
+  arm_stats();
+  if (recvcount < 0 || comm == MPI_COMM_NULL || datatype == MPI_DATATYPE_NULL || op == MPI_OP_NULL ||
+      PMPI_Type_size(datatype, &size) != MPI_SUCCESS || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS ||
+      PMPI_Comm_size(comm, &nranks) != MPI_SUCCESS)
+    return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm); /* MPI reports it */
+  comm_state *s = state_of(comm, 1);
+  squall_call call = {
+      .send = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf,
+      .recv = recvbuf,
+      /* size_t: recvcount * nranks cannot overflow it, where MPI's int could */
+      .count = (size_t)recvcount * (size_t)nranks,
+      .coll = SQ_COLL_REDUCE_SCATTER,
+      .dtype = dtype_of(datatype),
+      .elsize = (size_t)size,
+      .op = op == MPI_SUM ? SQ_OP_SUM : SQ_OP_OTHER,
+      .premul = 1.0f,
+      .intercomm = inter,
+      .on_device = call_on_device,
+  };
+  if (s == NULL && squall__engine_never_compresses(&call))
+    return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
+  if (s == NULL) {
+    SQ_WARN("squallMpiReduceScatterBlock(recvcount=%d): cannot set up squall state for the communicator "
+            "(out of memory)",
+            recvcount);
+    return fail(comm, MPI_ERR_NO_MEM);
+  }
+  return reduce_scatter(s, &call, sendbuf, recvbuf, recvcount, datatype, op, comm);
+}
+
 int squallMpiResetResiduals(MPI_Comm comm) {
   comm_state *s = state_of(comm, 0);
   return s ? to_mpi_error(squall__engine_reset_residuals(s->engine)) : MPI_SUCCESS;
@@ -237,6 +320,15 @@ int squallMpiCommFree(MPI_Comm comm) {
   int found = 0;
   MPI_Comm_get_attr(comm, keyval, &v, &found);
   return found ? MPI_Comm_delete_attr(comm, keyval) : MPI_SUCCESS; /* runs delete_state */
+}
+
+int squall__mpi_get_scatter_residual(MPI_Comm comm, const void *sendbuf, int recvcount, MPI_Datatype datatype,
+                                     float *out) {
+  comm_state *s = state_of(comm, 0);
+  int nranks = 0;
+  if (s == NULL || recvcount < 0 || out == NULL || PMPI_Comm_size(comm, &nranks) != MPI_SUCCESS) return MPI_ERR_ARG;
+  return to_mpi_error(squall__engine_get_scatter_residual(s->engine, sendbuf, (size_t)recvcount * (size_t)nranks,
+                                                          dtype_of(datatype), out));
 }
 
 int squall__mpi_get_residual(MPI_Comm comm, const void *sendbuf, int count, MPI_Datatype datatype, float *out) {

@@ -17,4 +17,10 @@
  * Returns MPI_ERR_ARG when squall keeps none for it. */
 int squall__mpi_get_residual(MPI_Comm comm, const void *sendbuf, int count, MPI_Datatype datatype, float *out);
 
+/* The same for the tensor last reduce-scattered on comm from sendbuf with
+ * this recvcount: its residual covers the whole send buffer, recvcount
+ * times the ranks floats. */
+int squall__mpi_get_scatter_residual(MPI_Comm comm, const void *sendbuf, int recvcount, MPI_Datatype datatype,
+                                     float *out);
+
 #endif

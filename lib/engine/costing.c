@@ -30,7 +30,8 @@ int squall__cost_kind(const squallConfig_t *cfg, squall_route route) {
 /* The cost model runs on host engines, whose header every call exchanges
  * carries its figures; never on a shard (the outer call is what it weighs). */
 int squall__model_runs(const squall_engine *e, const squallConfig_t *cfg, const squall_call *c) {
-  return cfg->costModel && e->header_every_call && !c->shard;
+  /* a reduce-scatter has no figures of its own yet: compressed as configured */
+  return cfg->costModel && e->header_every_call && !c->shard && c->coll == SQ_COLL_ALLREDUCE;
 }
 
 /* What a compressed call on `route` moves; 0 for a route the model does
@@ -120,6 +121,7 @@ void squall__cost_after(squall_engine *e, const squall_call *c, const squall_pla
                         const squall_cost_verdict *v) {
   uint64_t bytes_in = (uint64_t)c->count * c->elsize;
   squall_route route = plan->route;
+  if (c->coll != SQ_COLL_ALLREDUCE) return; /* its size classes are the all-reduce's: left alone */
   int declined = route == SQ_ROUTE_PASS && plan->reason == squallPassNotPaying;
   int explored_ran = v->explored && route != SQ_ROUTE_PASS; /* an exploring call every rank compresses */
   if (plan->headed) squall__cost_header_verdict(&e->cost, bytes_in, declined && !v->model_pays, explored_ran);
@@ -157,6 +159,10 @@ void squall__cost_learn(squall_engine *e, const squall_call *c, const squall_pla
   squall_route route = plan->route;
   squall_cost_call cc;
   if (route == SQ_ROUTE_TWOLEVEL) return;
+  if (c->coll != SQ_COLL_ALLREDUCE) { /* no figures of its own (squall__model_runs) */
+    squall__stats_record_chunks(&e->stats, squall__call_chunks(e, c, cfg, route, &plan->L));
+    return;
+  }
   int weighed = cost_call(e, c, cfg, route, &plan->L, &cc);
   squall__stats_record_chunks(&e->stats, squall__call_chunks(e, c, cfg, route, &plan->L));
   uint64_t bytes_in = (uint64_t)c->count * c->elsize;
@@ -194,6 +200,6 @@ unsigned squall__variants_allowed(const squall_engine *e, const squall_call *c, 
  * one made on some ranks only, against the rule, never meets a header
  * here. */
 int squall__settled_plain(const squall_engine *e, const squall_call *c, uint64_t bytes_in) {
-  return e->header_every_call && !c->shard && e->agreed_valid && e->agreed_ok &&
+  return e->header_every_call && !c->shard && c->coll == SQ_COLL_ALLREDUCE && e->agreed_valid && e->agreed_ok &&
          squall__cost_settled(&e->cost, bytes_in);
 }

@@ -81,8 +81,9 @@ void squall__engine_free(squall_engine *e) {
  * buffer otherwise), into recv: average and narrowing in one pass. */
 squallResult_t squall__finish(squall_engine *e, const squall_call *c, float *out) {
   float div = c->op == SQ_OP_AVG ? (float)e->tr.nranks : 1.0f;
+  size_t n_out = c->coll == SQ_COLL_REDUCE_SCATTER ? c->count / (size_t)e->tr.nranks : c->count;
   if (c->dtype == SQ_DT_F32 && div == 1.0f) return squallSuccess;
-  return e->k.narrow(c->stream, (squall_dtype)c->dtype, out, c->recv, c->count, div);
+  return e->k.narrow(c->stream, (squall_dtype)c->dtype, out, c->recv, n_out, div);
 }
 
 /* fp32 data lands in recv directly; narrower data in the work buffer first. */
@@ -421,7 +422,8 @@ squallResult_t squall__engine_allreduce(squall_engine *e, const squall_call *c, 
     e->fence_stream = c->stream;
   }
   if (r != squallSuccess)
-    SQ_WARN("rank %d: all-reduce of %zu elements failed: %s: %s", e->tr.rank, c->count,
+    SQ_WARN("rank %d: %s of %zu elements failed: %s: %s", e->tr.rank,
+            c->coll == SQ_COLL_REDUCE_SCATTER ? "reduce-scatter" : "all-reduce", c->count,
             squallGetErrorString(r), squallGetLastError());
   squall__record(e, c, d, r, &st);
   return r;
@@ -447,6 +449,15 @@ squallResult_t squall__engine_get_residual(squall_engine *e, const void *key, si
   SQ_RETURN_ERROR_IF(!flat && !shard, squallInvalidArgument,
                      "no residual is kept for the tensor at %p (%zu elements)", key, count);
   return squallSuccess;
+}
+
+squallResult_t squall__engine_get_scatter_residual(squall_engine *e, const void *key, size_t count, int dtype,
+                                                   float *out) {
+  squall_tensor *t =
+      squall__residuals_latest_from(e->residuals, key, count, squall__residual_kind(dtype, 0) | SQ_KIND_SCATTER);
+  SQ_RETURN_ERROR_IF(t == NULL || t->residual == NULL, squallInvalidArgument,
+                     "no reduce-scatter residual is kept for the tensor at %p (%zu elements)", key, count);
+  return e->k.to_host(e->last_stream, out, t->residual, count * sizeof(float));
 }
 
 squallResult_t squall__engine_prepare_shard(squall_engine *e, const squall_call *c, int alloc, size_t *bytes) {

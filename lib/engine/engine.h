@@ -26,10 +26,17 @@ typedef enum { SQ_OP_SUM = 0,
 
 struct squall_shard;
 
+/* The collective a call asks for. A reduce-scatter's count is its send
+ * buffer's (recvcount times the ranks), its recv holds count / nranks
+ * elements: this rank's shard (MPI_Reduce_scatter_block's layout). */
+typedef enum { SQ_COLL_ALLREDUCE = 0,
+               SQ_COLL_REDUCE_SCATTER = 1 } squall_coll;
+
 typedef struct squall_call {
   const void *send; /* may equal recv */
   void *recv;
-  size_t count;
+  size_t count; /* elements of send (and of recv for an all-reduce) */
+  squall_coll coll;
   int dtype;     /* a squall_dtype, or -1 for any other type */
   size_t elsize; /* bytes per element of the caller's type */
   squall_op op;
@@ -151,6 +158,10 @@ squallResult_t squall__engine_reset_residuals(squall_engine *engine);
  * two-level call's count. squallInvalidArgument when none is kept. */
 squallResult_t squall__engine_get_residual(squall_engine *engine, const void *key, size_t count,
                                            int dtype, size_t whole, float *out);
+
+/* The same for a reduce-scatter's tensor (count: its send buffer's). */
+squallResult_t squall__engine_get_scatter_residual(squall_engine *engine, const void *key, size_t count, int dtype,
+                                                   float *out);
 
 /* The engine's own counters (two-level: the inner engine's wire bytes). */
 const squallStats_t *squall__engine_stats(const squall_engine *engine);

@@ -34,7 +34,9 @@ static const char *dtype_name(int t) {
 
 /* The call's arguments every rank must pass alike (MPI and NCCL require
  * it; premul is per rank by design): the type and the operation. */
-static int64_t call_signature(const squall_call *c) { return (int64_t)c->dtype * 16 + (int64_t)c->op; }
+static int64_t call_signature(const squall_call *c) {
+  return ((int64_t)c->coll * 64 + (int64_t)c->dtype) * 16 + (int64_t)c->op;
+}
 
 /* Step 2: one all-reduce(min) of [ok, digest, -digest], the cost model's
  * [-forced, -t_comp, -t_plain, -t_variant...] (maxima, through the
@@ -67,11 +69,11 @@ squallResult_t squall__header(squall_engine *e, const squall_call *c, const squa
    * says nothing about the arguments, and is not "all ok" below). */
   int formed = h[0] == 0 || h[0] == 1;
   SQ_RETURN_ERROR_IF(formed && h[6] != -h[7], squallInvalidArgument,
-                     "ranks passed different counts to one all-reduce (from %lld to %lld elements; "
+                     "ranks passed different counts to one call (from %lld to %lld elements; "
                      "this rank: %zu %s elements): nothing was changed",
                      (long long)h[6], (long long)-h[7], c->count, dtype_name(c->dtype));
   SQ_RETURN_ERROR_IF(formed && h[8] != -h[9], squallInvalidArgument,
-                     "ranks passed different datatypes or operations to one %zu-element all-reduce "
+                     "ranks passed different collectives, datatypes or operations to one %zu-element call "
                      "(this rank: %s, %s): nothing was changed",
                      c->count, dtype_name(c->dtype), c->op == SQ_OP_AVG ? "average" : "sum");
   ag->all_ok = h[0] == 1;

@@ -24,7 +24,10 @@
  * and NCCL require the same count, type, op and communicator). */
 int squall__call_pass_reason(const squall_call *c, squallPassReason_t *why) {
   if (c->in_group) *why = squallPassInGroup;
-  else if (c->dtype < 0) *why = squallPassType;
+  /* a reduce-scatter compresses fp32 only: its owner's sum is the result,
+   * so narrower types would take a second rounding path of their own */
+  else if (c->dtype < 0 || (c->coll == SQ_COLL_REDUCE_SCATTER && (c->dtype != SQ_DT_F32 || c->premul != 1.0f)))
+    *why = squallPassType;
   else if (c->op == SQ_OP_OTHER) *why = squallPassOp;
   /* An intercommunicator's all-reduce sums the other group's data: none
    * of the codecs' collectives mean that. */
@@ -42,6 +45,7 @@ int squall__call_pass_reason(const squall_call *c, squallPassReason_t *why) {
  * delivers it). Counts stay far below 2^56. */
 uint64_t squall__residual_kind(int dtype, size_t whole) { return (uint64_t)whole << 8 | (uint8_t)dtype; }
 uint64_t squall__kind_of(const squall_call *c) {
+  if (c->coll == SQ_COLL_REDUCE_SCATTER) return squall__residual_kind(c->dtype, 0) | SQ_KIND_SCATTER;
   return c->shard ? squall__residual_kind(c->shard->whole->dtype, c->shard->whole->count)
                   : squall__residual_kind(c->dtype, 0);
 }
@@ -138,9 +142,19 @@ static squall_route topk_route(const squall_call *c, const squallConfig_t *cfg, 
   return c->dtype == SQ_DT_F32 ? SQ_ROUTE_DENSE : SQ_ROUTE_HALF;
 }
 
+/* A reduce-scatter: the two-phase route's first half (twophase.h,
+ * scatter), for every codec it encodes; top-k has no route of its own yet. */
+static squall_route scatter_route(const squall_engine *e, const squallConfig_t *cfg, squallPassReason_t *why) {
+  squall_twophase_codec tp;
+  if (squall__twophase_select_scatter(cfg, &tp) && e->tr.alltoall != NULL) return SQ_ROUTE_TWOPHASE;
+  *why = squallPassCodecUnsupported;
+  return SQ_ROUTE_PASS;
+}
+
 /* The codec's route for the call. */
 static squall_route codec_route(const squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
                                 squallPassReason_t *why) {
+  if (c->coll == SQ_COLL_REDUCE_SCATTER) return scatter_route(e, cfg, why);
   if (cfg->codec == squallCodecTopk) return topk_route(c, cfg, e->tr.nranks, e->k.topk_max_elems);
   squall_twophase_codec tp;
   if (squall__twophase_select(cfg, c->dtype, &tp)) {
@@ -224,7 +238,8 @@ void squall__plan_make(squall_engine *e, const squall_call *c, const squallConfi
   plan->cfg = plan->rc = *cfg; /* a shard's is its outer call's run configuration */
   plan->gen = gen;
   plan->nranks = e->tr.nranks;
-  plan->two_level = c->shard ? 0 : squall__hier_known(e->hier, cfg);
+  /* a reduce-scatter runs flat: its two-level layout is not built */
+  plan->two_level = c->shard || c->coll == SQ_COLL_REDUCE_SCATTER ? 0 : squall__hier_known(e->hier, cfg);
   plan->one_node = squall__device_on_one_node(e, cfg, c);
   choose_variant(e, c, plan);
   squall_agreement mine = {.agreed = 1, .all_ok = 1, .foreign = c->foreign, .pays = 1};

@@ -33,6 +33,11 @@
  * indices must not overflow): refused before anything collective. */
 #define SQ_MAX_COUNT (SIZE_MAX / 16)
 
+/* The residual kind's bit for a reduce-scatter's tensor (residual.h): a
+ * buffer all-reduced and reduce-scattered with one count keeps a residual
+ * for each, whose elements mean different things (squall__kind_of). */
+#define SQ_KIND_SCATTER ((uint64_t)0x80)
+
 struct squall_engine {
   squall_transport tr;
   squall_kernels k;

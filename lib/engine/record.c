@@ -59,7 +59,8 @@ void squall__record(squall_engine *e, const squall_call *c, const squall_decisio
   } else if (r != squallSuccess) {
     squall__stats_record(&e->stats, squallPassError, bytes_in, st->wire, st->codec_s);
   } else if (d->route == SQ_ROUTE_PASS) {
-    uint64_t wire = squall__ring_allreduce_wire(bytes_in, e->tr.nranks);
+    /* a ring reduce-scatter sends half of what a ring all-reduce does */
+    uint64_t wire = squall__ring_allreduce_wire(bytes_in, e->tr.nranks) / (c->coll == SQ_COLL_REDUCE_SCATTER ? 2 : 1);
     int crosses = squall__hier_crosses(e->hier); /* two-level: bytes at the node boundary */
     squall__stats_record_pass(&e->stats, (int)d->reason, bytes_in, crosses ? wire : 0, crosses ? 0 : wire);
   } else {

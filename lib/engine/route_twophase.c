@@ -2,7 +2,8 @@
 /*
  * route_twophase.c - int8/int4/fp8, and fp16/bf16 summed in fp32
  * (twophase.h): encode -> all-to-all -> fp32 sum of the own shard ->
- * re-encode -> all-gather -> decode.
+ * re-encode -> all-gather -> decode. A reduce-scatter (its layout's
+ * tp.scatter) is the same route stopping after the sum.
  */
 #include "common/internal.h"
 
@@ -13,7 +14,8 @@
 static void twophase_layout(const squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
                             scratch_layout *L, size_t *off) {
   int p = e->tr.nranks;
-  squall__twophase_select(cfg, c->dtype, &L->tp);
+  if (c->coll == SQ_COLL_REDUCE_SCATTER) squall__twophase_select_scatter(cfg, &L->tp);
+  else squall__twophase_select(cfg, c->dtype, &L->tp);
   L->tp.guess = cfg->errorFeedback && e->k.half_encode_guess != NULL; /* the tensor keeps its last scale */
   L->tp.alone = p == 1 && e->k.twophase_alone;
   /* chunks overlap only where the transport has non-blocking calls */
@@ -45,12 +47,12 @@ static int twophase_cost(const squall_engine *e, const squall_call *c, const squ
   size_t n = c->count, se, bb;
   int p = e->tr.nranks;
   squall__twophase_geometry(&L->tp, n, p, &se, &bb);
-  cc->wire = 2 * (uint64_t)(p - 1) * bb;
+  cc->wire = (L->tp.scatter ? 1 : 2) * (uint64_t)(p - 1) * bb;
   if (L->tp.alone) { /* one rank: the max of the 16-bit scale, nothing exchanged, nothing pipelined */
     cc->collectives = L->tp.quant ? 0 : 1;
   } else {
     cc->chunks = squall__twophase_chunks(&L->tp, n, p);
-    cc->collectives = 2 * (int)cc->chunks + (L->tp.quant ? 0 : 1);
+    cc->collectives = (L->tp.scatter ? 1 : 2) * (int)cc->chunks + (L->tp.quant ? 0 : 1);
   }
   return 1;
 }

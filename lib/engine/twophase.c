@@ -37,9 +37,27 @@ int squall__twophase_select(const squallConfig_t *cfg, int dtype, squall_twophas
   }
 }
 
+int squall__twophase_select_scatter(const squallConfig_t *cfg, squall_twophase_codec *cd) {
+  squallConfig_t fp32_sum = *cfg;
+  fp32_sum.halfAccum = squallHalfAccumFp32; /* the owner's sum is the result, in fp32 */
+  if (!squall__twophase_select(&fp32_sum, SQ_DT_F32, cd)) return 0;
+  cd->scatter = 1;
+  return 1;
+}
+
+/* Bytes of the codes of m elements (the quantised: whole buckets, the
+ * last one possibly in part). */
+static size_t code_bytes(const squall_twophase_codec *cd, size_t m) {
+  return cd->quant ? (m + cd->bucket - 1) / cd->bucket * sq_quant_bucket_bytes(cd->qkind, cd->bucket)
+                   : m * sizeof(uint16_t);
+}
+
 void squall__twophase_geometry(const squall_twophase_codec *cd, size_t n, int p, size_t *shard_elems,
                                size_t *block_bytes) {
-  if (cd->quant) { /* whole buckets per shard, so a bucket never straddles two owners */
+  if (cd->scatter) { /* MPI's shards: the caller's layout, whatever the buckets */
+    *shard_elems = p > 0 ? n / (size_t)p : n;
+    *block_bytes = code_bytes(cd, *shard_elems);
+  } else if (cd->quant) { /* whole buckets per shard, so a bucket never straddles two owners */
     size_t nb = (n + cd->bucket - 1) / cd->bucket, sb = (nb + (size_t)p - 1) / (size_t)p;
     *shard_elems = sb * cd->bucket;
     *block_bytes = sb * sq_quant_bucket_bytes(cd->qkind, cd->bucket);
@@ -49,10 +67,6 @@ void squall__twophase_geometry(const squall_twophase_codec *cd, size_t n, int p,
   }
 }
 
-/* Bytes of the codes of m elements (m whole buckets for the quantised). */
-static size_t code_bytes(const squall_twophase_codec *cd, size_t m) {
-  return cd->quant ? m / cd->bucket * sq_quant_bucket_bytes(cd->qkind, cd->bucket) : m * sizeof(uint16_t);
-}
 
 /* How a call is cut: shards of se elements, each in chunks of ce elements
  * (whole buckets; the last chunk may be shorter). */
@@ -140,6 +154,12 @@ static void range_of(const tp_call *t, size_t j, int r, size_t *lo, size_t *cnt)
   size_t start = (size_t)r * t->pl.se + j * t->pl.ce, len = chunk_len(t, j);
   *lo = start < t->n ? start : t->n;
   *cnt = t->n - *lo < len ? t->n - *lo : len;
+}
+
+/* Where element lo of the call lands in out: the reduce-scatter's out is
+ * this rank's shard alone. */
+static float *out_at(const tp_call *t, size_t lo) {
+  return t->out + (t->cd->scatter ? lo - (size_t)t->me * t->pl.se : lo);
 }
 
 /* MPI moves data only inside MPI calls: between pieces of codec work,
@@ -258,8 +278,17 @@ static squallResult_t reduce_encode(tp_call *t, const void *blocks, size_t cbb, 
   return encode(t, out, res, codes, m);
 }
 
+/* The reduce-scatter's step 2: the fp32 sum of the p blocks in rank order
+ * is my shard's result. */
+static squallResult_t reduce_only(tp_call *t, const void *blocks, size_t cbb, float *out, size_t m) {
+  if (m == 0) return squallSuccess;
+  if (t->cd->quant) return t->k->quant_reduce(t->stream, t->cd->qkind, t->cd->bucket, blocks, t->p, cbb, out, m);
+  return t->k->half_reduce(t->stream, t->cd->hkind, blocks, t->p, cbb / sizeof(uint16_t), out, m, t->scale);
+}
+
 /* 2. sum my part of chunk j in fp32, rank order; 3. re-encode it with my
- * residual (its error stays on the owner) and all-gather it. */
+ * residual (its error stays on the owner) and all-gather it. The
+ * reduce-scatter stops after 2. */
 static squallResult_t stage_reduce(tp_call *t, size_t j) {
   size_t s = j % t->pl.slots, len = chunk_len(t, j), cbb = code_bytes(t->cd, len), lo, cnt;
   if (t->pipelined) {
@@ -268,6 +297,11 @@ static squallResult_t stage_reduce(tp_call *t, size_t j) {
   }
   range_of(t, j, t->me, &lo, &cnt);
   double t0 = squall__now();
+  if (t->cd->scatter) {
+    SQ_FORWARD_IF_ERROR(reduce_only(t, buf_recv(t, s), cbb, out_at(t, lo), cnt));
+    t->codec_s += squall__now() - t0;
+    return squallSuccess;
+  }
   SQ_FORWARD_IF_ERROR(reduce_encode(t, buf_recv(t, s), cbb, t->out + lo, t->res ? t->res + lo : NULL,
                                     buf_mine(t, s), cnt));
   t->codec_s += squall__now() - t0;
@@ -313,21 +347,22 @@ static squallResult_t run_alone(tp_call *t) {
     if (t->coded) SQ_FORWARD_IF_ERROR(encode_guessed(t, j, 1)); /* again only where the guess missed */
     double t0 = squall__now();
     if (!t->coded) SQ_FORWARD_IF_ERROR(encode_contribution(t, j, 0, lo, codes, cnt));
-    SQ_FORWARD_IF_ERROR(decode(t, codes, t->out + lo, cnt));
+    SQ_FORWARD_IF_ERROR(decode(t, codes, out_at(t, lo), cnt));
     t->codec_s += squall__now() - t0;
   }
   return squallSuccess;
 }
 
 /* Chunk j is encoded while j-1 is exchanged and j-2 gathered: one stage of
- * each per step, every wait placed as late as it can be. */
+ * each per step, every wait placed as late as it can be. The
+ * reduce-scatter has no gather: its last stage is the sum. */
 static squallResult_t run_chunks(tp_call *t) {
-  size_t C = t->pl.chunks;
+  size_t C = t->pl.chunks, stages = t->cd->scatter ? 2 : 3;
   if (t->p == 1 && t->cd->alone) return run_alone(t);
-  for (size_t j = 0; j < C + 2; j++) {
+  for (size_t j = 0; j < C + stages - 1; j++) {
     if (j < C) SQ_FORWARD_IF_ERROR(stage_encode(t, j));
     if (j >= 1 && j - 1 < C) SQ_FORWARD_IF_ERROR(stage_reduce(t, j - 1));
-    if (j >= 2) SQ_FORWARD_IF_ERROR(stage_decode(t, j - 2));
+    if (j >= 2 && !t->cd->scatter) SQ_FORWARD_IF_ERROR(stage_decode(t, j - 2));
   }
   return squallSuccess;
 }

@@ -58,11 +58,23 @@ typedef struct {
                           chunk (also where the transport has no non-blocking calls) */
   int guess;          /* 16-bit: room for encoding the whole call at a guessed scale */
   int alone;          /* one rank encodes and decodes only (host kernels; see run_alone) */
+  int scatter;        /* the reduce-scatter: steps 1 and 2 only (below) */
 } squall_twophase_codec;
 
 /* 1 when the configuration runs the two-phase path for this element type
  * (int8/int4/fp8; fp16/bf16 with SQUALL_HALF_ACCUM=fp32), with *cd filled. */
 int squall__twophase_select(const squallConfig_t *cfg, int dtype, squall_twophase_codec *cd);
+
+/* The reduce-scatter (cd->scatter): the all-reduce's first half. Shards
+ * are MPI_Reduce_scatter_block's, n / p elements each (n must divide, and
+ * a shard may end in part of a bucket, or start off a line of 64); step 1
+ * as above, with every rank's residual over the whole of g; step 2's fp32
+ * sum, in rank order, is the result, out holding this rank's shard only.
+ * Nothing is re-encoded or gathered, so the owner's residual keeps only
+ * its first encode's error: per element decode + e' == g + e. Every codec
+ * the all-reduce encodes, fp16/bf16 whatever SQUALL_HALF_ACCUM says (the
+ * sum is fp32 either way). */
+int squall__twophase_select_scatter(const squallConfig_t *cfg, squall_twophase_codec *cd);
 
 /* Shard geometry: elements per shard and bytes per exchanged block. */
 void squall__twophase_geometry(const squall_twophase_codec *cd, size_t n, int p, size_t *shard_elems,
@@ -75,7 +87,9 @@ size_t squall__twophase_chunks(const squall_twophase_codec *cd, size_t n, int p)
 size_t squall__twophase_scratch_bytes(const squall_twophase_codec *cd, size_t n, int p);
 
 /* Runs the all-reduce of g (+ res; res may be NULL: no error feedback)
- * into out (n floats; may equal g: g is read before out is written).
+ * into out (n floats; may equal g: g is read before out is written), or
+ * with cd->scatter the reduce-scatter into out (this rank's n / p floats;
+ * may equal g, at its start: the MPI_IN_PLACE layout).
  * scalars: kernel memory, [0] absmax, [1] scale and [3] this rank's
  * absmax of the 16-bit codecs; absmax_ws: the kernels' absmax workspace;
  * scratch: the bytes above. last_scale (host memory, NULL: none): the

@@ -13,7 +13,7 @@ man=$s/man
 test -d "$man" || { echo "FAIL: no man directory at $man"; exit 1; }
 
 # Pages of other projects that squall's pages may cite.
-external=' gnuplot(1) ip(8) mpirun(1) tc(8) tc-tbf(8) unshare(1) MPI_Allreduce(3) dlopen(3) dlsym(3) ld.so(8) man(7) '
+external=' gnuplot(1) ip(8) mpirun(1) tc(8) tc-tbf(8) unshare(1) MPI_Allreduce(3) MPI_Reduce_scatter_block(3) dlopen(3) dlsym(3) ld.so(8) man(7) '
 
 fails=0
 checks=0
