@@ -6,10 +6,16 @@
 # MPI job), then SIGTERM to the test and everything it started (timeout
 # gives them a process group of their own), SIGKILL 10 s later.
 limit=${SQUALL_TEST_LIMIT:-400}
+# Tests that configure and build squall again (SQUALL_TEST_BUILDS, from
+# Makefile.am) get SQUALL_TEST_BUILD_LIMIT seconds (default 1200): a build
+# beside the rest of make check -j takes minutes.
+for last in "$@"; do :; done
+for t in ${SQUALL_TEST_BUILDS:-}; do
+  case $last in "$t" | */"$t") limit=${SQUALL_TEST_BUILD_LIMIT:-1200} ;; esac
+done
 # A build configured --without-mpi skips the tests that need MPI
 # (SQUALL_TEST_NEED_MPI, from Makefile.am), by the test's path.
 if test "${SQUALL_TEST_HAVE_MPI:-yes}" = no; then
-  for last in "$@"; do :; done
   for t in ${SQUALL_TEST_NEED_MPI:-}; do
     case $last in
       "$t" | */"$t")
