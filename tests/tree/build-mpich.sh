@@ -7,6 +7,9 @@
 # against libmpich, and an MPI program linked with it sums on 2 ranks under
 # mpirun.mpich. Skips (77) without MPICH.
 set -u
+# a make of its own, not one of the outer make check's: its MAKEFLAGS carry
+# the outer TEST_LOGS, which a make check here would run (this test too)
+unset MAKEFLAGS MFLAGS MAKELEVEL
 s=$SQUALL_SRCDIR
 command -v mpicc.mpich > /dev/null 2>&1 || { echo "SKIP: no mpicc.mpich (Debian: mpich libmpich-dev)"; exit 77; }
 launcher=$(command -v mpiexec.mpich || command -v mpirun.mpich) || { echo "SKIP: no mpiexec.mpich"; exit 77; }

@@ -6,6 +6,9 @@
 # out, nothing of MPI is built or installed, and make check skips (77) a
 # test that needs MPI while it runs one that does not.
 set -u
+# a make of its own, not one of the outer make check's: its MAKEFLAGS carry
+# the outer TEST_LOGS, which a make check here would run (this test too)
+unset MAKEFLAGS MFLAGS MAKELEVEL
 s=$SQUALL_SRCDIR
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/squall-nompi.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
