@@ -22,6 +22,8 @@
 #     time limit. The normal `make check` runs it.
 #   tests/tree/timeouts.sh  times how fast a hung job is stopped; instrumented
 #     ranks take longer to die than its bound. The normal `make check` runs it.
+#   tests/tree/without-mpi.sh, tests/tree/build-mpich.sh  configure and build
+#     squall again, uninstrumented: nothing of theirs would run under ASan.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=$top/build-asan
@@ -30,7 +32,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     -o) out=$2; shift 2 ;;
     -j) jobs=$2; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     *) echo "sanitize.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -38,9 +40,11 @@ done
 # 20-30 times slower, and on a slow 2-core host test_twophase_mpi took
 # 20 minutes on 2 ranks and longer on 3 (2026-12-02), which would take the
 # stage past CI's time. Their code runs instrumented on fewer ranks
-# (twophase-2/3, hierarchy-4/3), as the same paths with other shard counts.
+# (twophase-2/3, hierarchy-4/3, reducescatter-2/3), as the same paths with
+# other shard counts.
 skip="tests/interpose/preload-mpi4py.sh tests/interpose/preload-run.sh tests/train/train-short.sh tests/tree/timeouts.sh"
 skip="$skip tests/mpi/twophase-4.mpi tests/mpi/hierarchy-6.mpi tests/torch/ddp-hook.sh tests/torch/python-package.sh"
+skip="$skip tests/mpi/reducescatter-4.mpi tests/tree/without-mpi.sh tests/tree/build-mpich.sh"
 
 san="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
 [ -x "$top/configure" ] || (cd "$top" && autoreconf -fi >/dev/null 2>&1)
