@@ -24,6 +24,8 @@
 #     ranks take longer to die than its bound. The normal `make check` runs it.
 #   tests/tree/without-mpi.sh, tests/tree/build-mpich.sh  configure and build
 #     squall again, uninstrumented: nothing of theirs would run under ASan.
+#   tests/tree/consume.sh  builds programs against the installed library
+#     without -fsanitize: an instrumented libsquall cannot load into them.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=$top/build-asan
@@ -32,7 +34,7 @@ while [ $# -gt 0 ]; do
   case $1 in
     -o) out=$2; shift 2 ;;
     -j) jobs=$2; shift 2 ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "sanitize.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -44,7 +46,7 @@ done
 # other shard counts.
 skip="tests/interpose/preload-mpi4py.sh tests/interpose/preload-run.sh tests/train/train-short.sh tests/tree/timeouts.sh"
 skip="$skip tests/mpi/twophase-4.mpi tests/mpi/hierarchy-6.mpi tests/torch/ddp-hook.sh tests/torch/python-package.sh"
-skip="$skip tests/mpi/reducescatter-4.mpi tests/tree/without-mpi.sh tests/tree/build-mpich.sh"
+skip="$skip tests/mpi/reducescatter-4.mpi tests/tree/without-mpi.sh tests/tree/build-mpich.sh tests/tree/consume.sh"
 
 san="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
 [ -x "$top/configure" ] || (cd "$top" && autoreconf -fi >/dev/null 2>&1)

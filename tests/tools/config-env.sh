@@ -33,10 +33,14 @@ err=$(env SQUALL_COMPRESS=fp16 SQUALL_LINK=1gbit SQUALL_RANKS=4 SQUALL_PRELOAD_L
   SQUALL_STATS_INTERVAL=5 SQUALL_SUMMARY_INTERVAL=0 "$info" -c 2>&1 >/dev/null) ||
   bad "options or tools' variables refused: '$err'"
 [ -z "$(echo "$err" | grep 'unknown variable')" ] || bad "options or tools' variables taken for typos: '$err'"
-# squall-bench refuses too (every rank checks; rank 0 says it), before any run
+# squall-bench refuses too (every rank checks; rank 0 says it), before any run.
+# (Under ASan, Open MPI's own allocations in its MCA components, unloaded by
+# then and so unnamed, are reported as leaks of this early exit: the status
+# is what is checked here, so leak detection is off for this one run.)
 if [ -x "$SQUALL_BUILDDIR/squall-bench" ]; then
   out=$(env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 SQUALL_COMPRES=fp16 \
-    "$SQUALL_BUILDDIR/tests/run-mpi.sh" 2 -x SQUALL_COMPRES "$SQUALL_BUILDDIR/squall-bench" -b 1K -e 1K -n 1 -w 0 \
+    ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
+    "$SQUALL_BUILDDIR/tests/run-mpi.sh" 2 -x SQUALL_COMPRES -x ASAN_OPTIONS "$SQUALL_BUILDDIR/squall-bench" -b 1K -e 1K -n 1 -w 0 \
     -C fp16 --no-progress 2>&1)
   rc=$?
   if [ $rc = 77 ]; then
