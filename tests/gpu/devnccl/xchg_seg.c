@@ -49,7 +49,8 @@ void dnx_make_name(char *name, size_t len) {
 const char *dnx_name(const dnx_seg *s) { return s->name; }
 int dnx_rank(const dnx_seg *s) { return s->rank; }
 int dnx_nranks(const dnx_seg *s) { return s->nranks; }
-void *dnx__slot(const dnx_seg *s, int rank) { return s->base + DNX_HDR_BYTES + (size_t)rank * DNX_SLOT_BYTES; }
+size_t dnx__slot_offset(int rank) { return DNX_HDR_BYTES + (size_t)rank * DNX_SLOT_BYTES; }
+void *dnx__slot(const dnx_seg *s, int rank) { return s->base + dnx__slot_offset(rank); }
 
 static double timeout_s(void) {
   const char *v = getenv("FAKENCCL_TIMEOUT");
@@ -152,13 +153,19 @@ int dnx_ctl_allgather(dnx_seg *s, int64_t a, int64_t b, int64_t (*all)[2], char 
   return r;
 }
 
-/* Maps the segment, creating it zeroed where this rank is the first. */
+/* Maps the segment, creating it zeroed where this rank is the first. The
+ * pages this rank's slot will use are reserved now: a full /dev/shm is an
+ * error here, not a SIGBUS in a stream callback later. */
 static int map_segment(const char *name, dnx_seg *s, char *err, size_t len) {
   size_t size = DNX_HDR_BYTES + DNX_MAX_RANKS * DNX_SLOT_BYTES;
-  int fd = shm_open(name, O_RDWR | O_CREAT, 0600);
+  int fd = shm_open(name, O_RDWR | O_CREAT, 0600), e = 0;
   struct stat st;
-  if (fd < 0 || fstat(fd, &st) != 0 || ((size_t)st.st_size < size && ftruncate(fd, (off_t)size) != 0)) {
-    dnx__fmt(err, len, "shared memory %s: %s", name, strerror(errno));
+  if (fd < 0 || fstat(fd, &st) != 0 || ((size_t)st.st_size < size && ftruncate(fd, (off_t)size) != 0))
+    e = errno;
+  else
+    e = posix_fallocate(fd, (off_t)dnx__slot_offset(s->rank), (off_t)DNX_SLOT_BYTES);
+  if (e) {
+    dnx__fmt(err, len, "shared memory %s (/dev/shm): %s", name, strerror(e));
     if (fd >= 0) close(fd);
     return DNX_ESYS;
   }

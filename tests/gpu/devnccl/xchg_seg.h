@@ -35,6 +35,7 @@ struct dnx_seg {
 };
 
 void *dnx__slot(const dnx_seg *s, int rank);
+size_t dnx__slot_offset(int rank); /* in the segment file */
 /* Waits for every rank at the next data barrier; what names it in errors. */
 int dnx__sync(dnx_seg *s, const char *what, char *err, size_t len);
 double dnx__now(void);
