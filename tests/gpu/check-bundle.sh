@@ -57,6 +57,7 @@ msg=$(LD_BIND_NOW=1 LD_PRELOAD="$(cd "$dist/lib" && pwd)/libsquall-preload.so" /
 [ -z "$msg" ] || die "the interposer does not load: $msg"
 echo "ok: the interposer loads with every symbol bound (LD_BIND_NOW)"
 # The device-memory test NCCL: found first by its program, NCCL's names only.
+# shellcheck disable=SC2016 # $ORIGIN is literal text in the RPATH
 readelf -d "$dist/bin/test_devnccl_ranks" | grep -q '(RPATH).*\$ORIGIN/\.\./devnccl' ||
   die "$dist/bin/test_devnccl_ranks has no RPATH \$ORIGIN/../devnccl (an LD_LIBRARY_PATH to the real NCCL would win)"
 extra=$(nm -D --defined-only "$dist/devnccl/libnccl.so.2" | awk '{print $3}' | grep -v '^p\?nccl[A-Z]' || true)
