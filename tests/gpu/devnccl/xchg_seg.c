@@ -92,7 +92,7 @@ static int process_dead(int pid) {
 /* Marks this rank at target in ctr and waits until every rank is there. */
 static int wait_all(dnx_seg *s, _Atomic uint64_t *ctr, uint64_t target, const char *what, char *err, size_t len) {
   atomic_store(&ctr[s->rank], target);
-  double t0 = dnx__now(), limit = timeout_s(), next_look = t0 + 0.001;
+  double t0 = dnx__now(), limit = s->limit, next_look = t0 + 0.001;
   for (unsigned spins = 0;; spins++) {
     int missing = -1;
     for (int r = 0; r < s->nranks && missing < 0; r++)
@@ -200,6 +200,7 @@ int dnx_join(const char *name, int nranks, int rank, dnx_seg **out, char *err, s
   snprintf(s->name, sizeof s->name, "%s", name);
   s->rank = rank;
   s->nranks = nranks;
+  s->limit = timeout_s(); /* read once: stream callbacks must not race a setenv */
   int r = map_segment(name, s, err, len);
   if (r != DNX_OK) {
     free(s);

@@ -31,6 +31,7 @@ struct dnx_seg {
   size_t size;
   int rank, nranks;
   uint64_t seq, ctl_seq; /* barriers this rank has passed */
+  double limit;          /* FAKENCCL_TIMEOUT when it joined, seconds */
   char name[DNX_NAME_MAX];
 };
 
