@@ -52,9 +52,9 @@ uint64_t squall__kind_of(const squall_call *c) {
 
 /* The residual's address hint: a shard's is the caller's tensor's. */
 squall_tensor_key squall__hint_of(const squall_call *c) {
-  squall_tensor_key k = {c->send, c->recv};
-  if (c->shard) k = (squall_tensor_key){c->shard->key, c->shard->key_recv};
-  else if (c->key) k = (squall_tensor_key){c->key, c->key};
+  squall_tensor_key k = {c->send, c->recv, 0};
+  if (c->shard) k = (squall_tensor_key){c->shard->key, c->shard->key_recv, 0};
+  else if (c->key) k = (squall_tensor_key){c->key, c->key, 1};
   return k;
 }
 
