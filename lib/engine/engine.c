@@ -76,6 +76,11 @@ void squall__engine_free(squall_engine *e) {
   free(e);
 }
 
+/* In log lines. */
+static const char *coll_name(const squall_call *c) {
+  return c->coll == SQ_COLL_REDUCE_SCATTER ? "reduce-scatter" : "all-reduce";
+}
+
 /* ----------------------------------------------------------------- run */
 /* Puts the result, now fp32 in `out` (recv itself for fp32 data, the work
  * buffer otherwise), into recv: average and narrowing in one pass. */
@@ -225,7 +230,7 @@ static squallResult_t agree(squall_engine *e, const squall_call *c, const squall
   v->model_pays = 1;
   *ag = (squall_agreement){.agreed = 1, .all_ok = 1, .foreign = c->foreign, .pays = 1};
   if (prep != squallSuccess)
-    SQ_WARN("rank %d: cannot prepare a %zu-element all-reduce: %s", e->tr.rank, c->count, squallGetLastError());
+    SQ_WARN("rank %d: cannot prepare a %zu-element %s: %s", e->tr.rank, c->count, coll_name(c), squallGetLastError());
   if (plan->headed) {
     squall__cost_vote(e, c, plan, v);
     double th = squall__now();
@@ -252,8 +257,8 @@ static squallResult_t agree(squall_engine *e, const squall_call *c, const squall
 static squallResult_t pass_planned(squall_engine *e, const squall_call *c, const squall_plan *plan,
                                    squall_decision *d, run_state *st) {
   if (plan->reason == squallPassError)
-    SQ_WARN("rank %d: a rank could not prepare a %zu-element all-reduce: every rank passes it through", e->tr.rank,
-            c->count);
+    SQ_WARN("rank %d: a rank could not prepare a %zu-element %s: every rank passes it through", e->tr.rank,
+            c->count, coll_name(c));
   if (squall__folds_for(plan->reason)) squall__fold_into_plain(e, c, st->work, st->slot, d);
   if (plan->one_node) squall__say_one_node(e);
   return squallSuccess;
@@ -422,8 +427,7 @@ squallResult_t squall__engine_allreduce(squall_engine *e, const squall_call *c, 
     e->fence_stream = c->stream;
   }
   if (r != squallSuccess)
-    SQ_WARN("rank %d: %s of %zu elements failed: %s: %s", e->tr.rank,
-            c->coll == SQ_COLL_REDUCE_SCATTER ? "reduce-scatter" : "all-reduce", c->count,
+    SQ_WARN("rank %d: %s of %zu elements failed: %s: %s", e->tr.rank, coll_name(c), c->count,
             squallGetErrorString(r), squallGetLastError());
   squall__record(e, c, d, r, &st);
   return r;
@@ -455,9 +459,13 @@ squallResult_t squall__engine_get_scatter_residual(squall_engine *e, const void 
                                                    float *out) {
   squall_tensor *t =
       squall__residuals_latest_from(e->residuals, key, count, squall__residual_kind(dtype, 0) | SQ_KIND_SCATTER);
-  SQ_RETURN_ERROR_IF(t == NULL || t->residual == NULL, squallInvalidArgument,
+  int flat = t != NULL && t->residual != NULL, shard = 0;
+  if (flat) SQ_FORWARD_IF_ERROR(e->k.to_host(e->last_stream, out, t->residual, count * sizeof(float)));
+  /* two-level reduce-scatter: this rank's shard residual, at its blocks */
+  SQ_FORWARD_IF_ERROR(squall__hier_get_scatter_residual(e->hier, key, count, dtype, out, flat, &shard));
+  SQ_RETURN_ERROR_IF(!flat && !shard, squallInvalidArgument,
                      "no reduce-scatter residual is kept for the tensor at %p (%zu elements)", key, count);
-  return e->k.to_host(e->last_stream, out, t->residual, count * sizeof(float));
+  return squallSuccess;
 }
 
 squallResult_t squall__engine_prepare_shard(squall_engine *e, const squall_call *c, int alloc, size_t *bytes) {
