@@ -37,6 +37,10 @@ uint64_t squall__ring_allreduce_wire(uint64_t bytes, int p) {
   return p > 1 ? 2 * (uint64_t)(p - 1) * bytes / (uint64_t)p : 0;
 }
 
+uint64_t squall__ring_wire(squall_coll coll, uint64_t bytes, int p) {
+  return squall__ring_allreduce_wire(bytes, p) / (coll == SQ_COLL_REDUCE_SCATTER ? 2 : 1);
+}
+
 squall_engine *squall__engine_create(const squall_transport *tr, const squall_kernels *k) {
   squall_engine *e = calloc(1, sizeof *e);
   if (e == NULL) return NULL;
@@ -182,8 +186,8 @@ static int passes_unplanned(squall_engine *e, const squall_call *c, const squall
   }
   if (!squall__settled_plain(e, c, bytes_in)) return 0;
   d->reason = squallPassNotPaying;
-  squall__cost_declined(&e->cost, bytes_in); /* counts toward the next exploration */
-  squall__cost_judged(&e->cost, bytes_in, 1);
+  squall__cost_declined(squall__cost_of(e, c), bytes_in); /* counts toward the next exploration */
+  squall__cost_judged(squall__cost_of(e, c), bytes_in, 1);
   if (squall__can_fold(e, c)) squall__fold_into_plain(e, c, NULL, NULL, d); /* marks the tensor as used too */
   else if (cfg->errorFeedback) squall__residuals_touch(e->residuals, squall__hint_of(c), c->count, squall__kind_of(c));
   return 1;
@@ -385,6 +389,7 @@ int squall__engine_never_compresses(const squall_call *c) {
 int squall__engine_passes(squall_engine *e, const squall_call *c, squall_decision *d) {
   memset(d, 0, sizeof *d); /* t_start 0: the plain call's own start (a clock read saved) */
   d->route = SQ_ROUTE_PASS;
+  d->coll = c->coll;
   int pass = squall__call_pass_reason(c, &d->reason);
   /* while the generation stands where the ranks agreed, this rank's
    * configuration is the one they agreed on: no snapshot needed */
@@ -406,6 +411,7 @@ squallResult_t squall__engine_allreduce(squall_engine *e, const squall_call *c, 
   memset(&st, 0, sizeof st);
   st.t_start = squall__now();
   d->t_start = st.t_start;
+  d->coll = c->coll;
   d->fold = NULL;
   d->fold_slot = d->fold_shard_slot = NULL;
   d->untimed = 0;

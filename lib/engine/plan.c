@@ -235,7 +235,8 @@ void squall__plan_layout(const squall_engine *e, const squall_call *c, squall_pl
 static void choose_variant(squall_engine *e, const squall_call *c, squall_plan *plan) {
   uint64_t bytes_in = (uint64_t)c->count * c->elsize;
   plan->variants = squall__variants_allowed(e, c, &plan->cfg, plan->two_level);
-  plan->variant = plan->variants ? squall__cost_variant(&e->cost, (int)plan->cfg.codec, plan->variants, bytes_in) : 0;
+  plan->variant =
+      plan->variants ? squall__cost_variant(squall__cost_of(e, c), (int)plan->cfg.codec, plan->variants, bytes_in) : 0;
   if (plan->variants)
     SQ_TRACE("rank %d: %zu elements: runs variant %d of mask %u", e->tr.rank, c->count, plan->variant,
              plan->variants);
