@@ -116,16 +116,17 @@ squallResult_t squallCollAllReduce(squallColl_t s, const void *send, void *recv,
 
 /* ------------------------------------------------------- reduce-scatter */
 
-/* The caller's plain reduce-scatter of a call the engine passed through.
- * It carries no residual (the tensor's waits for its next compressed
- * call), and its time is no sample for the cost model. */
+/* The caller's plain reduce-scatter of a call the engine passed through,
+ * timed for the cost model's reduce-scatter figures (bytes: the send
+ * buffer's). It carries no residual (the tensor's waits for its next
+ * compressed call). */
 static squallResult_t run_plain_rs(struct squallColl *s, const squall_decision *d, const void *send, void *recv,
                                    size_t recvcount, squallDataType_t type, squallRedOp_t op, void *stream) {
   const squallCollectives_t *c = &s->coll;
+  double t0 = d->untimed ? 0.0 : squall__now();
   int rc = c->reduceScatter(c->ctx, send, recv, recvcount, type, op, stream);
-  squall_decision quiet = *d;
-  quiet.untimed = 1;
-  squall__engine_plain_done(s->engine, &quiet, 0, rc == 0, 0.0, 0.0);
+  squall__engine_plain_done(s->engine, d, (uint64_t)recvcount * (uint64_t)c->nranks * size_of(type), rc == 0, t0,
+                            d->untimed ? 0.0 : squall__now());
   SQ_RETURN_ERROR_IF(rc != 0, squallSystemError, "the caller's reduceScatter failed (returned %d)", rc);
   return squallSuccess;
 }
