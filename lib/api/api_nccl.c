@@ -357,7 +357,9 @@ static ncclResult_t run_call(const squall_nccl_api *api, const nccl_args *a, squ
     /* only where the configuration would compress it otherwise */
     squallConfig_t cfg;
     squall__config_get(&cfg, NULL);
-    say_group = cfg.codec != squallCodecNone && call->count > 0 && call->count * call->elsize >= cfg.minBytes;
+    int bit = a->coll == SQ_COLL_REDUCE_SCATTER ? squallCollectiveReduceScatter : squallCollectiveAllReduce;
+    say_group = cfg.codec != squallCodecNone && call->count > 0 && call->count * call->elsize >= cfg.minBytes &&
+                (!a->interposed || (cfg.collectives & bit));
     if (say_group) s->said_group = 1;
   }
   pthread_mutex_unlock(&lock);
