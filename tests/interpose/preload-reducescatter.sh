@@ -7,8 +7,8 @@
 # collective_off, and rank 0's exit summary names the reason; with
 # reducescatter (or all) in the set squall compresses them. Either way
 # the grouped reduce-scatter passes through (in_group) and the all-reduce
-# is compressed. The program checks the shards; this script the
-# SQUALL_STATS files.
+# is compressed. The MPI interposer's MPI_Allreduce follows the same switch.
+# The program checks the results; this script the SQUALL_STATS files.
 set -u
 . "$SQUALL_SRCDIR/tests/interpose/with_test_nccl.sh" preload-reducescatter
 prog=$b/tests/interpose/test_preload_reducescatter
@@ -58,5 +58,30 @@ run opted-in 2 int8 6 0 allreduce,reducescatter
 run all 3 int8 6 0 all
 # only reduce-scatters: the all-reduce is left to NCCL
 run rs-only 3 int8 5 1 reducescatter
-test $failed = 0 && echo "PASS: ncclReduceScatter under the NCCL interposer"
+
+# The MPI interposer's MPI_Allreduce follows the same switch: left to MPI
+# where the set holds no allreduce, compressed by default.
+mpilib=$b/.libs/libsquall-preload-mpi.so
+for c in default:5:0 reducescatter:0:5; do
+  colls=${c%%:*} want=${c#*:}
+  d=$tmp/mpi-$colls
+  mkdir -p "$d"
+  set -- -x LD_LIBRARY_PATH -x LD_PRELOAD="$mpilib" -x SQUALL_COMPRESS=int8 -x SQUALL_MIN_BYTES=4K \
+    -x SQUALL_COST_MODEL=off -x SQUALL_STATS="$d/stats.%r.json"
+  test "$colls" = default || set -- "$@" -x SQUALL_COLLECTIVES="$colls"
+  echo "== MPI_Allreduce: 2 ranks, SQUALL_COLLECTIVES=$colls"
+  if ! "$b/tests/run-mpi.sh" 2 "$@" "$prog" mpi > "$d/log" 2>&1; then
+    cat "$d/log"
+    echo "FAIL: the MPI interposer's run with SQUALL_COLLECTIVES=$colls"
+    failed=1
+    continue
+  fi
+  cat "$d/log"
+  for r in 0 1; do
+    f=$d/stats.$r.json
+    got="$(stat "$f" compressed_calls):$(stat "$f" collective_off)"
+    test "$got" = "$want" || { echo "FAIL: MPI $colls rank $r: compressed:collective_off $got, expected $want: $(cat "$f")"; failed=1; }
+  done
+done
+test $failed = 0 && echo "PASS: ncclReduceScatter under the NCCL interposer, MPI_Allreduce under the MPI one"
 exit $failed

@@ -6,8 +6,9 @@
  * reduce-scatter inside ncclGroupStart/End and one all-reduce. Every
  * shard is checked against the exact sum of the dyadic inputs: bit for
  * bit in mode "plain" (the call reached NCCL unchanged), within the int8
- * codec's error in mode "int8" (squall compressed it). The script reads
- * the SQUALL_STATS files for which calls squall took.
+ * codec's error in mode "int8" (squall compressed it). Mode "mpi" makes
+ * float MPI_Allreduce calls instead, for the MPI interposer. The script
+ * reads the SQUALL_STATS files for which calls squall took.
  */
 #include <math.h>
 #include <mpi.h>
@@ -52,14 +53,42 @@ static void check_shard(const char *mode, const float *got, const float *want, c
     }
 }
 
+/* Mode "mpi", for the MPI interposer: STEPS float all-reduces (MPI_SUM),
+ * each within the int8 codec's error of the exact sum (bit for bit where
+ * squall passed it through: the sums of 1/8 steps are exact). */
+static int mpi_mode(void) {
+  float *g = malloc(RC * 4), *out = malloc(RC * 4);
+  for (int step = 0; step < STEPS; step++) {
+    for (size_t i = 0; i < RC; i++) g[i] = gen(step, rank, i);
+    if (MPI_Allreduce(g, out, RC, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS) failures++;
+    for (size_t i = 0; i < RC; i++) {
+      float s = 0;
+      for (int r = 0; r < nranks; r++) s += gen(step, r, i);
+      if (!(fabs((double)out[i] - s) <= 2.0 * 8.0 / 127.0 * nranks)) {
+        fprintf(stderr, "rank %d: FAIL: MPI_Allreduce step %d element %zu: %g, expected %g\n", rank, step, i, out[i], s);
+        failures++;
+        break;
+      }
+    }
+  }
+  free(g);
+  free(out);
+  int any = 0;
+  PMPI_Allreduce(&failures, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (rank == 0 && !any) printf("test_preload_reducescatter mpi: every sum as expected\n");
+  MPI_Finalize();
+  return any ? 1 : 0;
+}
+
 int main(int argc, char **argv) {
-  if (argc != 2 || (strcmp(argv[1], "plain") && strcmp(argv[1], "int8"))) {
-    fprintf(stderr, "usage: test_preload_reducescatter plain|int8\n");
+  if (argc != 2 || (strcmp(argv[1], "plain") && strcmp(argv[1], "int8") && strcmp(argv[1], "mpi"))) {
+    fprintf(stderr, "usage: test_preload_reducescatter plain|int8|mpi\n");
     return 2;
   }
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  if (!strcmp(argv[1], "mpi")) return mpi_mode();
   ncclUniqueId id;
   if (rank == 0) ncclGetUniqueId(&id);
   MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD);
