@@ -26,6 +26,9 @@ typedef enum { BENCH_F32 = 0,
                BENCH_NUM_TYPES } bench_dtype;
 typedef enum { BENCH_SUM = 0,
                BENCH_AVG } bench_op;
+/* --coll: which collective is measured (bench_coll.c). */
+typedef enum { BENCH_ALLREDUCE = 0,
+               BENCH_REDUCESCATTER } bench_coll;
 /* --data: what the gradients look like (bench_data.c). */
 typedef enum {
   BENCH_DIST_UNIFORM = 0, /* fixed per-coordinate magnitudes 2^0..2^-7 times normal noise */
@@ -46,6 +49,7 @@ typedef struct {
   int ndtypes;                         /* -d: the types to run, in the order given */
   bench_dtype dtypes[BENCH_MAX_TYPES]; /* -d */
   bench_op op;                         /* -o */
+  bench_coll coll;                     /* --coll */
   int check;                           /* -c */
   int ncodecs;                         /* -C */
   char codecs[BENCH_MAX_CODECS][BENCH_CODEC_LEN];
@@ -63,15 +67,16 @@ typedef struct {
 
 /* What one (size, codec) measured, already combined over ranks. */
 typedef struct {
-  size_t bytes, count;
-  bench_dtype dtype; /* the element type (-d) */
+  size_t bytes, count; /* the send buffer per rank; the elements each rank receives (nccl-tests'
+                          count: all of them for an all-reduce, one block for a reduce-scatter) */
+  bench_dtype dtype;   /* the element type (-d) */
   char codec[BENCH_CODEC_LEN];
   double time_us;          /* max over ranks of each rank's median iteration */
   double min_us, max_us;   /* max over ranks of each rank's fastest and slowest iteration (the
                             spread; --alternate: of its blocks) */
   double mean_us;          /* max over ranks of each rank's mean iteration (the codec's share) */
   double algbw_gbs;        /* bytes / time, 1e9 bytes per GB */
-  double busbw_gbs;        /* algbw * 2(P-1)/P */
+  double busbw_gbs;        /* algbw * 2(P-1)/P (reduce-scatter: (P-1)/P) */
   double wire_bytes;       /* bytes one rank sent per call, mean over ranks */
   double ratio;            /* bytes in / bytes on the wire */
   double speedup;          /* time of none / time; < 0 when none was not run */
@@ -119,6 +124,31 @@ int bench_sizes(const bench_options *opt, size_t elsize, size_t *sizes, int max)
 /* "float", "half", ... as -d spells it. */
 const char *bench_dtype_name(bench_dtype t);
 size_t bench_dtype_size(bench_dtype t);
+
+/* ------------------------------------------------------------ bench_coll.c */
+/* What differs between the collectives, in nccl-tests' terms (its
+ * all_reduce_perf and reduce_scatter_perf): the size is the send buffer
+ * per rank either way. */
+/* "allreduce", "reducescatter" as --coll spells them; parse returns 0, or
+ * -1 for a name that is not one. */
+const char *bench_coll_name(bench_coll k);
+int bench_coll_parse(const char *name, bench_coll *k);
+/* "all-reduce", "reduce-scatter", for the text. */
+const char *bench_coll_title(bench_coll k);
+/* busbw / algbw: 2(P-1)/P for an all-reduce, (P-1)/P for a reduce-scatter;
+ * 1 for one rank (nothing is exchanged). */
+double bench_coll_bus_factor(bench_coll k, int p);
+/* Bytes one rank sends in the plain collective of `bytes` per rank, by a
+ * ring: 2(P-1)/P of them for an all-reduce, (P-1)/P for a reduce-scatter. */
+uint64_t bench_coll_ring_wire(bench_coll k, uint64_t bytes, int p);
+/* The elements each rank receives from a send buffer of count. */
+size_t bench_coll_out_count(bench_coll k, size_t count, int p);
+/* The sizes (bytes, ascending, from bench_sizes) that the collective runs
+ * on p ranks, in place: a reduce-scatter's send buffer is rounded down to
+ * a multiple of 4P elements, as nccl-tests' reduce_scatter_perf does (4
+ * elements a rank at least), and sizes that become equal are run once.
+ * Returns how many remain. */
+int bench_coll_sizes(bench_coll k, size_t elsize, int p, size_t *sizes, int n);
 
 /* ----------------------------------------------------------- bench_types.c */
 /* float -> the type's bytes (n elements), rounding to nearest even; dst may

@@ -3,7 +3,7 @@
  * bench_args.c - squall-bench's command line, in nccl-tests' spelling
  * (-b -e -f -i -n -w -d -o -c, and -t -g -m -N -a -z -G -p -y -R -r -T -M at the
  * value that describes squall-bench) plus squall's own (-C, -J, --plot,
- * --backend, -S). Every error names the flag, the value and what is
+ * --backend, -S, --coll). Every error names the flag, the value and what is
  * accepted; nothing is silently clamped.
  */
 #include <ctype.h>
@@ -46,9 +46,15 @@ const char *bench_human_bytes(double b, char *buf, size_t len) {
 static void usage(FILE *f) {
   fprintf(f,
           "usage: mpirun -n NRANKS squall-bench [options]\n"
-          "Times squall's compressed all-reduce against the plain one, size by size,\n"
-          "codec by codec, on the same buffers in one run.\n"
+          "Times squall's compressed all-reduce (or reduce-scatter) against the plain\n"
+          "one, size by size, codec by codec, on the same buffers in one run.\n"
           "\n"
+          "      --coll NAME         allreduce (default) or reducescatter: the collective\n"
+          "                          measured, as nccl-tests' all_reduce_perf and\n"
+          "                          reduce_scatter_perf (reducescatter: float only; the\n"
+          "                          size is the send buffer per rank, rounded down to a\n"
+          "                          multiple of 4 x ranks elements as nccl-tests does;\n"
+          "                          count is the elements each rank receives)\n"
           "  -b, --minbytes SIZE     smallest message per rank (default 1M)\n"
           "  -e, --maxbytes SIZE     largest message per rank (default 64M)\n"
           "  -f, --stepfactor N      multiply the size by N each step (default 4)\n"
@@ -256,7 +262,7 @@ static const nccl_tests_option nccl_tests_options[] = {
     {'p', "parallel_init", 0, "there is one thread per rank, so nothing to initialise in parallel"},
     {'y', "stream_null", 0, "the calls run on a stream of their own"},
     {'R', "local_register", 0, "buffers are not registered with NCCL"},
-    {'r', "root", 0, "an all-reduce has no root"},
+    {'r', "root", 0, "neither an all-reduce nor a reduce-scatter has a root"},
     {'T', "timeout", 0, "squall-bench has no per-test timeout; bound the run from outside (timeout(1))"},
     {'M', "memory_report", 0, "squall-bench prints no memory report"},
 };
@@ -287,7 +293,8 @@ int bench_parse_args(int argc, char **argv, bench_options *opt, FILE *out, FILE 
          OPT_DATA,
          OPT_CPUTIME,
          OPT_ERRORS,
-         OPT_ALTERNATE };
+         OPT_ALTERNATE,
+         OPT_COLL };
   /* clang-format off */
   static const struct option longopts[] = {
       {"minbytes", required_argument, 0, 'b'},     {"maxbytes", required_argument, 0, 'e'},
@@ -300,6 +307,7 @@ int bench_parse_args(int argc, char **argv, bench_options *opt, FILE *out, FILE 
       {"seed", required_argument, 0, OPT_SEED},    {"no-progress", no_argument, 0, OPT_NO_PROGRESS},
       {"data", required_argument, 0, OPT_DATA},    {"errors", required_argument, 0, OPT_ERRORS},
       {"alternate", required_argument, 0, OPT_ALTERNATE},
+      {"coll", required_argument, 0, OPT_COLL},
       {"nthreads", required_argument, 0, 't'},     {"ngpus", required_argument, 0, 'g'},
       {"agg_iters", required_argument, 0, 'm'},    {"run_cycles", required_argument, 0, 'N'},
       {"average", required_argument, 0, 'a'},      {"blocking", required_argument, 0, 'z'},
@@ -422,6 +430,10 @@ int bench_parse_args(int argc, char **argv, bench_options *opt, FILE *out, FILE 
       if (parse_int(v, 2, 10000, &x))
         FAIL("--alternate '%s' is invalid: accepted is a block count from 2 to 10000\n", v);
       opt->alternate = (int)x;
+      break;
+    case OPT_COLL:
+      if (bench_coll_parse(v, &opt->coll))
+        FAIL("--coll '%s' is invalid: accepted are allreduce and reducescatter\n", v);
       break;
     case OPT_DATA:
       if (bench_dist_parse(v, &opt->data))

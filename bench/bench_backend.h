@@ -48,6 +48,19 @@ typedef struct bench_backend {
    * the plain figure every codec is compared with. */
   int (*plain_allreduce)(const void *send, void *recv, size_t count, bench_dtype t, bench_op op,
                          MPI_Comm comm, char *why, size_t len);
+  /* --coll reducescatter: the same two calls for a reduce-scatter, with
+   * MPI_Reduce_scatter_block's layout: count is the send buffer's
+   * elements (a multiple of the ranks), recv gets this rank's count/P
+   * block of the sum. NULL where the backend has none; then
+   * no_reduce_scatter says why. */
+  int (*reduce_scatter)(const void *send, void *recv, size_t count, bench_dtype t, bench_op op, MPI_Comm comm,
+                        char *why, size_t len);
+  int (*plain_reduce_scatter)(const void *send, void *recv, size_t count, bench_dtype t, bench_op op,
+                              MPI_Comm comm, char *why, size_t len);
+  /* 1 when the reduce-scatter benchmarks this element type (squall may
+   * compress fewer types there than in an all-reduce); NULL: as supports. */
+  int (*supports_reduce_scatter)(bench_dtype t);
+  const char *no_reduce_scatter;
   /* Zeroes squall's error-feedback residuals (between codecs). */
   int (*reset_residuals)(MPI_Comm comm);
   /* Frees squall's per-communicator state (after each size). */

@@ -4,7 +4,8 @@
  * all-reduce by squallMpiAllreduce (MPI_Allreduce's signature), plain by
  * PMPI_Allreduce. It runs anywhere MPI does, one rank per core. Half and
  * bfloat16, which MPI has no type for, go through squallColl over the
- * same communicator (bench_backend_mpi_half.c).
+ * same communicator (bench_backend_mpi_half.c). The reduce-scatter:
+ * squallMpiReduceScatterBlock, plain PMPI_Reduce_scatter_block.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +64,44 @@ static int mpi_plain_allreduce(const void *send, void *recv, size_t count, bench
   return run(PMPI_Allreduce, "PMPI_Allreduce", send, recv, count, op, comm, why, len);
 }
 
+/* --coll reducescatter: count is the send buffer's floats, a multiple
+ * of the ranks (bench_coll_sizes); each rank receives count/P. */
+typedef int (*mpi_rs_fn)(const void *, void *, int, MPI_Datatype, MPI_Op, MPI_Comm);
+
+static int run_rs(mpi_rs_fn fn, const char *name, const void *send, void *recv, size_t count, bench_op op,
+                  MPI_Comm comm, char *why, size_t len) {
+  int p = 1;
+  MPI_Comm_size(comm, &p);
+  size_t rc = count / (size_t)p;
+  int err = fn(send, recv, (int)rc, MPI_FLOAT, MPI_SUM, comm);
+  if (err != MPI_SUCCESS) {
+    char msg[MPI_MAX_ERROR_STRING];
+    int ours = fn == squallMpiReduceScatterBlock;
+    snprintf(why, len, "%s(recvcount=%zu) failed: %s%s%s%s", name, rc, bench_mpi_error_text(err, msg, sizeof msg),
+             ours ? " (" : "", ours ? squallGetLastError() : "", ours ? ")" : "");
+    return -1;
+  }
+  if (op == BENCH_AVG) { /* as run(): sum, then divide, inside the timed call */
+    float *r = recv, d = (float)p;
+    for (size_t i = 0; i < rc; i++) r[i] /= d;
+  }
+  return 0;
+}
+
+static int mpi_reduce_scatter(const void *send, void *recv, size_t count, bench_dtype t, bench_op op, MPI_Comm comm,
+                              char *why, size_t len) {
+  return run_rs(squallMpiReduceScatterBlock, "squallMpiReduceScatterBlock", send, recv, count, op, comm, why, len);
+}
+
+static int mpi_plain_reduce_scatter(const void *send, void *recv, size_t count, bench_dtype t, bench_op op,
+                                    MPI_Comm comm, char *why, size_t len) {
+  return run_rs(PMPI_Reduce_scatter_block, "PMPI_Reduce_scatter_block", send, recv, count, op, comm, why, len);
+}
+
+/* squallMpiReduceScatterBlock compresses MPI_FLOAT only (squall_mpi.h), and
+ * squallColl has no reduce-scatter: 16-bit types would pass through. */
+static int mpi_supports_reduce_scatter(bench_dtype t) { return t == BENCH_F32; }
+
 /* Both entry points' state: squallMpiAllreduce's on the communicator,
  * squallColl's of the 16-bit types. */
 static int mpi_reset_residuals(MPI_Comm comm) {
@@ -89,6 +128,9 @@ const bench_backend bench_backend_mpi = {
     .download = NULL,
     .allreduce = mpi_allreduce,
     .plain_allreduce = mpi_plain_allreduce,
+    .reduce_scatter = mpi_reduce_scatter,
+    .plain_reduce_scatter = mpi_plain_reduce_scatter,
+    .supports_reduce_scatter = mpi_supports_reduce_scatter,
     .reset_residuals = mpi_reset_residuals,
     .free_state = mpi_free_state,
 };

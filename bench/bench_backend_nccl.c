@@ -123,6 +123,15 @@ static int nccl_plain_allreduce(const void *send, void *recv, size_t count, benc
   return run(pncclAllReduce, "pncclAllReduce", send, recv, count, t, op, why, len);
 }
 
+/* --coll reducescatter, plain: NCCL's reduce-scatter takes the block per
+ * rank (recvcount), with ncclAllReduce's argument types. */
+static int nccl_plain_reduce_scatter(const void *send, void *recv, size_t count, bench_dtype t, bench_op op,
+                                     MPI_Comm comm, char *why, size_t len) {
+  int p = 1;
+  MPI_Comm_size(comm, &p);
+  return run(pncclReduceScatter, "pncclReduceScatter", send, recv, count / (size_t)p, t, op, why, len);
+}
+
 static int nccl_reset_residuals(MPI_Comm comm) { return squallResetResiduals(nccl_comm) == ncclSuccess ? 0 : -1; }
 
 static int nccl_free_state(MPI_Comm comm) { return squallCommForget(nccl_comm) == ncclSuccess ? 0 : -1; }
@@ -151,6 +160,12 @@ const bench_backend bench_backend_nccl = {
     .download = nccl_download,
     .allreduce = nccl_allreduce,
     .plain_allreduce = nccl_plain_allreduce,
+    /* squall's side is one function like nccl_plain_reduce_scatter, with
+     * squallReduceScatter, and .supports_reduce_scatter = nccl_supports */
+    .reduce_scatter = NULL,
+    .plain_reduce_scatter = nccl_plain_reduce_scatter,
+    .no_reduce_scatter = "squall's NCCL reduce-scatter (squallReduceScatter) is not part of this build yet; "
+                         "--backend mpi measures squallMpiReduceScatterBlock on host memory",
     .reset_residuals = nccl_reset_residuals,
     .free_state = nccl_free_state,
 };

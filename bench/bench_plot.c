@@ -33,8 +33,8 @@ static void script(FILE *f, const char *png, const bench_run_info *in, const ben
   for (int t = 0; t < o->ndtypes; t++)
     snprintf(types + strlen(types), sizeof types - strlen(types), "%s%s", t ? ", " : "",
              bench_dtype_name(o->dtypes[t]));
-  snprintf(title, sizeof title, "squall-bench: all-reduce of %s, %d ranks, %s backend%s%s",
-           types, in->nranks, in->backend, in->link ? ", " : "",
+  snprintf(title, sizeof title, "squall-bench: %s of %s, %d ranks, %s backend%s%s",
+           bench_coll_title(o->coll), types, in->nranks, in->backend, in->link ? ", " : "",
            in->link ? in->link : "");
   /* pngcairo draws smoother lines; gd's png is the fallback every build has. */
   fputs("if (strstrt(GPVAL_TERMINALS, 'pngcairo') > 0) {\n"

@@ -34,12 +34,18 @@ void bench_report_header(FILE *out, const bench_run_info *in) {
   const bench_options *o = in->opt;
   const squallConfig_t *c = in->base;
   char lo[32], hi[32], types[64];
-  fprintf(out, "# squall-bench: all-reduce, squall %s\n", squallVersionString());
+  int rs = o->coll == BENCH_REDUCESCATTER;
+  const char *plain_name = rs ? (!strcmp(in->backend, "mpi") ? "PMPI_Reduce_scatter_block" : "pncclReduceScatter")
+                              : (!strcmp(in->backend, "mpi") ? "PMPI_Allreduce" : "pncclAllReduce");
+  fprintf(out, "# squall-bench: %s, squall %s\n", bench_coll_title(o->coll), squallVersionString());
   fprintf(out, "# ranks %d, backend %s (%s), type %s, op %s%s\n", in->nranks, in->backend,
           in->memory, type_list(o, types, sizeof types), o->op == BENCH_AVG ? "avg" : "sum",
           o->op == BENCH_AVG && !strcmp(in->backend, "mpi")
               ? " (MPI has no average op: sum, then divide, inside the timed call)"
               : "");
+  if (rs)
+    fprintf(out, "# size: the send buffer per rank (a multiple of 4 x ranks elements, as nccl-tests'\n"
+                 "# reduce_scatter_perf); count: the elements each rank receives, its block of the sum\n");
   fprintf(out, "# sizes %s .. %s, %d timed + %d warm-up iterations, check %s, seed %llu\n",
           bench_human_bytes((double)o->min_bytes, lo, sizeof lo),
           bench_human_bytes((double)o->max_bytes, hi, sizeof hi), o->iters, o->warmup,
@@ -65,24 +71,25 @@ void bench_report_header(FILE *out, const bench_run_info *in) {
   fprintf(out, "#\n# out-of-place (separate send and receive buffers; in place, squall runs the same path)\n");
   if (!o->alternate)
     fprintf(out, "# time: max over ranks of the median iteration; algbw = size/time; busbw = "
-                 "algbw*2(P-1)/P\n# (one rank: busbw = algbw, ratio 0: nothing is exchanged)\n"
+                 "algbw*%s(P-1)/P\n# (one rank: busbw = algbw, ratio 0: nothing is exchanged)\n"
                  "# (for codecs: effective, from the uncompressed size); wire: bytes one "
                  "rank sends per call;\n# ratio = bytes in / bytes on the wire; codec: compress + "
                  "decompress per call;\n# rel_err = ||result - exact sum|| / ||exact sum|| after "
-                 "warm-up and timed iterations (error feedback on)\n");
+                 "warm-up and timed iterations (error feedback on)%s\n",
+            rs ? "" : "2", rs ? "; each rank checks its block" : "");
   else
-    fprintf(out, "# algbw = size/time; busbw = algbw*2(P-1)/P; wire: bytes one rank sends per call;\n"
-                 "# ratio = bytes in / bytes on the wire; codec: compress + decompress per call\n");
+    fprintf(out, "# algbw = size/time; busbw = algbw*%s(P-1)/P; wire: bytes one rank sends per call;\n"
+                 "# ratio = bytes in / bytes on the wire; codec: compress + decompress per call\n",
+            rs ? "" : "2");
   if (o->alternate)
-    fprintf(out, "# alternating blocks: %d blocks of %d calls through squall and %d of the plain all-reduce\n"
+    fprintf(out, "# alternating blocks: %d blocks of %d calls through squall and %d of the plain %s\n"
                  "# (%s), interleaved after %d warm-up calls through squall; time: max over ranks of each\n"
                  "# block's mean call, median over blocks; speedup = the plain blocks' time / time;\n"
                  "# none = squall with compression off (what it adds to calls it passes through)\n#\n",
-            o->alternate, o->iters, o->iters, !strcmp(in->backend, "mpi") ? "PMPI_Allreduce" : "pncclAllReduce",
-            o->warmup);
+            o->alternate, o->iters, o->iters, bench_coll_title(o->coll), plain_name, o->warmup);
   else
-    fprintf(out, "# none = the plain all-reduce (%s, not through squall); speedup = time of none / time\n#\n",
-            !strcmp(in->backend, "mpi") ? "PMPI_Allreduce" : "pncclAllReduce");
+    fprintf(out, "# none = the plain %s (%s, not through squall); speedup = time of none / time\n#\n",
+            bench_coll_title(o->coll), plain_name);
   int cw = codec_width(o);
   fprintf(out, "#%11s %10s %8s %*s %12s %8s %8s %12s %7s %7s %10s %9s %s\n", "size", "count", "type", cw,
           "codec", "time", "algbw", "busbw", "wire", "ratio", "speedup", "codec", "rel_err", "path");
@@ -200,7 +207,9 @@ int bench_report_json(const char *path, const bench_run_info *in, const bench_ro
   fputs("[\n", f);
   for (int i = 0; i < n; i++) {
     const bench_row *r = &rows[i];
+    /* nccl-tests' size (the send buffer) and count (the elements each rank receives) */
     fprintf(f, "  {\"size_bytes\": %zu, \"count\": %zu", r->bytes, r->count);
+    str(f, "coll", bench_coll_name(in->opt->coll));
     str(f, "codec", r->codec);
     str(f, "type", bench_dtype_name(r->dtype)); /* nccl-tests' column */
     num(f, "time_us", r->time_us, 1, "%.3f");
@@ -219,9 +228,10 @@ int bench_report_json(const char *path, const bench_run_info *in, const bench_ro
     str(f, "path", r->path);
     if (r->pass_reason) str(f, "pass_reason", r->pass_reason);
     else fputs(", \"pass_reason\": null", f);
+    /* consistent: null for a reduce-scatter, whose ranks hold different blocks */
     fprintf(f, ", \"consistent\": %s, \"wrong\": %s, \"ranks\": %d",
-            !r->checked ? "null" : r->consistent ? "true"
-                                                 : "false",
+            !r->checked || in->opt->coll == BENCH_REDUCESCATTER ? "null" : r->consistent ? "true"
+                                                                                         : "false",
             !r->checked ? "null" : r->wrong ? "true"
                                             : "false",
             in->nranks);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * squall-bench - how much faster squall's compressed all-reduce is than the
- * plain one, and at what accuracy cost, in the style of nccl-tests.
+ * squall-bench - how much faster squall's compressed all-reduce (or
+ * reduce-scatter, --coll) is than the plain one, and at what accuracy
+ * cost, in the style of nccl-tests.
  *
  *   mpirun -n 4 squall-bench -b 1M -e 64M -f 4 -C none,fp16,bf16,topk:0.01
  *
@@ -99,12 +100,14 @@ static const float *result_floats(bench_ctx *c, const void *recv, float *stage, 
   return stage;
 }
 
-/* One all-reduce: through squall, or plain (the collective library's own,
- * never through squall: the "none" rows). */
+/* One call of the collective measured (--coll): through squall, or plain
+ * (the collective library's own, never through squall: the "none" rows). */
 static void allreduce(bench_ctx *c, int plain, const void *send, void *recv, size_t count) {
   char why[512];
+  int rs = c->opt->coll == BENCH_REDUCESCATTER;
   int (*fn)(const void *, void *, size_t, bench_dtype, bench_op, MPI_Comm, char *, size_t) =
-      plain ? c->be->plain_allreduce : c->be->allreduce;
+      rs ? (plain ? c->be->plain_reduce_scatter : c->be->reduce_scatter)
+         : (plain ? c->be->plain_allreduce : c->be->allreduce);
   if (fn(send, recv, count, c->dtype, c->opt->op, c->comm, why, sizeof why)) die(c, why);
 }
 
@@ -211,10 +214,13 @@ static int stats_file_writable(const char *pattern, int rank) {
 #define CHECK_TRIES 20
 
 static const char *path_of(const char *codec, const squallStats_t *d, uint64_t wire_per_call,
-                           uint64_t ring, const squallConfig_t *cfg) {
+                           uint64_t ring, const squallConfig_t *cfg, bench_coll coll) {
   if (!strcmp(codec, "none")) return "plain";
   if (d->compressedCalls == 0) return "passthrough";
   if (d->passthroughCalls) return "mixed";
+  /* a reduce-scatter is the two-phase route's first half, fp16 and bf16
+   * too (whatever SQUALL_HALF_ACCUM) */
+  if (coll == BENCH_REDUCESCATTER && strncmp(codec, "topk", 4)) return "two-phase";
   /* the quantised codecs, and 16-bit codes summed in fp32 */
   if (!strcmp(codec, "int8") || !strcmp(codec, "int4") || !strcmp(codec, "fp8") ||
       (strncmp(codec, "topk", 4) && cfg->halfAccum == squallHalfAccumFp32))
@@ -279,7 +285,7 @@ static void run_one(bench_ctx *c, const char *codec, void *send, void *recv, flo
   squallStats_t d;
   int reason = timed_calls(&s0, &s1, &d);
   uint64_t wire = s1.bytesWire - s0.bytesWire, in = s1.bytesIn - s0.bytesIn;
-  uint64_t ring = p > 1 ? 2 * (uint64_t)(p - 1) * bytes / (uint64_t)p : 0;
+  uint64_t ring = bench_coll_ring_wire(o->coll, bytes, p);
   if (s1.calls == s0.calls) { /* a backend that bypasses squall's counters */
     wire = ring * (uint64_t)o->iters;
     in = bytes * (uint64_t)o->iters;
@@ -329,12 +335,17 @@ static void run_one(bench_ctx *c, const char *codec, void *send, void *recv, flo
       input = stage;
     }
     crest = bucket_crest(input, count, cfg.bucket > 0 ? cfg.bucket : 512);
-    const float *out = result_floats(c, recv, stage, count);
+    /* a reduce-scatter's result is this rank's block, [lo, hi) of the sum */
+    int rs = o->coll == BENCH_REDUCESCATTER;
+    size_t n_out = bench_coll_out_count(o->coll, count, p);
+    const float *out = result_floats(c, recv, stage, n_out);
     size_t lo = count * (size_t)c->rank / (size_t)p, hi = count * (size_t)(c->rank + 1) / (size_t)p;
-    bench_error_sums(o->data, o->seed, c->dtype, p, total, o->op == BENCH_AVG, out + lo, lo, hi - lo, &err2,
-                     &ref2);
-    for (size_t i = lo; i < hi; i++) out2 += (double)out[i] * out[i];
-    hash = bench_hash(out, count * sizeof(float)); /* equal floats: equal results in the type */
+    const float *mine = rs ? out : out + lo;
+    bench_error_sums(o->data, o->seed, c->dtype, p, total, o->op == BENCH_AVG, mine, lo, hi - lo, &err2, &ref2);
+    for (size_t i = 0; i < hi - lo; i++) out2 += (double)mine[i] * mine[i];
+    /* equal floats: equal results in the type; the blocks of a
+     * reduce-scatter differ by design, so there is nothing to compare */
+    hash = rs ? 0 : bench_hash(out, count * sizeof(float));
   }
 
   /* Combine over ranks: maxima, sums, and the hash's range. */
@@ -348,7 +359,7 @@ static void run_one(bench_ctx *c, const char *codec, void *send, void *recv, flo
 
   memset(row, 0, sizeof *row);
   row->bytes = bytes;
-  row->count = count;
+  row->count = bench_coll_out_count(o->coll, count, p);
   row->dtype = c->dtype;
   snprintf(row->codec, sizeof row->codec, "%s", codec);
   row->time_us = mx[0] * 1e6;
@@ -356,12 +367,12 @@ static void run_one(bench_ctx *c, const char *codec, void *send, void *recv, flo
   row->min_us = mx[4] * 1e6;
   row->max_us = mx[5] * 1e6;
   row->algbw_gbs = mx[0] > 0 ? (double)bytes / mx[0] / 1e9 : 0.0;
-  row->busbw_gbs = row->algbw_gbs * (p > 1 ? 2.0 * (p - 1) / p : 1.0);
+  row->busbw_gbs = row->algbw_gbs * bench_coll_bus_factor(o->coll, p);
   row->wire_bytes = sum[0] / p;
   row->ratio = sum[0] > 0 ? sum[1] / (sum[0] * o->iters) : 0.0;
   row->codec_us = mx[1] * 1e6;
   row->speedup = -1;
-  row->path = path_of(codec, &d, (uint64_t)llround((double)wire / o->iters), ring, &cfg);
+  row->path = path_of(codec, &d, (uint64_t)llround((double)wire / o->iters), ring, &cfg, o->coll);
   row->pass_reason = plain || reason < 0 ? NULL : squallPassReasonName((squallPassReason_t)reason);
   row->checked = o->check && same_path;
   if (row->checked) {
@@ -439,10 +450,10 @@ static void run_alternating(bench_ctx *c, const char *codec, void *send, void *r
   mpi_ok(c, MPI_Allreduce(MPI_IN_PLACE, &mx, 1, MPI_DOUBLE, MPI_MAX, c->comm), "MPI_Allreduce of the times");
   squallStats_t d;
   int reason = timed_calls(&s0, &s1, &d);
-  uint64_t ring = p > 1 ? 2 * (uint64_t)(p - 1) * bytes / (uint64_t)p : 0;
+  uint64_t ring = bench_coll_ring_wire(o->coll, bytes, p);
   memset(row, 0, sizeof *row);
   row->bytes = bytes;
-  row->count = count;
+  row->count = bench_coll_out_count(o->coll, count, p);
   row->dtype = c->dtype;
   snprintf(row->codec, sizeof row->codec, "%s", codec);
   row->time_us = squall_t * 1e6;
@@ -451,14 +462,14 @@ static void run_alternating(bench_ctx *c, const char *codec, void *send, void *r
   row->max_us = max_t * 1e6;
   row->plain_us = plain_t * 1e6;
   row->algbw_gbs = squall_t > 0 ? (double)bytes / squall_t / 1e9 : 0.0;
-  row->busbw_gbs = row->algbw_gbs * (p > 1 ? 2.0 * (p - 1) / p : 1.0);
+  row->busbw_gbs = row->algbw_gbs * bench_coll_bus_factor(o->coll, p);
   row->wire_bytes = sum[0] / p;
   row->ratio = sum[0] > 0 ? sum[1] / (sum[0] * (double)calls) : 0.0;
   row->codec_us = mx * 1e6;
   row->speedup = squall_t > 0 ? plain_t / squall_t : -1;
   /* "none" went through squall here: its path is squall's, not plain's */
   row->path = d.compressedCalls == 0 ? "passthrough"
-                                     : path_of(codec, &d, (uint64_t)llround(sum[0] / p), ring, &cfg);
+                                     : path_of(codec, &d, (uint64_t)llround(sum[0] / p), ring, &cfg, o->coll);
   row->pass_reason = reason < 0 ? NULL : squallPassReasonName((squallPassReason_t)reason);
 }
 
@@ -532,6 +543,25 @@ static int run_size(bench_ctx *c, size_t bytes, bench_row *rows, FILE *out) {
   return opt->ncodecs;
 }
 
+/* --coll reducescatter on a backend without one, or of a type it does not
+ * compress: 1 after saying why (rank 0). */
+static int refuse_reduce_scatter(const bench_backend *be, const bench_options *opt, FILE *err) {
+  if (be->reduce_scatter == NULL || be->plain_reduce_scatter == NULL) {
+    if (err) fprintf(err, "squall-bench: --coll reducescatter: the %s backend cannot run it: %s\n", be->name,
+                     be->no_reduce_scatter ? be->no_reduce_scatter : "it has no reduce-scatter");
+    return 1;
+  }
+  for (int t = 0; t < opt->ndtypes; t++)
+    if (!(be->supports_reduce_scatter ? be->supports_reduce_scatter : be->supports)(opt->dtypes[t])) {
+      if (err) fprintf(err, "squall-bench: -d: type '%s' is not benchmarked with --coll reducescatter by the %s "
+                            "backend: squall passes its reduce-scatters through uncompressed (it compresses "
+                            "those of float only), so there is nothing to compare; accepted is float\n",
+                       bench_dtype_name(opt->dtypes[t]), be->name);
+      return 1;
+    }
+  return 0;
+}
+
 /* The command line for the JSON, one string: words with characters the
  * shell would read are single-quoted, so that it can be run again. */
 static const char *command_line(int argc, char **argv) {
@@ -588,6 +618,10 @@ int main(int argc, char **argv) {
       MPI_Finalize();
       return 2;
     }
+  if (opt.coll == BENCH_REDUCESCATTER && refuse_reduce_scatter(c.be, &opt, err)) {
+    MPI_Finalize();
+    return 2;
+  }
   if (opt.errors_fatal && strcmp(c.be->name, "mpi")) {
     if (err) fprintf(err, "squall-bench: --errors fatal applies to the mpi backend; the %s backend's calls "
                           "always return their errors\n",
@@ -601,6 +635,7 @@ int main(int argc, char **argv) {
   for (int t = 0; t < opt.ndtypes; t++) {
     size_t es = bench_dtype_size(opt.dtypes[t]);
     nsizes[t] = bench_sizes(&opt, es, sizes[t], BENCH_MAX_SIZES);
+    if (nsizes[t] > 0) nsizes[t] = bench_coll_sizes(opt.coll, es, c.nranks, sizes[t], nsizes[t]);
     if (nsizes[t] >= 0 && sizes[t][nsizes[t] - 1] / es <= (size_t)INT32_MAX) {
       all_sizes += nsizes[t];
       continue;

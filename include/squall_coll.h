@@ -69,10 +69,17 @@ typedef struct {
    * bf16 run as a 16-bit all-reduce): send[r * bytes ...] goes to rank r,
    * recv[r * bytes ...] comes from rank r. */
   int (*allToAll)(void *ctx, const void *send, void *recv, size_t bytes, void *stream);
+  /* Optional, for squallCollReduceScatter only (NULL: that call fails
+   * with squallInvalidArgument): recv = rank `rank`'s block of op over
+   * every rank's send, which holds nranks blocks of recvcount elements of
+   * type. Runs the reduce-scatters squall passes through, with the call's
+   * own type and op, squallAvg included. */
+  int (*reduceScatter)(void *ctx, const void *send, void *recv, size_t recvcount, squallDataType_t type,
+                       squallRedOp_t op, void *stream);
 } squallCollectives_t;
 
 #define SQUALL_COLLECTIVES_INIT \
-  { sizeof(squallCollectives_t), NULL, 0, 0, squallMemoryHost, NULL, NULL, NULL }
+  { sizeof(squallCollectives_t), NULL, 0, 0, squallMemoryHost, NULL, NULL, NULL, NULL }
 
 /* squall's state for one set of collectives: its engine, residuals and
  * statistics. */
@@ -101,6 +108,20 @@ SQUALL_API squallResult_t squallCollAllReduce(squallColl_t coll, const void *sen
                                               squallDataType_t type, squallRedOp_t op, const void *key,
                                               void *stream);
 
+/* Reduce-scatter: send holds nranks blocks of recvcount elements of type
+ * (block r for rank r); recv = this rank's block of the sum over every
+ * rank's send (op squallSum; squallAvg passes through). recv may be the
+ * rank's own block of send (send + rank * recvcount elements, NCCL's in
+ * place); any other overlap is refused. squall compresses float32 sums
+ * (the owner of each block adds every rank's decoded contribution in fp32
+ * in rank order) and keeps the error-feedback residual over the whole
+ * send buffer, under key as for squallCollAllReduce. Needs the caller's
+ * allToAll to compress and its reduceScatter to pass through.
+ * Collective; returns when recv holds the result. */
+SQUALL_API squallResult_t squallCollReduceScatter(squallColl_t coll, const void *send, void *recv, size_t recvcount,
+                                                  squallDataType_t type, squallRedOp_t op, const void *key,
+                                                  void *stream);
+
 /* Replaces the configuration coll's calls run with (copied). Collective:
  * every rank sets the same one between the same two calls, and never
  * while another thread has a call of coll in flight. */
@@ -108,7 +129,9 @@ SQUALL_API squallResult_t squallCollSetConfig(squallColl_t coll, const squallCon
 
 /* Copies the error-feedback residual of the tensor last sent with key
  * (or, for key NULL, from send) of count elements of type into out (count
- * host floats). squallInvalidArgument when squall keeps none. */
+ * host floats): an all-reduce's, or where the tensor has none, a
+ * reduce-scatter's (count: its send buffer's, nranks * recvcount).
+ * squallInvalidArgument when squall keeps none. */
 SQUALL_API squallResult_t squallCollGetResidual(squallColl_t coll, const void *key, size_t count,
                                                 squallDataType_t type, float *out);
 

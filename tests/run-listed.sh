@@ -16,6 +16,8 @@
 #       LD_LIBRARY_PATH entry beats a DT_RUNPATH to the real NCCL (what
 #       -Wl,-rpath gives with this toolchain), not a DT_RPATH;
 #       tests/nccl/test_fakenccl checks which library the process mapped.
+#       The word devnccl-host does the same with the device-memory test
+#       NCCL built on host memory (tests/gpu/devnccl-host/.libs).
 # Exit status: the job's; 99 for a malformed row.
 set -u
 if test "${1:-}" = --row; then
@@ -45,8 +47,9 @@ case $ranks in '' | *[!0-9]*) bad "the name does not end in -RANKS" ;; esac
 x=
 for w in "$@"; do
   case $w in
-  fakenccl)
+  fakenccl | devnccl-host)
     lib=$SQUALL_BUILDDIR/tests/nccl/fakenccl/.libs
+    test "$w" = fakenccl || lib=$SQUALL_BUILDDIR/tests/gpu/devnccl-host/.libs
     test -f "$lib/libnccl.so.2" || { echo "SKIP: $lib/libnccl.so.2 was not built (needs nccl.h and shared libraries)"; exit 77; }
     LD_LIBRARY_PATH=$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     export LD_LIBRARY_PATH
@@ -57,7 +60,7 @@ for w in "$@"; do
     export "$w" || bad "cannot set $w"
     x="$x -x ${w%%=*}"
     ;;
-  *) bad "'$w' is neither VAR=VALUE nor fakenccl" ;;
+  *) bad "'$w' is neither VAR=VALUE, fakenccl nor devnccl-host" ;;
   esac
 done
 echo "run-listed.sh: $name: tests/run-mpi.sh $ranks$x $prog"

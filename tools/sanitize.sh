@@ -14,7 +14,7 @@
 #     library cannot be preloaded unless libasan comes first in the initial
 #     library list, and these tests set LD_PRELOAD themselves. The
 #     interposer's code (lib/api, lib/engine) runs in the other suites.
-#   tests/torch/ddp-hook.sh, tests/torch/python-package.sh  load libsquall into
+#   tests/torch/{ddp,fsdp}-hook.sh, tests/torch/python-package.sh load libsquall into
 #     python3, which is not instrumented: the ASan runtime would have to be
 #     preloaded into the interpreter. The library's code they reach
 #     (lib/api/api_coll.c, the engine) runs under ASan in tests/mpi/coll-*.mpi.
@@ -42,11 +42,11 @@ done
 # 20-30 times slower, and on a slow 2-core host test_twophase_mpi took
 # 20 minutes on 2 ranks and longer on 3 (2026-12-02), which would take the
 # stage past CI's time. Their code runs instrumented on fewer ranks
-# (twophase-2/3, hierarchy-4/3, reducescatter-2/3), as the same paths with
-# other shard counts.
+# (twophase-2/3, hierarchy-4/3, reducescatter-2/3, reducescatter-twolevel-4/3),
+# as the same paths with other shard counts.
 skip="tests/interpose/preload-mpi4py.sh tests/interpose/preload-run.sh tests/train/train-short.sh tests/tree/timeouts.sh"
-skip="$skip tests/mpi/twophase-4.mpi tests/mpi/hierarchy-6.mpi tests/torch/ddp-hook.sh tests/torch/python-package.sh"
-skip="$skip tests/mpi/reducescatter-4.mpi tests/tree/without-mpi.sh tests/tree/build-mpich.sh tests/tree/consume.sh"
+skip="$skip tests/mpi/twophase-4.mpi tests/mpi/hierarchy-6.mpi tests/torch/ddp-hook.sh tests/torch/fsdp-hook.sh tests/torch/python-package.sh"
+skip="$skip tests/mpi/reducescatter-4.mpi tests/mpi/reducescatter-twolevel-6.mpi tests/tree/without-mpi.sh tests/tree/build-mpich.sh tests/tree/consume.sh"
 
 san="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined"
 [ -x "$top/configure" ] || (cd "$top" && autoreconf -fi >/dev/null 2>&1)

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * api_coll.c - squallColl*(): the engine over the caller's own
- * collectives (squall_coll.h), host memory and the host codecs. A call
- * the engine passes through runs the caller's allReduce with the call's
- * own type and op, carrying its tensor's residual where it may (fold).
+ * collectives (squall_coll.h), host memory and the host codecs. An
+ * all-reduce the engine passes through runs the caller's allReduce with
+ * the call's own type and op, carrying its tensor's residual where it may
+ * (fold); a reduce-scatter, the caller's reduceScatter.
  */
 #include "common/internal.h"
 
@@ -113,6 +114,67 @@ squallResult_t squallCollAllReduce(squallColl_t s, const void *send, void *recv,
   return run_plain(s, &d, send, recv, count, type, op, stream);
 }
 
+/* ------------------------------------------------------- reduce-scatter */
+
+/* The caller's plain reduce-scatter of a call the engine passed through.
+ * It carries no residual (the tensor's waits for its next compressed
+ * call), and its time is no sample for the cost model. */
+static squallResult_t run_plain_rs(struct squallColl *s, const squall_decision *d, const void *send, void *recv,
+                                   size_t recvcount, squallDataType_t type, squallRedOp_t op, void *stream) {
+  const squallCollectives_t *c = &s->coll;
+  int rc = c->reduceScatter(c->ctx, send, recv, recvcount, type, op, stream);
+  squall_decision quiet = *d;
+  quiet.untimed = 1;
+  squall__engine_plain_done(s->engine, &quiet, 0, rc == 0, 0.0, 0.0);
+  SQ_RETURN_ERROR_IF(rc != 0, squallSystemError, "the caller's reduceScatter failed (returned %d)", rc);
+  return squallSuccess;
+}
+
+/* What the reduce-scatter's arguments break (NULL: nothing): recv may be
+ * this rank's own block of send and overlap nothing else of it. */
+static const char *rs_argument_problem(const struct squallColl *s, const void *send, const void *recv,
+                                       size_t recvcount, squallDataType_t type, size_t *count) {
+  if (s->coll.reduceScatter == NULL) return "the collectives have no reduceScatter (squall_coll.h)";
+  if ((unsigned)type >= squallNumDataTypes) return "type is not a squallDataType_t";
+  if (recvcount > SIZE_MAX / size_of(type) / (size_t)s->coll.nranks)
+    return "recvcount times the number of ranks overflows the address space";
+  *count = recvcount * (size_t)s->coll.nranks;
+  if (recvcount == 0) return NULL;
+  if (send == NULL || recv == NULL) return recv == NULL ? "recv is NULL" : "send is NULL";
+  size_t bytes = recvcount * size_of(type);
+  uintptr_t a = (uintptr_t)send, b = (uintptr_t)recv, own = a + (uintptr_t)s->coll.rank * bytes;
+  if (b != own && b < a + *count * size_of(type) && a < b + bytes)
+    return "recv overlaps send other than at this rank's own block (send + rank * recvcount)";
+  return NULL;
+}
+
+squallResult_t squallCollReduceScatter(squallColl_t s, const void *send, void *recv, size_t recvcount,
+                                       squallDataType_t type, squallRedOp_t op, const void *key, void *stream) {
+  size_t count = 0;
+  SQ_RETURN_ERROR_IF(s == NULL, squallInvalidArgument, "squallCollReduceScatter: coll is NULL");
+  SQ_RETURN_ERROR_IF((unsigned)op >= squallNumRedOps, squallInvalidArgument,
+                     "squallCollReduceScatter: op %d is not a squallRedOp_t", (int)op);
+  const char *why = rs_argument_problem(s, send, recv, recvcount, type, &count);
+  SQ_RETURN_ERROR_IF(why != NULL, squallInvalidArgument, "squallCollReduceScatter(recvcount=%zu): %s", recvcount,
+                     why);
+  squall_call call = {
+      .send = send,
+      .recv = recv,
+      .count = count,
+      .coll = SQ_COLL_REDUCE_SCATTER,
+      .dtype = dtype_of(type),
+      .elsize = size_of(type),
+      .op = op == squallSum ? SQ_OP_SUM : SQ_OP_OTHER, /* an average passes through: squall's sums are sums */
+      .premul = 1.0f,
+      .key = key,
+  };
+  squall_decision d;
+  if (squall__engine_passes(s->engine, &call, &d)) return run_plain_rs(s, &d, send, recv, recvcount, type, op, stream);
+  SQ_FORWARD_IF_ERROR(squall__engine_allreduce(s->engine, &call, &d)); /* the engine logged it */
+  if (d.route != SQ_ROUTE_PASS) return squallSuccess;
+  return run_plain_rs(s, &d, send, recv, recvcount, type, op, stream);
+}
+
 squallResult_t squallCollSetConfig(squallColl_t s, const squallConfig_t *config) {
   SQ_RETURN_ERROR_IF(s == NULL || config == NULL, squallInvalidArgument, "squallCollSetConfig: %s is NULL",
                      s == NULL ? "coll" : "config");
@@ -124,7 +186,11 @@ squallResult_t squallCollGetResidual(squallColl_t s, const void *key, size_t cou
   SQ_RETURN_ERROR_IF(s == NULL || key == NULL || out == NULL, squallInvalidArgument,
                      "squallCollGetResidual: %s is NULL", s == NULL ? "coll" : key == NULL ? "key"
                                                                                            : "out");
-  return squall__engine_get_residual(s->engine, key, count, dtype_of(type), 0, out);
+  squallResult_t r = squall__engine_get_residual(s->engine, key, count, dtype_of(type), 0, out);
+  if (r == squallInvalidArgument && squall__engine_get_scatter_residual(s->engine, key, count, dtype_of(type), out) ==
+                                        squallSuccess)
+    return squallSuccess; /* a reduce-scatter's tensor */
+  return r;
 }
 
 squallResult_t squallCollResetResiduals(squallColl_t s) {

@@ -247,14 +247,14 @@ int squall__mpi_allreduce_interposed(const void *sendbuf, void *recvbuf, int cou
 /* ------------------------------------------------------- reduce-scatter */
 
 /* The plain reduce-scatter of a call squall passed through. It carries no
- * residual (the tensor's waits for its next compressed call), and its
- * time is no sample for the cost model, whose figures are all-reduces'. */
+ * residual (the tensor's waits for its next compressed call); its time is
+ * a sample for the cost model's reduce-scatter figures, of the whole send
+ * buffer's bytes (the call's size class). */
 static int run_plain_rs(comm_state *s, const squall_decision *d, const void *sendbuf, void *recvbuf, int recvcount,
-                        MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+                        MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, uint64_t bytes) {
+  double t0 = d->untimed ? 0.0 : squall__now();
   int rc = PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
-  squall_decision quiet = *d;
-  quiet.untimed = 1;
-  squall__engine_plain_done(s->engine, &quiet, 0, rc == MPI_SUCCESS, 0.0, 0.0);
+  squall__engine_plain_done(s->engine, d, bytes, rc == MPI_SUCCESS, t0, d->untimed ? 0.0 : squall__now());
   return rc;
 }
 
@@ -274,8 +274,9 @@ static const char *rs_buffer_problem(const void *sendbuf, const void *recvbuf) {
 static int reduce_scatter(comm_state *s, squall_call *call, const void *sendbuf, void *recvbuf, int recvcount,
                           MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
   squall_decision d;
+  uint64_t bytes = (uint64_t)call->count * call->elsize;
   if (squall__engine_passes(s->engine, call, &d))
-    return run_plain_rs(s, &d, sendbuf, recvbuf, recvcount, datatype, op, comm);
+    return run_plain_rs(s, &d, sendbuf, recvbuf, recvcount, datatype, op, comm, bytes);
   const char *why = rs_buffer_problem(sendbuf, recvbuf);
   if (why) {
     SQ_WARN("squallMpiReduceScatterBlock(recvcount=%d): %s", recvcount, why);
@@ -286,7 +287,7 @@ static int reduce_scatter(comm_state *s, squall_call *call, const void *sendbuf,
   squallResult_t r = squall__engine_allreduce(s->engine, call, &d);
   if (r != squallSuccess) return fail(comm, to_mpi_error(r)); /* the engine logged it */
   if (d.route != SQ_ROUTE_PASS) return MPI_SUCCESS;
-  return run_plain_rs(s, &d, sendbuf, recvbuf, recvcount, datatype, op, comm);
+  return run_plain_rs(s, &d, sendbuf, recvbuf, recvcount, datatype, op, comm, bytes);
 }
 
 int squallMpiReduceScatterBlock(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype,

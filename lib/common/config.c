@@ -134,7 +134,7 @@ static const squall_option options[] = {
     {"SQUALL_COST_MODEL", ENUM_ROW(costModel, on_off_names, NULL), AGREE("cost"), .wire_number = 1,
      .defval = "on", .accepted = "on or off",
      .doc = "on: on host memory, each rank predicts the time of the plain and of the compressed "
-            "all-reduce from its measured codec speed and the link's speed (or from whole calls of the "
+            "all-reduce (or reduce-scatter, from figures of its own) from its measured codec speed and the link's speed (or from whole calls of the "
             "same size timed both ways); the call passes through (reason would_not_pay) unless the "
             "largest compressed prediction over the ranks is below the largest plain one. Where two "
             "levels apply, the same timings choose between two levels and flat. On device memory, "
@@ -143,8 +143,8 @@ static const squall_option options[] = {
     /* 1 Mbit/s to 100 Tbit/s: below, predicted times leave int64 nanoseconds; above, a typo */
     {"SQUALL_LINK_GBPS", DOUBLE_ROW(linkGbps, 0.001, 100000.0, "auto"), AGREE("link"), .defval = "auto",
      .accepted = "auto (or 0), or a decimal number of Gbit/s from 0.001 to 100000",
-     .doc = "The link speed the cost model assumes per rank; auto measures it from the all-reduces' own "
-            "times (plain calls, and the exchanges of compressed calls)."},
+     .doc = "The link speed the cost model assumes per rank; auto measures it from the calls' own times "
+            "(plain calls, and the exchanges of compressed calls; all-reduces and reduce-scatters apart)."},
     {"SQUALL_STATS_INTERVAL", UINT_ROW(statsInterval, 0, MAX_INTERVAL), LOCAL, .defval = "0",
      .accepted = "a non-negative integer of seconds (at most 31536000); 0 means at exit only",
      .doc = "Also write the SQUALL_STATS file during the run, at the first call at least this many seconds "

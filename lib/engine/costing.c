@@ -3,6 +3,11 @@
  * costing.c - the cost model's part of a call (costmodel.h holds the
  * model): this rank's predictions and variant times for the header, the
  * verdict from the header's maxima, and what a finished call teaches it.
+ * All-reduces and reduce-scatters keep figures of their own (two models,
+ * squall__cost_of): a plain reduce-scatter sends half of what a ring
+ * all-reduce does and takes its own time (Open MPI's reduces to one rank
+ * and scatters), and its compressed call stops after the two-phase
+ * route's sum, so neither collective's times tell the other's.
  */
 #include "common/internal.h"
 
@@ -30,8 +35,16 @@ int squall__cost_kind(const squallConfig_t *cfg, squall_route route) {
 /* The cost model runs on host engines, whose header every call exchanges
  * carries its figures; never on a shard (the outer call is what it weighs). */
 int squall__model_runs(const squall_engine *e, const squallConfig_t *cfg, const squall_call *c) {
-  /* a reduce-scatter has no figures of its own yet: compressed as configured */
-  return cfg->costModel && e->header_every_call && !c->shard && c->coll == SQ_COLL_ALLREDUCE;
+  return cfg->costModel && e->header_every_call && !c->shard;
+}
+
+/* The figures of c's collective: its size classes, plain times, link fit
+ * and codec kinds are apart from the other collective's. */
+static const squall_cost *model_of(const squall_engine *e, const squall_call *c) {
+  return c->coll == SQ_COLL_REDUCE_SCATTER ? &e->cost_scatter : &e->cost;
+}
+squall_cost *squall__cost_of(squall_engine *e, const squall_call *c) {
+  return c->coll == SQ_COLL_REDUCE_SCATTER ? &e->cost_scatter : &e->cost;
 }
 
 /* What a compressed call on `route` moves; 0 for a route the model does
@@ -42,6 +55,7 @@ static int cost_call(const squall_engine *e, const squall_call *c, const squallC
   cc->kind = squall__cost_kind(cfg, route);
   cc->n = c->count;
   cc->bytes_in = (uint64_t)c->count * c->elsize;
+  cc->plain_wire = squall__ring_wire(c->coll, cc->bytes_in, e->tr.nranks);
   cc->nranks = e->tr.nranks;
   cc->chunks = 1;
   const squall_route_ops *ops = squall__route_ops(route); /* dense and two-level weigh nothing here */
@@ -59,11 +73,11 @@ void squall__cost_vote(squall_engine *e, const squall_call *c, const squall_plan
   memset(v, 0, sizeof *v);
   v->forced = 1;
   if (squall__model_runs(e, &plan->rc, c) && cost_call(e, c, &plan->rc, plan->route, &plan->L, &cc)) {
-    if (squall__cost_explore(&e->cost, cc.bytes_in)) {
+    if (squall__cost_explore(model_of(e, c), cc.bytes_in)) {
       v->explored = 1;
     } else {
       double t_plain, t_comp;
-      if (squall__cost_predict(&e->cost, &cc, plan->cfg.linkGbps, &t_plain, &t_comp)) {
+      if (squall__cost_predict(model_of(e, c), &cc, plan->cfg.linkGbps, &t_plain, &t_comp)) {
         v->forced = 0;
         v->comp_ns = to_ns(t_comp);
         v->plain_ns = to_ns(t_plain);
@@ -80,7 +94,7 @@ void squall__cost_vote(squall_engine *e, const squall_call *c, const squall_plan
     squallConfig_t vc = plan->cfg;
     if (i & SQ_VARIANT_RAW) vc.zstdLevel = 0;
     squall_route route = (allowed & SQ_VARIANT_FLAT) && !(i & SQ_VARIANT_FLAT) ? SQ_ROUTE_TWOLEVEL : flat_route;
-    double t = squall__cost_call_seconds(&e->cost, squall__cost_kind(&vc, route), bytes_in);
+    double t = squall__cost_call_seconds(model_of(e, c), squall__cost_kind(&vc, route), bytes_in);
     v->variant_ns[i] = (i & ~(int)allowed) == 0 && route != SQ_ROUTE_PASS && t > 0 ? to_ns(t) : SQ_NS_UNKNOWN;
     SQ_TRACE("rank %d: %zu elements: variant %d: %.3g s", e->tr.rank, c->count, i, t);
   }
@@ -95,7 +109,7 @@ int squall__cost_agree(squall_engine *e, const squall_call *c, const squall_plan
   /* the model would compress but cannot be sure (squall__cost_probe_plain): measure
    * plain (not where the link is given: whole calls do not overrule the model then) */
   if (v->model_pays && !v->forced && !(plan->cfg.linkGbps > 0) &&
-      squall__cost_probe_plain(&e->cost, (uint64_t)c->count * c->elsize, (double)v->comp_ns * 1e-9,
+      squall__cost_probe_plain(model_of(e, c), (uint64_t)c->count * c->elsize, (double)v->comp_ns * 1e-9,
                                (double)v->plain_ns * 1e-9)) {
     SQ_TRACE("rank %d: %zu elements: a plain probe", e->tr.rank, c->count);
     v->probing = 1;
@@ -106,14 +120,14 @@ int squall__cost_agree(squall_engine *e, const squall_call *c, const squall_plan
 
 /* After the header: the agreed times, and (counted) the call counted
  * with the variant it runs. */
-static void variant_agree(squall_engine *e, const squall_plan *plan, uint64_t bytes_in, const squall_cost_verdict *v,
+static void variant_agree(squall_cost *m, const squall_plan *plan, uint64_t bytes_in, const squall_cost_verdict *v,
                           int counted) {
   unsigned allowed = plan->variants;
   int codec = (int)plan->cfg.codec;
   for (int i = 0; i < SQ_COST_VARIANTS; i++)
     if ((i & ~(int)allowed) == 0 && v->variant_ns[i] < SQ_NS_UNKNOWN)
-      squall__cost_variant_agree(&e->cost, codec, i, bytes_in, (double)v->variant_ns[i] * 1e-9);
-  if (counted) squall__cost_variant_count(&e->cost, codec, allowed, plan->variant, bytes_in);
+      squall__cost_variant_agree(m, codec, i, bytes_in, (double)v->variant_ns[i] * 1e-9);
+  if (counted) squall__cost_variant_count(m, codec, allowed, plan->variant, bytes_in);
 }
 
 /* The model's bookkeeping once the call's route is confirmed. */
@@ -121,20 +135,20 @@ void squall__cost_after(squall_engine *e, const squall_call *c, const squall_pla
                         const squall_cost_verdict *v) {
   uint64_t bytes_in = (uint64_t)c->count * c->elsize;
   squall_route route = plan->route;
-  if (c->coll != SQ_COLL_ALLREDUCE) return; /* its size classes are the all-reduce's: left alone */
+  squall_cost *m = squall__cost_of(e, c);
   int declined = route == SQ_ROUTE_PASS && plan->reason == squallPassNotPaying;
   int explored_ran = v->explored && route != SQ_ROUTE_PASS; /* an exploring call every rank compresses */
-  if (plan->headed) squall__cost_header_verdict(&e->cost, bytes_in, declined && !v->model_pays, explored_ran);
-  if (declined || explored_ran) squall__cost_declined(&e->cost, bytes_in); /* counts toward the next exploration */
+  if (plan->headed) squall__cost_header_verdict(m, bytes_in, declined && !v->model_pays, explored_ran);
+  if (declined || explored_ran) squall__cost_declined(m, bytes_in); /* counts toward the next exploration */
   if (squall__model_runs(e, &plan->cfg, c) && (declined || (route != SQ_ROUTE_PASS && route != SQ_ROUTE_TWOLEVEL)))
-    squall__cost_judged(&e->cost, bytes_in, declined); /* for the plain probes */
+    squall__cost_judged(m, bytes_in, declined); /* for the plain probes */
   /* for the next call of this size; a flat variant the model declined, or one that some
    * rank could not prepare, counts too, or the rhythm would stand still on it. A plain
    * probe does not: the model chose the variant, the probe only borrowed the call, and a
    * variant's settling run lost to it came back later, among the calls it should spare */
   if (plan->variants &&
       (route != SQ_ROUTE_PASS || plan->reason == squallPassNotPaying || plan->reason == squallPassError))
-    variant_agree(e, plan, bytes_in, v, !v->probing);
+    variant_agree(m, plan, bytes_in, v, !v->probing);
 }
 
 /* The chunks a compressed call ran in (top-k: the rounds of its exchange,
@@ -158,25 +172,22 @@ void squall__cost_learn(squall_engine *e, const squall_call *c, const squall_pla
   const squallConfig_t *cfg = &plan->rc;
   squall_route route = plan->route;
   squall_cost_call cc;
+  squall_cost *m = squall__cost_of(e, c);
   if (route == SQ_ROUTE_TWOLEVEL) return;
-  if (c->coll != SQ_COLL_ALLREDUCE) { /* no figures of its own (squall__model_runs) */
-    squall__stats_record_chunks(&e->stats, squall__call_chunks(e, c, cfg, route, &plan->L));
-    return;
-  }
   int weighed = cost_call(e, c, cfg, route, &plan->L, &cc);
   squall__stats_record_chunks(&e->stats, squall__call_chunks(e, c, cfg, route, &plan->L));
   uint64_t bytes_in = (uint64_t)c->count * c->elsize;
-  if (st->fresh) {                                                                   /* page faults of new memory: not what the next call will see */
-    squall__cost_note_call(&e->cost, squall__cost_kind(cfg, route), bytes_in, -1.0); /* but its first call ran */
+  if (st->fresh) {                                                            /* page faults of new memory: not what the next call will see */
+    squall__cost_note_call(m, squall__cost_kind(cfg, route), bytes_in, -1.0); /* but its first call ran */
     return;
   }
   if (weighed) {
-    squall__cost_note_codec(&e->cost, cc.kind, cc.n, st->codec_s);
+    squall__cost_note_codec(m, cc.kind, cc.n, st->codec_s);
     double xfer = seconds - st->codec_s;
-    squall__cost_note_link(&e->cost, cc.collectives, st->wire, xfer > 0 ? xfer : 0);
+    squall__cost_note_link(m, cc.collectives, st->wire, xfer > 0 ? xfer : 0);
   }
   /* the whole call, header and all: against plain, and against the call's other variants */
-  squall__cost_note_call(&e->cost, squall__cost_kind(cfg, route), bytes_in, squall__now() - st->t_start);
+  squall__cost_note_call(m, squall__cost_kind(cfg, route), bytes_in, squall__now() - st->t_start);
 }
 
 /* Which variants of a call the cost model chooses between (SQ_VARIANT_*
@@ -200,6 +211,6 @@ unsigned squall__variants_allowed(const squall_engine *e, const squall_call *c, 
  * one made on some ranks only, against the rule, never meets a header
  * here. */
 int squall__settled_plain(const squall_engine *e, const squall_call *c, uint64_t bytes_in) {
-  return e->header_every_call && !c->shard && c->coll == SQ_COLL_ALLREDUCE && e->agreed_valid && e->agreed_ok &&
-         squall__cost_settled(&e->cost, bytes_in);
+  return e->header_every_call && !c->shard && e->agreed_valid && e->agreed_ok &&
+         squall__cost_settled(model_of(e, c), bytes_in);
 }

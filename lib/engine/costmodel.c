@@ -142,6 +142,7 @@ int squall__cost_predict(const squall_cost *m, const squall_cost_call *c, double
   if ((!plain_known || from < 0) && !link_fit(m, link_gbps, &alpha, &beta)) return 0;
   double p = c->nranks;
   double ring = p > 1 ? 2 * (p - 1) / p * bytes : 0;
+  if (c->plain_wire) ring = (double)c->plain_wire; /* a reduce-scatter's: half of that */
   *t_plain = plain_known ? m->plain_spb[cls] * bytes : alpha + beta * ring / MB;
   int first; /* the compressed figure is a first one, which declines nothing */
   if (from >= 0) {

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * costmodel.h - predicts, per call, whether compression beats the plain
- * all-reduce on this rank (SQUALL_COST_MODEL). Two measured inputs:
+ * all-reduce on this rank (SQUALL_COST_MODEL); the engine keeps a second
+ * model of the same kind for reduce-scatters. Two measured inputs:
  *   - the link: t = alpha * collectives + beta * bytes, a least-squares fit
  *     over the communicator's own collectives (plain calls as the caller
  *     ran them, compressed calls' exchanges), recent samples weighing
@@ -80,6 +81,9 @@ typedef struct {
   int collectives;   /* collectives the compressed call makes */
   size_t chunks;     /* pipeline chunks (codec and exchange overlap when > 1) */
   int nranks;
+  /* bytes this rank sends in the plain collective (a ring all-reduce's
+   * 2(P-1)/P of bytes_in, a reduce-scatter's (P-1)/P); 0: the all-reduce's */
+  uint64_t plain_wire;
 } squall_cost_call;
 
 /* A collective of `collectives` calls that sent `bytes` from this rank in
@@ -107,8 +111,8 @@ void squall__cost_note_call(squall_cost *m, int kind, uint64_t bytes_in, double 
  * class's 32nd call explored it. */
 void squall__cost_note_codec(squall_cost *m, int kind, size_t n, double seconds);
 
-/* Predicts the seconds of the plain all-reduce and of the compressed call
- * c. Where the link is not given, from whole calls: plain's of c's size
+/* Predicts the seconds of the plain collective (c->plain_wire) and of the
+ * compressed call c. Where the link is not given, from whole calls: plain's of c's size
  * class, and the compressed call's of its kind, of c's class or failing
  * that of the nearest smaller class timed, at most SQ_COST_BELOW classes
  * (powers of two of bytes) down, at its time per byte. What those do not

@@ -37,6 +37,10 @@ uint64_t squall__ring_allreduce_wire(uint64_t bytes, int p) {
   return p > 1 ? 2 * (uint64_t)(p - 1) * bytes / (uint64_t)p : 0;
 }
 
+uint64_t squall__ring_wire(squall_coll coll, uint64_t bytes, int p) {
+  return squall__ring_allreduce_wire(bytes, p) / (coll == SQ_COLL_REDUCE_SCATTER ? 2 : 1);
+}
+
 squall_engine *squall__engine_create(const squall_transport *tr, const squall_kernels *k) {
   squall_engine *e = calloc(1, sizeof *e);
   if (e == NULL) return NULL;
@@ -74,6 +78,11 @@ void squall__engine_free(squall_engine *e) {
   free(e->host);
   free(e->fold_buf);
   free(e);
+}
+
+/* In log lines. */
+static const char *coll_name(const squall_call *c) {
+  return c->coll == SQ_COLL_REDUCE_SCATTER ? "reduce-scatter" : "all-reduce";
 }
 
 /* ----------------------------------------------------------------- run */
@@ -180,8 +189,8 @@ static int passes_unplanned(squall_engine *e, const squall_call *c, const squall
   }
   if (!squall__settled_plain(e, c, bytes_in)) return 0;
   d->reason = squallPassNotPaying;
-  squall__cost_declined(&e->cost, bytes_in); /* counts toward the next exploration */
-  squall__cost_judged(&e->cost, bytes_in, 1);
+  squall__cost_declined(squall__cost_of(e, c), bytes_in); /* counts toward the next exploration */
+  squall__cost_judged(squall__cost_of(e, c), bytes_in, 1);
   if (squall__can_fold(e, c)) squall__fold_into_plain(e, c, NULL, NULL, d); /* marks the tensor as used too */
   else if (cfg->errorFeedback) squall__residuals_touch(e->residuals, squall__hint_of(c), c->count, squall__kind_of(c));
   return 1;
@@ -228,7 +237,7 @@ static squallResult_t agree(squall_engine *e, const squall_call *c, const squall
   v->model_pays = 1;
   *ag = (squall_agreement){.agreed = 1, .all_ok = 1, .foreign = c->foreign, .pays = 1};
   if (prep != squallSuccess)
-    SQ_WARN("rank %d: cannot prepare a %zu-element all-reduce: %s", e->tr.rank, c->count, squallGetLastError());
+    SQ_WARN("rank %d: cannot prepare a %zu-element %s: %s", e->tr.rank, c->count, coll_name(c), squallGetLastError());
   if (plan->headed) {
     squall__cost_vote(e, c, plan, v);
     double th = squall__now();
@@ -255,8 +264,8 @@ static squallResult_t agree(squall_engine *e, const squall_call *c, const squall
 static squallResult_t pass_planned(squall_engine *e, const squall_call *c, const squall_plan *plan,
                                    squall_decision *d, run_state *st) {
   if (plan->reason == squallPassError)
-    SQ_WARN("rank %d: a rank could not prepare a %zu-element all-reduce: every rank passes it through", e->tr.rank,
-            c->count);
+    SQ_WARN("rank %d: a rank could not prepare a %zu-element %s: every rank passes it through", e->tr.rank,
+            c->count, coll_name(c));
   if (squall__folds_for(plan->reason)) squall__fold_into_plain(e, c, st->work, st->slot, d);
   if (plan->one_node) squall__say_one_node(e);
   return squallSuccess;
@@ -383,6 +392,7 @@ int squall__engine_never_compresses(const squall_call *c) {
 int squall__engine_passes(squall_engine *e, const squall_call *c, squall_decision *d) {
   memset(d, 0, sizeof *d); /* t_start 0: the plain call's own start (a clock read saved) */
   d->route = SQ_ROUTE_PASS;
+  d->coll = c->coll;
   int pass = squall__call_pass_reason(c, &d->reason);
   /* while the generation stands where the ranks agreed, this rank's
    * configuration is the one they agreed on: no snapshot needed */
@@ -404,6 +414,7 @@ squallResult_t squall__engine_allreduce(squall_engine *e, const squall_call *c, 
   memset(&st, 0, sizeof st);
   st.t_start = squall__now();
   d->t_start = st.t_start;
+  d->coll = c->coll;
   d->fold = NULL;
   d->fold_slot = d->fold_shard_slot = NULL;
   d->untimed = 0;
@@ -425,8 +436,7 @@ squallResult_t squall__engine_allreduce(squall_engine *e, const squall_call *c, 
     e->fence_stream = c->stream;
   }
   if (r != squallSuccess)
-    SQ_WARN("rank %d: %s of %zu elements failed: %s: %s", e->tr.rank,
-            c->coll == SQ_COLL_REDUCE_SCATTER ? "reduce-scatter" : "all-reduce", c->count,
+    SQ_WARN("rank %d: %s of %zu elements failed: %s: %s", e->tr.rank, coll_name(c), c->count,
             squallGetErrorString(r), squallGetLastError());
   squall__record(e, c, d, r, &st);
   return r;
@@ -458,9 +468,13 @@ squallResult_t squall__engine_get_scatter_residual(squall_engine *e, const void 
                                                    float *out) {
   squall_tensor *t =
       squall__residuals_latest_from(e->residuals, key, count, squall__residual_kind(dtype, 0) | SQ_KIND_SCATTER);
-  SQ_RETURN_ERROR_IF(t == NULL || t->residual == NULL, squallInvalidArgument,
+  int flat = t != NULL && t->residual != NULL, shard = 0;
+  if (flat) SQ_FORWARD_IF_ERROR(e->k.to_host(e->last_stream, out, t->residual, count * sizeof(float)));
+  /* two-level reduce-scatter: this rank's shard residual, at its blocks */
+  SQ_FORWARD_IF_ERROR(squall__hier_get_scatter_residual(e->hier, key, count, dtype, out, flat, &shard));
+  SQ_RETURN_ERROR_IF(!flat && !shard, squallInvalidArgument,
                      "no reduce-scatter residual is kept for the tensor at %p (%zu elements)", key, count);
-  return e->k.to_host(e->last_stream, out, t->residual, count * sizeof(float));
+  return squallSuccess;
 }
 
 squallResult_t squall__engine_prepare_shard(squall_engine *e, const squall_call *c, int alloc, size_t *bytes) {

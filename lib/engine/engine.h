@@ -105,6 +105,8 @@ typedef struct {
   const float *fold;
   struct squall_tensor *fold_slot, *fold_shard_slot; /* what fold carries: the tensor's residual, its
                                                        two-level shard residual (either may be NULL) */
+  /* the call's collective: which of the cost model's figures its plain call feeds */
+  squall_coll coll;
 } squall_decision;
 
 typedef struct squall_engine squall_engine;
@@ -190,6 +192,9 @@ static inline size_t squall__align_up(size_t x) { return (x + 255) & ~(size_t)25
 
 /* Bytes this rank sends in a ring all-reduce of `bytes` over p ranks. */
 uint64_t squall__ring_allreduce_wire(uint64_t bytes, int p);
+/* The bytes one rank sends in the plain collective coll of `bytes` by a
+ * ring: a reduce-scatter sends half of what an all-reduce does. */
+uint64_t squall__ring_wire(squall_coll coll, uint64_t bytes, int p);
 
 /* The caller's plain all-reduce of a pass-through (d) of `bytes` ran,
  * from t0 to t1 (both 0 where d->untimed), and succeeded (ok) or not:

@@ -3,7 +3,8 @@
  * hierarchy.c - the two-level all-reduce (see hierarchy.h): node discovery
  * (from the transport's node keys, or transports/node_id.c's), the node
  * communicators, and the reduce-scatter / compressed shard all-reduce /
- * all-gather run.
+ * all-gather run; the common frame of a two-level reduce-scatter, whose
+ * own steps are hierarchy_scatter.c's.
  */
 #include "common/internal.h"
 
@@ -11,32 +12,8 @@
 #include <string.h>
 
 #include "engine/hierarchy.h"
-#include "engine/graph_memory.h"
+#include "engine/hierarchy_state.h"
 #include "transports/node_id.h" /* the default node key */
-
-struct squall_hier {
-  const squall_transport *tr; /* the engine's, over all ranks */
-  const squall_kernels *k;
-  /* the nodes, from the all-gathered keys */
-  int known;   /* discovery ran */
-  int rpn;     /* SQUALL_RANKS_PER_NODE it ran with */
-  int verdict; /* -1: two-level possible; else a squallFlatReason_t */
-  int nodes, local_size, node, local_rank;
-  int *node_of; /* node index of every rank */
-  /* the node communicators, made on the first two-level call */
-  int split_state;  /* 0 not tried, 1 made, 2 failed or impossible */
-  int split_reason; /* squallFlatReason_t when split_state is 2 */
-  squall_transport intra, inter;
-  squall_engine *inner; /* the compressed all-reduce across nodes, on shards */
-  void *buf;            /* kernel memory: padded fp32 data, then the shard */
-  size_t buf_bytes;
-  squall_graph_memory graphs; /* buf replaced after a capture: kept for the graphs */
-  /* The largest two-level memory (buf, the inner engine's scratch) that
-   * calls ran with: a call ran two-level only after every rank prepared
-   * it, so these are the same on every rank and at most what each holds.
-   * Growth beyond them needs the header (squall__hier_grows). */
-  size_t planned_buf, planned_inner;
-};
 
 squall_hier *squall__hier_create(const squall_transport *tr, const squall_kernels *k) {
   squall_hier *h = calloc(1, sizeof *h);
@@ -65,6 +42,7 @@ void squall__hier_free(squall_hier *h) {
   if (h == NULL) return;
   drop_split(h);
   free(h->node_of);
+  free(h->local_of);
   free(h);
 }
 
@@ -87,10 +65,12 @@ static squallResult_t discover(squall_hier *h, const squallConfig_t *cfg, void *
   uint64_t key = 0;
   int64_t *keys = malloc(sizeof(int64_t) * (size_t)p);
   int *node_of = malloc(sizeof(int) * (size_t)p), *count = calloc((size_t)p, sizeof(int));
-  if (keys == NULL || node_of == NULL || count == NULL) {
+  int *local_of = malloc(sizeof(int) * (size_t)p);
+  if (keys == NULL || node_of == NULL || count == NULL || local_of == NULL) {
     free(keys);
     free(node_of);
     free(count);
+    free(local_of);
     return squall__fail(squallSystemError, "out of memory finding the nodes of %d ranks", p);
   }
   if (cfg->ranksPerNode > 0) {
@@ -110,6 +90,7 @@ static squallResult_t discover(squall_hier *h, const squallConfig_t *cfg, void *
     free(keys);
     free(node_of);
     free(count);
+    free(local_of);
     return r;
   }
   int nodes = 0;
@@ -117,13 +98,15 @@ static squallResult_t discover(squall_hier *h, const squallConfig_t *cfg, void *
     int j = 0;
     while (j < i && keys[j] != keys[i]) j++;
     node_of[i] = j < i ? node_of[j] : nodes++;
-    if (i == tr->rank) h->local_rank = count[node_of[i]];
-    count[node_of[i]]++;
+    local_of[i] = count[node_of[i]]++;
   }
   int uneven = 0;
   for (int n = 1; n < nodes; n++) uneven |= count[n] != count[0];
   free(h->node_of);
+  free(h->local_of);
   h->node_of = node_of;
+  h->local_of = local_of;
+  h->local_rank = local_of[tr->rank];
   h->nodes = nodes;
   h->node = node_of[tr->rank];
   h->local_size = count[h->node];
@@ -230,13 +213,8 @@ squallResult_t squall__hier_route(squall_hier *h, const squallConfig_t *cfg, voi
 
 /* ------------------------------------------------------------ the run */
 
-typedef struct {
-  size_t n, s, padded;
-  int direct_in, direct_out; /* the caller's buffers serve as the padded data */
-  size_t need;               /* kernel-memory bytes */
-} shape;
-
-static void shape_of(const squall_hier *h, const squall_call *c, shape *sh) {
+static void shape_of(const squall_hier *h, const squall_call *c, squall_hier_shape *sh) {
+  if (c->coll == SQ_COLL_REDUCE_SCATTER) return squall__hier_scatter_shape(h, c, sh);
   size_t L = (size_t)h->local_size;
   sh->n = c->count;
   sh->s = (c->count + L - 1) / L;
@@ -247,15 +225,18 @@ static void shape_of(const squall_hier *h, const squall_call *c, shape *sh) {
              squall__align_up(sh->s * sizeof(float));
 }
 
-/* The inner engine's call on the shard of c, run with the outer call's
- * configuration rc (sh: where its squall_shard is kept). */
-static squall_call shard_call(const squall_call *c, const squallConfig_t *rc, float *shard, size_t s,
-                              squall_shard *sh) {
+/* A reduce-scatter's shard is reduce-scattered across nodes, straight
+ * into the caller's receive buffer (hierarchy_scatter.c); an all-reduce's
+ * is all-reduced in place. */
+squall_call squall__hier_shard_call(const squall_call *c, const squallConfig_t *rc, float *shard, size_t s,
+                                    squall_shard *sh) {
   *sh = (squall_shard){.cfg = rc, .key = c->send, .key_recv = c->recv, .whole = c};
+  int scatter = c->coll == SQ_COLL_REDUCE_SCATTER;
   squall_call ic = {
       .send = shard,
-      .recv = shard,
+      .recv = scatter ? c->recv : shard,
       .count = s,
+      .coll = c->coll,
       .dtype = SQ_DT_F32,
       .elsize = 4,
       .op = SQ_OP_SUM,
@@ -268,29 +249,29 @@ static squall_call shard_call(const squall_call *c, const squallConfig_t *rc, fl
 }
 
 /* The inner engine's scratch for the shard of c. */
-static size_t inner_bytes(const squall_hier *h, const squall_call *c, const squallConfig_t *rc, const shape *sh) {
+static size_t inner_bytes(const squall_hier *h, const squall_call *c, const squallConfig_t *rc, const squall_hier_shape *sh) {
   size_t bytes = 0;
   squall_shard shd;
-  squall_call ic = shard_call(c, rc, (float *)h->buf, sh->s, &shd);
+  squall_call ic = squall__hier_shard_call(c, rc, (float *)h->buf, sh->s, &shd);
   squall__engine_prepare_shard(h->inner, &ic, 0, &bytes);
   return bytes;
 }
 
 int squall__hier_grows(squall_hier *h, const squall_call *c, const squallConfig_t *rc) {
   if (h == NULL || h->split_state != 1) return 0;
-  shape sh;
+  squall_hier_shape sh;
   shape_of(h, c, &sh);
   return sh.need > h->planned_buf || inner_bytes(h, c, rc, &sh) > h->planned_inner;
 }
 
 int squall__hier_ready(squall_hier *h, const squall_call *c, const squallConfig_t *rc) {
   if (h == NULL || h->split_state != 1) return 0;
-  shape sh;
+  squall_hier_shape sh;
   shape_of(h, c, &sh);
   /* the plan, the same on every rank, not this rank's allocations */
   if (sh.need > h->planned_buf || inner_bytes(h, c, rc, &sh) > h->planned_inner) return 0;
   squall_shard shd;
-  squall_call ic = shard_call(c, rc, (float *)h->buf, sh.s, &shd);
+  squall_call ic = squall__hier_shard_call(c, rc, (float *)h->buf, sh.s, &shd);
   return squall__engine_ready(h->inner, &ic);
 }
 
@@ -298,7 +279,7 @@ squallResult_t squall__hier_prepare(squall_hier *h, const squall_call *c, const 
   const squall_kernels *k = h->k;
   SQ_RETURN_ERROR_IF(h->split_state != 1 || h->inner == NULL, squallInternalError,
                      "two-level all-reduce prepared without node communicators");
-  shape sh;
+  squall_hier_shape sh;
   shape_of(h, c, &sh);
   if (sh.need > h->buf_bytes) {
     /* the new one first: on failure the old one stays */
@@ -316,15 +297,59 @@ squallResult_t squall__hier_prepare(squall_hier *h, const squall_call *c, const 
   if (h->intra.reserve_reduce_scatter)
     SQ_FORWARD_IF_ERROR(h->intra.reserve_reduce_scatter(h->intra.ctx, sh.s));
   squall_shard shd;
-  squall_call ic = shard_call(c, rc, (float *)h->buf, sh.s, &shd);
+  squall_call ic = squall__hier_shard_call(c, rc, (float *)h->buf, sh.s, &shd);
   return squall__engine_prepare_shard(h->inner, &ic, 1, NULL);
+}
+
+/* The all-reduce's steps: node reduce-scatter, the shard's compressed
+ * all-reduce across nodes, node all-gather. */
+static squallResult_t allreduce_steps(squall_hier *h, const squall_call *c, const squallConfig_t *rc,
+                                      const squall_hier_shape *sh, float *full, float *shard, squall_hier_figures *f,
+                                      int *inner_done) {
+  const squall_kernels *k = h->k;
+  void *stream = c->stream;
+  squallResult_t r = squallSuccess;
+  const float *in = (const float *)c->send;
+  double t0 = squall__now();
+  if (!sh->direct_in) {
+    r = k->widen(stream, (squall_dtype)c->dtype, c->send, full, sh->n, c->premul);
+    if (r == squallSuccess && sh->padded > sh->n)
+      r = k->zero(stream, full + sh->n, (sh->padded - sh->n) * sizeof(float));
+    in = full;
+  }
+  f->codec_s += squall__now() - t0;
+  if (r == squallSuccess) {
+    r = h->intra.reduce_scatter_f32(h->intra.ctx, stream, in, shard, sh->s);
+    /* dense: reduce-scatter (+ all-gather below) of s floats per rank inside the node */
+    f->intra += (uint64_t)(h->local_size - 1) * sh->s * sizeof(float);
+  }
+  if (r == squallSuccess) {
+    squall_shard shd;
+    squall_call ic = squall__hier_shard_call(c, rc, shard, sh->s, &shd);
+    squall_decision d;
+    r = squall__engine_allreduce(h->inner, &ic, &d);
+    if (r == squallSuccess && d.route == SQ_ROUTE_PASS)
+      r = squall__fail(squallInternalError, "the inter-node engine passed a shard through (%s)",
+                       squallPassReasonName(d.reason));
+    *inner_done = r == squallSuccess;
+  }
+  float *out = sh->direct_out ? (float *)c->recv : full;
+  if (r == squallSuccess) {
+    r = h->intra.allgather(h->intra.ctx, stream, shard, out, sh->s * sizeof(float));
+    f->intra += (uint64_t)(h->local_size - 1) * sh->s * sizeof(float);
+  }
+  if (r == squallSuccess && !sh->direct_out) {
+    double t1 = squall__now();
+    float div = c->op == SQ_OP_AVG ? (float)h->tr->nranks : 1.0f;
+    r = k->narrow(stream, (squall_dtype)c->dtype, full, c->recv, sh->n, div);
+    f->codec_s += squall__now() - t1;
+  }
+  return r;
 }
 
 squallResult_t squall__hier_allreduce(squall_hier *h, const squall_call *c, const squallConfig_t *rc,
                                       squall_hier_figures *f) {
-  const squall_kernels *k = h->k;
-  void *stream = c->stream;
-  shape sh;
+  squall_hier_shape sh;
   shape_of(h, c, &sh);
   SQ_RETURN_ERROR_IF(sh.need > h->buf_bytes, squallInternalError,
                      "two-level scratch of %zu bytes not prepared (%zu)", sh.need, h->buf_bytes);
@@ -341,49 +366,16 @@ squallResult_t squall__hier_allreduce(squall_hier *h, const squall_call *c, cons
   uint64_t wire0 = is->bytesWire, chunks0 = is->pipelineChunks;
   double codec0 = is->codecSeconds;
   memset(f, 0, sizeof *f);
-  squallResult_t r = squallSuccess;
-  const float *in = (const float *)c->send;
-  double t0 = squall__now();
-  if (!sh.direct_in) {
-    r = k->widen(stream, (squall_dtype)c->dtype, c->send, full, sh.n, c->premul);
-    if (r == squallSuccess && sh.padded > sh.n)
-      r = k->zero(stream, full + sh.n, (sh.padded - sh.n) * sizeof(float));
-    in = full;
-  }
-  f->codec_s += squall__now() - t0;
-  if (r == squallSuccess) {
-    r = h->intra.reduce_scatter_f32(h->intra.ctx, stream, in, shard, sh.s);
-    /* dense: reduce-scatter (+ all-gather below) of s floats per rank inside the node */
-    f->intra += (uint64_t)(h->local_size - 1) * sh.s * sizeof(float);
-  }
   int inner_done = 0;
-  if (r == squallSuccess) {
-    squall_shard shd;
-    squall_call ic = shard_call(c, rc, shard, sh.s, &shd);
-    squall_decision d;
-    r = squall__engine_allreduce(h->inner, &ic, &d);
-    if (r == squallSuccess && d.route == SQ_ROUTE_PASS)
-      r = squall__fail(squallInternalError, "the inter-node engine passed a shard through (%s)",
-                       squallPassReasonName(d.reason));
-    inner_done = r == squallSuccess;
-  }
-  float *out = sh.direct_out ? (float *)c->recv : full;
-  if (r == squallSuccess) {
-    r = h->intra.allgather(h->intra.ctx, stream, shard, out, sh.s * sizeof(float));
-    f->intra += (uint64_t)(h->local_size - 1) * sh.s * sizeof(float);
-  }
-  if (r == squallSuccess && !sh.direct_out) {
-    double t1 = squall__now();
-    float div = c->op == SQ_OP_AVG ? (float)h->tr->nranks : 1.0f;
-    r = k->narrow(stream, (squall_dtype)c->dtype, full, c->recv, sh.n, div);
-    f->codec_s += squall__now() - t1;
-  }
+  squallResult_t r = c->coll == SQ_COLL_REDUCE_SCATTER
+                         ? squall__hier_scatter_steps(h, c, rc, &sh, full, shard, f, &inner_done)
+                         : allreduce_steps(h, c, rc, &sh, full, shard, f, &inner_done);
   if (r != squallSuccess && inner_done) {
     /* The shard's residual moved on with a call that now fails: put it
      * back, so that the residuals hold what they held before the call. */
     char why[512];
     snprintf(why, sizeof why, "%s", squallGetLastError());
-    if (squall__engine_undo_shard(h->inner, stream) != squallSuccess)
+    if (squall__engine_undo_shard(h->inner, c->stream) != squallSuccess)
       SQ_WARN("restoring a shard residual after a failure failed too: %s", squallGetLastError());
     squall__fail(r, "%s", why);
   }
@@ -412,12 +404,14 @@ squallResult_t squall__hier_reset(squall_hier *h) {
 }
 
 struct squall_tensor *squall__hier_shard_slot(squall_hier *h, const squall_call *c, size_t *first, size_t *s) {
-  if (h == NULL || h->inner == NULL || c->count == 0) return NULL;
+  /* a reduce-scatter's shard residual is not one run of c's elements
+   * (hierarchy_scatter.c): it waits for the tensor's next compressed call */
+  if (h == NULL || h->inner == NULL || c->count == 0 || c->coll == SQ_COLL_REDUCE_SCATTER) return NULL;
   size_t L = (size_t)h->local_size;
   *s = (c->count + L - 1) / L;
   *first = (size_t)h->local_rank * *s;
   squall_shard shd;
-  squall_call ic = shard_call(c, NULL, NULL, *s, &shd); /* only its residual's key and kind */
+  squall_call ic = squall__hier_shard_call(c, NULL, NULL, *s, &shd); /* only its residual's key and kind */
   return squall__engine_carrier_slot(h->inner, &ic);
 }
 

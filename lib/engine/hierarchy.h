@@ -9,6 +9,12 @@
  * all-gather inside the node puts the shards back together. Every rank ends
  * with the same bits.
  *
+ * A reduce-scatter runs two-level too (hierarchy_scatter.c): its input
+ * re-laid out so that the node reduce-scatter leaves local rank l with the
+ * node's sum of the blocks whose owners have local index l, then the
+ * compressed reduce-scatter of those blocks across nodes leaves every rank
+ * with its own block, in the caller's rank order; no all-gather.
+ *
  * Nodes are found once per engine, at its first eligible call: every rank's
  * node key (the transport's, a hash of hostname and boot id, or rank / R
  * with SQUALL_RANKS_PER_NODE=R) is all-gathered, so all ranks derive the
@@ -114,5 +120,10 @@ struct squall_tensor *squall__hier_shard_slot(squall_hier *h, const squall_call 
  * zeroed first. *found says whether a shard residual exists. */
 squallResult_t squall__hier_get_residual(squall_hier *h, const void *key, size_t count, int dtype,
                                          float *out, int have, int *found);
+
+/* The same for a reduce-scatter's tensor (count: its send buffer's), its
+ * shard residual placed back at the blocks it belongs to. */
+squallResult_t squall__hier_get_scatter_residual(squall_hier *h, const void *key, size_t count, int dtype,
+                                                 float *out, int have, int *found);
 
 #endif

@@ -52,9 +52,9 @@ uint64_t squall__kind_of(const squall_call *c) {
 
 /* The residual's address hint: a shard's is the caller's tensor's. */
 squall_tensor_key squall__hint_of(const squall_call *c) {
-  squall_tensor_key k = {c->send, c->recv};
-  if (c->shard) k = (squall_tensor_key){c->shard->key, c->shard->key_recv};
-  else if (c->key) k = (squall_tensor_key){c->key, c->key};
+  squall_tensor_key k = {c->send, c->recv, 0};
+  if (c->shard) k = (squall_tensor_key){c->shard->key, c->shard->key_recv, 0};
+  else if (c->key) k = (squall_tensor_key){c->key, c->key, 1};
   return k;
 }
 
@@ -177,6 +177,17 @@ static squall_route codec_route(const squall_engine *e, const squall_call *c, co
   return SQ_ROUTE_HALF;
 }
 
+/* Whether a two-level call can carry c: an all-reduce always (every
+ * codec has a route for its shard); a reduce-scatter only where its codec
+ * has a reduce-scatter route, which the inner engine runs across nodes on
+ * the same inputs (its transport is a split of this one). A codec without
+ * one passes through below, as it would flat: never a two-level call whose
+ * shard the inner engine would refuse. */
+static int twolevel_carries(const squall_engine *e, const squall_call *c, const squallConfig_t *cfg) {
+  squallPassReason_t why;
+  return c->coll != SQ_COLL_REDUCE_SCATTER || scatter_route(e, cfg, &why) != SQ_ROUTE_PASS;
+}
+
 /* A shard runs the codec's route: the outer call decided to compress, on
  * the same inputs everywhere, and counted the warm-up (a pass-through
  * here is the outer call's error). */
@@ -188,7 +199,7 @@ static squall_route decide(const squall_engine *e, const squall_call *c, const s
     if (agreement_reason(ag, why)) *stage = SQ_STAGE_AGREEMENT;
     else if (config_reason(c, cfg, e->tr.nranks, why)) *stage = SQ_STAGE_CONFIG;
     else if (ready_reason(c, cfg, ag, why)) *stage = SQ_STAGE_READY;
-    else if (two_level == 1) return SQ_ROUTE_TWOLEVEL;
+    else if (two_level == 1 && twolevel_carries(e, c, cfg)) return SQ_ROUTE_TWOLEVEL;
     else if (!ag->pays || one_node) {
       *why = squallPassNotPaying;
       *stage = SQ_STAGE_PAYS;
@@ -234,7 +245,8 @@ void squall__plan_layout(const squall_engine *e, const squall_call *c, squall_pl
 static void choose_variant(squall_engine *e, const squall_call *c, squall_plan *plan) {
   uint64_t bytes_in = (uint64_t)c->count * c->elsize;
   plan->variants = squall__variants_allowed(e, c, &plan->cfg, plan->two_level);
-  plan->variant = plan->variants ? squall__cost_variant(&e->cost, (int)plan->cfg.codec, plan->variants, bytes_in) : 0;
+  plan->variant =
+      plan->variants ? squall__cost_variant(squall__cost_of(e, c), (int)plan->cfg.codec, plan->variants, bytes_in) : 0;
   if (plan->variants)
     SQ_TRACE("rank %d: %zu elements: runs variant %d of mask %u", e->tr.rank, c->count, plan->variant,
              plan->variants);
@@ -248,8 +260,7 @@ void squall__plan_make(squall_engine *e, const squall_call *c, const squallConfi
   plan->cfg = plan->rc = *cfg; /* a shard's is its outer call's run configuration */
   plan->gen = gen;
   plan->nranks = e->tr.nranks;
-  /* a reduce-scatter runs flat: its two-level layout is not built */
-  plan->two_level = c->shard || c->coll == SQ_COLL_REDUCE_SCATTER ? 0 : squall__hier_known(e->hier, cfg);
+  plan->two_level = c->shard ? 0 : squall__hier_known(e->hier, cfg);
   plan->one_node = squall__device_on_one_node(e, cfg, c);
   choose_variant(e, c, plan);
   squall_agreement mine = {.agreed = 1, .all_ok = 1, .foreign = c->foreign, .pays = 1};

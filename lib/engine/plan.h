@@ -72,6 +72,7 @@ struct squall_engine {
   float *undo_res, *undo_backup;
   size_t undo_n;
   squall_cost cost;          /* SQUALL_COST_MODEL: this rank's link and codec figures */
+  squall_cost cost_scatter;  /* the same of reduce-scatters, whose plain call and wire differ (costing.c) */
   squall_tensor *shard_slot; /* the slot squall__engine_prepare_shard looked up for the next shard call */
   float *fold_buf;           /* g + residual for a plain call that is not in place (fold.c) */
   size_t fold_bytes;
@@ -253,6 +254,7 @@ squallResult_t squall__header(squall_engine *e, const squall_call *c, const squa
                               squall_agreement *ag, squall_cost_verdict *v);
 
 /* costing.c */
+squall_cost *squall__cost_of(squall_engine *e, const squall_call *c);
 int squall__model_runs(const squall_engine *e, const squallConfig_t *cfg, const squall_call *c);
 int squall__cost_kind(const squallConfig_t *cfg, squall_route route);
 void squall__cost_vote(squall_engine *e, const squall_call *c, const squall_plan *plan, squall_cost_verdict *v);

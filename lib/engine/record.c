@@ -59,8 +59,7 @@ void squall__record(squall_engine *e, const squall_call *c, const squall_decisio
   } else if (r != squallSuccess) {
     squall__stats_record(&e->stats, squallPassError, bytes_in, st->wire, st->codec_s);
   } else if (d->route == SQ_ROUTE_PASS) {
-    /* a ring reduce-scatter sends half of what a ring all-reduce does */
-    uint64_t wire = squall__ring_allreduce_wire(bytes_in, e->tr.nranks) / (c->coll == SQ_COLL_REDUCE_SCATTER ? 2 : 1);
+    uint64_t wire = squall__ring_wire(c->coll, bytes_in, e->tr.nranks);
     int crosses = squall__hier_crosses(e->hier); /* two-level: bytes at the node boundary */
     squall__stats_record_pass(&e->stats, (int)d->reason, bytes_in, crosses ? wire : 0, crosses ? 0 : wire);
   } else {
@@ -91,8 +90,10 @@ void squall__engine_plain_done(squall_engine *e, const squall_decision *d, uint6
   if (!ok) return;
   if (!d->untimed) {
     double seconds = t1 - t0, whole_seconds = t1 - (d->t_start > 0 ? d->t_start : t0);
-    squall__cost_note_link(&e->cost, 1, squall__ring_allreduce_wire(bytes, e->tr.nranks), seconds);
-    squall__cost_note_call(&e->cost, -1, bytes, whole_seconds);
+    /* the collective's own figures: a reduce-scatter's plain call sends half */
+    squall_cost *m = d->coll == SQ_COLL_REDUCE_SCATTER ? &e->cost_scatter : &e->cost;
+    squall__cost_note_link(m, 1, squall__ring_wire(d->coll, bytes, e->tr.nranks), seconds);
+    squall__cost_note_call(m, -1, bytes, whole_seconds);
     SQ_TRACE("rank %d: %llu bytes: plain call %.3g s (its collective %.3g s)", e->tr.rank, (unsigned long long)bytes,
              whole_seconds, seconds);
   }

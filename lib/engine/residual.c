@@ -143,7 +143,7 @@ static int may_be_gone(const squall_tensor *t, uint64_t now) {
 
 /* Whether slot t may give its residual away at all: not while a captured
  * CUDA graph uses it (graph replays never come back through here). */
-static int movable(const squall_tensor *t) { return t->residual && !t->pinned; }
+static int movable(const squall_tensor *t) { return t->residual && !t->pinned && !t->key.exact; }
 
 /* The donor for a pair not seen before (see Identity in residual.h).
  *
@@ -198,7 +198,7 @@ squall_tensor *squall__residuals_slot(squall_residuals *s, squall_tensor_key key
   uint64_t now;
   squall_tensor *known = use_of(s, sh, key, &now);
   if (known) return known;
-  squall_tensor *donor = donor_for(sh, key, now);
+  squall_tensor *donor = key.exact ? NULL : donor_for(sh, key, now);
   squall_tensor *t = calloc(1, sizeof *t);
   if (t == NULL) return NULL;
   t->key = key;

@@ -27,6 +27,9 @@
  *     from step to step instead of starting from zero, and stale residuals
  *     are recycled;
  *   - a residual a captured CUDA graph uses is never moved or dropped;
+ *   - a tensor its caller keys (exact) is its key alone: it starts afresh
+ *     on its first call and keeps its residual, whatever other tensors of
+ *     the shape do (two of one size, a first call that passed through);
  *   - a call passed through without a lookup (the cost model's settled
  *     sizes) still marks its pair as used (squall__residuals_touch), so a
  *     live tensor whose calls pass through does not look gone;
@@ -66,13 +69,17 @@
 
 #define SQ_RESIDUAL_MAX_SHAPES 256
 
-/* The addresses a call's tensor is known by (see Identity above). */
+/* The addresses a call's tensor is known by (see Identity above), or,
+ * exact, the key its caller gave it (squallCollAllReduce's key, a DDP
+ * bucket's index): the tensor's identity itself, so its slot never takes
+ * another's residual nor gives its own away. */
 typedef struct {
   const void *send, *recv;
+  int exact;
 } squall_tensor_key;
 
 static inline int squall__tensor_key_eq(squall_tensor_key a, squall_tensor_key b) {
-  return a.send == b.send && a.recv == b.recv;
+  return a.send == b.send && a.recv == b.recv && a.exact == b.exact;
 }
 
 typedef struct squall_tensor {

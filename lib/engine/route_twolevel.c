@@ -5,7 +5,8 @@
  * routes across nodes on the shard (an inner engine on the inter-node
  * transport, whose calls skip the header, the agreement and the warm-up:
  * the outer call did them, and hands down its configuration), dense
- * all-gather inside the node. Its memory is the hierarchy's and the inner
+ * all-gather inside the node; a reduce-scatter stops after the nodes'
+ * (hierarchy_scatter.c). Its memory is the hierarchy's and the inner
  * engine's, not the scratch.
  */
 #include "common/internal.h"

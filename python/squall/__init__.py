@@ -68,6 +68,8 @@ def library():
         lib.squallVersionString.restype = ctypes.c_char_p
         lib.squallCollAllReduce.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
                                             ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+        lib.squallCollReduceScatter.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
+                                                ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
         lib.squallCollGetResidual.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
                                               ctypes.c_void_p]
         lib.squallCollCreate.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p)]
@@ -155,29 +157,32 @@ _ALLREDUCE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ct
                               ctypes.c_int, ctypes.c_int, ctypes.c_void_p)
 _ALLGATHER = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
                               ctypes.c_void_p)
+_REDUCESCATTER = _ALLREDUCE  # (ctx, send, recv, recvcount, type, op, stream)
 
 
 class _Collectives(ctypes.Structure):
     _fields_ = [("size", ctypes.c_size_t), ("ctx", ctypes.c_void_p), ("rank", ctypes.c_int),
                 ("nranks", ctypes.c_int), ("memory", ctypes.c_int), ("allReduce", _ALLREDUCE),
-                ("allGather", _ALLGATHER), ("allToAll", _ALLGATHER)]
+                ("allGather", _ALLGATHER), ("allToAll", _ALLGATHER), ("reduceScatter", _REDUCESCATTER)]
 
 
 class Comm:
     """squall's engine over Python collectives.
 
-    all_reduce(send, recv, count, dtype, op), all_gather(send, recv, nbytes)
-    and all_to_all(send, recv, nbytes) (optional) take raw host addresses
-    and run the plain collective over the caller's ranks (see
-    squall_coll.h for their contract). An exception inside one makes the
-    squall call fail, and is raised again, chained, by all_reduce here.
+    all_reduce(send, recv, count, dtype, op), all_gather(send, recv, nbytes),
+    all_to_all(send, recv, nbytes) (optional) and reduce_scatter(send,
+    recv, recvcount, dtype, op) (optional: for Comm.reduce_scatter) take
+    raw host addresses and run the plain collective over the caller's ranks
+    (see squall_coll.h for their contract). An exception inside one makes
+    the squall call fail, and is raised again, chained, by the call here.
     """
 
-    def __init__(self, rank, nranks, all_reduce, all_gather, all_to_all=None, spec=None):
+    def __init__(self, rank, nranks, all_reduce, all_gather, all_to_all=None, spec=None, reduce_scatter=None):
         self._lib = library()
         self._raised = None
         self._cbs = (self._wrap(all_reduce, _ALLREDUCE, 5), self._wrap(all_gather, _ALLGATHER, 3),
-                     self._wrap(all_to_all, _ALLGATHER, 3) if all_to_all else _ALLGATHER())
+                     self._wrap(all_to_all, _ALLGATHER, 3) if all_to_all else _ALLGATHER(),
+                     self._wrap(reduce_scatter, _REDUCESCATTER, 5) if reduce_scatter else _REDUCESCATTER())
         self._table = _Collectives(ctypes.sizeof(_Collectives), None, rank, nranks, 0, *self._cbs)
         self._cfg = config(spec)
         handle = ctypes.c_void_p()
@@ -203,19 +208,32 @@ class Comm:
         it), or None for the buffers' addresses. Collective."""
         self._raised = None
         r = self._lib.squallCollAllReduce(self._handle, send, recv, count, dtype, op, key, None)
+        self._raise_if_failed(r, "squallCollAllReduce of %d elements" % count)
+
+    def reduce_scatter(self, send, recv, recvcount, dtype=FLOAT32, op=SUM, key=None):
+        """recv = this rank's block of the sum over every rank's send, which
+        holds nranks blocks of recvcount elements of dtype (host
+        addresses; recv may be this rank's own block of send). key as for
+        all_reduce; the residual covers the whole send buffer. Collective."""
+        self._raised = None
+        r = self._lib.squallCollReduceScatter(self._handle, send, recv, recvcount, dtype, op, key, None)
+        self._raise_if_failed(r, "squallCollReduceScatter of %d elements per rank" % recvcount)
+
+    def _raise_if_failed(self, r, what):
         raised, self._raised = self._raised, None
         if r != 0:
             detail = self._lib.squallGetLastError().decode(errors="replace")
             if raised is not None:  # named in the text too: a chain does not survive PyTorch's futures
                 detail += " (%s: %s)" % (type(raised).__name__, raised)
-            err = SquallError("squallCollAllReduce of %d elements failed: %s" % (count, detail))
+            err = SquallError("%s failed: %s" % (what, detail))
             if raised is not None:
                 raise err from raised
             raise err
 
     def residual(self, key, count, dtype=FLOAT32):
         """The error-feedback residual of tensor key (count floats, a
-        ctypes array), or None where squall keeps none."""
+        ctypes array; a reduce-scatter's: count is its send buffer's), or
+        None where squall keeps none."""
         out = (ctypes.c_float * count)()
         r = self._lib.squallCollGetResidual(self._handle, key, count, dtype, out)
         return out if r == 0 else None

@@ -31,7 +31,7 @@ import torch.distributed as dist
 
 import squall
 
-__all__ = ["ddp_comm_hook", "SquallHookState"]
+__all__ = ["ddp_comm_hook", "SquallHookState", "fsdp_comm_hook", "SquallFsdpState"]
 
 _DTYPES = {torch.float32: squall.FLOAT32, torch.float16: squall.FLOAT16, torch.bfloat16: squall.BFLOAT16,
            torch.int64: squall.INT64}
@@ -101,6 +101,26 @@ class _GroupCollectives:
     def all_to_all(self, send, recv, nbytes):
         self._run(lambda r, s: dist.all_to_all_single(r, s, group=self.group),
                   _host_tensor(recv, nbytes * self.size), _host_tensor(send, nbytes * self.size))
+
+    def reduce_scatter(self, send, recv, recvcount, dtype, op):
+        """The plain reduce-scatter (what squall passes through): on gloo,
+        which has none, the all-reduce of a copy, of which this rank keeps
+        its block."""
+        if recvcount == 0:
+            return
+        tdtype = _TORCH[dtype]
+        width = torch.tensor([], dtype=tdtype).element_size()
+        whole = _host_tensor(send, recvcount * width * self.size, tdtype)
+        mine = _host_tensor(recv, recvcount * width, tdtype)
+        if self.device is None:
+            total = whole.clone()
+            self.all_reduce(total.data_ptr(), total.data_ptr(), total.numel(), dtype, op)
+            rank = dist.get_rank(self.group)
+            mine.copy_(total[rank * recvcount:(rank + 1) * recvcount])
+        else:
+            if op == squall.AVG:
+                whole = whole.mul(1.0 / self.size)
+            self._run(lambda m, w: dist.reduce_scatter(m, list(w.chunk(self.size)), group=self.group), mine, whole)
 
 
 _registered = {}  # process group's key -> hooks created on it by this process
@@ -292,3 +312,151 @@ def ddp_comm_hook(codec="topk:0.01", process_group=None, **settings):
     spec = " ".join(parts)
     squall.config(spec)  # a bad setting is an error here, on every rank
     return SquallHookState(process_group, spec), _hook
+
+
+# ------------------------------------------------------------------ FSDP
+
+
+class SquallFsdpState:
+    """What the FSDP hook keeps: squall's engine over the process group.
+    FSDP hands the hook fresh tensors every time, so a gradient's residual
+    is keyed by its place in the backward pass: the k-th gradient of n
+    elements since the pass began (FSDP reduces its flat parameters in the
+    same order every iteration of a static graph)."""
+
+    def __init__(self, process_group=None, spec=None):
+        self.group = process_group if process_group is not None else dist.group.WORLD
+        self.spec = spec
+        self.comm = None
+        self.coll = _GroupCollectives(self.group)
+        self.registration = _register(self.group)
+        self.checked = False
+        self.broken = None
+        self.seen = {}      # numel -> gradients of that size so far in this backward pass
+        self.keys = {}      # (numel, k) -> squall key
+        self.in_pass = False
+
+    def _comm(self):
+        if self.comm is None:
+            self.comm = squall.Comm(dist.get_rank(self.group), self.coll.size, self.coll.all_reduce,
+                                    self.coll.all_gather, self.coll.all_to_all, spec=self.spec,
+                                    reduce_scatter=self.coll.reduce_scatter)
+        return self.comm
+
+    def stats(self):
+        """This hook's squall counters, as SquallHookState.stats()."""
+        return self._comm().stats()
+
+    def _key(self, numel):
+        """The gradient's key: its size and its place among the gradients
+        of that size in this backward pass, whose end resets the count."""
+        if not self.in_pass:
+            self.in_pass = True
+            try:
+                torch.autograd.Variable._execution_engine.queue_callback(self._pass_ended)
+            except RuntimeError:  # called outside a backward pass (a test, a manual call): one gradient a pass
+                self.in_pass = False
+        k = self.seen.get(numel, 0)
+        self.seen[numel] = k + 1
+        if not self.in_pass:
+            self.seen = {}
+        return self.keys.setdefault((numel, k), len(self.keys) + 1)
+
+    def _pass_ended(self):
+        self.seen = {}
+        self.in_pass = False
+
+    def residual(self, numel, k=0):
+        """The residual squall keeps for the k-th gradient of numel
+        elements of a backward pass (float32 tensor over the whole padded
+        gradient), or None."""
+        key = self.keys.get((numel, k))
+        res = None if key is None else self._comm().residual(key, numel)
+        return None if res is None else torch.frombuffer(res, dtype=torch.float32).clone()
+
+    def reduce_scatter_(self, grad, output):
+        """output = this rank's shard of the mean of grad over the ranks."""
+        if self.broken is not None:
+            raise self.broken
+        size = self.coll.size
+        if grad.dtype != output.dtype or not grad.is_contiguous() or not output.is_contiguous():
+            raise ValueError("squall.torch: FSDP hook: grad (%s) and output (%s) must be contiguous and of one dtype"
+                             % (grad.dtype, output.dtype))
+        if grad.numel() != output.numel() * size:
+            raise ValueError("squall.torch: FSDP hook: grad has %d elements, not %d ranks x output's %d"
+                             % (grad.numel(), size, output.numel()))
+        if not self.checked:
+            return self._first(grad, output)
+        key = self._key(grad.numel())
+        if grad.is_cuda:
+            host, out = grad.to("cpu", copy=True).contiguous(), torch.empty(output.numel(), dtype=output.dtype)
+            if dist.get_backend(self.group) == "nccl":
+                self.coll.device = grad.device
+        else:
+            host, out = grad, output
+        if host.dtype == torch.float32:
+            self._comm().reduce_scatter(host.data_ptr(), out.data_ptr(), out.numel(), squall.FLOAT32, squall.SUM,
+                                        key=key)
+            out.mul_(1.0 / size)
+        else:  # squall compresses float32 sums: the plain mean
+            self.coll.reduce_scatter(host.data_ptr(), out.data_ptr(), out.numel(), _DTYPES[host.dtype], squall.AVG)
+        if out is not output:
+            output.copy_(out)
+        return output
+
+    def _first(self, grad, output):
+        """The plain reduce-scatter (a rank without the hook runs just
+        that), then the count of hooks, as the DDP hook does."""
+        self._key(grad.numel())  # its place in the pass, as every later pass counts it
+        plain = grad.mul(1.0 / self.coll.size)
+        dist.all_reduce(plain, group=self.group)
+        rank = dist.get_rank(self.group)
+        output.copy_(plain[rank * output.numel():(rank + 1) * output.numel()])
+        self.checked = True
+        if self.registration is not None:
+            store, key = self.registration
+            have, want = store.add(key, 0), self.coll.size
+            if have != want:
+                self.broken = squall.SquallError(
+                    "squall.torch: the FSDP comm hook is registered on %d of the process group's %d ranks: "
+                    "register it on every rank" % (have, want))
+                raise self.broken
+        return output
+
+    def all_reduce_(self, grad):
+        """NO_SHARD: grad, averaged over the ranks in place."""
+        if self.broken is not None:
+            raise self.broken
+        key = self._key(grad.numel())
+        host = grad.cpu() if grad.is_cuda else grad
+        if host.dtype not in _DTYPES or host.dtype == torch.int64 or not host.is_contiguous():
+            raise ValueError("squall.torch: FSDP hook: gradient of dtype %s (contiguous float32, float16 or "
+                             "bfloat16 are supported)" % host.dtype)
+        self._comm().all_reduce(host.data_ptr(), host.data_ptr(), host.numel(), _DTYPES[host.dtype], squall.AVG,
+                                key=key)
+        if host is not grad:
+            grad.copy_(host)
+        return grad
+
+
+def _fsdp_hook(state, grad, output=None):
+    if output is None:
+        state.all_reduce_(grad)
+    else:
+        state.reduce_scatter_(grad, output)
+
+
+def fsdp_comm_hook(codec="int8", process_group=None, **settings):
+    """(state, hook) for FullyShardedDataParallel.register_comm_hook.
+
+    Sharded strategies: the hook reduce-scatters FSDP's flat gradient with
+    squall (float32 sums compressed, other types the plain mean) and
+    averages the shard; NO_SHARD: it all-reduces. codec and settings as
+    for ddp_comm_hook. Register it before the first forward pass, on every
+    rank, with the same settings."""
+    parts = ["SQUALL_COMPRESS=%s" % codec]
+    for name, value in settings.items():
+        parts.append("SQUALL_%s=%s" % (name.upper(), value))
+    spec = " ".join(parts)
+    squall.config(spec)
+    return SquallFsdpState(process_group, spec), _fsdp_hook

@@ -17,6 +17,11 @@
 #   6 bench     device_bench: what a compressed call costs on the device path
 #               against plain NCCL, each codec, 4 and 64 MiB (figures; fails
 #               only where a call errs or was not compressed)
+#   7 ranks     squallAllReduce on device buffers on 2 and 4 ranks of this one
+#               GPU, over the device-memory test NCCL (tests/gpu/devnccl, its
+#               own libnccl.so.2, never the real one): every codec, the same
+#               bits on every rank, conservation, FAKENCCL_FAULT, two-level
+#               (ncclCommSplit), CUDA graphs (test_devnccl_ranks)
 # Every step runs the bundle that `make gpu-bundle` (or the wrapper
 # tests/gpu/build-for-device.sh) builds into tests/gpu/build/dist on a
 # machine without a GPU: carry that folder along. Without it every step
@@ -24,13 +29,13 @@
 #
 # Logs go to ${OUT:-tests/gpu/build/out}: summary.txt, env.log, selftest.log,
 # direct.log, preload.log, ddp.log, ddp-stats.0.json, ddp-loss.json, hook.log,
-# bench.log.
+# bench.log, ranks.log.
 # Exit status: 0 all passed, 1 a check failed, 77 no GPU here (nothing ran).
 # The time limits add up to under 600 s, the device machine's limit per
-# command, even with a hang in every step: 90 + 70 + 4 x 35 + 70 + 20 +
-# 2 x 35 + 30 s, 2 s more each to kill, and 20 + 30 + 30 s for the machine's
-# description (nvidia-smi, two Python imports of PyTorch), 2 s more each to
-# kill: 598 s. Left out, unlimited but quick: nvidia-smi -L, ldd, and the four
+# command, even with a hang in every step: 80 + 65 + 4 x 30 + 65 + 20 +
+# 2 x 35 + 25 + 70 s (steps 1-7; on an H200 steps 1-6 took 91 s in all),
+# 2 s more each to kill, and 10 + 20 + 20 s for the machine's description
+# (nvidia-smi, two Python imports of PyTorch), 2 s more each to kill: 595 s. Left out, unlimited but quick: nvidia-smi -L, ldd, and the four
 # reads of the statistics (test_nccl_device check). The steps take a few
 # seconds to a minute each when nothing hangs.
 # Environment: SQUALL_GPU_BUNDLE (the bundle; default tests/gpu/build/dist),
@@ -99,7 +104,7 @@ fi
 if [ $gpu = no ]; then
   why="no NVIDIA GPU here (nvidia-smi lists none, no /dev/nvidia0)"
   echo "run-gpu-checks.sh: SKIP: $why" | tee "$out/env.log"
-  for s in selftest direct preload ddp hook bench; do add_row $s SKIP 0 "$why"; done
+  for s in selftest direct preload ddp hook bench ranks; do add_row $s SKIP 0 "$why"; done
   summary
   exit 77
 fi
@@ -107,12 +112,12 @@ fi
 # ------------------------------------------------------------------ the machine
 {
   echo "== $(date -u '+%Y-%m-%d %H:%M:%S UTC') on $(hostname), $(uname -srm)"
-  timeout -k 2 20 nvidia-smi --query-gpu=index,name,compute_cap,driver_version,memory.total --format=csv 2>&1 || true
+  timeout -k 2 10 nvidia-smi --query-gpu=index,name,compute_cap,driver_version,memory.total --format=csv 2>&1 || true
   command -v nvcc >/dev/null 2>&1 && nvcc --version | tail -n 2
   echo "== the bundle ($dist)"
   if [ -f "$dist/BUILD-INFO" ]; then cat "$dist/BUILD-INFO"; else echo "missing: run make gpu-bundle (or tests/gpu/build-for-device.sh) on the build machine and carry tests/gpu/build/dist"; fi
   echo "== Python"
-  timeout -k 2 30 "$py" - <<'EOF' 2>&1
+  timeout -k 2 20 "$py" - <<'EOF' 2>&1
 import sys
 print("python", sys.version.split()[0], sys.executable)
 try:
@@ -127,7 +132,7 @@ EOF
 # The NCCL PyTorch loads: the test programs link libnccl.so.2 and find it here.
 nccl_dir=${NCCL_LIBDIR:-}
 if [ -z "$nccl_dir" ]; then
-  nccl_dir=$(timeout -k 2 30 "$py" - <<'EOF' 2>/dev/null
+  nccl_dir=$(timeout -k 2 20 "$py" - <<'EOF' 2>/dev/null
 import glob, os, sys
 try:
     import torch  # loads the NCCL it was built for (the pip package)
@@ -151,7 +156,7 @@ fi
   echo "== libnccl.so.2 for the test programs: ${nccl_dir:-not found (set NCCL_LIBDIR)}"
   [ -n "$nccl_dir" ] && ls -l "$nccl_dir"/libnccl.so* 2>&1
   for f in "$dist"/bin/test_nccl_device "$dist"/bin/test_nccl_device_direct "$dist"/bin/device_bench \
-    "$dist"/lib/libsquall-preload.so; do
+    "$dist"/bin/test_devnccl_ranks "$dist"/lib/libsquall-preload.so; do
     [ -e "$f" ] && { echo "-- $f"; LD_LIBRARY_PATH=${nccl_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ldd "$f" 2>&1; }
   done
 } >> "$out/env.log" 2>&1
@@ -159,7 +164,7 @@ cat "$out/env.log"
 [ -n "$nccl_dir" ] && export LD_LIBRARY_PATH=${nccl_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 have_bundle=yes
 for f in bin/selftest bin/test_nccl_device_direct bin/test_nccl_device bin/device_bench bin/squall-run \
-  lib/libsquall-preload.so; do
+  lib/libsquall-preload.so bin/test_devnccl_ranks devnccl/libnccl.so.2; do
   [ -e "$dist/$f" ] || have_bundle=no
 done
 no_bundle="no bundle in $dist: run make gpu-bundle (or tests/gpu/build-for-device.sh) on the build machine and carry tests/gpu/build/dist"
@@ -168,7 +173,7 @@ no_bundle="no bundle in $dist: run make gpu-bundle (or tests/gpu/build-for-devic
 : > "$out/selftest.log"
 if [ -x "$dist/bin/selftest" ]; then
   # shellcheck disable=SC2086
-  run_cmd "$out/selftest.log" 90 "$dist/bin/selftest" ${SELFTEST_ARGS:-1 1000 1048579 16777216}
+  run_cmd "$out/selftest.log" 80 "$dist/bin/selftest" ${SELFTEST_ARGS:-1 1000 1048579 16777216}
   add_row selftest "$RES" "$SECS" "$DETAIL"
 else
   echo "$no_bundle" | tee -a "$out/selftest.log"
@@ -190,7 +195,7 @@ nccl_step() {
 }
 
 # ------------------------------------------------------------------ 2 direct API
-nccl_step direct 70 test_nccl_device_direct
+nccl_step direct 65 test_nccl_device_direct
 
 # ------------------------------------------------------------------ 3 the interposer
 # One run per codec (SQUALL_MIN_BYTES=4096 is what the program assumes),
@@ -202,7 +207,7 @@ if [ $have_bundle = yes ] && [ -n "$nccl_dir" ]; then
     codec=${spec%/*} values=fp32
     [ "$spec" != "$codec" ] && values=${spec#*/}
     d=$(mktemp -d "${TMPDIR:-/tmp}/squall-preload.XXXXXX")
-    run_cmd "$d/log" 35 env SQUALL_MIN_RANKS=1 SQUALL_PRELOAD_LIB="$dist/lib/libsquall-preload.so" \
+    run_cmd "$d/log" 30 env SQUALL_MIN_RANKS=1 SQUALL_PRELOAD_LIB="$dist/lib/libsquall-preload.so" \
       "$dist/bin/squall-run" --compress "$codec" --values "$values" --min-bytes 4096 --debug INFO \
       --stats "$d/stats.%r.json" -- "$dist/bin/test_nccl_device" run "$d"
     ok=$RES
@@ -238,7 +243,7 @@ if [ $have_bundle = yes ]; then
   t0=$SECONDS
   rm -f "$out"/ddp-stats.*.json "$out/ddp-loss.json"
   # PyTorch finds its own NCCL: the environment's LD_LIBRARY_PATH, without ours.
-  run_cmd "$out/ddp.log" 70 env LD_LIBRARY_PATH="$orig_ld_path" SQUALL_MIN_RANKS=1 PYTHONUNBUFFERED=1 \
+  run_cmd "$out/ddp.log" 65 env LD_LIBRARY_PATH="$orig_ld_path" SQUALL_MIN_RANKS=1 PYTHONUNBUFFERED=1 \
     SQUALL_PRELOAD_LIB="$dist/lib/libsquall-preload.so" "$dist/bin/squall-run" --compress topk:0.01 \
     --min-bytes 0 --debug INFO --stats "$out/ddp-stats.%r.json" -- \
     "$py" tests/gpu/ddp_squall.py train --steps "${DDP_STEPS:-300}" --out "$out/ddp-loss.json"
@@ -269,7 +274,20 @@ else
 fi
 
 # ------------------------------------------------------------------ 6 device figures
-nccl_step bench 30 device_bench
+nccl_step bench 25 device_bench
+
+# ------------------------------------------------------------------ 7 several ranks on one GPU
+# The program loads the bundle's devnccl/libnccl.so.2 through its RPATH
+# (before LD_LIBRARY_PATH) and checks that it did; each rank waits 20 s at
+# most for a peer, so a stuck rank ends as an error inside the limit.
+: > "$out/ranks.log"
+if [ $have_bundle = yes ]; then
+  run_cmd "$out/ranks.log" 70 env FAKENCCL_TIMEOUT=20 "$dist/bin/test_devnccl_ranks" 2 4
+  add_row ranks "$RES" "$SECS" "$DETAIL"
+else
+  echo "$no_bundle" | tee -a "$out/ranks.log"
+  add_row ranks FAIL 0 "$no_bundle"
+fi
 
 summary
 status=0

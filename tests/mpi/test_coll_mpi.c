@@ -6,13 +6,15 @@
  * after step (the residuals evolve alike); a pass-through gives plain
  * MPI_Allreduce's; a failing collective of the caller's fails the call on
  * every rank and leaves the residual as it was; bad tables and arguments
- * are refused with the argument named.
+ * are refused with the argument named. squallCollReduceScatter likewise
+ * against squallMpiReduceScatterBlock and MPI_Reduce_scatter_block.
  */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/api_mpi.h" /* squall__mpi_get_scatter_residual */
 #include "codecs/codec.h"
 #include "common/internal.h"
 #include "mpi_check.h"
@@ -77,6 +79,17 @@ static int c_alltoall(void *ctx, const void *send, void *recv, size_t bytes, voi
   return MPI_Alltoall(send, (int)bytes, MPI_BYTE, recv, (int)bytes, MPI_BYTE, m->comm);
 }
 
+static int c_reducescatter(void *ctx, const void *send, void *recv, size_t recvcount, squallDataType_t type,
+                           squallRedOp_t op, void *stream) {
+  mpi_ctx *m = ctx;
+  (void)stream;
+  if (failing(m) || type != squallFloat32 || (op != squallSum && op != squallAvg)) return 45;
+  int rc = MPI_Reduce_scatter_block(send, recv, (int)recvcount, MPI_FLOAT, MPI_SUM, m->comm);
+  if (rc == MPI_SUCCESS && op == squallAvg)
+    for (size_t i = 0; i < recvcount; i++) ((float *)recv)[i] /= (float)nranks;
+  return rc;
+}
+
 static squallCollectives_t table(mpi_ctx *m) {
   squallCollectives_t c = SQUALL_COLLECTIVES_INIT;
   c.ctx = m;
@@ -85,6 +98,7 @@ static squallCollectives_t table(mpi_ctx *m) {
   c.allReduce = c_allreduce;
   c.allGather = c_allgather;
   c.allToAll = c_alltoall;
+  c.reduceScatter = c_reducescatter;
   return c;
 }
 
@@ -294,6 +308,166 @@ START_TEST(test_bad_arguments) {
 }
 END_TEST
 
+/* ------------------------------------------------------- reduce-scatter */
+
+/* One collective set on a fresh duplicate of MPI_COMM_WORLD. */
+typedef struct {
+  mpi_ctx m;
+  squallCollectives_t t;
+  squallColl_t coll;
+} rs_case;
+
+static void rs_open(rs_case *c, const char *spec) {
+  squallConfig_t cfg = config_of(spec);
+  memset(c, 0, sizeof *c);
+  MPI_Comm_dup(MPI_COMM_WORLD, &c->m.comm);
+  c->t = table(&c->m);
+  ck_assert_msg(squallCollCreate(&c->t, &cfg, &c->coll) == squallSuccess, "%s", squallGetLastError());
+}
+
+static void rs_close(rs_case *c) {
+  squallCollDestroy(c->coll);
+  MPI_Comm_free(&c->m.comm);
+}
+
+/* Every codec: squallMpiReduceScatterBlock's bits and residual, step
+ * after step, out of place and in place (recv = this rank's block of
+ * send); the compressed ones counted as compressed. */
+START_TEST(test_rs_same_bits_as_mpi) {
+  const char *specs[] = {"SQUALL_COMPRESS=fp16", "SQUALL_COMPRESS=bf16", "SQUALL_COMPRESS=int8",
+                         "SQUALL_COMPRESS=int4", "SQUALL_COMPRESS=fp8", "SQUALL_COMPRESS=topk:0.05"};
+  size_t rc = 1001, n = rc * (size_t)nranks;
+  float *g = malloc(n * 4), *inplace = malloc(n * 4), *a = malloc(rc * 4), *b = malloc(rc * 4);
+  float *ra = malloc(n * 4), *rb = malloc(n * 4);
+  for (size_t s = 0; s < SQ_ARRAY_SIZE(specs); s++) {
+    rs_case c, d;
+    rs_open(&c, specs[s]);
+    rs_open(&d, specs[s]);
+    MPI_Comm mine;
+    MPI_Comm_dup(MPI_COMM_WORLD, &mine);
+    const void *key = (const void *)(uintptr_t)3;
+    for (int step = 0; step < 5; step++) {
+      fill(g, n, step);
+      memcpy(inplace, g, n * 4);
+      ck_assert_msg(squallCollReduceScatter(c.coll, g, a, rc, squallFloat32, squallSum, key, NULL) == squallSuccess,
+                    "%s: %s", specs[s], squallGetLastError());
+      float *own = inplace + (size_t)rank * rc;
+      ck_assert_msg(squallCollReduceScatter(d.coll, inplace, own, rc, squallFloat32, squallSum, key, NULL) ==
+                        squallSuccess,
+                    "%s in place: %s", specs[s], squallGetLastError());
+      ck_assert_int_eq(squallMpiReduceScatterBlock(g, b, (int)rc, MPI_FLOAT, MPI_SUM, mine), MPI_SUCCESS);
+      assert_same_bits(a, b, rc, specs[s], step);
+      assert_same_bits(own, b, rc, "in place", step);
+    }
+    /* a residual where the MPI twin keeps one (none where both pass through), with its bits */
+    int have = squallCollGetResidual(c.coll, key, n, squallFloat32, ra) == squallSuccess;
+    int twin = squall__mpi_get_scatter_residual(mine, g, (int)rc, MPI_FLOAT, rb) == MPI_SUCCESS;
+    ck_assert_msg(have == twin, "%s: a residual here %d, in squallMpiReduceScatterBlock %d", specs[s], have, twin);
+    if (have) assert_same_bits(ra, rb, n, "reduce-scatter residual", 5);
+    squallStats_t st;
+    ck_assert_int_eq(squallCollStats(c.coll, &st), squallSuccess);
+    ck_assert_msg(st.compressedCalls + st.passthroughCalls == 5, "%s: %llu calls counted", specs[s],
+                  (unsigned long long)(st.compressedCalls + st.passthroughCalls));
+    if (strstr(specs[s], "topk") == NULL)
+      ck_assert_msg(st.compressedCalls == 5, "%s: %llu of 5 calls compressed", specs[s],
+                    (unsigned long long)st.compressedCalls);
+    rs_close(&c);
+    rs_close(&d);
+    squallMpiCommFree(mine);
+    MPI_Comm_free(&mine);
+  }
+  free(g), free(inplace), free(a), free(b), free(ra), free(rb);
+}
+END_TEST
+
+/* What squall does not compress is the caller's reduceScatter, bits and
+ * all: codec none, an average, a call below SQUALL_MIN_BYTES. */
+START_TEST(test_rs_passthrough_is_plain) {
+  size_t rc = 777, n = rc * (size_t)nranks;
+  float *g = malloc(n * 4), *a = malloc(rc * 4), *b = malloc(rc * 4);
+  const char *specs[] = {"SQUALL_COMPRESS=none", "SQUALL_COMPRESS=fp16 SQUALL_MIN_BYTES=1M"};
+  for (size_t s = 0; s < SQ_ARRAY_SIZE(specs); s++) {
+    rs_case c;
+    rs_open(&c, specs[s]);
+    fill(g, n, 2);
+    ck_assert_int_eq(squallCollReduceScatter(c.coll, g, a, rc, squallFloat32, squallSum, NULL, NULL), squallSuccess);
+    MPI_Reduce_scatter_block(g, b, (int)rc, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    assert_same_bits(a, b, rc, specs[s], 0);
+    ck_assert_int_eq(squallCollReduceScatter(c.coll, g, a, rc, squallFloat32, squallAvg, NULL, NULL), squallSuccess);
+    for (size_t i = 0; i < rc; i++) b[i] /= (float)nranks;
+    assert_same_bits(a, b, rc, "an average passed through", 0);
+    ck_assert_int_eq(c.m.gathers, 0);
+    squallStats_t st;
+    ck_assert_int_eq(squallCollStats(c.coll, &st), squallSuccess);
+    ck_assert_msg(st.passthroughCalls == 2, "%s: %llu pass-throughs", specs[s],
+                  (unsigned long long)st.passthroughCalls);
+    rs_close(&c);
+  }
+  free(g), free(a), free(b);
+}
+END_TEST
+
+/* A caller's collective that fails inside a compressed reduce-scatter
+ * fails the call on every rank, and the residual is as before it. */
+START_TEST(test_rs_failure_restores_residual) {
+  size_t rc = 2003, n = rc * (size_t)nranks;
+  float *g = malloc(n * 4), *out = malloc(rc * 4), *before = malloc(n * 4), *after = malloc(n * 4);
+  for (int at = 1; at <= 3; at++) {
+    rs_case c;
+    rs_open(&c, "SQUALL_COMPRESS=int8");
+    fill(g, n, 0);
+    ck_assert_int_eq(squallCollReduceScatter(c.coll, g, out, rc, squallFloat32, squallSum, NULL, NULL), squallSuccess);
+    ck_assert_int_eq(squallCollGetResidual(c.coll, g, n, squallFloat32, before), squallSuccess);
+    c.m.fail_at = c.m.calls + at;
+    fill(g, n, 1);
+    squallResult_t r = squallCollReduceScatter(c.coll, g, out, rc, squallFloat32, squallSum, NULL, NULL);
+    if (c.m.calls >= c.m.fail_at) {
+      ck_assert_msg(r == squallSystemError, "collective %d: result %d", at, (int)r);
+      ck_assert_msg(strstr(squallGetLastError(), "the caller's") != NULL, "'%s' names no collective",
+                    squallGetLastError());
+      ck_assert_int_eq(squallCollGetResidual(c.coll, g, n, squallFloat32, after), squallSuccess);
+      assert_same_bits(after, before, n, "residual after a failed reduce-scatter", at);
+    } else {
+      ck_assert_int_eq(r, squallSuccess);
+    }
+    rs_close(&c);
+  }
+  free(g), free(out), free(before), free(after);
+}
+END_TEST
+
+/* Refused before anything collective, naming the problem. */
+START_TEST(test_rs_bad_arguments) {
+  rs_case c;
+  rs_open(&c, "SQUALL_COMPRESS=fp16");
+  float x[64] = {0}, y[64] = {0};
+  size_t rc = 64 / (size_t)nranks;
+  ck_assert_int_eq(squallCollReduceScatter(c.coll, x, x + 1, rc, squallFloat32, squallSum, NULL, NULL),
+                   squallInvalidArgument);
+  ck_assert_msg(strstr(squallGetLastError(), "overlaps") != NULL, "%s", squallGetLastError());
+  ck_assert_int_eq(squallCollReduceScatter(c.coll, x, x, SIZE_MAX / 2, squallFloat32, squallSum, NULL, NULL),
+                   squallInvalidArgument);
+  ck_assert_msg(strstr(squallGetLastError(), "overflows") != NULL, "%s", squallGetLastError());
+  ck_assert_int_eq(squallCollReduceScatter(c.coll, NULL, x, rc, squallFloat32, squallSum, NULL, NULL),
+                   squallInvalidArgument);
+  ck_assert_int_eq(squallCollReduceScatter(c.coll, x, x, rc, (squallDataType_t)9, squallSum, NULL, NULL),
+                   squallInvalidArgument);
+  ck_assert_int_eq(c.m.calls, 0);
+  /* recvcount 0: nothing to do, as the caller's own reduce-scatter */
+  ck_assert_int_eq(squallCollReduceScatter(c.coll, x, y, 0, squallFloat32, squallSum, NULL, NULL), squallSuccess);
+  rs_close(&c);
+  mpi_ctx m = {0};
+  squallCollectives_t t = table(&m);
+  t.reduceScatter = NULL;
+  squallColl_t coll;
+  ck_assert_int_eq(squallCollCreate(&t, NULL, &coll), squallSuccess);
+  ck_assert_int_eq(squallCollReduceScatter(coll, x, x, rc, squallFloat32, squallSum, NULL, NULL),
+                   squallInvalidArgument);
+  ck_assert_msg(strstr(squallGetLastError(), "reduceScatter") != NULL, "%s", squallGetLastError());
+  squallCollDestroy(coll);
+}
+END_TEST
+
 int main(int argc, char **argv) {
   MPI_Init(&argc, &argv);
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -306,6 +480,10 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, test_key_follows_moving_buffers);
   tcase_add_test(tc, test_passthrough_is_plain);
   tcase_add_test(tc, test_failure_restores_residual);
+  tcase_add_test(tc, test_rs_bad_arguments);
+  tcase_add_test(tc, test_rs_same_bits_as_mpi);
+  tcase_add_test(tc, test_rs_passthrough_is_plain);
+  tcase_add_test(tc, test_rs_failure_restores_residual);
   suite_add_tcase(s, tc);
   int failed = mpi_check_run(s);
   MPI_Finalize();

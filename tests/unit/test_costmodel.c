@@ -7,7 +7,8 @@
  * a codec's first figure declining nothing; whole calls standing in for
  * the model where timed, the compressed call's from its own size class or
  * a smaller one;
- * the exploration rhythm.
+ * the exploration rhythm; a reduce-scatter's plain call (plain_wire), half
+ * a ring all-reduce's bytes, in its prediction and verdict.
  */
 #include <math.h>
 #include <string.h>
@@ -57,6 +58,41 @@ START_TEST(test_fit_recovers_the_link) {
   close_to(plain, 50e-6 + 8e-3 * ring / MB, 1e-6, "plain");
   close_to(comp, 3 * 50e-6 + 8e-3 * (double)c.wire / MB + 2e-9 * (double)c.n, 1e-6, "compressed");
   ck_assert(comp < plain); /* half the bytes on a slow link: it pays */
+}
+END_TEST
+
+/* A reduce-scatter of 64 MiB on 4 ranks: its plain call sends (P-1)/P of
+ * the bytes (plain_wire), half of what a ring all-reduce of them does, and
+ * its compressed call stops after one exchange of fp16 codes. A codec
+ * slow enough (0.3 s) pays against the all-reduce's plain call and not
+ * against the reduce-scatter's. */
+START_TEST(test_reduce_scatter_call) {
+  squall_cost m;
+  memset(&m, 0, sizeof m);
+  feed(&m, 50e-6, 8e-3, 40); /* 1 Gbit/s */
+  codec_figure(&m, 3, 1 << 24, 0.3);
+  /* clang-format off */
+  squall_cost_call rs = {.kind = 3, .n = 1 << 24, .bytes_in = 4u << 24, .plain_wire = 3 * (4u << 24) / 4,
+                         .wire = 3 * (2u << 24) / 4, .collectives = 1, .chunks = 1, .nranks = 4};
+  /* clang-format on */
+  double plain, comp;
+  ck_assert_int_eq(squall__cost_predict(&m, &rs, 0, &plain, &comp), 1);
+  close_to(plain, 50e-6 + 8e-3 * (double)rs.plain_wire / MB, 1e-6, "reduce-scatter plain");
+  close_to(comp, 50e-6 + 8e-3 * (double)rs.wire / MB + 0.3, 1e-6, "reduce-scatter compressed");
+  ck_assert(!squall__cost_pays(comp, plain));
+  squall_cost_call ar = rs; /* the same call, weighed against the all-reduce's plain bytes */
+  ar.plain_wire = 0;
+  double plain_ar, comp_ar;
+  ck_assert_int_eq(squall__cost_predict(&m, &ar, 0, &plain_ar, &comp_ar), 1);
+  close_to(plain_ar, 50e-6 + 8e-3 * 2.0 * 3 / 4 * (double)ar.bytes_in / MB, 1e-6, "all-reduce plain");
+  close_to(comp_ar, comp, 1e-9, "compressed: the same either way");
+  ck_assert(squall__cost_pays(comp_ar, plain_ar));
+  /* a given speed: the reduce-scatter's plain bytes at it */
+  memset(&m, 0, sizeof m);
+  codec_figure(&m, 3, 1 << 24, 0.3);
+  ck_assert_int_eq(squall__cost_predict(&m, &rs, 0.01, &plain, &comp), 1);
+  close_to(plain, (double)rs.plain_wire * 8 / 0.01e9, 1e-9, "reduce-scatter plain at 10 Mbit/s");
+  ck_assert(squall__cost_pays(comp, plain));
 }
 END_TEST
 
@@ -520,6 +556,7 @@ static Suite *costmodel_suite(void) {
   TCase *tc = tcase_create("model");
   tcase_add_test(tc, test_fit_recovers_the_link);
   tcase_add_test(tc, test_follows_a_changed_link);
+  tcase_add_test(tc, test_reduce_scatter_call);
   tcase_add_test(tc, test_given_link_speed);
   tcase_add_test(tc, test_no_figures_no_prediction);
   tcase_add_test(tc, test_pipelined_overlap);

@@ -309,6 +309,28 @@ START_TEST(test_sizes_that_vary) {
 }
 END_TEST
 
+/* Tensors their caller keys (exact: squallColl's key, a DDP bucket's or
+ * an FSDP gradient's place) are their keys alone: a key seen for the first
+ * time (its first calls passed through) starts afresh rather than take the
+ * residual of another tensor of its shape, which a new address pair would
+ * inherit, and a new address pair never takes a keyed tensor's. */
+START_TEST(test_exact_keys_keep_their_own) {
+  squall_residuals *st = squall__residuals_create(&squall__kernels_host);
+  squall_tensor *k2 = squall__residuals_slot(st, (squall_tensor_key){A(2), A(2), 1}, 8, 0);
+  ck_assert_int_eq(squall__residuals_ensure(st, k2, 0, NULL), squallSuccess);
+  k2->residual[0] = 5.0f;
+  squall_tensor *k1 = squall__residuals_slot(st, (squall_tensor_key){A(1), A(1), 1}, 8, 0);
+  ck_assert_ptr_ne(k1, k2);
+  ck_assert_ptr_null(k1->residual); /* afresh */
+  squall_tensor *fresh = squall__residuals_slot(st, (squall_tensor_key){A(7), A(8)}, 8, 0);
+  ck_assert_ptr_null(fresh->residual); /* nor to a new pair of addresses */
+  ck_assert(k2->residual && k2->residual[0] == 5.0f);
+  /* a pair of addresses equal to a key's is another tensor */
+  ck_assert_ptr_ne(squall__residuals_find(st, (squall_tensor_key){A(2), A(2)}, 8, 0), k2);
+  squall__residuals_free(st);
+}
+END_TEST
+
 /* The spare (squall__residuals_spare): one per shape, shared by its
  * slots, count floats charged like a residual and refused by the cap; a
  * swap (take_spare) makes it the slot's residual and the old buffer the
@@ -426,6 +448,7 @@ static Suite *residual_suite(void) {
   tcase_add_test(tc, test_recycled_addresses);
   tcase_add_test(tc, test_sizes_that_vary);
   tcase_add_test(tc, test_spare_per_shape);
+  tcase_add_test(tc, test_exact_keys_keep_their_own);
   tcase_add_test(tc, test_host_memory_alignment);
   suite_add_tcase(s, tc);
   return s;

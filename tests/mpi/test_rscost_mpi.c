@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * test_rscost_mpi.c - the cost model on squallMpiReduceScatterBlock
+ * (tests/mpi/runs.list: 2 and 4 ranks). On a link said to be 100 Tbit/s
+ * (the fast link of shared memory, without its timing noise) a
+ * reduce-scatter is compressed only while its codec is measured, then
+ * passes through as not_paying, bit for bit the plain reduce-scatter,
+ * except the exploring call every 32 declined ones; its size class
+ * settles (no call header) as the all-reduce's does. A slow link given
+ * then compresses every call within 16. Its figures are its own: an
+ * all-reduce of the same bytes that the model declines leaves the
+ * reduce-scatter to measure its codec first, and the other way round.
+ * Every decision is the same on every rank.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine/costmodel.h" /* SQ_COST_EXPLORE, SQ_COST_RECHECK */
+#include "mpi_check.h"
+#include "squall_mpi.h"
+
+static int rank, nranks;
+
+static float gen(int seed, int r, size_t i) { /* multiples of 1/8 in [-8, 8] */
+  uint64_t x = (uint64_t)seed * 0x9e3779b97f4a7c15ull ^ (uint64_t)r * 0xbf58476d1ce4e5b9ull ^ i * 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  x *= 0x9e3779b97f4a7c15ull;
+  x ^= x >> 29;
+  return (float)((int)(x % 129) - 64) / 8.0f;
+}
+
+static void same_on_every_rank(uint64_t v, const char *what, int call) {
+  uint64_t lo = v, hi = v;
+  MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+  ck_assert_msg(lo == hi, "%s, call %d: ranks differ (%llu .. %llu)", what, call, (unsigned long long)lo,
+                (unsigned long long)hi);
+}
+
+/* What one call did: 1 compressed, 0 declined (not_paying); the headers
+ * it exchanged in *headed. Fails on any other path. */
+static int one_call(int coll, const float *g, float *out, size_t rc, const char *spec, int call, int *headed) {
+  squallStats_t a = SQUALL_STATS_INITIALIZER, b = SQUALL_STATS_INITIALIZER;
+  squallStatsGet(&a);
+  int err = coll ? squallMpiReduceScatterBlock(g, out, (int)rc, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD)
+                 : squallMpiAllreduce(g, out, (int)(rc * (size_t)nranks), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  ck_assert_msg(err == MPI_SUCCESS, "%s, call %d: error %d", spec, call, err);
+  squallStatsGet(&b);
+  int c = b.compressedCalls > a.compressedCalls;
+  int d = b.passthrough[squallPassNotPaying] > a.passthrough[squallPassNotPaying];
+  ck_assert_msg(c + d == 1, "%s, call %d: neither compressed nor declined as not paying", spec, call);
+  *headed = (int)(b.headers - a.headers);
+  same_on_every_rank((uint64_t)c, spec, call);
+  same_on_every_rank((uint64_t)*headed, spec, call);
+  return c;
+}
+
+#define N_PER_RANK 50001 /* odd: a shard ends inside a bucket */
+
+/* 40 reduce-scatters on the fast link: calls 1 (new memory, not timed), 2
+ * (the codec's first figure, which alone declines nothing) and 3 are
+ * compressed; then the model declines every call but the exploring one
+ * (the 32nd declined), each declined one the plain reduce-scatter of the
+ * input (the residual waits: a reduce-scatter carries none into a plain
+ * call); from the third declined call after a compressed one the class
+ * is settled and skips the header, except every 16th. */
+START_TEST(test_fast_link_declines) {
+  size_t rc = N_PER_RANK, n = rc * (size_t)nranks;
+  float *g = malloc(n * 4), *a = malloc(rc * 4), *b = malloc(rc * 4);
+  const char *codecs[] = {"SQUALL_COMPRESS=fp16", "SQUALL_COMPRESS=int8"};
+  for (size_t k = 0; k < 2; k++) {
+    char spec[160];
+    snprintf(spec, sizeof spec, "%s SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=100000", codecs[k]);
+    mc_use_config(spec);
+    squallMpiCommFree(MPI_COMM_WORLD); /* a fresh engine: no figures yet */
+    int compressed = 0, declined = 0, last_compressed = -1, headers = 0;
+    for (int t = 0; t < 40; t++) {
+      for (size_t i = 0; i < n; i++) g[i] = gen(100 + t, rank, i);
+      int headed, c = one_call(1, g, a, rc, spec, t, &headed);
+      headers += headed;
+      if (t < 3) ck_assert_msg(c, "%s, call %d: declined before the codec was measured", spec, t);
+      if (!c) {
+        PMPI_Reduce_scatter_block(g, b, (int)rc, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        ck_assert_msg(memcmp(a, b, rc * 4) == 0, "%s, call %d: declined but not the plain reduce-scatter", spec, t);
+        int counted = declined + (compressed - 3); /* declined and exploring calls before this one */
+        int want = t - last_compressed <= 2 || counted % SQ_COST_RECHECK == SQ_COST_RECHECK - 1;
+        ck_assert_msg(headed == want, "%s, call %d (%d after a compressed call): %d headers", spec, t,
+                      t - last_compressed, headed);
+      } else {
+        last_compressed = t;
+      }
+      compressed += c;
+      declined += !c;
+    }
+    /* 3 to measure, 31 declined, 1 exploring, 5 declined */
+    ck_assert_msg(compressed == 4 && declined == 36, "%s: %d compressed, %d declined", spec, compressed, declined);
+    ck_assert_msg(headers <= 3 + 7, "%s: %d headers in 40 calls", spec, headers);
+
+    snprintf(spec, sizeof spec, "%s SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=0.001", codecs[k]);
+    mc_use_config(spec);
+    int first = -1;
+    for (int t = 0; t < SQ_COST_RECHECK + 4; t++) {
+      int headed, c = one_call(1, g, a, rc, spec, t, &headed);
+      if (c && first < 0) first = t;
+      ck_assert_msg(c || first < 0, "%s: call %d passed through after call %d compressed", spec, t, first);
+    }
+    ck_assert_msg(first >= 0 && first < SQ_COST_RECHECK, "%s: a slow link given, first compressed call %d", spec,
+                  first);
+  }
+  free(g);
+  free(a);
+  free(b);
+}
+END_TEST
+
+/* Calls of the same bytes, all-reduce first and reduce-scatter after, and
+ * then the other way: whatever the first has taught the model (declined,
+ * settled), the second still measures its own codec over 3 compressed
+ * calls before declining: neither collective reads the other's figures. */
+START_TEST(test_figures_apart) {
+  size_t rc = N_PER_RANK, n = rc * (size_t)nranks;
+  float *g = malloc(n * 4), *a = malloc(n * 4);
+  const char *spec = "SQUALL_COMPRESS=int8 SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=100000";
+  for (int order = 0; order < 2; order++) {
+    mc_use_config(spec);
+    squallMpiCommFree(MPI_COMM_WORLD);
+    for (int phase = 0; phase < 2; phase++) {
+      int coll = phase ^ order, c = 0, headed;
+      for (int t = 0; t < 8; t++) {
+        for (size_t i = 0; i < n; i++) g[i] = gen(300 + t, rank, i);
+        c = one_call(coll, g, a, rc, spec, t, &headed);
+        ck_assert_msg(c == (t < 3), "%s, %s after %d %s calls, call %d: %s", spec,
+                      coll ? "reduce-scatter" : "all-reduce", phase ? 8 : 0, coll ? "all-reduce" : "reduce-scatter",
+                      t, c ? "compressed" : "declined");
+      }
+    }
+  }
+  free(g);
+  free(a);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("rscost");
+  TCase *tc = tcase_create("rscost");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, test_fast_link_declines);
+  tcase_add_test(tc, test_figures_apart);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  int failed = mpi_check_run(suite());
+  MPI_Finalize();
+  return failed ? 1 : 0;
+}
