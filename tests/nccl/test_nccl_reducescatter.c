@@ -10,7 +10,8 @@
  * bf16, int8, int4 and fp8, conservation over 20 steps (the shards every
  * rank received, gathered, plus every rank's residual, equal the sum of
  * all inputs, exactly on dyadic data), out of place and in place
- * (recvbuff = sendbuff + rank * recvcount); a rerun, a run in place and
+ * (recvbuff = sendbuff + rank * recvcount), and on 4 ranks as two nodes
+ * of two (two levels); a rerun, a run in place and
  * one with SQUALL_CHUNK_BYTES set give the same bits; the NCCL path gives
  * squallMpiReduceScatterBlock's bits; SQUALL_COLLECTIVES does not stop a
  * direct call; injected faults of the header and of the exchange
@@ -198,6 +199,24 @@ static void test_conservation(void) {
   }
 }
 
+/* Two levels through NCCL (4 ranks as 2 nodes of 2, SQUALL_RANKS_PER_NODE):
+ * every call runs two-level (node communicators split from NCCL's), and
+ * conservation holds, in place too (the input is copied before anything
+ * is written). */
+static void test_two_level(void) {
+  if (nranks != 4) return;
+  static const char *const specs[] = {"SQUALL_COMPRESS=int8 SQUALL_RANKS_PER_NODE=2",
+                                      "SQUALL_COMPRESS=fp16 SQUALL_RANKS_PER_NODE=2"};
+  for (size_t i = 0; i < 2; i++)
+    for (int in_place = 0; in_place < 2; in_place++) {
+      squallStats_t a = SQUALL_STATS_INITIALIZER, z = SQUALL_STATS_INITIALIZER;
+      squallStatsGet(&a);
+      check_conservation(specs[i], 1000, in_place);
+      squallStatsGet(&z);
+      check(z.twoLevelCalls - a.twoLevelCalls == 20, "every call ran two levels", specs[i]);
+    }
+}
+
 /* ------------------------------------------------- the same bits again */
 
 /* A rerun, a run in place and one with SQUALL_CHUNK_BYTES set give the
@@ -347,6 +366,7 @@ int main(int argc, char **argv) {
   test_passthrough_exact();
   test_mismatch_passes_through();
   test_conservation();
+  test_two_level();
   test_rerun_identical();
   test_same_as_mpi();
   test_direct_ignores_switch();
