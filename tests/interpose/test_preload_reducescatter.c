@@ -17,7 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { STEPS = 5, RC = 2048, AR = 1024 };
+enum { STEPS = 5,
+       RC = 2048,
+       AR = 1024 };
 
 static int rank, nranks, failures;
 

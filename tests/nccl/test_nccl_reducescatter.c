@@ -86,7 +86,9 @@ static void check_in_step(const char *ctx) {
  * ncclReduceScatter, counted under its reason, nothing compressed. */
 static void check_plain(const char *spec, ncclDataType_t t, ncclRedOp_t op, size_t rc, squallPassReason_t why) {
   use(spec);
-  size_t es = t == ncclFloat64 ? 8 : t == ncclFloat16 ? 2 : 4, n = rc * (size_t)nranks, bytes = n * es + 8;
+  size_t es = t == ncclFloat64 ? 8 : t == ncclFloat16 ? 2
+                                                      : 4,
+         n = rc * (size_t)nranks, bytes = n * es + 8;
   char *send = malloc(bytes), *a = calloc(1, bytes), *b = calloc(1, bytes);
   for (size_t i = 0; i < n; i++) {
     float f = gen(5, rank, i) * 1.37f; /* not dyadic: a codec would show */
