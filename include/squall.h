@@ -168,7 +168,16 @@ typedef struct {
                                    SQUALL_STATS file during the run; 0 = at exit only */
   int summaryInterval;          /* SQUALL_SUMMARY_INTERVAL: seconds between rank 0's
                                    "compressed too little" checks during the run; 0 = at exit only */
+  int collectives;              /* SQUALL_COLLECTIVES: the squallCollective_t bits of the
+                                   collectives the LD_PRELOAD interposers hand to squall */
 } squallConfig_t;
+
+/* The collectives of SQUALL_COLLECTIVES (squallConfig_t.collectives, a
+ * set of these bits). Only the interposers ask: a direct call
+ * (squallAllReduce, squallReduceScatter, squallMpiReduceScatterBlock...)
+ * names its collective, and is compressed whatever the set holds. */
+typedef enum { squallCollectiveAllReduce = 1,
+               squallCollectiveReduceScatter = 2 } squallCollective_t;
 
 /* Sets the first three members; then squallConfigDefault() or
  * squallGetConfig() fills the rest:
@@ -262,7 +271,8 @@ SQUALL_API squallResult_t squallSetConfig(const squallConfig_t *config);
   X(squallPassIntercomm, "intercomm", "an MPI intercommunicator")       \
   X(squallPassNotPaying, "would_not_pay", "the cost model predicted plain to be faster, or device buffers with every rank on one node (SQUALL_COST_MODEL)") \
   X(squallPassDeviceMemory, "device_memory", "device buffers on the MPI path (a CUDA-aware MPI): the host codecs cannot read them") \
-  X(squallPassCodecUnsupported, "codec_unsupported", "the codec has no route for this collective (top-k reduce-scatter)")
+  X(squallPassCodecUnsupported, "codec_unsupported", "the codec has no route for this collective (top-k reduce-scatter)") \
+  X(squallPassCollectiveOff, "collective_off", "an interposed collective that SQUALL_COLLECTIVES leaves out")
 
 typedef enum {
 #define SQUALL_PASS_ENUM(name, key, doc) name,

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * squall_nccl.h - compressed all-reduce with ncclAllReduce's signature.
+ * squall_nccl.h - compressed all-reduce and reduce-scatter with
+ * ncclAllReduce's and ncclReduceScatter's signatures.
  *
- * squallAllReduce() is a drop-in for ncclAllReduce() on a communicator the
- * caller created with NCCL. This header needs nccl.h (and CUDA's headers,
- * which nccl.h includes) on the include path; squall.h alone needs neither.
+ * squallAllReduce() is a drop-in for ncclAllReduce(), squallReduceScatter()
+ * for ncclReduceScatter(), on a communicator the caller created with NCCL.
+ * This header needs nccl.h (and CUDA's headers, which nccl.h includes) on
+ * the include path; squall.h alone needs neither.
  */
 #ifndef SQUALL_NCCL_H
 #define SQUALL_NCCL_H
@@ -28,6 +30,21 @@ extern "C" {
 SQUALL_API ncclResult_t squallAllReduce(const void *sendbuff, void *recvbuff, size_t count,
                                         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
                                         cudaStream_t stream);
+
+/* ncclReduceScatter's contract: sendbuff holds recvcount elements for
+ * each rank in rank order, recvbuff gets this rank's block of the sum (or
+ * mean); in place where recvbuff is sendbuff + rank * recvcount. Eligible
+ * calls (float32, ncclSum or ncclAvg, codec fp16, bf16, int8, int4 or fp8,
+ * the rest as for squallAllReduce) are compressed with error feedback:
+ * each rank encodes its block for every owner, the owner sums in fp32 in
+ * rank order. Compressed whatever SQUALL_COLLECTIVES holds (that switch
+ * is the interposers'); all others go to ncclReduceScatter unchanged.
+ * recvbuff overlapping sendbuff elsewhere, or recvcount times the ranks
+ * overflowing size_t, is ncclInvalidArgument (squallGetLastError says
+ * why). */
+SQUALL_API ncclResult_t squallReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                                            ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                            cudaStream_t stream);
 
 /* Frees squall's state for comm: call before ncclCommDestroy (the
  * LD_PRELOAD interposer does it for you). */

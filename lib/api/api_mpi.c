@@ -183,8 +183,10 @@ static void arm_stats(void) {
     ensure_keyval();
 }
 
-int squallMpiAllreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-                       MPI_Comm comm) {
+/* squallMpiAllreduce's body; interposed: the MPI interposer's call, which
+ * SQUALL_COLLECTIVES may leave to MPI. */
+static int allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                     int interposed) {
   int size = 0, inter = 0;
   arm_stats();
   if (count < 0 || comm == MPI_COMM_NULL || datatype == MPI_DATATYPE_NULL || op == MPI_OP_NULL ||
@@ -200,6 +202,7 @@ int squallMpiAllreduce(const void *sendbuf, void *recvbuf, int count, MPI_Dataty
       .op = op == MPI_SUM ? SQ_OP_SUM : SQ_OP_OTHER,
       .premul = 1.0f,
       .intercomm = inter,
+      .interposed = interposed,
       /* a fold reads the buffers before MPI has seen them: only buffers
        * MPI would take (squall's own checks run later, and not on every
        * call), and only host memory (asked when a fold is due) */
@@ -229,6 +232,16 @@ int squallMpiAllreduce(const void *sendbuf, void *recvbuf, int count, MPI_Dataty
   if (r != squallSuccess) return fail(comm, to_mpi_error(r)); /* the engine logged it */
   if (d.route != SQ_ROUTE_PASS) return MPI_SUCCESS;
   return run_plain(s, &d, sendbuf, recvbuf, count, datatype, op, comm, size);
+}
+
+int squallMpiAllreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                       MPI_Comm comm) {
+  return allreduce(sendbuf, recvbuf, count, datatype, op, comm, 0);
+}
+
+int squall__mpi_allreduce_interposed(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                                     MPI_Comm comm) {
+  return allreduce(sendbuf, recvbuf, count, datatype, op, comm, 1);
 }
 
 /* ------------------------------------------------------- reduce-scatter */

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * api_mpi.h - what lib/api/api_mpi.c offers besides the public
- * squall_mpi.h: the test hook that reads a tensor's residual. It is not
- * exported (libsquall.so's version script lets only squall[A-Z]* out); the
- * tests link the convenience library libsquall_core.la, which has it.
+ * squall_mpi.h: the test hook that reads a tensor's residual, and the
+ * MPI interposer's entry. Neither is exported (libsquall.so's version
+ * script lets only squall[A-Z]* out): the tests link the convenience
+ * library libsquall_core.la, the interposer this layer, which have them.
  */
 #ifndef SQUALL_API_MPI_H
 #define SQUALL_API_MPI_H
@@ -22,5 +23,12 @@ int squall__mpi_get_residual(MPI_Comm comm, const void *sendbuf, int count, MPI_
  * times the ranks floats. */
 int squall__mpi_get_scatter_residual(MPI_Comm comm, const void *sendbuf, int recvcount, MPI_Datatype datatype,
                                      float *out);
+
+/* squallMpiAllreduce for the MPI interposer (lib/interpose/preload_mpi.c,
+ * which links this layer statically): the call is marked interposed, so
+ * that SQUALL_COLLECTIVES decides whether squall takes it (reason
+ * collective_off where it leaves allreduce out). */
+int squall__mpi_allreduce_interposed(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                                     MPI_Comm comm);
 
 #endif

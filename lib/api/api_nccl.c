@@ -9,6 +9,7 @@
 
 #include <cuda_runtime_api.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -235,9 +236,6 @@ static squall_engine *engine_of(nccl_state *s, const squall_nccl_api *api, int d
   return s->engine[device];
 }
 
-static ncclResult_t run_on_state(const squall_nccl_api *api, squall_engine *e, squall_call *c, int device,
-                                 ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, int *raised);
-
 /* Never a silent no-op: a grouped call that squall would compress
  * passes through (reason in_group) where its group cannot be compressed
  * (why: what the group holds, lib/interpose/preload_group.c). Said once
@@ -265,97 +263,182 @@ void squall__nccl_note_group(ncclComm_t comm, int calls) {
             (void *)comm, calls);
 }
 
-ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *sendbuff, void *recvbuff, size_t count,
-                                    ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
-                                    const char *group_why, int *raised) {
-  int raised_here;
-  if (!raised) raised = &raised_here;
-  *raised = 1; /* squall's, but on each way to NCCL */
-#define PASS() (*raised = 0, api->allReduce(sendbuff, recvbuff, count, datatype, op, comm, stream))
-  if (comm == NULL || recvbuff == NULL || (sendbuff == NULL && count > 0)) return PASS(); /* NCCL reports it */
-  /* A communicator that is not (or no longer) one, one still initialising
-   * (non-blocking: ncclInProgress), or one in error is NCCL's business: the
-   * call goes to NCCL as it is, which reports it. */
-  ncclResult_t async = ncclSuccess;
-  if (api->commGetAsyncError(comm, &async) != ncclSuccess || async != ncclSuccess) return PASS();
-  /* clang-format off */
-  squall_call call = {.send = sendbuff, .recv = recvbuff, .count = count, .premul = 1.0f, .in_group = group_why != NULL,
-                      .stream = (void *)stream};
-  /* clang-format on */
-  call.dtype = dtype_of(datatype, &call.elsize);
-  /* count * size must fit a size_t before anything (NCCL itself refuses
-   * such a count with ncclInvalidArgument). */
-  if (count > SIZE_MAX / call.elsize) {
-    squall__fail(squallInvalidArgument, "%s: count %zu of %zu-byte elements overflows size_t", api->caller,
-                 count, call.elsize);
-    SQ_WARN("%s", squallGetLastError());
-    return ncclInvalidArgument;
-  }
-  int device = squall__cuda_is_device_pointer(sendbuff);
+/* One call as the caller made it: ncclAllReduce's arguments, or
+ * ncclReduceScatter's (count: its recvcount). */
+typedef struct {
+  squall_coll coll;
+  const void *send;
+  void *recv;
+  size_t count;
+  ncclDataType_t datatype;
+  ncclRedOp_t op;
+  ncclComm_t comm;
+  cudaStream_t stream;
+  const char *group_why; /* non-NULL: inside a group that passes through, and why */
+  int interposed;        /* the interposer's call: SQUALL_COLLECTIVES decides */
+  const char *caller;    /* the function the application called, as messages name it */
+} nccl_args;
+
+/* The call handed to NCCL as it came. */
+static ncclResult_t plain(const squall_nccl_api *api, const nccl_args *a) {
+  if (a->coll == SQ_COLL_REDUCE_SCATTER)
+    return api->reduceScatter(a->send, a->recv, a->count, a->datatype, a->op, a->comm, a->stream);
+  return api->allReduce(a->send, a->recv, a->count, a->datatype, a->op, a->comm, a->stream);
+}
+
+static ncclResult_t invalid(const nccl_args *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static ncclResult_t invalid(const nccl_args *a, const char *fmt, ...) {
+  char why[300];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof why, fmt, ap);
+  va_end(ap);
+  squall__fail(squallInvalidArgument, "%s: %s", a->caller, why);
+  SQ_WARN("%s", squallGetLastError());
+  return ncclInvalidArgument;
+}
+
+/* A reduce-scatter's send buffer holds recvcount elements per rank: the
+ * engine's count, which must fit a size_t (NCCL's own sizes are size_t
+ * too); recvbuff may overlap sendbuff only where NCCL's in-place rule puts
+ * it, at this rank's block (sendbuff + rank * recvcount). Both are local
+ * argument errors, the same on every rank that makes them (as NCCL's own
+ * checks). ncclSuccess, or ncclInvalidArgument (logged). */
+static ncclResult_t scatter_count(const squall_nccl_api *api, const nccl_args *a, squall_call *call) {
+  int nranks = 0, rank = 0;
+  if (api->commCount(a->comm, &nranks) != ncclSuccess || api->commUserRank(a->comm, &rank) != ncclSuccess ||
+      nranks < 1)
+    return invalid(a, "cannot read the communicator's size and rank");
+  if (a->count > SIZE_MAX / (size_t)nranks)
+    return invalid(a, "recvcount %zu times %d ranks overflows size_t", a->count, nranks);
+  call->count = a->count * (size_t)nranks;
+  if (a->count == 0 || call->count > SIZE_MAX / call->elsize) return ncclSuccess; /* the caller says so */
+  uintptr_t s = (uintptr_t)a->send, r = (uintptr_t)a->recv, rb = a->count * call->elsize;
+  int overlap = r < s + call->count * call->elsize && s < r + rb;
+  if (overlap && r != s + (uintptr_t)rank * rb)
+    return invalid(a, "recvbuff %p overlaps sendbuff %p other than at this rank's block (sendbuff + rank %d * "
+                      "recvcount %zu elements), NCCL's only in-place reduce-scatter",
+                   a->recv, a->send, rank, a->count);
+  return ncclSuccess;
+}
+
+static ncclResult_t run_on_state(const squall_nccl_api *api, squall_engine *e, squall_call *c, int device,
+                                 const nccl_args *a, int *raised);
+
+/* The call through the engine, once the arguments made a squall_call. */
+static ncclResult_t run_call(const squall_nccl_api *api, const nccl_args *a, squall_call *call, int *raised) {
+  int device = squall__cuda_is_device_pointer(a->send);
   pthread_mutex_lock(&lock);
-  if (is_lost(comm, (int)op)) {
+  if (is_lost(a->comm, (int)a->op)) {
     pthread_mutex_unlock(&lock);
     squall__fail(squallSystemError, "%s(count=%zu): squall lost track of this communicator's "
                                     "state for lack of memory (logged when it happened)",
-                 api->caller, count);
+                 a->caller, a->count);
     SQ_WARN("%s", squallGetLastError());
     return ncclSystemError;
   }
-  nccl_state *s = find(comm, 1);
-  call.op = op == ncclSum ? SQ_OP_SUM : op == ncclAvg ? SQ_OP_AVG
-                                                      : SQ_OP_OTHER;
-  for (premul *p = s ? s->ops : NULL; p && call.op == SQ_OP_OTHER; p = p->next)
-    if (p->op == op && !p->on_device && p->datatype == datatype) {
-      call.op = SQ_OP_SUM;
-      call.premul = p->scalar;
+  nccl_state *s = find(a->comm, 1);
+  call->op = a->op == ncclSum ? SQ_OP_SUM : a->op == ncclAvg ? SQ_OP_AVG
+                                                             : SQ_OP_OTHER;
+  for (premul *p = s ? s->ops : NULL; p && call->op == SQ_OP_OTHER; p = p->next)
+    if (p->op == a->op && !p->on_device && p->datatype == a->datatype) {
+      call->op = SQ_OP_SUM;
+      call->premul = p->scalar;
     }
   /* A non-blocking communicator's calls pass through, but only the engine
    * can say so to every rank (the call header): a rank whose communicator
    * is blocking would otherwise run compressed collectives against this
    * rank's plain one. */
-  call.nonblocking = s && s->nonblocking;
+  call->nonblocking = s && s->nonblocking;
   squall_engine *e = s ? engine_of(s, api, device) : NULL;
   if (e) s->users++;
-  int say_group = e && group_why && call.dtype >= 0 && call.op != SQ_OP_OTHER && !s->said_group;
+  int say_group = e && a->group_why && call->dtype >= 0 && call->op != SQ_OP_OTHER && !s->said_group;
   if (say_group) {
     /* only where the configuration would compress it otherwise */
     squallConfig_t cfg;
     squall__config_get(&cfg, NULL);
-    say_group = cfg.codec != squallCodecNone && count > 0 && count * call.elsize >= cfg.minBytes;
+    int bit = a->coll == SQ_COLL_REDUCE_SCATTER ? squallCollectiveReduceScatter : squallCollectiveAllReduce;
+    say_group = cfg.codec != squallCodecNone && call->count > 0 && call->count * call->elsize >= cfg.minBytes &&
+                (!a->interposed || (cfg.collectives & bit));
     if (say_group) s->said_group = 1;
   }
   pthread_mutex_unlock(&lock);
-  if (say_group) say_grouped(api, comm, group_why);
+  if (say_group) say_grouped(api, a->comm, a->group_why);
   if (e == NULL) {
-    /* Passing through alone could pair this rank's plain all-reduce with
-     * its peers' compressed collectives: fail, as NCCL would. */
+    /* Passing through alone could pair this rank's plain call with its
+     * peers' compressed collectives: fail, as NCCL would. */
     char why[256]; /* the engine's reason where it gave one (a failed find() gives none) */
     snprintf(why, sizeof why, "%s", s ? squallGetLastError() : "out of memory");
     squall__fail(squallSystemError, "%s(count=%zu): cannot set up squall state for the NCCL "
                                     "communicator: %s",
-                 api->caller, count, why);
+                 a->caller, a->count, why);
     SQ_WARN("%s", squallGetLastError());
     return ncclSystemError;
   }
-  ncclResult_t result = run_on_state(api, e, &call, device, datatype, op, comm, raised);
+  ncclResult_t result = run_on_state(api, e, call, device, a, raised);
   pthread_mutex_lock(&lock);
   int free_now = --s->users == 0 && s->forgotten;
   pthread_mutex_unlock(&lock);
   if (free_now) free_state(s);
   return result;
+}
+
+/* Either collective: compress through the engine, or hand it to NCCL. */
+static ncclResult_t collective(const squall_nccl_api *api, const nccl_args *a, int *raised) {
+  int raised_here;
+  if (!raised) raised = &raised_here;
+  *raised = 1; /* squall's, but on each way to NCCL */
+#define PASS() (*raised = 0, plain(api, a))
+  if (a->comm == NULL || a->recv == NULL || (a->send == NULL && a->count > 0)) return PASS(); /* NCCL reports it */
+  /* A communicator that is not (or no longer) one, one still initialising
+   * (non-blocking: ncclInProgress), or one in error is NCCL's business: the
+   * call goes to NCCL as it is, which reports it. */
+  ncclResult_t async = ncclSuccess;
+  if (api->commGetAsyncError(a->comm, &async) != ncclSuccess || async != ncclSuccess) return PASS();
+  /* clang-format off */
+  squall_call call = {.send = a->send, .recv = a->recv, .count = a->count, .coll = a->coll, .premul = 1.0f,
+                      .in_group = a->group_why != NULL, .interposed = a->interposed, .stream = (void *)a->stream};
+  /* clang-format on */
+  call.dtype = dtype_of(a->datatype, &call.elsize);
+  if (a->coll == SQ_COLL_REDUCE_SCATTER) {
+    ncclResult_t bad = scatter_count(api, a, &call);
+    if (bad != ncclSuccess) return bad;
+  }
+  /* count * size must fit a size_t before anything (NCCL itself refuses
+   * such a count with ncclInvalidArgument). */
+  if (call.count > SIZE_MAX / call.elsize)
+    return invalid(a, "count %zu of %zu-byte elements overflows size_t", call.count, call.elsize);
+  return run_call(api, a, &call, raised);
 #undef PASS
 }
 
-/* The engine's part of squall__nccl_allreduce, with the state held (users > 0). */
+ncclResult_t squall__nccl_allreduce(const squall_nccl_api *api, const void *sendbuff, void *recvbuff, size_t count,
+                                    ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
+                                    const char *group_why, int interposed, int *raised) {
+  nccl_args a = {SQ_COLL_ALLREDUCE, sendbuff, recvbuff, count, datatype, op,
+                 comm, stream, group_why, interposed, api->caller};
+  return collective(api, &a, raised);
+}
+
+ncclResult_t squall__nccl_reduce_scatter(const squall_nccl_api *api, const void *sendbuff, void *recvbuff,
+                                         size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                         cudaStream_t stream, const char *group_why, int interposed, int *raised) {
+  nccl_args a = {SQ_COLL_REDUCE_SCATTER, sendbuff, recvbuff, recvcount,
+                 datatype, op, comm, stream,
+                 group_why, interposed, interposed ? "ncclReduceScatter" : "squallReduceScatter"};
+  return collective(api, &a, raised);
+}
+
+/* The engine's part of a call, with the state held (users > 0). */
 static ncclResult_t run_on_state(const squall_nccl_api *api, squall_engine *e, squall_call *c, int device,
-                                 ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, int *raised) {
+                                 const nccl_args *a, int *raised) {
   cudaStream_t stream = (cudaStream_t)c->stream;
   int prev = -1, dev = -1;
   if (device) {
     enum cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing(stream, &cap) != cudaSuccess) cudaGetLastError();
     c->capturing = cap != cudaStreamCaptureStatusNone;
-    if (api->commCuDevice(comm, &dev) == ncclSuccess && cudaGetDevice(&prev) == cudaSuccess && prev != dev)
+    if (api->commCuDevice(a->comm, &dev) == ncclSuccess && cudaGetDevice(&prev) == cudaSuccess && prev != dev)
       cudaSetDevice(dev);
   }
   squall_decision d;
@@ -366,7 +449,7 @@ static ncclResult_t run_on_state(const squall_nccl_api *api, squall_engine *e, s
   if (r != squallSuccess) return (ncclResult_t)r;
   if (d.route != SQ_ROUTE_PASS) return ncclSuccess;
   *raised = 0;
-  return api->allReduce(c->send, c->recv, c->count, datatype, op, comm, stream);
+  return plain(api, a);
 }
 
 ncclResult_t squallCommForget(ncclComm_t comm) {
@@ -380,6 +463,21 @@ ncclResult_t squallResetResiduals(ncclComm_t comm) {
   squallResult_t r = squallSuccess;
   for (int i = 0; s && i < 2 && r == squallSuccess; i++)
     if (s->engine[i]) r = squall__engine_reset_residuals(s->engine[i]);
+  pthread_mutex_unlock(&lock);
+  return (ncclResult_t)r;
+}
+
+ncclResult_t squall__nccl_get_scatter_residual(ncclComm_t comm, const void *sendbuff, size_t recvcount,
+                                               ncclDataType_t datatype, float *out) {
+  size_t elsize;
+  int device = squall__cuda_is_device_pointer(sendbuff), nranks = 0;
+  pthread_mutex_lock(&lock);
+  nccl_state *s = find(comm, 0);
+  squall_engine *e = s ? s->engine[device] : NULL;
+  squallResult_t r = squallInvalidArgument;
+  if (e && out && s->tctx[device].api->commCount(comm, &nranks) == ncclSuccess && nranks > 0 &&
+      recvcount <= SIZE_MAX / (size_t)nranks)
+    r = squall__engine_get_scatter_residual(e, sendbuff, recvcount * (size_t)nranks, dtype_of(datatype, &elsize), out);
   pthread_mutex_unlock(&lock);
   return (ncclResult_t)r;
 }

@@ -34,6 +34,7 @@
   .type = OPT_ENUM, MEMBER(m), .names = (tbl), .nnames = (int)SQ_ARRAY_SIZE(tbl), .type_name = (tname)
 #define DOUBLE_ROW(m, l, h, z) .type = OPT_DOUBLE, MEMBER(m), .dlo = (l), .dhi = (h), .zero = (z)
 #define STRING_ROW(m) .type = OPT_STRING, MEMBER(m)
+#define SET_ROW(m, tbl) .type = OPT_SET, MEMBER(m), .names = (tbl), .nnames = (int)SQ_ARRAY_SIZE(tbl)
 #define AGREE(k) .scope = OPT_AGREE, .key = (k)
 #define LOCAL .scope = OPT_LOCAL
 
@@ -47,6 +48,8 @@ static const char *const debug_names[] = {"WARN", "INFO", "TRACE"};
 static const char *const half_accum_names[] = {"fp32", "half"};
 static const char *const hierarchy_names[] = {"auto", "flat"};
 static const char *const on_off_names[] = {"off", "on"};
+/* bit i of SQUALL_COLLECTIVES: squallCollective_t */
+static const char *const collective_names[] = {"allreduce", "reducescatter"};
 
 /* In the order of squallConfig_t's members (squall__config_table_check),
  * which is the order of squallConfigOption and of the description.
@@ -151,6 +154,13 @@ static const squall_option options[] = {
      .doc = "Rank 0 also checks during the run, at the first call at least this many seconds after the "
             "last check, whether less than half of the bytes squall could have compressed so far were, and "
             "says why in the same WARN line as at exit (once per check)."},
+    /* agreed: it decides which interposed calls run squall's collectives */
+    {"SQUALL_COLLECTIVES", SET_ROW(collectives, collective_names), AGREE("collectives"), .defval = "allreduce",
+     .accepted = "a comma list of allreduce and reducescatter, or all",
+     .doc = "The collectives the LD_PRELOAD interposers hand to squall; the others pass through to NCCL or MPI "
+            "(reason collective_off). The default leaves a sharded job's reduce-scatters (FSDP, ZeRO) as they "
+            "were until it opts in. Direct calls (squallAllReduce, squallReduceScatter, "
+            "squallMpiReduceScatterBlock...) are compressed whatever this holds: they name their collective."},
 };
 
 /* The first layouts of libsquall.so.4, which every caller's struct has. */
@@ -249,6 +259,8 @@ int squall__config_table_check(char *why, size_t n) {
     }
     if (o->type == OPT_ENUM && (o->width != sizeof(int) || o->nnames < 2 || (o->param && squall__opt_param_index(o) < 0)))
       return table_fail(why, n, "%s: an enum row needs an int member and two names or more", o->name);
+    if (o->type == OPT_SET && (o->width != sizeof(int) || o->nnames < 1 || o->nnames > 30))
+      return table_fail(why, n, "%s: a set row needs an int member and 1 to 30 names", o->name);
     if (o->type == OPT_UINT && (o->multiple < 0 || (o->width != sizeof(int) && o->width != sizeof(size_t))))
       return table_fail(why, n, "%s: an integer row needs an int or size_t member", o->name);
   }

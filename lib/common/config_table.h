@@ -19,7 +19,9 @@ typedef enum {
   OPT_ENUM,   /* one of names[] in any case; the member (an enum or int) holds its index. The
                  name `param` takes ":<ratio>", 0 < ratio <= 1, into a double member
                  (SQUALL_COMPRESS=topk:<ratio>) */
-  OPT_STRING  /* text shorter than the member's char array */
+  OPT_STRING, /* text shorter than the member's char array */
+  OPT_SET     /* a comma list of names[] (any case), or `all`: an int member holding bit i
+                 for names[i]; never empty (SQUALL_COLLECTIVES=allreduce,reducescatter) */
 } squall_opt_type;
 
 /* Every row says whether the ranks must hold the same value: a row that
@@ -46,7 +48,7 @@ typedef struct {
   long lo, hi, multiple;    /* OPT_UINT (multiple 0: any) */
   double dlo, dhi;          /* OPT_DOUBLE */
   const char *zero;         /* OPT_DOUBLE: the word for 0, which is then accepted */
-  const char *const *names; /* OPT_ENUM */
+  const char *const *names; /* OPT_ENUM, OPT_SET */
   int nnames;
   const char *type_name;    /* OPT_ENUM: the C type, for messages (NULL: none) */
   const char *param;        /* OPT_ENUM: the name that takes a ratio, or NULL */

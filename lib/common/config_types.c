@@ -157,6 +157,36 @@ static int parse_enum(const squall_option *o, squallConfig_t *c, const char *v) 
   return -1;
 }
 
+/* An OPT_SET's bits: every name's. */
+static int set_all(const squall_option *o) { return (int)((1u << o->nnames) - 1); }
+
+/* "allreduce,reducescatter" or "all": every item a name (any case), none
+ * empty (a stray comma is a typo, not an empty item to skip). */
+static int parse_set(const squall_option *o, squallConfig_t *c, const char *v) {
+  int bits = 0;
+  for (const char *p = v;; p++) {
+    size_t len = strcspn(p, ",");
+    int bit = -1;
+    if (len == 3 && !strncasecmp(p, "all", 3)) bit = set_all(o);
+    for (int i = 0; i < o->nnames && bit < 0; i++)
+      if (strlen(o->names[i]) == len && !strncasecmp(p, o->names[i], len)) bit = 1 << i;
+    if (bit < 0) return -1;
+    bits |= bit;
+    p += len;
+    if (*p == 0) break;
+  }
+  squall__opt_put(c, o->offset, &bits, sizeof bits);
+  return 0;
+}
+
+/* The set's names, comma-separated, in the table's order. */
+static void print_set(const squall_option *o, const squallConfig_t *c, char *b, size_t n) {
+  int bits = squall__opt_get_int(c, o->offset);
+  if (n) b[0] = 0;
+  for (int i = 0; i < o->nnames; i++)
+    if (bits & 1 << i) snprintf(b + strlen(b), n - strlen(b), "%s%s", b[0] ? "," : "", o->names[i]);
+}
+
 /* Sets the member(s) of row o from text v; 0, or -1 with *c unchanged. */
 int squall__opt_parse(const squall_option *o, squallConfig_t *c, const char *v) {
   switch (o->type) {
@@ -186,6 +216,7 @@ int squall__opt_parse(const squall_option *o, squallConfig_t *c, const char *v) 
     return 0;
   }
   case OPT_ENUM: return parse_enum(o, c, v);
+  case OPT_SET: return parse_set(o, c, v);
   case OPT_STRING:
     if (strlen(v) >= o->width) return -1;
     squall__opt_put(c, o->offset, v, strlen(v) + 1);
@@ -232,6 +263,12 @@ int squall__opt_check(const squall_option *o, const squallConfig_t *c, char *why
     }
     return 0;
   }
+  case OPT_SET: {
+    int v = squall__opt_get_int(c, o->offset);
+    if (v > 0 && (v & ~set_all(o)) == 0) return 0;
+    snprintf(why, n, "%s=%d is not a non-empty set of its %d bits (1 to %d)", o->member, v, o->nnames, set_all(o));
+    return -1;
+  }
   case OPT_STRING:
     if (memchr((const char *)c + o->offset, 0, o->width) != NULL) return 0;
     snprintf(why, n, "%s is not terminated within its %zu bytes", o->member, o->width);
@@ -277,6 +314,7 @@ void squall__opt_print(const squall_option *o, const squallConfig_t *c, char *b,
     break;
   }
   case OPT_ENUM: squall__opt_enum_text(o, c, b, n); break;
+  case OPT_SET: print_set(o, c, b, n); break;
   case OPT_STRING: break;
   }
 }
@@ -292,6 +330,7 @@ void squall__opt_wire(const squall_option *o, const squallConfig_t *c, char *b, 
     if (o->wire_number) snprintf(b, n, "%d", squall__opt_get_int(c, o->offset));
     else squall__opt_enum_text(o, c, b, n);
     break;
+  case OPT_SET: snprintf(b, n, "%d", squall__opt_get_int(c, o->offset)); break;
   case OPT_STRING:
     snprintf(b, n, "%.*s", (int)strnlen((const char *)c + o->offset, o->width), (const char *)c + o->offset);
     break;

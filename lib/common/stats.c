@@ -293,6 +293,9 @@ static const char *fix_for(int reason) {
   case squallPassNotPaying:
     return "the cost model found plain faster (one node, or a fast link): SQUALL_COST_MODEL=off compresses anyway";
   case squallPassDeviceMemory: return "device buffers on the MPI path: use the NCCL interposer (squall-run --nccl)";
+  case squallPassCollectiveOff:
+    return "an interposed collective that SQUALL_COLLECTIVES leaves out: add it "
+           "(SQUALL_COLLECTIVES=allreduce,reducescatter)";
   default: return NULL; /* type, op, intercommunicator: never squall's to compress */
   }
 }

@@ -156,6 +156,7 @@ static int agreed_pass(const squall_engine *e, const squall_call *c, const squal
   if (c->shard || !agreed(e, gen)) return 0;
   if (e->tr.nranks < cfg->minRanks) *why = squallPassSingleRank;
   else if (cfg->codec == squallCodecNone) *why = squallPassDisabled;
+  else if (squall__collective_off(c, cfg)) *why = squallPassCollectiveOff;
   else if (c->count * c->elsize < cfg->minBytes) *why = squallPassSmall;
   else return 0;
   if (e->agreed_nonblocking) *why = squallPassNonblocking; /* decide()'s order */
@@ -168,7 +169,9 @@ static int agreed_pass(const squall_engine *e, const squall_call *c, const squal
  * its timings: a job may turn it on, and squall-bench's warm-ups time plain
  * so. From the reason alone, the same on every rank: the model's plain
  * counts steer its probes, which every rank must choose alike. */
-static int untimed(squallPassReason_t why) { return why == squallPassSmall || why == squallPassSingleRank; }
+static int untimed(squallPassReason_t why) {
+  return why == squallPassSmall || why == squallPassSingleRank || why == squallPassCollectiveOff;
+}
 
 
 /* An agreed pass-through (agreed_pass() said so): whether its plain call is

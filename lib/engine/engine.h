@@ -42,6 +42,8 @@ typedef struct squall_call {
   squall_op op;
   float premul;                                  /* input multiplier (PreMulSum); 1 otherwise */
   int in_group;                                  /* inside a user's group call: pass through */
+  int interposed;                                /* made by an LD_PRELOAD interposer: SQUALL_COLLECTIVES says whether
+                       squall takes it (a direct call names its collective: always) */
   int intercomm;                                 /* an MPI intercommunicator: pass through */
   int capturing;                                 /* CUDA graph capture: no allocation, no host wait */
   int can_fold;                                  /* the caller can send g + residual in its plain call (squall_decision.fold) */

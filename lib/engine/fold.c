@@ -16,7 +16,7 @@
  * compressed calls: the configuration's, not the call's own. */
 int squall__folds_for(squallPassReason_t why) {
   return why == squallPassNotPaying || why == squallPassDisabled || why == squallPassSmall ||
-         why == squallPassSingleRank || why == squallPassMismatch;
+         why == squallPassSingleRank || why == squallPassMismatch || why == squallPassCollectiveOff;
 }
 
 /* A call that passes through for its configuration (the cost model

@@ -111,9 +111,19 @@ static int agreement_reason(const squall_agreement *ag, squallPassReason_t *why)
   return 1;
 }
 
+/* SQUALL_COLLECTIVES is the interposers' switch: a call made by one
+ * (c->interposed, the same on every rank: each rank's job calls the same
+ * collective through the same way in) passes through where the agreed
+ * configuration leaves its collective out. */
+int squall__collective_off(const squall_call *c, const squallConfig_t *cfg) {
+  int bit = c->coll == SQ_COLL_REDUCE_SCATTER ? squallCollectiveReduceScatter : squallCollectiveAllReduce;
+  return c->interposed && !(cfg->collectives & bit);
+}
+
 static int config_reason(const squall_call *c, const squallConfig_t *cfg, int nranks, squallPassReason_t *why) {
   if (nranks < cfg->minRanks) *why = squallPassSingleRank;
   else if (cfg->codec == squallCodecNone) *why = squallPassDisabled;
+  else if (squall__collective_off(c, cfg)) *why = squallPassCollectiveOff;
   else if (c->count * c->elsize < cfg->minBytes) *why = squallPassSmall;
   else return 0;
   return 1;

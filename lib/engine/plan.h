@@ -218,6 +218,11 @@ extern const squall_route_ops squall__route_half, squall__route_topk, squall__ro
 
 /* plan.c */
 int squall__call_pass_reason(const squall_call *c, squallPassReason_t *why);
+
+/* 1 where an interposed call's collective is not in the configuration's
+ * SQUALL_COLLECTIVES (reason collective_off): a configuration reason,
+ * decided where the others are, on the configuration the ranks agreed. */
+int squall__collective_off(const squall_call *c, const squallConfig_t *cfg);
 void squall__plan_make(squall_engine *e, const squall_call *c, const squallConfig_t *cfg, uint64_t gen,
                        squall_plan *plan);
 void squall__plan_confirm(squall_plan *plan, const squall_call *c, const squall_agreement *ag);

@@ -5,20 +5,22 @@
  * MPI_Comm_free, and MPI itself keeps PMPI_Allreduce and PMPI_Comm_free.
  * Loaded with LD_PRELOAD, it makes an unmodified MPI program's float sums
  * compressed (squallMpiAllreduce decides, and calls PMPI_Allreduce for
- * everything it passes through). Everything else is MPI's own.
+ * everything it passes through, also what SQUALL_COLLECTIVES leaves out). Everything else is MPI's own.
  *
  * No re-entry guard is needed here, unlike the NCCL side: squall reaches MPI
  * only through PMPI_ names and functions this library does not define.
  */
 #include "common/internal.h"
 
+#include "api/api_mpi.h"
 #include "squall_mpi.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
 EXPORT int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype,
                          MPI_Op op, MPI_Comm comm) {
-  return squallMpiAllreduce(sendbuf, recvbuf, count, datatype, op, comm);
+  /* squallMpiAllreduce's, marked as the interposer's (SQUALL_COLLECTIVES) */
+  return squall__mpi_allreduce_interposed(sendbuf, recvbuf, count, datatype, op, comm);
 }
 
 /* squall's state first, while the communicator is still valid (MPI also

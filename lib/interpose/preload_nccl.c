@@ -6,6 +6,9 @@
  * through preload_resolve.c; it does not link libnccl.
  *
  *   ncclAllReduce          -> squall__nccl_allreduce (compress or pass through)
+ *   ncclReduceScatter      -> squall__nccl_reduce_scatter (compressed where
+ *                             SQUALL_COLLECTIVES holds reducescatter; in a
+ *                             group, the group rule of the other collectives)
  *   ncclGroupStart/End,
  *   ncclGroupSimulateEnd   -> preload_group.c: a group of all-reduces on one
  *                             communicator runs through squall at its
@@ -244,6 +247,19 @@ static const char *nccl_text(ncclComm_t comm) {
   return t ? t : "";
 }
 
+/* A failure squall raised itself becomes this thread's last error (above);
+ * before: NCCL's text when the call began. */
+static ncclResult_t noted(ncclResult_t r, int raised, ncclComm_t comm, const char *before) {
+  if (r == ncclSuccess) return r; /* NCCL keeps its text after a success too */
+  const char *now = nccl_text(comm);
+  raised_valid = raised && strncmp(now, before, NCCL_TEXT_MAX - 1) == 0;
+  if (raised_valid) {
+    snprintf(raised_text, sizeof raised_text, "squall: %s", squallGetLastError());
+    snprintf(nccl_then, sizeof nccl_then, "%s", now);
+  }
+  return r;
+}
+
 /* The outermost all-reduce on a communicator: squall's (which leaves
  * NCCL's business to NCCL), its own failures noted for ncclGetLastError. */
 static ncclResult_t allreduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
@@ -252,17 +268,21 @@ static ncclResult_t allreduce(const void *sendbuff, void *recvbuff, size_t count
   snprintf(before, sizeof before, "%s", nccl_text(comm));
   int raised = 0;
   ncclResult_t r = squall__nccl_allreduce(&api, sendbuff, recvbuff, count, datatype, op, comm, stream,
-                                          group_why, &raised);
-  if (r == ncclSuccess) return r; /* NCCL keeps its text after a success too */
-  const char *now = nccl_text(comm);
-  raised_valid = raised && strncmp(now, before, sizeof before - 1) == 0;
-  if (raised_valid) {
-    snprintf(raised_text, sizeof raised_text, "squall: %s", squallGetLastError());
-    snprintf(nccl_then, sizeof nccl_then, "%s", now);
-  }
-  return r;
+                                          group_why, 1, &raised);
+  return noted(r, raised, comm, before);
 }
 
+/* The outermost reduce-scatter: squall's as the all-reduce (SQUALL_COLLECTIVES
+ * decides in the engine whether squall takes it). */
+static ncclResult_t reduce_scatter(const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype,
+                                   ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream, const char *group_why) {
+  char before[NCCL_TEXT_MAX];
+  snprintf(before, sizeof before, "%s", nccl_text(comm));
+  int raised = 0;
+  ncclResult_t r = squall__nccl_reduce_scatter(&api, sendbuff, recvbuff, recvcount, datatype, op, comm, stream,
+                                               group_why, 1, &raised);
+  return noted(r, raised, comm, before);
+}
 /* preload_group.c's way to run a call, with the guard held. */
 static ncclResult_t run_call(const squall_group_call *c, const char *group_why) {
   return allreduce(c->send, c->recv, c->count, c->datatype, c->op, c->comm, c->stream, group_why);
@@ -343,9 +363,27 @@ EXPORT ncclResult_t ncclBroadcast(const void *sendbuff, void *recvbuff, size_t c
   ENQUEUE(Broadcast, (sendbuff, recvbuff, count, datatype, root, comm, stream));
 }
 
+/* A reduce-scatter inside a user's group is "another collective" of the
+ * group rule (preload_group.c): the group passes through, the recorded
+ * all-reduces first, and so does this call (reason in_group), into NCCL's
+ * group. Outside a group squall takes it where SQUALL_COLLECTIVES says. */
+static ncclResult_t reduce_scatter_now(const void *sendbuff, void *recvbuff, size_t recvcount,
+                                       ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                       cudaStream_t stream) {
+  if (squall__group_depth() == 0)
+    return reduce_scatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream, NULL);
+  squall__group_other("ncclReduceScatter", run_call);
+  return reduce_scatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream,
+                        "holds ncclReduceScatter");
+}
+
 EXPORT ncclResult_t ncclReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
                                       ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  ENQUEUE(ReduceScatter, (sendbuff, recvbuff, recvcount, datatype, op, comm, stream));
+  NEED(ReduceScatter);
+  if (comm == NULL || (!inside && !api_complete)) /* NCCL reports it; or squall cannot run (said at all-reduces) */
+    return REAL(ReduceScatter)(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+  GUARDED(ReduceScatter, (sendbuff, recvbuff, recvcount, datatype, op, comm, stream),
+          reduce_scatter_now(sendbuff, recvbuff, recvcount, datatype, op, comm, stream));
 }
 
 EXPORT ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,

@@ -49,6 +49,8 @@ int main(void) {
   ENUMERATOR(squallLogWarn);
   ENUMERATOR(squallLogInfo);
   ENUMERATOR(squallLogTrace);
+  ENUMERATOR(squallCollectiveAllReduce);
+  ENUMERATOR(squallCollectiveReduceScatter);
   SQUALL_PASS_REASON_TABLE(ROW)
   COUNT(squallPassNumReasons);
   SQUALL_FLAT_REASON_TABLE(ROW)
@@ -80,6 +82,7 @@ int main(void) {
   MEMBER(squallConfig_t, linkGbps);
   MEMBER(squallConfig_t, statsInterval);
   MEMBER(squallConfig_t, summaryInterval);
+  MEMBER(squallConfig_t, collectives);
   STRUCT(squallOption_t);
   MEMBER(squallOption_t, size);
   MEMBER(squallOption_t, magic);

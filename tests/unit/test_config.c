@@ -22,7 +22,7 @@ static int cfg_equal(const squallConfig_t *a, const squallConfig_t *b) {
          a->bucket == b->bucket && a->halfAccum == b->halfAccum && a->hierarchy == b->hierarchy &&
          a->ranksPerNode == b->ranksPerNode && a->chunkBytes == b->chunkBytes &&
          a->costModel == b->costModel && a->linkGbps == b->linkGbps && a->statsInterval == b->statsInterval &&
-         a->summaryInterval == b->summaryInterval;
+         a->summaryInterval == b->summaryInterval && a->collectives == b->collectives;
 }
 
 static squallConfig_t defaults(void) {
@@ -52,6 +52,7 @@ static squallConfig_t unusual(void) {
   c.chunkBytes = 777;
   c.costModel = 0;
   c.linkGbps = 2.5;
+  c.collectives = squallCollectiveReduceScatter;
   return c;
 }
 
@@ -133,6 +134,12 @@ START_TEST(test_accept_compress) {
 END_TEST
 
 START_TEST(test_accept_others) {
+  ACCEPT("SQUALL_COLLECTIVES", "allreduce", collectives, squallCollectiveAllReduce);
+  ACCEPT("SQUALL_COLLECTIVES", "ReduceScatter", collectives, squallCollectiveReduceScatter);
+  ACCEPT("SQUALL_COLLECTIVES", "allreduce,reducescatter", collectives, 3);
+  ACCEPT("SQUALL_COLLECTIVES", "reducescatter,allreduce,reducescatter", collectives, 3);
+  ACCEPT("SQUALL_COLLECTIVES", "all", collectives, 3);
+  ACCEPT("SQUALL_COLLECTIVES", "ALL,allreduce", collectives, 3);
   ACCEPT("SQUALL_CHUNK_BYTES", "0", chunkBytes, 0);
   ACCEPT("SQUALL_CHUNK_BYTES", "64K", chunkBytes, 65536);
   ACCEPT("SQUALL_COST_MODEL", "on", costModel, 1);
@@ -266,6 +273,10 @@ START_TEST(test_reject) {
     reject("SQUALL_MIN_BYTES", sizes[i], "optional K, M or G suffix");
     reject("SQUALL_EF_MAX_BYTES", sizes[i], "optional K, M or G suffix");
   }
+  static const char *colls[] = {"", ",", "allreduce,", ",allreduce", "allreduce,,reducescatter", "allgather",
+                                "none", "all_reduce", "allreduce reducescatter", "allreduces", "1", "al"};
+  for (size_t i = 0; i < sizeof colls / sizeof colls[0]; i++)
+    reject("SQUALL_COLLECTIVES", colls[i], "a comma list of allreduce and reducescatter, or all");
   static const char *cost[] = {"1", "", "yes", "onn"};
   for (size_t i = 0; i < sizeof cost / sizeof cost[0]; i++) reject("SQUALL_COST_MODEL", cost[i], "on or off");
   static const char *gbps[] = {"-1", "", "fast", "1e6", "inf", "nan", "10G", "1,5", " 1", "0.0009", "1e-12"};
@@ -525,7 +536,7 @@ static const char *all_names[] = {"SQUALL_COMPRESS", "SQUALL_TOPK_VALUES", "SQUA
                                   "SQUALL_BUCKET", "SQUALL_HALF_ACCUM",
                                   "SQUALL_HIERARCHY", "SQUALL_RANKS_PER_NODE", "SQUALL_CHUNK_BYTES",
                                   "SQUALL_COST_MODEL", "SQUALL_LINK_GBPS", "SQUALL_STATS_INTERVAL",
-                                  "SQUALL_SUMMARY_INTERVAL"};
+                                  "SQUALL_SUMMARY_INTERVAL", "SQUALL_COLLECTIVES"};
 
 /* The line of 'name' shows 'value' as its effective value. */
 static void expect_row(const char *text, const char *name, const char *value) {
@@ -742,6 +753,9 @@ START_TEST(test_strict_set_config) {
   BAD(topkRatio, 1.5, "topkRatio=1.5");
   BAD(topkRatio, -0.0, "topkRatio");
   BAD(topkRatio, NAN, "topkRatio");
+  BAD(collectives, 0, "collectives=0"); /* never empty: SQUALL_COMPRESS=none turns squall off */
+  BAD(collectives, 4, "collectives=4");
+  BAD(collectives, -1, "collectives=-1");
 #undef BAD
   c = good;
   memset(c.statsPath, 'x', sizeof c.statsPath); /* no terminating NUL */
@@ -959,7 +973,8 @@ START_TEST(test_agree_table) {
   static const char *const agree[] = {"SQUALL_COMPRESS", "SQUALL_TOPK_VALUES", "SQUALL_EF", "SQUALL_MIN_BYTES",
                                       "SQUALL_ZSTD", "SQUALL_WARMUP", "SQUALL_MIN_RANKS", "SQUALL_BUCKET",
                                       "SQUALL_HALF_ACCUM", "SQUALL_HIERARCHY", "SQUALL_RANKS_PER_NODE",
-                                      "SQUALL_CHUNK_BYTES", "SQUALL_COST_MODEL", "SQUALL_LINK_GBPS"};
+                                      "SQUALL_CHUNK_BYTES", "SQUALL_COST_MODEL", "SQUALL_LINK_GBPS",
+                                      "SQUALL_COLLECTIVES"};
   squallOption_t o = SQUALL_OPTION_INITIALIZER;
   size_t n_agree = 0;
   for (int i = 0; squallConfigOption(NULL, i, &o) == squallSuccess; i++) {
@@ -972,31 +987,32 @@ START_TEST(test_agree_table) {
 }
 END_TEST
 
-/* The engine's description and digest before they came from the table. */
+/* The engine's description and digest before they came from the table,
+ * with collectives=, which SQUALL_COLLECTIVES added after it. */
 START_TEST(test_agree_legacy) {
   static const struct {
     const char *spec, *description;
     int64_t digest;
   } want[] = {
       {"", "compress=none values=fp32 ef=1 min_bytes=1048576 zstd=1 warmup=0 min_ranks=2 bucket=512 half_accum=0 "
-           "hierarchy=auto rpn=0 chunk=4194304 cost=1 link=0",
-       3028157493270089706LL},
+           "hierarchy=auto rpn=0 chunk=4194304 cost=1 link=0 collectives=1",
+       1789189814132419619LL},
       {"compress=topk:0.01", "compress=topk:0.01 values=fp32 ef=1 min_bytes=1048576 zstd=1 warmup=0 min_ranks=2 "
-                             "bucket=512 half_accum=0 hierarchy=auto rpn=0 chunk=4194304 cost=1 link=0 ratio=0.01",
-       178091664761908041LL},
+                             "bucket=512 half_accum=0 hierarchy=auto rpn=0 chunk=4194304 cost=1 link=0 collectives=1 ratio=0.01",
+       1348776838783035675LL},
       {"compress=topk:0.0123456789 topk_values=fp16 ef=0 min_bytes=12345 zstd=7 warmup=3 min_ranks=5",
        "compress=topk:0.0123456789 values=fp16 ef=0 min_bytes=12345 zstd=7 warmup=3 min_ranks=5 bucket=512 "
-       "half_accum=0 hierarchy=auto rpn=0 chunk=4194304 cost=1 link=0 ratio=0.0123456789",
-       1467321359308627340LL},
+       "half_accum=0 hierarchy=auto rpn=0 chunk=4194304 cost=1 link=0 collectives=1 ratio=0.0123456789",
+       504475538388397235LL},
       {"compress=int8 bucket=64 half_accum=half hierarchy=flat ranks_per_node=3 chunk_bytes=777 cost_model=off "
        "link_gbps=2.5",
        "compress=int8 values=fp32 ef=1 min_bytes=1048576 zstd=1 warmup=0 min_ranks=2 bucket=64 half_accum=1 "
-       "hierarchy=flat rpn=3 chunk=777 cost=0 link=2.5",
-       4127029132747459309LL},
+       "hierarchy=flat rpn=3 chunk=777 cost=0 link=2.5 collectives=1",
+       2076067795112898375LL},
       {"compress=bf16 ef_max_bytes=999 debug=trace stats=/x",
        "compress=bf16 values=fp32 ef=1 min_bytes=1048576 zstd=1 warmup=0 min_ranks=2 bucket=512 half_accum=0 "
-       "hierarchy=auto rpn=0 chunk=4194304 cost=1 link=0",
-       4329606035209126926LL},
+       "hierarchy=auto rpn=0 chunk=4194304 cost=1 link=0 collectives=1",
+       4129191773930988656LL},
   };
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
     squallConfig_t c = defaults();
@@ -1028,8 +1044,9 @@ START_TEST(test_agree_legacy) {
   squall__config_describe(&c, odd, sizeof odd);
   if (sizeof(size_t) == 8) {
     ck_assert_str_eq(odd, "compress=none values=fp32 ef=-1 min_bytes=18446744073709551615 zstd=1 warmup=0 "
-                          "min_ranks=2 bucket=512 half_accum=-1 hierarchy=auto rpn=0 chunk=4194304 cost=7 link=0");
-    ck_assert(squall__config_digest(&c) == 2671633683561025810LL);
+                          "min_ranks=2 bucket=512 half_accum=-1 hierarchy=auto rpn=0 chunk=4194304 cost=7 link=0 "
+                          "collectives=1");
+    ck_assert(squall__config_digest(&c) == 36559429462304380LL);
   }
   /* Truncated, still terminated. */
   c = defaults();
@@ -1041,7 +1058,8 @@ END_TEST
 
 /* Values tried for each option until one is accepted and changes it. */
 static const char *const other_values[] = {"fp16", "topk:0.5", "int8", "0", "1", "2", "3", "64", "128", "7", "1K",
-                                           "flat", "half", "off", "on", "INFO", "2.5", "fp32", "auto", "/tmp/x"};
+                                           "flat", "half", "off", "on", "INFO", "2.5", "fp32", "auto", "/tmp/x",
+                                           "all"};
 
 /* Sets option o of *c to another value it accepts; 0 when none is found. */
 static int change(squallConfig_t *c, const squallOption_t *o) {

@@ -12,7 +12,9 @@
 #include "fakenccl.h"
 
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define P2P_TAG 0x5a11
 
@@ -24,6 +26,34 @@ typedef struct {
 
 static _Thread_local p2p_op *queue;
 static _Thread_local int queued, queue_cap;
+
+/* Fault injection for exchanges built of send/recv (squall's all-to-all):
+ * FAKENCCL_FAULT set to "p2p-fail:N" or "p2p-corrupt:N" makes the N-th
+ * batch of this process (a group's send/recv, posted at its end, or one
+ * call outside a group), counted from when the variable last changed
+ * value, complete on every rank and then return ncclSystemError, or
+ * overwrite what it received with 0xff bytes. FAKENCCL_FAULT_RANK=r limits
+ * it to one rank. The collectives' "fail:N" and "corrupt:N" (coll.c) count
+ * apart, and neither counts the other's. */
+static ncclResult_t inject_p2p_fault(p2p_op *ops, int n) {
+  static char armed[64];
+  static long seen;
+  const char *v = getenv("FAKENCCL_FAULT");
+  if (v == NULL) v = "";
+  if (strncmp(v, armed, sizeof armed - 1) != 0) {
+    snprintf(armed, sizeof armed, "%s", v);
+    seen = 0;
+  }
+  int corrupt = !strncmp(armed, "p2p-corrupt:", 12);
+  if (!corrupt && strncmp(armed, "p2p-fail:", 9)) return ncclSuccess;
+  const char *only = getenv("FAKENCCL_FAULT_RANK");
+  if (only && *only && atoi(only) != ops[0].comm->rank) return ncclSuccess;
+  if (++seen != atol(strchr(armed, ':') + 1)) return ncclSuccess;
+  if (!corrupt) return fake__error(ncclSystemError, "injected send/recv failure (FAKENCCL_FAULT=%s)", armed);
+  for (int i = 0; i < n; i++)
+    if (!ops[i].is_send) memset(ops[i].buf, 0xff, (size_t)ops[i].bytes);
+  return ncclSuccess;
+}
 
 static ncclResult_t post_all(p2p_op *ops, int n) {
   if (n == 0) return ncclSuccess;
@@ -40,7 +70,9 @@ static ncclResult_t post_all(p2p_op *ops, int n) {
   free(req);
   if (err != MPI_SUCCESS || werr != MPI_SUCCESS)
     return fake__error(ncclSystemError, "send/recv: MPI_Isend/MPI_Irecv/MPI_Waitall failed");
-  ncclResult_t r = ncclSuccess; /* in progress where any communicator says so */
+  ncclResult_t r = inject_p2p_fault(ops, n);
+  if (r != ncclSuccess) return r;
+  /* in progress where any communicator says so */
   for (int i = 0; i < n; i++)
     if (fake__call_result(ops[i].comm, ncclSuccess) == ncclInProgress) r = ncclInProgress;
   return r;
