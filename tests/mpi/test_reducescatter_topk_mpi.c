@@ -17,6 +17,7 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,29 @@ int PMPI_Alltoall(const void *s, int sn, MPI_Datatype st, void *r, int rn, MPI_D
 }
 
 /* ------------------------------------------------------------ helpers */
+/* A check that fails on some ranks only must not leave the others waiting
+ * in the case's next collective: failures are noted (the first one's
+ * message kept) and settled together, on every rank, at the case's end. */
+static int bad;
+static char why[512];
+
+static void note(int ok, const char *fmt, ...) {
+  if (ok || bad) return;
+  bad = 1;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof why, fmt, ap);
+  va_end(ap);
+}
+
+static void settle(void) {
+  int mine = bad, any = 0;
+  bad = 0;
+  MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (mine) ck_abort_msg("rank %d: %s", rank, why);
+  if (any) ck_abort_msg("rank %d: another rank failed a check", rank);
+}
+
 static float gen_dyadic(int seed, int r, size_t i) { /* multiples of 1/8 in [-8, 8]: many ties */
   uint64_t x = (uint64_t)seed * 0x9e3779b97f4a7c15ull ^ (uint64_t)r * 0xbf58476d1ce4e5b9ull ^ i * 0x94d049bb133111ebull;
   x ^= x >> 31;
@@ -131,7 +155,7 @@ static void run_steps(const char *spec, size_t rc, int T, int in_place, int seed
     } else {
       r = squallMpiReduceScatterBlock(g, buf, (int)rc, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
     }
-    ck_assert_msg(r == MPI_SUCCESS, "%s rc=%zu step %d: %s", spec, rc, t, squallGetLastError());
+    note(r == MPI_SUCCESS, "%s rc=%zu step %d: %s", spec, rc, t, squallGetLastError());
     memcpy(shards + (size_t)t * rc, buf, rc * 4);
   }
   ck_assert_int_eq(squall__mpi_get_scatter_residual(MPI_COMM_WORLD, in_place ? buf : g, (int)rc, MPI_FLOAT, res),
@@ -151,13 +175,12 @@ static void check_model(const char *spec, size_t rc, int permille, int in_place)
   squallStats_t before = stats();
   run_steps(spec, rc, T, in_place, 200, shards, res);
   squallStats_t after = stats();
-  ck_assert_msg(after.compressedCalls == before.compressedCalls + T, "%s rc=%zu: not every call was compressed", spec,
-                rc);
+  note(after.compressedCalls == before.compressedCalls + T, "%s rc=%zu: not every call was compressed", spec, rc);
   int fp16 = strstr(spec, "VALUES=fp16") != NULL;
   if (!fp16) /* fp16's slots: 6 bytes an entry and the scale, padded */
-    ck_assert_msg(after.bytesWire - before.bytesWire == (uint64_t)T * (uint64_t)(nranks - 1) * 8 * k,
-                  "%s rc=%zu: %llu bytes on the wire, not one slot of %zu entries per peer", spec, rc,
-                  (unsigned long long)(after.bytesWire - before.bytesWire), k);
+    note(after.bytesWire - before.bytesWire == (uint64_t)T * (uint64_t)(nranks - 1) * 8 * k,
+         "%s rc=%zu: %llu bytes on the wire, not one slot of %zu entries per peer", spec, rc,
+         (unsigned long long)(after.bytesWire - before.bytesWire), k);
   float *g = malloc(n * 4), *r = calloc(n, 4), *sent = malloc(n * 4), *want = malloc(rc * 4);
   double *in = calloc(n, 8), *mine = calloc(rc, 8);
   for (int t = 0; t < T; t++) {
@@ -166,17 +189,17 @@ static void check_model(const char *spec, size_t rc, int permille, int in_place)
     model_select(g, r, sent, rc, k);
     model_shard(sent, want, rc);
     for (size_t i = 0; i < rc; i++) {
-      MC_CHECK(shards[(size_t)t * rc + i] == want[i], "%s rc=%zu%s step %d: shard element %zu: %.9g, the model %.9g",
-               spec, rc, in_place ? " in place" : "", t, i, shards[(size_t)t * rc + i], want[i]);
+      note(shards[(size_t)t * rc + i] == want[i], "%s rc=%zu%s step %d: shard element %zu: %.9g, the model %.9g", spec,
+           rc, in_place ? " in place" : "", t, i, shards[(size_t)t * rc + i], want[i]);
       mine[i] += shards[(size_t)t * rc + i];
     }
   }
   size_t kept = 0;
   for (size_t i = 0; i < n; i++) {
-    MC_CHECK(res[i] == r[i], "%s rc=%zu: residual element %zu: %.9g, the model %.9g", spec, rc, i, res[i], r[i]);
+    note(res[i] == r[i], "%s rc=%zu: residual element %zu: %.9g, the model %.9g", spec, rc, i, res[i], r[i]);
     kept += r[i] != 0;
   }
-  ck_assert_msg(kept > 0, "%s rc=%zu: the residual is empty: nothing tested", spec, rc);
+  note(kept > 0, "%s rc=%zu: the residual is empty: nothing tested", spec, rc);
   /* conservation: the shards, gathered, plus every residual == every input */
   double *got = malloc(n * 8), *rd = malloc(n * 8), *r_all = malloc(n * 8), *in_all = malloc(n * 8);
   for (size_t i = 0; i < n; i++) rd[i] = res[i];
@@ -184,10 +207,11 @@ static void check_model(const char *spec, size_t rc, int permille, int in_place)
   MPI_Allreduce(rd, r_all, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   MPI_Allreduce(in, in_all, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   for (size_t i = 0; i < n; i++)
-    MC_CHECK(got[i] + r_all[i] == in_all[i], "%s rc=%zu: element %zu: out %.17g + residuals %.17g != in %.17g", spec,
-             rc, i, got[i], r_all[i], in_all[i]);
+    note(got[i] + r_all[i] == in_all[i], "%s rc=%zu: element %zu: out %.17g + residuals %.17g != in %.17g", spec, rc,
+         i, got[i], r_all[i], in_all[i]);
   free(shards), free(res), free(g), free(r), free(sent), free(want), free(in), free(mine);
   free(got), free(rd), free(r_all), free(in_all);
+  settle();
 }
 
 START_TEST(test_topk_001) {
@@ -227,9 +251,10 @@ START_TEST(test_rerun_identical) {
   run_steps(spec, rc, T, 0, 40, s0, r0);
   for (int v = 0; v < 3; v++) {
     run_steps(variants[v], rc, T, v == 2, 40, s1, r1);
-    ck_assert_msg(memcmp(s0, s1, T * rc * 4) == 0, "%s (run %d): other shards", variants[v], v);
-    ck_assert_msg(memcmp(r0, r1, n * 4) == 0, "%s (run %d): another residual", variants[v], v);
+    note(memcmp(s0, s1, T * rc * 4) == 0, "%s (run %d): other shards", variants[v], v);
+    note(memcmp(r0, r1, n * 4) == 0, "%s (run %d): another residual", variants[v], v);
   }
+  settle();
   free(s0);
   free(s1);
   free(r0);
@@ -253,10 +278,11 @@ static void check_dense(const char *spec, size_t rc) {
   ck_assert_int_eq(squallMpiReduceScatterBlock(g, a, (int)rc, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
   squallStats_t after = stats();
   ck_assert_int_eq(PMPI_Reduce_scatter_block(g, b, (int)rc, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
-  ck_assert_msg(memcmp(a, b, rc * 4) == 0, "%s rc=%zu: not the reduce-scatter of g", spec, rc);
-  ck_assert_msg(after.compressedCalls == before.compressedCalls + 1, "%s rc=%zu: not compressed", spec, rc);
+  note(memcmp(a, b, rc * 4) == 0, "%s rc=%zu: not the reduce-scatter of g", spec, rc);
+  note(after.compressedCalls == before.compressedCalls + 1, "%s rc=%zu: not compressed", spec, rc);
   ck_assert_int_eq(squall__mpi_get_scatter_residual(MPI_COMM_WORLD, g, (int)rc, MPI_FLOAT, res), MPI_SUCCESS);
-  for (size_t i = 0; i < n; i++) MC_CHECK(res[i] == 0.0f, "%s rc=%zu: residual element %zu kept", spec, rc, i);
+  for (size_t i = 0; i < n; i++) note(res[i] == 0.0f, "%s rc=%zu: residual element %zu kept", spec, rc, i);
+  settle();
   free(g);
   free(a);
   free(b);
@@ -293,9 +319,10 @@ START_TEST(test_fault_restores_residual) {
   MPI_Allreduce(&failed, &everywhere, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   ck_assert_msg(everywhere, "a rank returned success after an injected failure");
   ck_assert_int_eq(squall__mpi_get_scatter_residual(MPI_COMM_WORLD, g, (int)rc, MPI_FLOAT, after), MPI_SUCCESS);
-  ck_assert_msg(memcmp(before, after, n * 4) == 0, "the residual was not restored");
-  ck_assert_msg(squallMpiReduceScatterBlock(g, out, (int)rc, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS,
-                "the call after the failure: %s", squallGetLastError());
+  note(memcmp(before, after, n * 4) == 0, "the residual was not restored");
+  note(squallMpiReduceScatterBlock(g, out, (int)rc, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS,
+       "the call after the failure: %s", squallGetLastError());
+  settle();
   free(before);
   free(after);
   free(g);
