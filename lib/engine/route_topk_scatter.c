@@ -110,11 +110,11 @@ static squallResult_t decode_shard(squall_engine *e, const squall_call *c, const
  * in-place layout) is written. */
 static squallResult_t tks_run(squall_engine *e, const squall_call *c, const squall_plan *plan, run_state *st) {
   int p = e->tr.nranks;
+  SQ_RETURN_ERROR_IF(e->tr.alltoall == NULL, squallInternalError, /* plan.c routes no such call here */
+                     "top-k reduce-scatter on a transport without an all-to-all");
   double t0 = squall__now();
   SQ_FORWARD_IF_ERROR(encode_all(e, c, plan, st));
   st->codec_s += squall__now() - t0;
-  SQ_RETURN_ERROR_IF(e->tr.alltoall == NULL, squallInternalError,
-                     "top-k reduce-scatter on a transport without an all-to-all");
   SQ_FORWARD_IF_ERROR(e->tr.alltoall(e->tr.ctx, c->stream, st->mine, st->slots, plan->L.sb));
   st->wire += (uint64_t)(p - 1) * plan->L.sb; /* fp16's scale is each sender's own, in its slots */
   double t1 = squall__now();
