@@ -271,7 +271,7 @@ SQUALL_API squallResult_t squallSetConfig(const squallConfig_t *config);
   X(squallPassIntercomm, "intercomm", "an MPI intercommunicator")       \
   X(squallPassNotPaying, "would_not_pay", "the cost model predicted plain to be faster, or device buffers with every rank on one node (SQUALL_COST_MODEL)") \
   X(squallPassDeviceMemory, "device_memory", "device buffers on the MPI path (a CUDA-aware MPI): the host codecs cannot read them") \
-  X(squallPassCodecUnsupported, "codec_unsupported", "the codec has no route for this collective (top-k reduce-scatter)") \
+  X(squallPassCodecUnsupported, "codec_unsupported", "the codec has no route for this collective on this transport (no all-to-all)") \
   X(squallPassCollectiveOff, "collective_off", "an interposed collective that SQUALL_COLLECTIVES leaves out")
 
 typedef enum {

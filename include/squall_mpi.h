@@ -29,8 +29,10 @@ SQUALL_API int squallMpiAllreduce(const void *sendbuf, void *recvbuf, int count,
  * run the two-phase path's first half with fp16, bf16, int8, int4 or fp8:
  * each rank's contribution to each shard is encoded, the owner sums the
  * decoded copies in fp32 in rank order, and each rank keeps an
- * error-feedback residual over its whole send buffer. Top-k passes
- * through (reason codec_unsupported). Returns an MPI error code. */
+ * error-feedback residual over its whole send buffer. Top-k selects
+ * ceil(ratio * recvcount) entries in each owner's block and sends each
+ * owner one slot (an all-to-all); the owner sums the slots in fp32 in rank
+ * order. Returns an MPI error code. */
 SQUALL_API int squallMpiReduceScatterBlock(const void *sendbuf, void *recvbuf, int recvcount,
                                            MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
 

@@ -81,10 +81,11 @@ typedef enum {
   SQ_ROUTE_PASS = 0, /* the caller runs the plain collective; nothing was changed */
   SQ_ROUTE_HALF,     /* 16-bit all-reduce */
   SQ_ROUTE_TOPK,     /* top-k all-gather */
-  SQ_ROUTE_DENSE,    /* top-k's dense fallback: all-reduce of g + residual */
+  SQ_ROUTE_DENSE,    /* top-k's dense fallback: all-reduce (reduce-scatter) of g + residual */
   SQ_ROUTE_TWOPHASE, /* quantised or fp32-accumulated 16-bit: exchange, sum, all-gather */
-  SQ_ROUTE_TWOLEVEL  /* node reduce-scatter, the compressed route across nodes on the
+  SQ_ROUTE_TWOLEVEL, /* node reduce-scatter, the compressed route across nodes on the
                         shard (an inner engine), node all-gather (engine/hierarchy.c) */
+  SQ_ROUTE_TOPK_SCATTER /* top-k reduce-scatter: a slot per owner, all-to-all (route_topk_scatter.c) */
 } squall_route;
 
 typedef struct {

@@ -63,7 +63,9 @@ int squall__use_lossless(const squall_engine *e, const squallConfig_t *cfg) {
 }
 
 const char *squall__route_name(squall_route r) {
-  static const char *const names[] = {"pass", "16-bit", "top-k", "dense", "two-phase", "two-level"};
+  static const char *const names[] = {"pass", "16-bit", "top-k",
+                                      "dense", "two-phase", "two-level",
+                                      "top-k reduce-scatter"};
   return (unsigned)r < SQ_ARRAY_SIZE(names) ? names[r] : "?";
 }
 
@@ -75,6 +77,7 @@ const squall_route_ops *squall__route_ops(squall_route r) {
   case SQ_ROUTE_DENSE: return &squall__route_dense;
   case SQ_ROUTE_TWOPHASE: return &squall__route_twophase;
   case SQ_ROUTE_TWOLEVEL: return &squall__route_twolevel;
+  case SQ_ROUTE_TOPK_SCATTER: return &squall__route_topk_scatter;
   default: return NULL;
   }
 }
@@ -152,10 +155,30 @@ static squall_route topk_route(const squall_call *c, const squallConfig_t *cfg, 
   return c->dtype == SQ_DT_F32 ? SQ_ROUTE_DENSE : SQ_ROUTE_HALF;
 }
 
-/* A reduce-scatter: the two-phase route's first half (twophase.h,
- * scatter), for every codec it encodes; top-k has no route of its own yet. */
-static squall_route scatter_route(const squall_engine *e, const squallConfig_t *cfg, squallPassReason_t *why) {
+/* Top-k's reduce-scatter (route_topk_scatter.c), or its dense fallback
+ * (the reduce-scatter of a = g + e, which empties the residual) where one
+ * slot of k_b entries per peer would send more than the dense fp32
+ * reduce-scatter of the block does, or the block is past the kernels'
+ * indices, as topk_route() decides for the all-reduce. Without a dense
+ * reduce-scatter in the transport such calls pass through. */
+static squall_route topk_scatter_route(const squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
+                                       squallPassReason_t *why) {
+  int p = e->tr.nranks;
+  size_t rc = c->count / (size_t)p;
+  uint64_t sb = squall__topk_slot_bytes(squall__topk_k(rc, cfg->topkRatio), cfg->topkValues);
+  int pays = sb < (uint64_t)rc * sizeof(float) || p == 1; /* per peer: one slot against one fp32 block */
+  if (pays && rc <= e->k.topk_max_elems && e->tr.alltoall != NULL) return SQ_ROUTE_TOPK_SCATTER;
+  if (e->tr.reduce_scatter_f32 != NULL) return SQ_ROUTE_DENSE;
+  *why = squallPassCodecUnsupported;
+  return SQ_ROUTE_PASS;
+}
+
+/* A reduce-scatter: top-k's own route, or the two-phase route's first
+ * half (twophase.h, scatter) for every codec it encodes. */
+static squall_route scatter_route(const squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
+                                  squallPassReason_t *why) {
   squall_twophase_codec tp;
+  if (cfg->codec == squallCodecTopk) return topk_scatter_route(e, c, cfg, why);
   if (squall__twophase_select_scatter(cfg, &tp) && e->tr.alltoall != NULL) return SQ_ROUTE_TWOPHASE;
   *why = squallPassCodecUnsupported;
   return SQ_ROUTE_PASS;
@@ -164,7 +187,7 @@ static squall_route scatter_route(const squall_engine *e, const squallConfig_t *
 /* The codec's route for the call. */
 static squall_route codec_route(const squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
                                 squallPassReason_t *why) {
-  if (c->coll == SQ_COLL_REDUCE_SCATTER) return scatter_route(e, cfg, why);
+  if (c->coll == SQ_COLL_REDUCE_SCATTER) return scatter_route(e, c, cfg, why);
   if (cfg->codec == squallCodecTopk) return topk_route(c, cfg, e->tr.nranks, e->k.topk_max_elems);
   squall_twophase_codec tp;
   if (squall__twophase_select(cfg, c->dtype, &tp)) {

@@ -13,6 +13,7 @@
  *   record.c        statistics and SQUALL_DEBUG=INFO path lines
  *   route_half.c    16-bit all-reduce
  *   route_topk.c    top-k all-gather, and its dense fallback
+ *   route_topk_scatter.c  top-k reduce-scatter: a slot per owner, all-to-all
  *   route_twophase.c  exchange, fp32 sum of the own shard, all-gather
  *   route_twolevel.c  dense inside the node, one of the above across nodes
  *
@@ -214,7 +215,7 @@ struct squall_route_ops {
 };
 
 extern const squall_route_ops squall__route_half, squall__route_topk, squall__route_dense,
-    squall__route_twophase, squall__route_twolevel;
+    squall__route_twophase, squall__route_twolevel, squall__route_topk_scatter;
 
 /* plan.c */
 int squall__call_pass_reason(const squall_call *c, squallPassReason_t *why);

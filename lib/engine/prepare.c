@@ -71,7 +71,8 @@ static squallResult_t prepare_residual(squall_engine *e, const squall_call *c, c
    * written). A shard keeps its backup: the outer call may fail after
    * it, and undoes it from there (squall__engine_undo_shard). */
   int may_return = !(e->tr.failures_fatal && e->tr.failures_fatal(e->tr.ctx));
-  if (plan->route == SQ_ROUTE_TOPK && st->res && may_return && !c->shard && e->k.topk_encode_to) {
+  int topk = plan->route == SQ_ROUTE_TOPK || plan->route == SQ_ROUTE_TOPK_SCATTER;
+  if (topk && st->res && may_return && !c->shard && e->k.topk_encode_to) {
     int created;
     st->spare = squall__residuals_spare(e->residuals, st->slot, cfg->efMaxBytes, c->stream, &created);
     /* Memory first touched in a call makes its time untypical (fresh,

@@ -5,7 +5,9 @@
  * rounds that overlap the finish with the wire) -> rank-ordered sparse
  * decode, bit-identical on every rank. And its dense fallback, where the
  * all-gather would send more than the plain all-reduce: the all-reduce of
- * a = g + e, which also empties the residual.
+ * a = g + e, which also empties the residual (for a reduce-scatter, where
+ * the slots per owner would send more than the fp32 blocks, the
+ * reduce-scatter of a: plan.c, topk_scatter_route).
  */
 #include "common/internal.h"
 
@@ -221,14 +223,19 @@ static int dense_carve(squall_engine *e, const squall_call *c, const squall_plan
 static squallResult_t dense_run(squall_engine *e, const squall_call *c, const squall_plan *plan, run_state *st) {
   (void)plan;
   size_t n = c->count;
+  int p = e->tr.nranks, scatter = c->coll == SQ_COLL_REDUCE_SCATTER;
   double t0 = squall__now();
   SQ_FORWARD_IF_ERROR(e->k.flush(c->stream, st->g, st->res, st->work, n));
   double t1 = squall__now();
-  SQ_FORWARD_IF_ERROR(e->tr.allreduce_sum_f32(e->tr.ctx, c->stream, st->work, squall__fp32_out(c, st), n));
+  if (scatter) /* out is this rank's block of n / p floats; plan.c checked the transport has it */
+    SQ_FORWARD_IF_ERROR(e->tr.reduce_scatter_f32(e->tr.ctx, c->stream, st->work, squall__fp32_out(c, st),
+                                                 n / (size_t)p));
+  else SQ_FORWARD_IF_ERROR(e->tr.allreduce_sum_f32(e->tr.ctx, c->stream, st->work, squall__fp32_out(c, st), n));
   double t2 = squall__now();
   SQ_FORWARD_IF_ERROR(squall__finish(e, c, squall__fp32_out(c, st)));
   st->codec_s += (t1 - t0) + (squall__now() - t2);
-  st->wire += squall__ring_allreduce_wire(4 * (uint64_t)n, e->tr.nranks);
+  /* a ring reduce-scatter sends half of what a ring all-reduce does */
+  st->wire += squall__ring_allreduce_wire(4 * (uint64_t)n, p) / (scatter ? 2 : 1);
   return squallSuccess;
 }
 
