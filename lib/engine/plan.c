@@ -208,7 +208,7 @@ static squall_route codec_route(const squall_engine *e, const squall_call *c, co
  * shard the inner engine would refuse. */
 static int twolevel_carries(const squall_engine *e, const squall_call *c, const squallConfig_t *cfg) {
   squallPassReason_t why;
-  return c->coll != SQ_COLL_REDUCE_SCATTER || scatter_route(e, cfg, &why) != SQ_ROUTE_PASS;
+  return c->coll != SQ_COLL_REDUCE_SCATTER || scatter_route(e, c, cfg, &why) != SQ_ROUTE_PASS;
 }
 
 /* A shard runs the codec's route: the outer call decided to compress, on

@@ -47,7 +47,7 @@ static void check(int ok, const char *what, const char *ctx) {
 }
 
 static const char *const codecs[] = {"SQUALL_COMPRESS=fp16", "SQUALL_COMPRESS=bf16", "SQUALL_COMPRESS=int8",
-                                     "SQUALL_COMPRESS=int4", "SQUALL_COMPRESS=fp8"};
+                                     "SQUALL_COMPRESS=int4", "SQUALL_COMPRESS=fp8", "SQUALL_COMPRESS=topk:0.05"};
 #define NCODECS (sizeof codecs / sizeof codecs[0])
 
 static uint64_t passes(squallPassReason_t why) {
@@ -115,7 +115,6 @@ static void test_passthrough_exact(void) {
   check_plain("SQUALL_COMPRESS=int8", ncclFloat32, ncclMax, 700, squallPassOp);
   check_plain("SQUALL_COMPRESS=none", ncclFloat32, ncclSum, 700, squallPassDisabled);
   check_plain("SQUALL_COMPRESS=fp16 SQUALL_MIN_BYTES=1M", ncclFloat32, ncclSum, 700, squallPassSmall);
-  check_plain("SQUALL_COMPRESS=topk:0.01", ncclFloat32, ncclSum, 700, squallPassCodecUnsupported);
   check_plain("SQUALL_COMPRESS=int8", ncclFloat32, ncclSum, 0, squallPassSmall); /* recvcount 0: a no-op */
 }
 
@@ -208,8 +207,9 @@ static void test_conservation(void) {
 static void test_two_level(void) {
   if (nranks != 4) return;
   static const char *const specs[] = {"SQUALL_COMPRESS=int8 SQUALL_RANKS_PER_NODE=2",
-                                      "SQUALL_COMPRESS=fp16 SQUALL_RANKS_PER_NODE=2"};
-  for (size_t i = 0; i < 2; i++)
+                                      "SQUALL_COMPRESS=fp16 SQUALL_RANKS_PER_NODE=2",
+                                      "SQUALL_COMPRESS=topk:0.05 SQUALL_RANKS_PER_NODE=2"};
+  for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++)
     for (int in_place = 0; in_place < 2; in_place++) {
       squallStats_t a = SQUALL_STATS_INITIALIZER, z = SQUALL_STATS_INITIALIZER;
       squallStatsGet(&a);
