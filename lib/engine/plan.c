@@ -232,6 +232,20 @@ static void choose_variant(squall_engine *e, const squall_call *c, squall_plan *
   if (plan->variant & SQ_VARIANT_RAW) plan->rc.zstdLevel = 0; /* passed on to a two-level call's shards */
 }
 
+/* The cost model's kind of the call compressed, for the device schedule's
+ * vote: the route decide() takes where the model lets it; -1 where none. */
+static int compressed_kind(const squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
+                           const squall_plan *plan) {
+  squall_route r = plan->route;
+  if (r == SQ_ROUTE_PASS && plan->stage == SQ_STAGE_PAYS) {
+    squall_agreement mine = {.agreed = 1, .all_ok = 1, .foreign = c->foreign, .pays = 1};
+    squallPassReason_t why;
+    squall_stage stage;
+    r = decide(e, c, cfg, plan->two_level, 0, &mine, &why, &stage);
+  }
+  return r == SQ_ROUTE_PASS ? -1 : squall__cost_kind(&plan->rc, r);
+}
+
 void squall__plan_make(squall_engine *e, const squall_call *c, const squallConfig_t *cfg, uint64_t gen,
                        squall_plan *plan) {
   memset(plan, 0, sizeof *plan);
@@ -241,16 +255,20 @@ void squall__plan_make(squall_engine *e, const squall_call *c, const squallConfi
   /* a reduce-scatter runs flat: its two-level layout is not built */
   plan->two_level = c->shard || c->coll == SQ_COLL_REDUCE_SCATTER ? 0 : squall__hier_known(e->hier, cfg);
   plan->one_node = squall__device_on_one_node(e, cfg, c);
+  plan->dev_kind = -1;
+  squall__devcost_plan(e, c, cfg, plan); /* device memory: the schedule may pass the call through */
   choose_variant(e, c, plan);
-  squall_agreement mine = {.agreed = 1, .all_ok = 1, .foreign = c->foreign, .pays = 1};
+  squall_agreement mine = {.agreed = 1, .all_ok = 1, .foreign = c->foreign, .pays = !plan->dev_plain};
   plan->route = decide(e, c, cfg, plan->two_level, plan->one_node, &mine, &plan->reason, &plan->stage);
+  if (plan->dev) plan->dev_kind = compressed_kind(e, c, cfg, plan);
   plan->ops = squall__route_ops(plan->route);
   layout(e, c, cfg, plan->route, &plan->L);
   /* Growth beyond what every rank planned for needs the header (device
    * engines): decided from the plan, which is the same on every rank. */
   plan->grow_hier = plan->route == SQ_ROUTE_TWOLEVEL && squall__hier_grows(e->hier, c, &plan->rc);
   plan->grow = plan->route != SQ_ROUTE_PASS && (plan->L.total > e->scratch_planned || plan->grow_hier);
-  plan->headed = !c->shard && (e->header_every_call || plan->grow || !e->agreed_valid || e->agreed_gen != gen);
+  plan->headed = !c->shard && (e->header_every_call || plan->grow || !e->agreed_valid || e->agreed_gen != gen ||
+                               plan->dev_header);
 }
 
 static void pass(squall_plan *plan, squallPassReason_t why, squall_stage stage) {

@@ -88,6 +88,7 @@ void squall__say_one_node(squall_engine *e) {
 
 void squall__engine_plain_done(squall_engine *e, const squall_decision *d, uint64_t bytes, int ok, double t0,
                                double t1) {
+  squall__engine_plain_ran(e, d, NULL, ok); /* host memory: the stream is not needed */
   if (!ok) return;
   if (!d->untimed) {
     double seconds = t1 - t0, whole_seconds = t1 - (d->t_start > 0 ? d->t_start : t0);
