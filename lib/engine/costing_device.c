@@ -41,7 +41,8 @@ void squall__devcost_free(squall_devcost *d, const squall_kernels *k) {
  * compressed otherwise; every other call takes the other side. */
 void squall__devcost_plan(const squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
                           squall_plan *plan) {
-  if (!e->dev.on || !cfg->costModel || c->shard || c->coll != SQ_COLL_ALLREDUCE) return;
+  /* one rank (SQUALL_MIN_RANKS=1) compresses: it is there to prove the path */
+  if (!e->dev.on || !cfg->costModel || c->shard || c->coll != SQ_COLL_ALLREDUCE || e->tr.nranks < 2) return;
   int cls = squall__cost_class((uint64_t)c->count * c->elsize);
   uint64_t i = e->dev.calls[cls];
   int live = !c->capturing, one = squall__device_on_one_node(e, cfg, c);

@@ -79,20 +79,17 @@ const squall_route_ops *squall__route_ops(squall_route r) {
   }
 }
 
-/* Device engines run no cost model: rank-local timings reach the other
- * ranks only through a header, which a device call exchanges only when it
- * must (reading it back waits for the stream). One fact needs no timing:
- * where every rank is on one node, NCCL all-reduces over NVLink, PCIe or
- * shared memory, and over NVLink the codec's kernels alone (0.4 ms on one
- * H200 for 16M floats sent as fp16) cost about what a whole plain
- * all-reduce of those 64 MiB takes. Such calls pass through as not paying.
- * That errs towards plain on PCIe-only nodes, which cannot be told apart
- * here yet; SQUALL_COST_MODEL=off compresses them (PCIe, or a node whose
- * GPUs talk over a NIC: NCCL_P2P_DISABLE and NCCL_SHM_DISABLE), as does
- * SQUALL_RANKS_PER_NODE=1. The nodes were all-gathered and the
- * configuration agreed: the same on every rank. Never a shard (a shard's
- * outer call decided). One rank (SQUALL_MIN_RANKS=1) compresses: it is
- * there to prove the path. */
+/* Every rank of a device communicator is on one node: NCCL all-reduces
+ * over NVLink, PCIe or shared memory, and over NVLink the codec's kernels
+ * alone (0.4 ms on one H200 for 16M floats sent as fp16) cost about what
+ * a whole plain all-reduce of those 64 MiB takes. The cost model's device
+ * schedule (costing_device.c) passes such calls through as not paying
+ * while their size class is unmeasured (the measuring calls aside); once
+ * measured, whole-call times decide, so PCIe-only nodes, or a node whose
+ * GPUs talk over a NIC (NCCL_P2P_DISABLE and NCCL_SHM_DISABLE), may
+ * compress. The nodes were all-gathered and the configuration agreed: the
+ * same on every rank. Never a shard (a shard's outer call decided). One
+ * rank (SQUALL_MIN_RANKS=1) compresses: it is there to prove the path. */
 int squall__device_on_one_node(const squall_engine *e, const squallConfig_t *cfg, const squall_call *c) {
   return cfg->costModel && !e->header_every_call && !c->shard && e->tr.nranks > 1 &&
          squall__hier_one_node(e->hier, cfg);
@@ -178,11 +175,12 @@ static squall_route decide(const squall_engine *e, const squall_call *c, const s
     if (agreement_reason(ag, why)) *stage = SQ_STAGE_AGREEMENT;
     else if (config_reason(c, cfg, e->tr.nranks, why)) *stage = SQ_STAGE_CONFIG;
     else if (ready_reason(c, cfg, ag, why)) *stage = SQ_STAGE_READY;
-    else if (two_level == 1) return SQ_ROUTE_TWOLEVEL;
+    /* (a host engine's model never declines two levels: it weighs them
+     * against flat, squall__cost_variant; the device schedule may) */
     else if (!ag->pays || one_node) {
       *why = squallPassNotPaying;
       *stage = SQ_STAGE_PAYS;
-    }
+    } else if (two_level == 1) return SQ_ROUTE_TWOLEVEL;
     if (*stage != SQ_STAGE_NONE) return SQ_ROUTE_PASS;
   }
   squall_route r = codec_route(e, c, cfg, why);
