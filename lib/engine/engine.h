@@ -101,8 +101,9 @@ typedef struct {
                   SQUALL_MIN_BYTES, or fewer ranks than SQUALL_MIN_RANKS, as the ranks agreed):
                   the caller need not time it (squall__engine_plain_done) */
   const float *fold;
-  int dev_timing; /* the device cost model times this plain call: the caller reports it
-                     (squall__engine_plain_ran); 0: not timed */
+  /* the device cost model times this plain call: the caller reports it
+   * (squall__engine_plain_ran); 0: not timed */
+  int dev_timing;
   struct squall_tensor *fold_slot, *fold_shard_slot; /* what fold carries: the tensor's residual, its
                                                        two-level shard residual (either may be NULL) */
 } squall_decision;

@@ -518,7 +518,7 @@ START_TEST(test_whole_calls_alone) {
   squall__cost_note_call(&m, -1, b, 0.04);
   ck_assert_int_eq(squall__cost_whole(&m, 3, b, &tp, &tc), 1);
   ck_assert(fabs(tc - 0.03) < 1e-6 && fabs(tp - 0.04) < 1e-6);
-  ck_assert_int_eq(squall__cost_whole(&m, 4, b, &tp, &tc), 0); /* another kind */
+  ck_assert_int_eq(squall__cost_whole(&m, 4, b, &tp, &tc), 0);     /* another kind */
   ck_assert_int_eq(squall__cost_whole(&m, 3, b * 2, &tp, &tc), 0); /* another class */
   ck_assert_int_eq(squall__cost_whole(&m, SQ_COST_KINDS, b, &tp, &tc), 0);
   ck_assert_int_eq(squall__cost_class(b), 20);
