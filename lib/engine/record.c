@@ -91,7 +91,7 @@ void squall__engine_plain_done(squall_engine *e, const squall_decision *d, uint6
                                double t1) {
   squall__engine_plain_ran(e, d, NULL, ok); /* host memory: the stream is not needed */
   if (!ok) return;
-  if (!d->untimed) {
+  if (!d->untimed && !e->dev.on) { /* the device schedule times its own (costing_device.c) */
     double seconds = t1 - t0, whole_seconds = t1 - (d->t_start > 0 ? d->t_start : t0);
     squall__cost_note_link(&e->cost, 1, squall__ring_allreduce_wire(bytes, e->tr.nranks), seconds);
     squall__cost_note_call(&e->cost, -1, bytes, whole_seconds);
