@@ -449,7 +449,9 @@ static ncclResult_t run_on_state(const squall_nccl_api *api, squall_engine *e, s
   if (r != squallSuccess) return (ncclResult_t)r;
   if (d.route != SQ_ROUTE_PASS) return ncclSuccess;
   *raised = 0;
-  return plain(api, a);
+  ncclResult_t nr = plain(api, a);
+  squall__engine_plain_ran(e, &d, stream, nr == ncclSuccess); /* the device cost model's timing */
+  return nr;
 }
 
 ncclResult_t squallCommForget(ncclComm_t comm) {

@@ -176,6 +176,7 @@ void squall__cost_learn(squall_engine *e, const squall_call *c, const squall_pla
   if (route == SQ_ROUTE_TWOLEVEL) return;
   int weighed = cost_call(e, c, cfg, route, &plan->L, &cc);
   squall__stats_record_chunks(&e->stats, squall__call_chunks(e, c, cfg, route, &plan->L));
+  if (plan->dev) return; /* the device schedule times whole calls on the stream (costing_device.c) */
   uint64_t bytes_in = (uint64_t)c->count * c->elsize;
   if (st->fresh) {                                                            /* page faults of new memory: not what the next call will see */
     squall__cost_note_call(m, squall__cost_kind(cfg, route), bytes_in, -1.0); /* but its first call ran */

@@ -18,6 +18,8 @@ static int size_class(uint64_t bytes) {
   return c;
 }
 
+int squall__cost_class(uint64_t bytes_in) { return size_class(bytes_in); }
+
 void squall__cost_note_link(squall_cost *m, int collectives, uint64_t bytes, double seconds) {
   if (!(seconds >= 0) || collectives < 1) return;
   double c = collectives, b = (double)bytes / MB;
@@ -206,6 +208,16 @@ void squall__cost_judged(squall_cost *m, uint64_t bytes_in, int plain) {
   int cls = size_class(bytes_in);
   m->judged[cls]++;
   if (plain && m->plain_runs[cls] < UINT8_MAX) m->plain_runs[cls]++;
+}
+
+int squall__cost_whole(const squall_cost *m, int kind, uint64_t bytes_in, double *t_plain, double *t_comp) {
+  *t_plain = *t_comp = 0;
+  if (kind < 0 || kind >= SQ_COST_KINDS || bytes_in == 0) return 0;
+  int cls = size_class(bytes_in);
+  if (taken(m->plain_seen[cls]) < 2 || taken(m->comp_seen[kind][cls]) < 2) return 0;
+  *t_plain = m->plain_spb[cls] * (double)bytes_in;
+  *t_comp = m->comp_spb[kind][cls] * (double)bytes_in;
+  return *t_plain > 0 && *t_comp > 0;
 }
 
 /* ------------------------------------------------------------ variants */

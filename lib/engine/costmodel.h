@@ -72,6 +72,10 @@ typedef struct {
                                                             variant numbers mean other routes under another mask */
 } squall_cost;
 
+/* The size class of a call of bytes_in: log2 of its bytes, below
+ * SQ_COST_CLASSES. */
+int squall__cost_class(uint64_t bytes_in);
+
 /* What a compressed call would move. */
 typedef struct {
   int kind;          /* codec x route slot, < SQ_COST_KINDS */
@@ -146,6 +150,13 @@ int squall__cost_pays(double t_comp, double t_plain);
 #define SQ_COST_EXPLORE 32
 #define SQ_COST_EXPLORE_SHIFTS 4
 int squall__cost_explore(const squall_cost *m, uint64_t bytes_in);
+
+/* Whole calls alone, as the device schedule weighs them
+ * (costing_device.c): the seconds of plain and of the compressed call of
+ * codec kind `kind` at bytes_in, from this rank's own calls of its size
+ * class; 1 only where each has at least two samples taken (its first
+ * noted call is not taken, squall__cost_note_call), else 0. */
+int squall__cost_whole(const squall_cost *m, int kind, uint64_t bytes_in, double *t_plain, double *t_comp);
 
 /* The seconds of a whole call of bytes_in with codec kind `kind`, from
  * this rank's own calls of its size class; 0 when never measured. */

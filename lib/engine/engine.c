@@ -47,6 +47,8 @@ squall_engine *squall__engine_create(const squall_transport *tr, const squall_ke
   e->tr = *tr;
   e->k = *k;
   e->header_every_call = k->on_host;
+  squall__devcost_init(&e->dev, &e->k);
+  if (e->dev.on && k->on_host) e->header_every_call = 0; /* the test switch: as on device memory */
   e->residuals = squall__residuals_create(&e->k);
   e->hier = squall__hier_create(&e->tr, &e->k); /* two-level all-reduce */
   if (e->residuals == NULL || e->hier == NULL) {
@@ -75,6 +77,7 @@ void squall__engine_free(squall_engine *e) {
   if (e->scratch) e->k.free(NULL, e->scratch);
   squall__graph_memory_free(&e->graphs, &e->k);
   if (e->fence && e->k.fence_free) e->k.fence_free(e->fence);
+  squall__devcost_free(&e->dev, &e->k);
   free(e->host);
   free(e->fold_buf);
   free(e);
@@ -239,7 +242,8 @@ static squallResult_t agree(squall_engine *e, const squall_call *c, const squall
   if (prep != squallSuccess)
     SQ_WARN("rank %d: cannot prepare a %zu-element %s: %s", e->tr.rank, c->count, coll_name(c), squallGetLastError());
   if (plan->headed) {
-    squall__cost_vote(e, c, plan, v);
+    if (plan->dev) squall__devcost_vote(e, c, plan, v);
+    else squall__cost_vote(e, c, plan, v);
     double th = squall__now();
     SQ_FORWARD_IF_ERROR(squall__header(e, c, plan, prep == squallSuccess && !skips_prepare(e, c, plan), ag, v));
     /* A plain call's whole time, which the model compares with compressed
@@ -248,7 +252,7 @@ static squallResult_t agree(squall_engine *e, const squall_call *c, const squall
      * on 4 ranks over 2 cores it took 0.2-0.3 ms of a 0.5 ms call at 64 KiB,
      * which made compressing look faster than it was. */
     d->t_start += squall__now() - th;
-    ag->pays = squall__cost_agree(e, c, plan, v);
+    ag->pays = plan->dev ? squall__devcost_agree(e, c, plan, ag, v) : squall__cost_agree(e, c, plan, v);
     if (plan->grow && ag->agreed && ag->all_ok) e->scratch_planned = plan->L.total; /* every rank has it */
   } else {
     if (prep != squallSuccess) return prep;
@@ -268,6 +272,8 @@ static squallResult_t pass_planned(squall_engine *e, const squall_call *c, const
             c->count, coll_name(c));
   if (squall__folds_for(plan->reason)) squall__fold_into_plain(e, c, st->work, st->slot, d);
   if (plan->one_node) squall__say_one_node(e);
+  if (plan->dev_plain && plan->reason == squallPassNotPaying) /* the caller's plain call: timed */
+    d->dev_timing = squall__devcost_start(e, c, plan, -1);
   return squallSuccess;
 }
 
@@ -357,6 +363,7 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
     return squallSuccess;
   }
   if (c->capturing && plan.route != SQ_ROUTE_PASS) e->graphs.captured = 1; /* its scratch is the graph's now */
+  squall__devcost_count(e, c, &plan);
   st->flat_reason = squallFlatConfigured;
   /* 3. */
   squallResult_t prep = prepare_plan(e, c, &plan, st);
@@ -364,7 +371,7 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   /* 4. and 5. */
   SQ_FORWARD_IF_ERROR(agree(e, c, &plan, prep, d, &ag, &v));
   squall__plan_confirm(&plan, c, &ag);
-  squall__cost_after(e, c, &plan, &v);
+  if (!plan.dev) squall__cost_after(e, c, &plan, &v); /* the device schedule keeps its own */
   d->reason = plan.reason;
   if (plan.route == SQ_ROUTE_PASS) return pass_planned(e, c, &plan, d, st);
   /* 6. */
@@ -374,7 +381,10 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   if (plan.route == SQ_ROUTE_PASS) return squallSuccess;
   /* 7. */
   double t0 = squall__now();
-  SQ_FORWARD_IF_ERROR(squall__run(e, c, &plan, st));
+  int timing = squall__devcost_start(e, c, &plan, squall__cost_kind(&plan.rc, plan.route));
+  squallResult_t r = squall__run(e, c, &plan, st);
+  squall__devcost_stop(e, timing, c->stream, r == squallSuccess, st->fresh);
+  SQ_FORWARD_IF_ERROR(r);
   squall__cost_learn(e, c, &plan, st, squall__now() - t0);
   return squallSuccess;
 }
@@ -416,6 +426,7 @@ squallResult_t squall__engine_allreduce(squall_engine *e, const squall_call *c, 
   d->t_start = st.t_start;
   d->coll = c->coll;
   d->fold = NULL;
+  d->dev_timing = 0;
   d->fold_slot = d->fold_shard_slot = NULL;
   d->untimed = 0;
   squallResult_t r = squallSuccess;

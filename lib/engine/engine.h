@@ -104,6 +104,9 @@ typedef struct {
                   SQUALL_MIN_BYTES, or fewer ranks than SQUALL_MIN_RANKS, as the ranks agreed):
                   the caller need not time it (squall__engine_plain_done) */
   const float *fold;
+  /* the device cost model times this plain call: the caller reports it
+   * (squall__engine_plain_ran); 0: not timed */
+  int dev_timing;
   struct squall_tensor *fold_slot, *fold_shard_slot; /* what fold carries: the tensor's residual, its
                                                        two-level shard residual (either may be NULL) */
   /* the call's collective: which of the cost model's figures its plain call feeds */
@@ -206,6 +209,12 @@ uint64_t squall__ring_wire(squall_coll coll, uint64_t bytes, int p);
  * emptied. */
 void squall__engine_plain_done(squall_engine *engine, const squall_decision *d, uint64_t bytes, int ok, double t0,
                                double t1);
+
+/* The caller's plain all-reduce of a pass-through (d) was enqueued on
+ * stream (ok) or failed: the device cost model's timing of it ends there
+ * (costing_device.c). Any caller of squall__engine_allreduce may call it;
+ * squall__engine_plain_done does. */
+void squall__engine_plain_ran(squall_engine *engine, const squall_decision *d, void *stream, int ok);
 
 /* The slot that carries the residual of call c (a shard call: its shard
  * residual) into a plain call (squall__residuals_carrier), or NULL. */

@@ -82,20 +82,17 @@ const squall_route_ops *squall__route_ops(squall_route r) {
   }
 }
 
-/* Device engines run no cost model: rank-local timings reach the other
- * ranks only through a header, which a device call exchanges only when it
- * must (reading it back waits for the stream). One fact needs no timing:
- * where every rank is on one node, NCCL all-reduces over NVLink, PCIe or
- * shared memory, and over NVLink the codec's kernels alone (0.4 ms on one
- * H200 for 16M floats sent as fp16) cost about what a whole plain
- * all-reduce of those 64 MiB takes. Such calls pass through as not paying.
- * That errs towards plain on PCIe-only nodes, which cannot be told apart
- * here yet; SQUALL_COST_MODEL=off compresses them (PCIe, or a node whose
- * GPUs talk over a NIC: NCCL_P2P_DISABLE and NCCL_SHM_DISABLE), as does
- * SQUALL_RANKS_PER_NODE=1. The nodes were all-gathered and the
- * configuration agreed: the same on every rank. Never a shard (a shard's
- * outer call decided). One rank (SQUALL_MIN_RANKS=1) compresses: it is
- * there to prove the path. */
+/* Every rank of a device communicator is on one node: NCCL all-reduces
+ * over NVLink, PCIe or shared memory, and over NVLink the codec's kernels
+ * alone (0.4 ms on one H200 for 16M floats sent as fp16) cost about what
+ * a whole plain all-reduce of those 64 MiB takes. The cost model's device
+ * schedule (costing_device.c) passes such calls through as not paying
+ * while their size class is unmeasured (the measuring calls aside); once
+ * measured, whole-call times decide, so PCIe-only nodes, or a node whose
+ * GPUs talk over a NIC (NCCL_P2P_DISABLE and NCCL_SHM_DISABLE), may
+ * compress. The nodes were all-gathered and the configuration agreed: the
+ * same on every rank. Never a shard (a shard's outer call decided). One
+ * rank (SQUALL_MIN_RANKS=1) compresses: it is there to prove the path. */
 int squall__device_on_one_node(const squall_engine *e, const squallConfig_t *cfg, const squall_call *c) {
   return cfg->costModel && !e->header_every_call && !c->shard && e->tr.nranks > 1 &&
          squall__hier_one_node(e->hier, cfg);
@@ -222,11 +219,12 @@ static squall_route decide(const squall_engine *e, const squall_call *c, const s
     if (agreement_reason(ag, why)) *stage = SQ_STAGE_AGREEMENT;
     else if (config_reason(c, cfg, e->tr.nranks, why)) *stage = SQ_STAGE_CONFIG;
     else if (ready_reason(c, cfg, ag, why)) *stage = SQ_STAGE_READY;
-    else if (two_level == 1 && twolevel_carries(e, c, cfg)) return SQ_ROUTE_TWOLEVEL;
+    /* (a host engine's model never declines two levels: it weighs them
+     * against flat, squall__cost_variant; the device schedule may) */
     else if (!ag->pays || one_node) {
       *why = squallPassNotPaying;
       *stage = SQ_STAGE_PAYS;
-    }
+    } else if (two_level == 1 && twolevel_carries(e, c, cfg)) return SQ_ROUTE_TWOLEVEL;
     if (*stage != SQ_STAGE_NONE) return SQ_ROUTE_PASS;
   }
   squall_route r = codec_route(e, c, cfg, why);
@@ -277,6 +275,20 @@ static void choose_variant(squall_engine *e, const squall_call *c, squall_plan *
   if (plan->variant & SQ_VARIANT_RAW) plan->rc.zstdLevel = 0; /* passed on to a two-level call's shards */
 }
 
+/* The cost model's kind of the call compressed, for the device schedule's
+ * vote: the route decide() takes where the model lets it; -1 where none. */
+static int compressed_kind(const squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
+                           const squall_plan *plan) {
+  squall_route r = plan->route;
+  if (r == SQ_ROUTE_PASS && plan->stage == SQ_STAGE_PAYS) {
+    squall_agreement mine = {.agreed = 1, .all_ok = 1, .foreign = c->foreign, .pays = 1};
+    squallPassReason_t why;
+    squall_stage stage;
+    r = decide(e, c, cfg, plan->two_level, 0, &mine, &why, &stage);
+  }
+  return r == SQ_ROUTE_PASS ? -1 : squall__cost_kind(&plan->rc, r);
+}
+
 void squall__plan_make(squall_engine *e, const squall_call *c, const squallConfig_t *cfg, uint64_t gen,
                        squall_plan *plan) {
   memset(plan, 0, sizeof *plan);
@@ -285,16 +297,20 @@ void squall__plan_make(squall_engine *e, const squall_call *c, const squallConfi
   plan->nranks = e->tr.nranks;
   plan->two_level = c->shard ? 0 : squall__hier_known(e->hier, cfg);
   plan->one_node = squall__device_on_one_node(e, cfg, c);
+  plan->dev_kind = -1;
+  squall__devcost_plan(e, c, cfg, plan); /* device memory: the schedule may pass the call through */
   choose_variant(e, c, plan);
-  squall_agreement mine = {.agreed = 1, .all_ok = 1, .foreign = c->foreign, .pays = 1};
+  squall_agreement mine = {.agreed = 1, .all_ok = 1, .foreign = c->foreign, .pays = !plan->dev_plain};
   plan->route = decide(e, c, cfg, plan->two_level, plan->one_node, &mine, &plan->reason, &plan->stage);
+  if (plan->dev) plan->dev_kind = compressed_kind(e, c, cfg, plan);
   plan->ops = squall__route_ops(plan->route);
   layout(e, c, cfg, plan->route, &plan->L);
   /* Growth beyond what every rank planned for needs the header (device
    * engines): decided from the plan, which is the same on every rank. */
   plan->grow_hier = plan->route == SQ_ROUTE_TWOLEVEL && squall__hier_grows(e->hier, c, &plan->rc);
   plan->grow = plan->route != SQ_ROUTE_PASS && (plan->L.total > e->scratch_planned || plan->grow_hier);
-  plan->headed = !c->shard && (e->header_every_call || plan->grow || !e->agreed_valid || e->agreed_gen != gen);
+  plan->headed = !c->shard && (e->header_every_call || plan->grow || !e->agreed_valid || e->agreed_gen != gen ||
+                               plan->dev_header);
 }
 
 static void pass(squall_plan *plan, squallPassReason_t why, squall_stage stage) {

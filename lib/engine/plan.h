@@ -9,6 +9,7 @@
  *   prepare.c       scratch, residual and its guard, before anything collective
  *   header.c        the call header: what every rank must agree on
  *   costing.c       the cost model's part of a call: votes, variants, learning
+ *   costing_device.c  the same where a header costs a synchronisation: the schedule
  *   fold.c          a pass-through that carries its tensor's residual
  *   record.c        statistics and SQUALL_DEBUG=INFO path lines
  *   route_half.c    16-bit all-reduce
@@ -23,6 +24,7 @@
 #ifndef SQUALL_ENGINE_PLAN_H
 #define SQUALL_ENGINE_PLAN_H
 
+#include "engine/costing_device.h"
 #include "engine/costmodel.h"
 #include "engine/engine.h"
 #include "engine/graph_memory.h"
@@ -74,6 +76,7 @@ struct squall_engine {
   size_t undo_n;
   squall_cost cost;          /* SQUALL_COST_MODEL: this rank's link and codec figures */
   squall_cost cost_scatter;  /* the same of reduce-scatters, whose plain call and wire differ (costing.c) */
+  squall_devcost dev;        /* its schedule on device memory (costing_device.h) */
   squall_tensor *shard_slot; /* the slot squall__engine_prepare_shard looked up for the next shard call */
   float *fold_buf;           /* g + residual for a plain call that is not in place (fold.c) */
   size_t fold_bytes;
@@ -170,6 +173,10 @@ typedef struct {
   unsigned variants; /* the variants the cost model chooses between (SQ_VARIANT_*) */
   int variant;       /* the one this call runs */
   int headed;        /* the call exchanges a header */
+  /* the device schedule (costing_device.c): it decides this call, passes
+   * it through, wants its header; the compressed call's cost kind (-1:
+   * none) */
+  int dev, dev_plain, dev_header, dev_kind;
   int grow;          /* its memory grows beyond what every rank planned for */
   int grow_hier;     /* two levels: the hierarchy's memory grows (new memory: not timed) */
   scratch_layout L;
@@ -269,6 +276,23 @@ uint64_t squall__call_chunks(const squall_engine *e, const squall_call *c, const
                              squall_route route, const scratch_layout *L);
 void squall__cost_learn(squall_engine *e, const squall_call *c, const squall_plan *plan, const run_state *st,
                         double seconds);
+
+/* costing_device.c */
+void squall__devcost_init(squall_devcost *d, const squall_kernels *k);
+void squall__devcost_free(squall_devcost *d, const squall_kernels *k);
+void squall__devcost_plan(const squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
+                          squall_plan *plan);
+/* A scheduled call, counted (after the plan, on every rank alike), and
+ * the readings that are ready taken. */
+void squall__devcost_count(squall_engine *e, const squall_call *c, const squall_plan *plan);
+void squall__devcost_vote(squall_engine *e, const squall_call *c, const squall_plan *plan, squall_cost_verdict *v);
+int squall__devcost_agree(squall_engine *e, const squall_call *c, const squall_plan *plan, const squall_agreement *ag,
+                          squall_cost_verdict *v);
+/* A scheduled call's timing: started on its stream (plain: kind -1) where
+ * a slot is free (0: untimed, else a handle), stopped after its work was
+ * enqueued (ok 0: dropped; fresh: ran on new memory, not timed). */
+int squall__devcost_start(squall_engine *e, const squall_call *c, const squall_plan *plan, int kind);
+void squall__devcost_stop(squall_engine *e, int timing, void *stream, int ok, int fresh);
 
 /* fold.c */
 int squall__can_fold(const squall_engine *e, const squall_call *c);

@@ -74,9 +74,10 @@ void squall__say_one_node(squall_engine *e) {
   if (e->said_one_node) return;
   e->said_one_node = 1;
   if (e->tr.rank == 0)
-    SQ_WARN("rank 0/%d: all ranks are on one node: calls on device buffers pass through (would_not_pay), "
-            "since over NVLink a plain all-reduce costs about what the codecs' kernels do; where the GPUs "
-            "share only PCIe compressing may pay, and SQUALL_COST_MODEL=off compresses them",
+    SQ_WARN("rank 0/%d: all ranks are on one node: calls on device buffers pass through (would_not_pay) "
+            "until the cost model has timed both paths at their size, since over NVLink a plain all-reduce "
+            "costs about what the codecs' kernels do; then the times decide (SQUALL_COST_MODEL=off compresses "
+            "them)",
             e->tr.nranks);
   const char *p2p = getenv("NCCL_P2P_DISABLE"), *shm = getenv("NCCL_SHM_DISABLE");
   if (p2p && shm && atoi(p2p) == 1 && atoi(shm) == 1)
@@ -87,8 +88,9 @@ void squall__say_one_node(squall_engine *e) {
 
 void squall__engine_plain_done(squall_engine *e, const squall_decision *d, uint64_t bytes, int ok, double t0,
                                double t1) {
+  squall__engine_plain_ran(e, d, NULL, ok); /* host memory: the stream is not needed */
   if (!ok) return;
-  if (!d->untimed) {
+  if (!d->untimed && !e->dev.on) { /* the device schedule times its own (costing_device.c) */
     double seconds = t1 - t0, whole_seconds = t1 - (d->t_start > 0 ? d->t_start : t0);
     /* the collective's own figures: a reduce-scatter's plain call sends half */
     squall_cost *m = d->coll == SQ_COLL_REDUCE_SCATTER ? &e->cost_scatter : &e->cost;

@@ -108,7 +108,7 @@ static squallResult_t exchange_lossless(squall_engine *e, const squall_call *c, 
  * back (a synchronisation) unless the stream is being captured, where no
  * host wait is possible; see squall(7), FAILURE POLICY. */
 static squallResult_t check_decode_flag(squall_engine *e, const squall_call *c, run_state *st) {
-  if (e->header_every_call || c->capturing) return squallSuccess; /* host: returned directly */
+  if (e->k.on_host || c->capturing) return squallSuccess; /* host: returned directly */
   int flag = 0;
   SQ_FORWARD_IF_ERROR(e->k.to_host(c->stream, &flag, &st->scalars[2], sizeof flag));
   SQ_RETURN_ERROR_IF(flag != 0, squallRemoteError,

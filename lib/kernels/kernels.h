@@ -13,6 +13,7 @@
  *   kernels_cuda.cu        the device set: the CUDA twins in lib/codecs/cuda/
  *                          plus the element-wise kernels the engine needs
  *   kernels_cuda_quant.cu  its quantised and two-phase entries
+ *   timer_host.c           the host set's timer (clock readings)
  *
  * Every function takes the call's stream (a cudaStream_t for the device
  * set, ignored by the host set) as its first argument: the stream travels
@@ -171,7 +172,22 @@ typedef struct squall_kernels {
   squallResult_t (*fence_record)(void **fence, void *stream);
   squallResult_t (*fence_wait)(void *fence, void *stream);
   void (*fence_free)(void *fence);
+  /* ---- optional (NULL: this set times nothing): the whole-call times the
+   * device cost model weighs (engine/costing_device.c), read without
+   * waiting for the stream. timer_record marks the point the stream has
+   * reached in *mark (made on first use, kept for reuse); timer_elapsed
+   * gives the seconds between two recorded marks once both are reached:
+   * 1 and *seconds, 0 while not yet (never a wait), -1 on an error;
+   * timer_free drops a mark. Never inside a graph capture. */
+  squallResult_t (*timer_record)(void **mark, void *stream);
+  int (*timer_elapsed)(void *start, void *end, double *seconds);
+  void (*timer_free)(void *mark);
 } squall_kernels;
+
+/* The host set's timer (timer_host.c): clock readings, ready at once. */
+squallResult_t squall__host_timer_record(void **mark, void *stream);
+int squall__host_timer_elapsed(void *start, void *end, double *seconds);
+void squall__host_timer_free(void *mark);
 
 /* The host entries of the quantised codecs (kernels_host_quant.c). */
 squallResult_t squall__host_quant_encode(void *stream, sq_quant_kind k, size_t bucket, const float *g,

@@ -189,6 +189,37 @@ static void dev_fence_free(void *fence) {
   if (fence) cudaEventDestroy((cudaEvent_t)fence);
 }
 
+/* The timer (kernels.h): events with timing, recorded on the call's
+ * stream; cudaEventQuery says whether the stream has reached one, so a
+ * reading never waits. */
+static squallResult_t dev_timer_record(void **mark, void *stream) {
+  if (*mark == NULL) {
+    cudaEvent_t ev;
+    SQ_FORWARD_IF_ERROR(cuda_result(cudaEventCreate(&ev), "cudaEventCreate (timer)"));
+    *mark = ev;
+  }
+  return cuda_result(cudaEventRecord((cudaEvent_t)*mark, stream_of(stream)), "cudaEventRecord (timer)");
+}
+
+static int dev_timer_elapsed(void *start, void *end, double *seconds) {
+  if (start == NULL || end == NULL) return -1;
+  cudaError_t q = cudaEventQuery((cudaEvent_t)end);
+  if (q == cudaErrorNotReady) return 0;
+  if (q == cudaSuccess) q = cudaEventQuery((cudaEvent_t)start); /* recorded before end: reached by now */
+  float ms = 0;
+  if (q == cudaSuccess) q = cudaEventElapsedTime(&ms, (cudaEvent_t)start, (cudaEvent_t)end);
+  if (q != cudaSuccess) {
+    cudaGetLastError(); /* a lost reading, not the call's error: the model waits for the next */
+    return -1;
+  }
+  *seconds = (double)ms * 1e-3;
+  return 1;
+}
+
+static void dev_timer_free(void *mark) {
+  if (mark) cudaEventDestroy((cudaEvent_t)mark);
+}
+
 extern "C" {
 
 const squall_kernels squall__kernels_cuda = {
@@ -224,6 +255,9 @@ const squall_kernels squall__kernels_cuda = {
     .fence_record = dev_fence_record,
     .fence_wait = dev_fence_wait,
     .fence_free = dev_fence_free,
+    .timer_record = dev_timer_record,
+    .timer_elapsed = dev_timer_elapsed,
+    .timer_free = dev_timer_free,
 };
 
 int squall__cuda_is_device_pointer(const void *p) {

@@ -264,4 +264,7 @@ const squall_kernels squall__kernels_host = {
     .quant_encode_backup = squall__host_quant_encode_backup,
     .topk_encode_backup = host_topk_encode_backup,
     .topk_encode_to = host_topk_encode_to,
+    .timer_record = squall__host_timer_record, /* timer_host.c */
+    .timer_elapsed = squall__host_timer_elapsed,
+    .timer_free = squall__host_timer_free,
 };

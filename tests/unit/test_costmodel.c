@@ -538,6 +538,30 @@ END_TEST
 
 /* A variant that never gets a figure (a route the model does not time) is
  * tried for a few calls only, then on the exploring rhythm. */
+/* The device schedule's figures (squall__cost_whole): both sides need two
+ * samples taken (three noted: the first is not), each the smaller of its
+ * first two; another kind or class has none of its own. */
+START_TEST(test_whole_calls_alone) {
+  squall_cost m;
+  memset(&m, 0, sizeof m);
+  double tp, tc;
+  uint64_t b = 1 << 20;
+  ck_assert_int_eq(squall__cost_whole(&m, 3, b, &tp, &tc), 0);
+  for (int i = 0; i < 3; i++) squall__cost_note_call(&m, 3, b, i == 0 ? 9.0 : 0.02 + 0.01 * i);
+  squall__cost_note_call(&m, -1, b, 9.0);
+  squall__cost_note_call(&m, -1, b, 0.05);
+  ck_assert_int_eq(squall__cost_whole(&m, 3, b, &tp, &tc), 0); /* plain: one sample taken */
+  squall__cost_note_call(&m, -1, b, 0.04);
+  ck_assert_int_eq(squall__cost_whole(&m, 3, b, &tp, &tc), 1);
+  ck_assert(fabs(tc - 0.03) < 1e-6 && fabs(tp - 0.04) < 1e-6);
+  ck_assert_int_eq(squall__cost_whole(&m, 4, b, &tp, &tc), 0);     /* another kind */
+  ck_assert_int_eq(squall__cost_whole(&m, 3, b * 2, &tp, &tc), 0); /* another class */
+  ck_assert_int_eq(squall__cost_whole(&m, SQ_COST_KINDS, b, &tp, &tc), 0);
+  ck_assert_int_eq(squall__cost_class(b), 20);
+  ck_assert_int_eq(squall__cost_class(b + 1), 20);
+}
+END_TEST
+
 START_TEST(test_variant_unmeasured_gives_up) {
   squall_cost m;
   memset(&m, 0, sizeof m);
@@ -570,6 +594,7 @@ static Suite *costmodel_suite(void) {
   tcase_add_test(tc, test_variant_choice);
   tcase_add_test(tc, test_variant_unmeasured_gives_up);
   tcase_add_test(tc, test_plain_probes);
+  tcase_add_test(tc, test_whole_calls_alone);
   suite_add_tcase(s, tc);
   return s;
 }
