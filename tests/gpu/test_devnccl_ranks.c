@@ -127,7 +127,7 @@ static int host_mode;
 static void *buf_new(size_t bytes) { return host_mode ? xmalloc(bytes) : dmalloc(bytes); }
 static void buf_free(void *p) {
   if (host_mode) free(p);
-  else buf_free(p);
+  else CK(cudaFree(p));
 }
 static void sync_stream(void) {
   if (!host_mode) CK(cudaStreamSynchronize(stream));
