@@ -277,8 +277,9 @@ int squall__hier_ready(squall_hier *h, const squall_call *c, const squallConfig_
 
 squallResult_t squall__hier_prepare(squall_hier *h, const squall_call *c, const squallConfig_t *rc) {
   const squall_kernels *k = h->k;
+  const char *coll = c->coll == SQ_COLL_REDUCE_SCATTER ? "reduce-scatter" : "all-reduce"; /* both come here */
   SQ_RETURN_ERROR_IF(h->split_state != 1 || h->inner == NULL, squallInternalError,
-                     "two-level all-reduce prepared without node communicators");
+                     "two-level %s prepared without node communicators", coll);
   squall_hier_shape sh;
   shape_of(h, c, &sh);
   if (sh.need > h->buf_bytes) {
@@ -286,7 +287,7 @@ squallResult_t squall__hier_prepare(squall_hier *h, const squall_call *c, const 
     size_t bytes = sh.need;
     void *p = squall__graph_memory_replace(&h->graphs, k, c->stream, h->buf, h->buf_bytes, &bytes);
     SQ_RETURN_ERROR_IF(p == NULL, squallSystemError,
-                       "cannot allocate %zu bytes of %s scratch for the two-level all-reduce", sh.need, k->name);
+                       "cannot allocate %zu bytes of %s scratch for the two-level %s", sh.need, k->name, coll);
     h->buf = p;
     h->buf_bytes = bytes;
   }

@@ -101,6 +101,7 @@ if ! { command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L 2>/dev/null | grep
   expect77 "$dist/bin/test_nccl_device_direct"
   expect77 "$dist/bin/device_bench"
   expect77 "$dist/bin/test_devnccl_ranks"
+  expect77 "$dist/bin/test_devnccl_ranks" --cost 2
   expect77 env SQUALL_MIN_RANKS=1 SQUALL_PRELOAD_LIB="$dist/lib/libsquall-preload.so" "$dist/bin/squall-run" \
     --compress topk:0.01 --min-bytes 4096 -- "$dist/bin/test_nccl_device" run "${TMPDIR:-/tmp}"
 fi

@@ -22,6 +22,12 @@
 #               own libnccl.so.2, never the real one): every codec, the same
 #               bits on every rank, conservation, FAKENCCL_FAULT, two-level
 #               (ncclCommSplit), CUDA graphs (test_devnccl_ranks)
+#   8 cost      the cost model on device buffers, 2 ranks of this GPU over the
+#               same test NCCL, timed with CUDA events: over an emulated
+#               latency (FAKENCCL_NS_PER_CALL) int8 ends up passing through,
+#               over an emulated slow link (FAKENCCL_NS_PER_BYTE) top-k ends
+#               up compressed, every rank on the same path at every call
+#               (test_devnccl_ranks --cost)
 # Every step runs the bundle that `make gpu-bundle` (or the wrapper
 # tests/gpu/build-for-device.sh) builds into tests/gpu/build/dist on a
 # machine without a GPU: carry that folder along. Without it every step
@@ -29,14 +35,16 @@
 #
 # Logs go to ${OUT:-tests/gpu/build/out}: summary.txt, env.log, selftest.log,
 # direct.log, preload.log, ddp.log, ddp-stats.0.json, ddp-loss.json, hook.log,
-# bench.log, ranks.log.
+# bench.log, ranks.log, cost.log.
 # Exit status: 0 all passed, 1 a check failed, 77 no GPU here (nothing ran).
 # The time limits add up to under 600 s, the device machine's limit per
-# command, even with a hang in every step: 80 + 65 + 4 x 30 + 65 + 20 +
-# 2 x 35 + 25 + 70 s (steps 1-7; on an H200 steps 1-6 took 91 s in all),
-# 2 s more each to kill, and 10 + 20 + 20 s for the machine's description
-# (nvidia-smi, two Python imports of PyTorch), 2 s more each to kill: 595 s. Left out, unlimited but quick: nvidia-smi -L, ldd, and the four
-# reads of the statistics (test_nccl_device check). The steps take a few
+# command, even with a hang in every step: 80 + 65 + 4 x 25 + 65 + 20 +
+# 2 x 35 + 15 + 70 + 28 s (steps 1-8; on an H200 steps 1-6 took 91 s in
+# all, preload 14 of them, bench 1), 2 s more each to kill, and 10 + 20 +
+# 20 s for the machine's description (nvidia-smi, two Python imports of
+# PyTorch), 2 s more each to kill: 513 + 26 + 56 = 595 s. Left out,
+# unlimited but quick: nvidia-smi -L, ldd, and the four reads of the
+# statistics (test_nccl_device check). The steps take a few
 # seconds to a minute each when nothing hangs.
 # Environment: SQUALL_GPU_BUNDLE (the bundle; default tests/gpu/build/dist),
 # SELFTEST_ARGS (default: 1 1000 1048579 16777216), DDP_STEPS (300), PYTHON
@@ -104,7 +112,7 @@ fi
 if [ $gpu = no ]; then
   why="no NVIDIA GPU here (nvidia-smi lists none, no /dev/nvidia0)"
   echo "run-gpu-checks.sh: SKIP: $why" | tee "$out/env.log"
-  for s in selftest direct preload ddp hook bench ranks; do add_row $s SKIP 0 "$why"; done
+  for s in selftest direct preload ddp hook bench ranks cost; do add_row $s SKIP 0 "$why"; done
   summary
   exit 77
 fi
@@ -207,7 +215,7 @@ if [ $have_bundle = yes ] && [ -n "$nccl_dir" ]; then
     codec=${spec%/*} values=fp32
     [ "$spec" != "$codec" ] && values=${spec#*/}
     d=$(mktemp -d "${TMPDIR:-/tmp}/squall-preload.XXXXXX")
-    run_cmd "$d/log" 30 env SQUALL_MIN_RANKS=1 SQUALL_PRELOAD_LIB="$dist/lib/libsquall-preload.so" \
+    run_cmd "$d/log" 25 env SQUALL_MIN_RANKS=1 SQUALL_PRELOAD_LIB="$dist/lib/libsquall-preload.so" \
       "$dist/bin/squall-run" --compress "$codec" --values "$values" --min-bytes 4096 --debug INFO \
       --stats "$d/stats.%r.json" -- "$dist/bin/test_nccl_device" run "$d"
     ok=$RES
@@ -274,7 +282,7 @@ else
 fi
 
 # ------------------------------------------------------------------ 6 device figures
-nccl_step bench 25 device_bench
+nccl_step bench 15 device_bench
 
 # ------------------------------------------------------------------ 7 several ranks on one GPU
 # The program loads the bundle's devnccl/libnccl.so.2 through its RPATH
@@ -287,6 +295,18 @@ if [ $have_bundle = yes ]; then
 else
   echo "$no_bundle" | tee -a "$out/ranks.log"
   add_row ranks FAIL 0 "$no_bundle"
+fi
+
+# ------------------------------------------------------------------ 8 the cost model on several ranks
+# About 10 s: 112 calls a side at 40 ms an operation, then 112 over a link
+# where a plain 4 MiB call waits 0.2 s; a peer waits 10 s at most.
+: > "$out/cost.log"
+if [ $have_bundle = yes ]; then
+  run_cmd "$out/cost.log" 28 env FAKENCCL_TIMEOUT=10 "$dist/bin/test_devnccl_ranks" --cost 2
+  add_row cost "$RES" "$SECS" "$DETAIL"
+else
+  echo "$no_bundle" | tee -a "$out/cost.log"
+  add_row cost FAIL 0 "$no_bundle"
 fi
 
 summary

@@ -8,8 +8,9 @@
  * send/receive give exact results, bit-identical on every rank; sizes that
  * do not pair up fail on every rank; FAKENCCL_FAULT fails or corrupts the
  * N-th call as the host test NCCL does; FAKENCCL_NS_PER_BYTE slows a call
- * down; a peer that exits, or never comes, is an error on the others within
- * the time limit, not a hang; disagreeing ranks at join fail everywhere.
+ * down, FAKENCCL_NS_PER_CALL adds to each (a group once), bad values are
+ * named; a peer that exits, or never comes, is an error on the others
+ * within the time limit, not a hang; disagreeing ranks at join fail everywhere.
  * Prints "N passed, N failed"; exit 0 or 1.
  */
 #ifndef _GNU_SOURCE
@@ -247,6 +248,37 @@ static void check_p2p(dnx_seg *s, int P, int me) {
         "sizes that do not pair up: ncclInvalidUsage on every rank (%d: %s)", r, err);
 }
 
+/* FAKENCCL_NS_PER_CALL: 30 ms more per operation, whatever its size, a
+ * group of sends and receives once; added to FAKENCCL_NS_PER_BYTE's. a and
+ * b: n floats. */
+static void check_latency(dnx_seg *s, int me, float *a, float *b, size_t n) {
+  char err[512];
+  setenv("FAKENCCL_NS_PER_CALL", "30000000", 1);
+  double t0 = now();
+  int r = allreduce(s, a, b, 1, DNX_FLOAT32, DNX_SUM);
+  double one = now() - t0;
+  check(r == DNX_OK && one >= 0.03, "FAKENCCL_NS_PER_CALL=3e7: a 4-byte all-reduce took %.3f s (at least 0.03)", one);
+  float x = 1, y = 0;
+  dnx_p2p self[2] = {{1, me, &x, 4}, {0, me, &y, 4}};
+  dnx_op o = {.kind = DNX_GROUP_P2P, .p2p = self, .np2p = 2};
+  t0 = now();
+  r = issue(s, o, err, sizeof err);
+  one = now() - t0;
+  check(r == DNX_OK && y == 1 && one >= 0.03, "FAKENCCL_NS_PER_CALL=3e7: a send/recv group took %.3f s (%d: %s)", one,
+        r, r ? err : "");
+  setenv("FAKENCCL_NS_PER_BYTE", "100", 1);
+  t0 = now();
+  r = allreduce(s, a, b, n, DNX_FLOAT32, DNX_SUM);
+  one = now() - t0;
+  check(r == DNX_OK && one >= 0.07, "both: 400 kB at 100 ns a byte and 30 ms a call took %.3f s (at least 0.07)", one);
+  unsetenv("FAKENCCL_NS_PER_BYTE");
+  setenv("FAKENCCL_NS_PER_CALL", "-1", 1);
+  dnx_op bad_env = {.kind = DNX_ALLREDUCE, .type = DNX_FLOAT32, .in = a, .out = b, .count = 1};
+  check(dnx_prepare(s, &bad_env, err, sizeof err) == DNX_EINVAL && strstr(err, "FAKENCCL_NS_PER_CALL='-1'"),
+        "a bad FAKENCCL_NS_PER_CALL is refused, named (%s)", err);
+  unsetenv("FAKENCCL_NS_PER_CALL");
+}
+
 /* ------------------------------------------------------------ environment */
 static void check_faults(dnx_seg *s, int P, int me) {
   float x = 1.0f, y = 0;
@@ -284,6 +316,7 @@ static void check_faults(dnx_seg *s, int P, int me) {
   check(dnx_prepare(s, &bad_env, err, sizeof err) == DNX_EINVAL && strstr(err, "FAKENCCL_NS_PER_BYTE='fast'"),
         "a bad FAKENCCL_NS_PER_BYTE is refused, named");
   unsetenv("FAKENCCL_NS_PER_BYTE");
+  check_latency(s, me, a, b, n);
   free(a), free(b);
   int64_t all[DNX_MAX_RANKS][2];
   int ok = dnx_ctl_allgather(s, 10 * me, -me, all, err, sizeof err) == DNX_OK;

@@ -17,14 +17,22 @@
  *             equals tests/mpi/hierarchy_model.h's two-level model bit for bit;
  *   graph     a compressed call captured in a CUDA graph and replayed with
  *             new inputs: same bits everywhere, conservation;
- *   slow link FAKENCCL_NS_PER_BYTE delays a call by at least bytes x ns.
+ *   slow link FAKENCCL_NS_PER_BYTE delays a call by at least bytes x ns;
+ *   --cost    alone: the cost model ON over an emulated link, timed on the
+ *             stream (CUDA events): over a latency (FAKENCCL_NS_PER_CALL)
+ *             int8's class ends up passing through as not paying, over a
+ *             slow link (FAKENCCL_NS_PER_BYTE) top-k's ends up compressed;
+ *             every rank takes the same path at every call, and once
+ *             measured a header comes only on every 16th call.
  * Ranks compare results through a shared mapping made before fork, not
  * through the NCCL under test. The CUDA runtime is touched only in the
  * ranks (and in a probe process), never before fork.
  *
- *   test_devnccl_ranks [--host] [NRANKS...]   (default: 2 4; each 2..4)
+ *   test_devnccl_ranks [--host] [--cost] [NRANKS...]   (default: 2 4; each 2..4)
  * --host: host buffers, no CUDA, for make check over the library built on
- * host memory (tests/gpu/devnccl-ranks-host.sh); no graphs.
+ * host memory (tests/gpu/devnccl-ranks-host.sh); no graphs; with --cost the
+ * host engines run the device schedule (SQUALL_TEST_DEVICE_SCHEDULE=2), so
+ * the same assertions hold or fail there.
  * Exit 0 pass, 1 fail, 2 usage, 77 no CUDA device. The last line reads
  * "N passed, N failed".
  */
@@ -123,11 +131,12 @@ static int word_everywhere(int w) {
  * memory (tests/gpu/devnccl-host), so that make check runs this program's
  * own checks without a GPU; the graph part needs one and is left out. */
 static int host_mode;
+static int cost_mode; /* --cost: the cost model's case alone (cost_model) */
 
 static void *buf_new(size_t bytes) { return host_mode ? xmalloc(bytes) : dmalloc(bytes); }
 static void buf_free(void *p) {
   if (host_mode) free(p);
-  else buf_free(p);
+  else CK(cudaFree(p));
 }
 static void sync_stream(void) {
   if (!host_mode) CK(cudaStreamSynchronize(stream));
@@ -363,6 +372,102 @@ static void slow_link(ncclComm_t comm) {
   buf_free(d);
 }
 
+/* ------------------------------------------------------------ --cost */
+/* The cost model's device schedule (lib/engine/costing_device.c) with the
+ * cost model on, as tests/nccl/test_nccl_devcost.c checks it on the host
+ * test NCCL, but timed here by the kernel set's timer on the stream (CUDA
+ * events on a GPU; with --host the host engine runs the device schedule,
+ * SQUALL_TEST_DEVICE_SCHEDULE=2, its readings two calls late). */
+#define COST_CALLS 112
+#define HEADER_EVERY 16 /* SQ_DEV_HEADER_EVERY */
+#define SETTLED 32      /* calls by which measuring is over (it takes about 10) */
+
+/* COST_CALLS calls of n floats; path[i]: 1 compressed, 2 passed through
+ * as not paying, 3 otherwise; headed[i]: the headers the call exchanged. */
+static void cost_run(ncclComm_t comm, size_t n, char *path, char *headed) {
+  float *d_g = buf_new(n * 4), *d_out = buf_new(n * 4), *h = xmalloc(n * 4);
+  for (size_t j = 0; j < n; j++) h[j] = gen(300, me, j);
+  up(d_g, h, n * 4);
+  memset(path, 3, COST_CALLS);
+  memset(headed, 0, COST_CALLS);
+  for (int i = 0; i < COST_CALLS; i++) {
+    squallStats_t a, b;
+    squallStatsGet(&a);
+    ncclResult_t r = squallAllReduce(d_g, d_out, n, ncclFloat32, ncclSum, comm, stream);
+    sync_stream();
+    squallStatsGet(&b);
+    if (r != ncclSuccess) {
+      check(0, "cost model: call %d of %zu floats: %d (%s)", i, n, (int)r, squallGetLastError());
+      break;
+    }
+    path[i] = b.compressedCalls > a.compressedCalls                                     ? 1
+              : b.passthrough[squallPassNotPaying] > a.passthrough[squallPassNotPaying] ? 2
+                                                                                        : 3;
+    headed[i] = (char)(b.headers - a.headers);
+  }
+  buf_free(d_g);
+  buf_free(d_out);
+  free(h);
+}
+
+static int bytes_everywhere(const void *v, size_t n) {
+  memcpy(sh->out[me], v, n);
+  barrier();
+  int ok = 1;
+  for (int r = 0; r < P; r++) ok &= memcmp(sh->out[r], v, n) == 0;
+  barrier();
+  return ok;
+}
+
+/* at_least: of the calls after SETTLED, those that must take want */
+static void cost_expect(const char *what, const char *path, const char *headed, int want, int at_least) {
+  int on_schedule = 1, settled = 0, others = 0;
+  char late[COST_CALLS * 4 + 1] = "";
+  for (int i = SETTLED; i < COST_CALLS; i++) {
+    on_schedule &= headed[i] == (i % HEADER_EVERY == 0);
+    settled += path[i] == want;
+    others += path[i] == 3;
+    if (path[i] != want) snprintf(late + strlen(late), sizeof late - strlen(late), " %d", i);
+  }
+  check(bytes_everywhere(path, COST_CALLS) && bytes_everywhere(headed, COST_CALLS),
+        "%s: the same path and headers on every rank at every call", what);
+  check(on_schedule, "%s: after call %d, a header on every %dth call only", what, SETTLED, HEADER_EVERY);
+  if (me == 0) printf("%s: calls %d to %d not %s:%s\n", what, SETTLED, COST_CALLS - 1,
+                      want == 1 ? "compressed" : "passed through", late); /* for the log */
+  check(settled >= at_least && others == 0, "%s: %d of the last %d calls %s (at least %d), %d for another reason",
+        what, settled, COST_CALLS - SETTLED, want == 1 ? "compressed" : "passed through as not paying", at_least,
+        others);
+}
+
+/* The delays are far above what a loaded machine's scheduler adds to a
+ * call (tens of milliseconds now and then), as in test_nccl_devcost. */
+static void cost_model(ncclComm_t comm) {
+  char path[COST_CALLS], headed[COST_CALLS];
+  /* Latency: 256 KiB calls, 40 ms an operation; int8's max and all-gather
+   * wait twice, plain once. All ranks are on one node: unmeasured, the
+   * class passes through but for the measuring calls. */
+  use("SQUALL_COMPRESS=int8 SQUALL_COST_MODEL=on");
+  setenv("FAKENCCL_NS_PER_CALL", "40000000", 1);
+  cost_run(comm, 65536, path, headed);
+  unsetenv("FAKENCCL_NS_PER_CALL");
+  /* plain is sampled on most calls, the codec every 32nd: a stall can
+   * lift plain's figure, and the verdict with it until the next header */
+  cost_expect("latency", path, headed, 2, (COST_CALLS - SETTLED) / 2);
+  int measured = 0;
+  for (int i = 0; i < SETTLED; i++) measured += path[i] == 1;
+  check(measured > 0 && path[0] != 1, "latency: the first call on one node passes through (path %d); while "
+                                      "measured, some calls are compressed (%d, to time the codec)",
+        path[0], measured);
+  /* A slow link: 4 MiB calls (another size class) at 50 ns a byte, a
+   * plain call about 0.2 s, top-k 1% about 50 times less: all compressed
+   * but the plain probes (every 32nd call) and what a stall may turn. */
+  use("SQUALL_COMPRESS=topk:0.01 SQUALL_COST_MODEL=on");
+  setenv("FAKENCCL_NS_PER_BYTE", "50", 1);
+  cost_run(comm, (size_t)1 << 20, path, headed);
+  unsetenv("FAKENCCL_NS_PER_BYTE");
+  cost_expect("slow link", path, headed, 1, COST_CALLS - SETTLED - 8);
+}
+
 static const char *codecs[] = {"SQUALL_COMPRESS=fp16", "SQUALL_COMPRESS=bf16", "SQUALL_COMPRESS=int8",
                                "SQUALL_COMPRESS=int4 SQUALL_BUCKET=64", "SQUALL_COMPRESS=fp8",
                                "SQUALL_COMPRESS=topk:0.01", "SQUALL_COMPRESS=topk:0.02 SQUALL_TOPK_VALUES=fp16"};
@@ -377,6 +482,13 @@ static void rank_main(const ncclUniqueId *ids) {
   check(r == ncclSuccess, "ncclCommInitRank: %d (%s)", (int)r, ncclGetLastError(NULL));
   if (r != ncclSuccess) _exit(1);
   double t0 = now();
+  if (cost_mode) { /* a run of its own (step 8 of tests/gpu/run-gpu-checks.sh) */
+    cost_model(comm);
+    check(squallCommForget(comm) == ncclSuccess && ncclCommDestroy(comm) == ncclSuccess, "forget, destroy");
+    if (me == 0) printf("--cost, %d ranks: rank 0 took %.1f s\n", P, now() - t0);
+    if (!host_mode) CK(cudaStreamDestroy(stream));
+    return;
+  }
   nccl_itself(comm);
   for (size_t c = 0; c < sizeof codecs / sizeof codecs[0]; c++) run_codec(comm, codecs[c], NULL);
   /* Which collective a fault hits: on device memory there is no call
@@ -461,14 +573,15 @@ static int run_ranks(int nranks) {
 
 int main(int argc, char **argv) {
   int counts[8], nc = 0, first = 1;
-  if (argc > 1 && !strcmp(argv[1], "--host")) {
-    host_mode = 1;
-    first = 2;
+  for (; first < argc && argv[first][0] == '-'; first++) {
+    if (!strcmp(argv[first], "--host")) host_mode = 1;
+    else if (!strcmp(argv[first], "--cost")) cost_mode = 1;
+    else break; /* the usage below names it */
   }
   for (int i = first; i < argc; i++) {
     int p = atoi(argv[i]);
     if (nc == 8 || p < 2 || p > MAXR) {
-      fprintf(stderr, "usage: " GPU_TEST_NAME " [--host] [NRANKS...]  (each 2..%d; got '%s')\n", MAXR, argv[i]);
+      fprintf(stderr, "usage: " GPU_TEST_NAME " [--host] [--cost] [NRANKS...]  (each 2..%d; got '%s')\n", MAXR, argv[i]);
       return 2;
     }
     counts[nc++] = p;
@@ -479,6 +592,9 @@ int main(int argc, char **argv) {
   if (gpu != 0) return gpu == 77 ? 77 : 1;
   if (!loaded_devnccl()) return 1;
   if (!getenv("FAKENCCL_TIMEOUT")) setenv("FAKENCCL_TIMEOUT", "30", 1);
+  /* --cost on host buffers: the host engines run the device schedule
+   * (read as each engine is made, in the ranks) */
+  if (cost_mode && host_mode) setenv("SQUALL_TEST_DEVICE_SCHEDULE", "2", 1);
   sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (sh == MAP_FAILED) return 1;
   int bad = 0;

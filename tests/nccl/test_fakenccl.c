@@ -711,6 +711,10 @@ static void test_collective_errors(void) {
   CHECK_RC(pncclGroupStart(), ncclSuccess);
   CHECK_RC(pncclGroupSimulateEnd(&badsim), ncclInvalidArgument);
   CHECK_RC(ncclGroupSimulateEnd(&sim), ncclInvalidUsage);
+  setenv("FAKENCCL_NS_PER_CALL", "soon", 1); /* a bad link setting is the call's error, named (every rank) */
+  CHECK_RC(ncclAllReduce(x, y, 4, ncclFloat32, ncclSum, c, NULL), ncclInvalidArgument);
+  CHECK(strstr(ncclGetLastError(NULL), "FAKENCCL_NS_PER_CALL='soon'"), "last error: %s", ncclGetLastError(NULL));
+  unsetenv("FAKENCCL_NS_PER_CALL");
   CHECK_RC(ncclCommDestroy(c), ncclSuccess);
   CHECK_RC(ncclAllReduce(x, y, 4, ncclFloat32, ncclSum, c, NULL), ncclInvalidArgument); /* destroyed */
 }

@@ -106,6 +106,7 @@ typedef struct {
   int np2p;
   int corrupt;        /* FAKENCCL_FAULT=corrupt: overwrite what arrived with 0xff */
   double ns_per_byte; /* FAKENCCL_NS_PER_BYTE: a slow link, delay x bytes sent */
+  double ns_per_call; /* FAKENCCL_NS_PER_CALL: a link's latency, once per operation */
 } dnx_op;
 
 /* Runs op with the peers (each running its matching op); DNX_OK, or an
@@ -125,11 +126,10 @@ enum { DNX_FAULT_NONE,
        DNX_FAULT_CORRUPT };
 int dnx_fault_next(int rank, char *spec, size_t speclen);
 
-/* FAKENCCL_NS_PER_BYTE (0 when unset); -1 with err when it is not a number >= 0. */
-double dnx_ns_per_byte(char *err, size_t errlen);
-
 /* What issuing op means, before it runs: checks its types and operator
- * (DNX_EINVAL: do not run it), takes the slow link from the environment,
+ * (DNX_EINVAL: do not run it), takes the emulated link from the environment
+ * (FAKENCCL_NS_PER_BYTE and FAKENCCL_NS_PER_CALL, read as the host test NCCL
+ * reads them: tests/nccl/fakenccl/link_env.h; a bad value is DNX_EINVAL),
  * and for an all-reduce or all-gather the next fault: corrupt sets
  * op->corrupt, fail answers DNX_ESYS with err, and the op must still run
  * on this rank as usual (the peers run theirs), the error reported after. */

@@ -11,6 +11,7 @@
 #define _GNU_SOURCE /* nanosleep */
 #endif
 #include "xchg_seg.h"
+#include "../../nccl/fakenccl/link_env.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -201,11 +202,8 @@ int dnx_run(dnx_seg *s, const dnx_op *op, char *err, size_t len) {
     dnx__fmt(err, len, "ncclBroadcast: root %d (0..%d)", op->root, s->nranks - 1);
     return DNX_EINVAL;
   }
-  double delay = op->ns_per_byte * (double)bytes_sent(s, op);
-  if (delay > 0) { /* a slow link: the bytes take this long to leave */
-    struct timespec ts = {(time_t)(delay / 1e9), (long)(delay - 1e9 * (double)(time_t)(delay / 1e9))};
-    nanosleep(&ts, NULL);
-  }
+  /* the emulated link: the bytes take this long to leave, and its latency */
+  fakenccl_link_wait(&(fakenccl_link){op->ns_per_byte, op->ns_per_call}, (double)bytes_sent(s, op));
   int r;
   switch (op->kind) {
   case DNX_ALLREDUCE: r = allreduce(s, op, err, len); break;

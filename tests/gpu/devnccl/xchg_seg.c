@@ -11,6 +11,7 @@
 #define _GNU_SOURCE
 #endif
 #include "xchg_seg.h"
+#include "../../nccl/fakenccl/link_env.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -254,22 +255,13 @@ int dnx_fault_next(int rank, char *spec, size_t speclen) {
                                          : DNX_FAULT_FAIL;
 }
 
-double dnx_ns_per_byte(char *err, size_t len) {
-  const char *v = getenv("FAKENCCL_NS_PER_BYTE");
-  if (v == NULL || !*v) return 0;
-  char *end;
-  double ns = strtod(v, &end);
-  if (*end || !(ns >= 0) || ns > 1e9) {
-    dnx__fmt(err, len, "FAKENCCL_NS_PER_BYTE='%s' is not a number of nanoseconds per byte (0 to 1e9)", v);
-    return -1;
-  }
-  return ns;
-}
-
 int dnx_prepare(dnx_seg *s, dnx_op *op, char *err, size_t len) {
   int r = dnx_check_types(op, err, len);
   if (r != DNX_OK) return r;
-  if ((op->ns_per_byte = dnx_ns_per_byte(err, len)) < 0) return DNX_EINVAL;
+  fakenccl_link link;
+  if (fakenccl_link_read(&link, err, len) != 0) return DNX_EINVAL;
+  op->ns_per_byte = link.ns_per_byte;
+  op->ns_per_call = link.ns_per_call;
   if (op->kind != DNX_ALLREDUCE && op->kind != DNX_ALLGATHER) return DNX_OK;
   char spec[64];
   switch (dnx_fault_next(s->rank, spec, sizeof spec)) {

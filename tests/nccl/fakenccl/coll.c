@@ -131,7 +131,7 @@ FAKE_API ncclResult_t pncclAllReduce(const void *sendbuff, void *recvbuff, size_
   if (r == ncclSuccess)
     r = mpi_check(MPI_Allgather(mine, bytes, MPI_BYTE, all, bytes, MPI_BYTE, comm->mpi), "MPI_Allgather", fn);
   if (r == ncclSuccess) fake__combine(recvbuff, all, (size_t)bytes, comm->nranks, count, datatype, &ro);
-  if (r == ncclSuccess) fake__link_delay(2.0 * (comm->nranks - 1) / comm->nranks * bytes); /* a ring's */
+  if (r == ncclSuccess) r = fake__link_delay(2.0 * (comm->nranks - 1) / comm->nranks * bytes); /* a ring's */
   free(all);
   free(scratch);
   return fake__call_result(comm, inject_fault(comm, r, recvbuff, (size_t)bytes));
@@ -189,7 +189,7 @@ FAKE_API ncclResult_t pncclReduceScatter(const void *sendbuff, void *recvbuff, s
     r = mpi_check(MPI_Alltoall(mine, bytes, MPI_BYTE, mine_blocks, bytes, MPI_BYTE, comm->mpi), "MPI_Alltoall", fn);
   if (r == ncclSuccess)
     fake__combine(recvbuff, mine_blocks, (size_t)bytes, comm->nranks, recvcount, datatype, &ro);
-  if (r == ncclSuccess) fake__link_delay((double)(comm->nranks - 1) * bytes);
+  if (r == ncclSuccess) r = fake__link_delay((double)(comm->nranks - 1) * bytes);
   free(mine_blocks);
   free(scratch);
   return fake__call_result(comm, r);
@@ -211,7 +211,7 @@ FAKE_API ncclResult_t pncclAllGather(const void *sendbuff, void *recvbuff, size_
   const void *src = sendbuff == (char *)recvbuff + (size_t)comm->rank * (size_t)bytes ? MPI_IN_PLACE : sendbuff;
   ncclResult_t r = mpi_check(MPI_Allgather(src, bytes, MPI_BYTE, recvbuff, bytes, MPI_BYTE, comm->mpi),
                              "MPI_Allgather", fn);
-  if (r == ncclSuccess) fake__link_delay((double)(comm->nranks - 1) * bytes);
+  if (r == ncclSuccess) r = fake__link_delay((double)(comm->nranks - 1) * bytes);
   return fake__call_result(comm, inject_fault(comm, r, recvbuff, (size_t)bytes * (size_t)comm->nranks));
 }
 FAKE_ALIAS(ncclAllGather);

@@ -7,18 +7,17 @@
  * p-1 blocks, ...): a slow link, where compression wins;
  * FAKENCCL_NS_PER_CALL=L adds L nanoseconds to each: a link whose latency
  * dominates, where a compressed call's extra collectives lose. Unset or
- * 0: no delay.
+ * 0: no delay. Read and waited for as the device-memory test NCCL does
+ * (link_env.h); a value that is not a number is the call's error.
  */
 #include "fakenccl.h"
 
-#include <stdlib.h>
-#include <time.h>
+#include "link_env.h"
 
-void fake__link_delay(double bytes_sent) {
-  const char *v = getenv("FAKENCCL_NS_PER_BYTE"), *l = getenv("FAKENCCL_NS_PER_CALL");
-  double ns = (v ? atof(v) * bytes_sent : 0) + (l ? atof(l) : 0);
-  if (!(ns >= 1)) return;
-  struct timespec t = {(time_t)(ns / 1e9), (long)(ns - (double)(time_t)(ns / 1e9) * 1e9)};
-  while (nanosleep(&t, &t) != 0) {
-  }
+ncclResult_t fake__link_delay(double bytes_sent) {
+  fakenccl_link link;
+  char err[160];
+  if (fakenccl_link_read(&link, err, sizeof err) != 0) return fake__error(ncclInvalidArgument, "%s", err);
+  fakenccl_link_wait(&link, bytes_sent);
+  return ncclSuccess;
 }

@@ -59,8 +59,9 @@ void fake__group_note(ncclResult_t code);
  * of the send/recv queued inside it (p2p.c) at the outermost end. */
 int fake__group_depth(void);
 ncclResult_t fake__p2p_flush(void);
-/* FAKENCCL_NS_PER_BYTE and _PER_CALL (delay.c): waits as a slow link would for bytes_sent. */
-void fake__link_delay(double bytes_sent);
+/* FAKENCCL_NS_PER_BYTE and _PER_CALL (delay.c): waits as a slow link would
+ * for bytes_sent; ncclInvalidArgument, named, where either is not a number. */
+ncclResult_t fake__link_delay(double bytes_sent);
 
 /* ncclInvalidArgument unless comm is a live communicator of this library. */
 ncclResult_t fake__comm_check(const struct ncclComm *comm, const char *fn);

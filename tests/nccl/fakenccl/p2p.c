@@ -70,10 +70,10 @@ static ncclResult_t post_all(p2p_op *ops, int n) {
   free(req);
   double sent = 0;
   for (int i = 0; i < n; i++) sent += ops[i].is_send && ops[i].peer != ops[i].comm->rank ? ops[i].bytes : 0;
-  fake__link_delay(sent);
+  ncclResult_t r = fake__link_delay(sent);
   if (err != MPI_SUCCESS || werr != MPI_SUCCESS)
     return fake__error(ncclSystemError, "send/recv: MPI_Isend/MPI_Irecv/MPI_Waitall failed");
-  ncclResult_t r = inject_p2p_fault(ops, n);
+  if (r == ncclSuccess) r = inject_p2p_fault(ops, n);
   if (r != ncclSuccess) return r;
   /* in progress where any communicator says so */
   for (int i = 0; i < n; i++)
