@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
 # torch-study.sh [--task fashion|charlm] [--seeds N] [--epochs E] [--steps S]
-# [--ranks R] [--out DIR] [-- TRAINER-ARGS]: the accuracy studies of issue
+# [--ranks R] [--runs LIST] [--out DIR] [-- TRAINER-ARGS]: the accuracy studies of issue
 # 39 on real data with real PyTorch, under DDP on R CPU processes (gloo),
 # the gradients through squall's comm hook with each codec (dense: DDP's own
 # all-reduce), each with N seeds. Tasks:
@@ -18,10 +18,15 @@
 #   train/torch-study.sh --task charlm --seeds 3
 # Arguments after -- go to every run of the trainer, e.g. a smoke run:
 #   train/torch-study.sh --task charlm --seeds 1 --steps 10 -- --evals 1 --val-windows 64
+# --runs picks the runs, CODEC,EF items separated by spaces (default: every
+# codec of the study), e.g. top-k with its density warm-up beside dense:
+#   train/torch-study.sh --task charlm --runs 'dense,1 topk:0.01,1' -- --warmup-steps 50
+# (--warmup-steps and --warmup-start go to top-k's runs only).
 # Needs Debian's python3-torch, and dataset-fashion-mnist or fortunes.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 task=fashion seeds=3 epochs= steps= ranks=4 out= extra=
+runs="dense,1 fp16,1 int8,1 int4,1 topk:0.01,1 topk:0.01,0 topk:0.001,1"
 while [ $# -gt 0 ]; do
   case $1 in
   --task) task=$2; shift 2 ;;
@@ -29,6 +34,7 @@ while [ $# -gt 0 ]; do
   --epochs) epochs=$2; shift 2 ;;
   --steps) steps=$2; shift 2 ;;
   --ranks) ranks=$2; shift 2 ;;
+  --runs) runs=$2; shift 2 ;;
   --out) out=$2; shift 2 ;;
   --) shift; extra="$*"; break ;;
   *) echo "torch-study.sh: unknown argument '$1'" >&2; exit 2 ;;
@@ -56,14 +62,21 @@ export PYTHONPATH="$top/python" SQUALL_LIBRARY="${SQUALL_LIBRARY:-$top/build/.li
 export SQUALL_TEST_TIMEOUT="${SQUALL_TEST_TIMEOUT:-2400}"
 mkdir -p "$out"
 echo "# $(date -u +%FT%TZ) $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)" | tee "$out/machine.txt"
-for run in "dense 1" "fp16 1" "int8 1" "int4 1" "topk:0.01 1" "topk:0.01 0" "topk:0.001 1"; do
-  set -- $run
+for run in $runs; do
+  case $run in
+  *,[01]) ;;
+  *) echo "torch-study.sh: --runs item '$run' is not CODEC,EF (EF 0 or 1)" >&2; exit 2 ;;
+  esac
+  set -- "${run%,*}" "${run##*,}"
+  # dense is DDP's own all-reduce: top-k's warm-up is not its
+  args=$extra
+  [ "$1" != dense ] || args=$(echo " $extra " | sed 's/ --warmup-\(steps\|start\) [^ ]*//g')
   for s in $(seq "$seeds"); do
     json="$out/$(echo "$1" | tr : -)-ef$2-seed$s.json"
     [ -f "$json" ] && continue # done by an earlier, interrupted study in the same folder
     for try in 1 2; do
       $py "$top/tests/torch/launch.py" "$ranks" "$top/train/$trainer" --codec "$1" --ef "$2" --seed "$s" \
-        $length $extra --out "$json" && break
+        $length $args --out "$json" && break
       echo "torch-study.sh: $1 ef=$2 seed=$s failed (try $try)" | tee -a "$out/failures.txt"
       [ "$try" = 2 ] && exit 1
     done

@@ -164,7 +164,8 @@ def main():
                        "heads": a.heads, "layers": a.layers, "lr": a.lr, "train_chars": len(train),
                        "val_chars": len(val), "val_windows": a.val_windows, "val_loss": val_loss,
                        "val_bits_per_char": val_loss / math.log(2), "train_seconds": seconds,
-                       "train_cpu_seconds_rank0": cpu, "curve": curve, "val_curve": val_curve}, f)
+                       "train_cpu_seconds_rank0": cpu, "curve": curve, "val_curve": val_curve,
+                       **torch_common.warmup(a)}, f)
         print("%s ef=%d seed=%d: validation loss %.4f nats/char (%.4f bits/char), %.0f s" % (
             a.codec, a.ef, a.seed, val_loss, val_loss / math.log(2), seconds), flush=True)
     torch_common.finish()

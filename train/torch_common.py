@@ -16,6 +16,11 @@ def arguments():
     ap.add_argument("--codec", default="dense", help="dense (DDP's own all-reduce), or what SQUALL_COMPRESS takes")
     ap.add_argument("--ef", type=int, default=1, help="error feedback (SQUALL_EF)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--warmup-steps", type=int, default=0,
+                    help="top-k's density warm-up over this many steps (ddp_comm_hook's warmup_steps)")
+    ap.add_argument("--warmup-start", type=float, default=None,
+                    help="the warm-up's first density (ddp_comm_hook's warmup_start; "
+                    "default squall.torch.WARMUP_START)")
     ap.add_argument("--out", required=True, help="the run's JSON (rank 0 writes it)")
     return ap
 
@@ -35,9 +40,21 @@ def ddp(module, a):
     model = DDP(module)
     if a.codec != "dense":
         import squall.torch
-        state, hook = squall.torch.ddp_comm_hook(a.codec, ef=a.ef, min_bytes=0, cost_model="off")
+        state, hook = squall.torch.ddp_comm_hook(a.codec, ef=a.ef, min_bytes=0, cost_model="off",
+                                                 warmup_steps=a.warmup_steps, warmup_start=a.warmup_start)
         model.register_comm_hook(state, hook)
+    elif a.warmup_steps or a.warmup_start is not None:
+        raise SystemExit("torch_common.py: --warmup-steps and --warmup-start are top-k's, not dense's")
     return model
+
+
+def warmup(a):
+    """The run's warm-up, for its JSON: {} without one."""
+    if not a.warmup_steps:
+        return {}
+    import squall.torch
+    return {"warmup_steps": a.warmup_steps,
+            "warmup_start": squall.torch.WARMUP_START if a.warmup_start is None else a.warmup_start}
 
 
 def mean_over_ranks(loss):

@@ -83,7 +83,7 @@ def main():
         with open(a.out, "w") as f:
             json.dump({"codec": a.codec, "ef": a.ef, "seed": a.seed, "epochs": a.epochs, "ranks": world,
                        "batch_per_rank": a.batch, "steps": step, "test_accuracy": acc, "test_loss": test_loss,
-                       "train_seconds": seconds, "curve": curve}, f)
+                       "train_seconds": seconds, "curve": curve, **torch_common.warmup(a)}, f)
         print("%s ef=%d seed=%d: test accuracy %.4f, loss %.4f, %.0f s" % (a.codec, a.ef, a.seed, acc, test_loss,
                                                                           seconds), flush=True)
     torch_common.finish()

@@ -14,8 +14,16 @@ import subprocess
 import sys
 
 
+def key(r):
+    """What sets a run apart, seeds aside: codec, error feedback, top-k's
+    warm-up (steps, first density; 0 and None without one)."""
+    return (r["codec"], r["ef"], r.get("warmup_steps", 0), r.get("warmup_start"))
+
+
 def label(k):
-    return "-" if k[0] == "dense" else ("on" if k[1] else "off")
+    if k[0] == "dense":
+        return "-"
+    return ("on" if k[1] else "off") + (", warm-up %d steps from %g" % (k[2], k[3]) if k[2] else "")
 
 
 def fashion_table(keys, runs):
@@ -24,7 +32,7 @@ def fashion_table(keys, runs):
     lines = ["| codec | error feedback | test accuracy, mean (min, max) | vs dense | test loss | seeds | s per run |",
              "|---|---|---|---|---|---|---|"]
     for k in keys:
-        rs = [r for r in runs if (r["codec"], r["ef"]) == k]
+        rs = [r for r in runs if key(r) == k]
         acc = [r["test_accuracy"] * 100 for r in rs]
         m = sum(acc) / len(acc)
         loss = sum(r["test_loss"] for r in rs) / len(rs)
@@ -41,7 +49,7 @@ def charlm_table(keys, runs):
     lines = ["| codec | error feedback | validation loss, nats/char, mean (min, max) | vs dense | bits/char | seeds "
              "| s per run |", "|---|---|---|---|---|---|---|"]
     for k in keys:
-        rs = [r for r in runs if (r["codec"], r["ef"]) == k]
+        rs = [r for r in runs if key(r) == k]
         loss = [r["val_loss"] for r in rs]
         m = sum(loss) / len(loss)
         secs = sorted(r["train_seconds"] for r in rs)[len(rs) // 2]
@@ -74,7 +82,7 @@ def main():
         sys.exit("torch_study_report.py: no runs in %s" % out)
     keys = []
     for r in runs:
-        k = (r["codec"], r["ef"])
+        k = key(r)
         if k not in keys:
             keys.append(k)
     table = "\n".join(t["table"](keys, runs))
@@ -83,8 +91,9 @@ def main():
     data = os.path.join(out, "curves.dat")
     with open(data, "w") as f:
         for k in keys:
-            r = [r for r in runs if (r["codec"], r["ef"]) == k][0]
-            f.write('"%s%s"\n' % (k[0], "" if k[0] == "dense" else (" EF" if k[1] else " no EF")))
+            r = [r for r in runs if key(r) == k][0]
+            f.write('"%s%s%s"\n' % (k[0], "" if k[0] == "dense" else (" EF" if k[1] else " no EF"),
+                                    " warm-up %d" % k[2] if k[2] else ""))
             for s, l in r[t["curve"]]:
                 f.write("%d %.5f\n" % (s, l))
             f.write("\n\n")

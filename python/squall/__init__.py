@@ -66,6 +66,8 @@ def library():
         lib.squallGetLastError.restype = ctypes.c_char_p
         lib.squallGetErrorString.restype = ctypes.c_char_p
         lib.squallVersionString.restype = ctypes.c_char_p
+        lib.squallConfigCodecString.restype = ctypes.c_char_p
+        lib.squallConfigCodecString.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_size_t]
         lib.squallCollAllReduce.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,
                                             ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
         lib.squallCollReduceScatter.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t,

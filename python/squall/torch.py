@@ -31,7 +31,7 @@ import torch.distributed as dist
 
 import squall
 
-__all__ = ["ddp_comm_hook", "SquallHookState", "fsdp_comm_hook", "SquallFsdpState"]
+__all__ = ["ddp_comm_hook", "SquallHookState", "WARMUP_START", "fsdp_comm_hook", "SquallFsdpState"]
 
 _DTYPES = {torch.float32: squall.FLOAT32, torch.float16: squall.FLOAT16, torch.bfloat16: squall.BFLOAT16,
            torch.int64: squall.INT64}
@@ -123,6 +123,8 @@ class _GroupCollectives:
             self._run(lambda m, w: dist.reduce_scatter(m, list(w.chunk(self.size)), group=self.group), mine, whole)
 
 
+WARMUP_START = 0.25  # a warm-up's first density by default: Deep Gradient Compression's first stage
+
 _registered = {}  # process group's key -> hooks created on it by this process
 
 
@@ -143,14 +145,57 @@ def _register(group):
     return store, key
 
 
+class _DensityRamp:
+    """Top-k's ratio for each synchronised step of a warm-up (Deep Gradient
+    Compression's, Lin et al. 2018): from start down to the configured
+    ratio, geometrically, over steps; the configured ratio after. Every
+    rank computes the same ratio at the same bucket, so the engine's
+    configuration changes at the same call everywhere (squallCollSetConfig
+    is collective). The residuals are kept per tensor, whatever the ratio:
+    what one ratio leaves is sent under the next, and no mass is lost."""
+
+    def __init__(self, final, steps, start):
+        self.final, self.steps, self.start = final, steps, start
+
+    def ratio(self, step):
+        if step >= self.steps:
+            return self.final
+        return self.start * (self.final / self.start) ** (step / self.steps)
+
+
+def _ramp(spec, warmup_steps, warmup_start):
+    """The _DensityRamp that warmup_steps and warmup_start ask for (None
+    without a warm-up), checked against the codec that spec configures."""
+    if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 0:
+        raise ValueError("squall.torch: warmup_steps must be a whole number of steps >= 0, not %r" % (warmup_steps,))
+    if warmup_steps == 0:
+        if warmup_start is not None:
+            raise ValueError("squall.torch: warmup_start=%r without warmup_steps: there is no warm-up to start"
+                             % (warmup_start,))
+        return None
+    buf = ctypes.create_string_buffer(64)
+    codec = squall.library().squallConfigCodecString(squall.config(spec), buf, len(buf)).decode()
+    if not codec.startswith("topk:"):
+        raise ValueError("squall.torch: warmup_steps ramps top-k's ratio down to the configured one, and the "
+                         "codec is %s, not topk:<ratio>" % codec)
+    final = float(codec[len("topk:"):])
+    start = WARMUP_START if warmup_start is None else warmup_start
+    if isinstance(start, bool) or not isinstance(start, (int, float)) or not final < start <= 1:
+        raise ValueError("squall.torch: warmup_start must be a density above the codec's ratio (%g) and at most 1, "
+                         "not %r" % (final, start))
+    return _DensityRamp(final, warmup_steps, float(start))
+
+
 class SquallHookState:
     """What the hook keeps between calls: squall's engine over the process
     group, and the buckets' layout (to carry residuals across DDP's bucket
     rebuild)."""
 
-    def __init__(self, process_group=None, spec=None):
+    def __init__(self, process_group=None, spec=None, ramp=None):
         self.group = process_group if process_group is not None else dist.group.WORLD
         self.spec = spec
+        self.ramp = ramp      # top-k's warm-up (_DensityRamp), or None
+        self.ratio = None     # the top-k ratio the engine runs with now, where a ramp sets it
         self.comm = None
         self.registration = _register(self.group)
         self.checked = False  # every rank's hook was counted (after the first bucket)
@@ -211,16 +256,27 @@ class SquallHookState:
                             % (bucket.index(), buf.dtype))
         if not buf.is_contiguous():
             raise ValueError("squall.torch: bucket %d's buffer is not contiguous" % bucket.index())
+        step = self.iteration  # synchronised steps before this one
         if bucket.is_last():
             self.iteration += 1
         if not self.checked:
             return self._first_bucket(buf)
+        if self.ramp is not None:
+            self._follow_ramp(step)
         if buf.device.type == "cpu":
             return self._compress(bucket, buf)
         host = self._staged(bucket.index(), buf)
         host.copy_(buf)
         buf.copy_(self._compress(bucket, host))
         return buf
+
+    def _follow_ramp(self, step):
+        """The engine's top-k ratio set to the warm-up's for this step,
+        where it changes (the same call on every rank)."""
+        ratio = self.ramp.ratio(step)
+        if ratio != self.ratio:
+            self._comm().set_config("%s SQUALL_COMPRESS=topk:%.17g" % (self.spec, ratio))
+            self.ratio = ratio
 
     def _first_bucket(self, buf):
         """DDP's own all-reduce (a rank without the hook runs just that),
@@ -296,7 +352,7 @@ def _hook(state, bucket):
     return fut
 
 
-def ddp_comm_hook(codec="topk:0.01", process_group=None, **settings):
+def ddp_comm_hook(codec="topk:0.01", process_group=None, warmup_steps=0, warmup_start=None, **settings):
     """(state, hook) for DistributedDataParallel.register_comm_hook.
 
     codec: what SQUALL_COMPRESS takes ("topk:0.01", "fp16", "bf16", "int8",
@@ -305,13 +361,19 @@ def ddp_comm_hook(codec="topk:0.01", process_group=None, **settings):
     SQUALL_EF, SQUALL_COST_MODEL). The options start from the
     process's SQUALL_* variables. Every rank must register the hook with
     the same settings: ranks that differ pass every call through (squall
-    says so), as a plain all-reduce."""
+    says so), as a plain all-reduce.
+
+    warmup_steps: for top-k, a warm-up of that many synchronised steps
+    whose density falls geometrically from warmup_start (WARMUP_START) to
+    the codec's ratio (Deep Gradient Compression's). A step counts when DDP
+    all-reduces (no_sync() steps do not). The residuals carry over from
+    one ratio to the next. A step's ratio is the same on every rank."""
     parts = ["SQUALL_COMPRESS=%s" % codec]
     for name, value in settings.items():
         parts.append("SQUALL_%s=%s" % (name.upper(), value))
     spec = " ".join(parts)
     squall.config(spec)  # a bad setting is an error here, on every rank
-    return SquallHookState(process_group, spec), _hook
+    return SquallHookState(process_group, spec, _ramp(spec, warmup_steps, warmup_start)), _hook
 
 
 # ------------------------------------------------------------------ FSDP

@@ -4,6 +4,9 @@ tests/torch/launch.py on 2 and 4 processes). Each case asserts a property:
   conservation  over steps, what the hook returned plus the residuals left
                 equals the sum of the gradients, exactly (dyadic gradients,
                 a power-of-two rank count), across DDP's bucket rebuild
+  warmup        top-k's density ramped down over the first steps
+                (warmup_steps): conservation still exact across the ratio
+                changes, and the wire bytes fall with the ratio
   identical     parameters are bit-identical on every rank after every
                 SGD step, for every codec
   plain         a call squall passes through (codec none, below
@@ -74,19 +77,24 @@ def ddp(model, **kw):
     return DDP(model, bucket_cap_mb=0.02, **kw)
 
 
-def case_conservation(codec, steps=6, sync_every=1, **kw):
-    """sync_every k: k-1 no_sync() steps accumulate before each synchronised one."""
+def case_conservation(codec, steps=6, sync_every=1, hook_kw=None, wire=None, **kw):
+    """sync_every k: k-1 no_sync() steps accumulate before each synchronised
+    one. hook_kw: more arguments of ddp_comm_hook. wire: a list that gets
+    each synchronised step's squall wire bytes (bytesWire)."""
     world, rank = dist.get_world_size(), dist.get_rank()
     model = ddp(Dyadic(), **kw)
-    state, hook = squall.torch.ddp_comm_hook(codec, min_bytes=0, cost_model="off")
+    state, hook = squall.torch.ddp_comm_hook(codec, min_bytes=0, cost_model="off", **(hook_kw or {}))
     model.register_comm_hook(state, hook)
     returned = [torch.zeros(n, dtype=torch.float64) for n in SIZES]
     for step in range(steps):
         synced = (step + 1) % sync_every == 0
+        before = state.stats()["bytesWire"] if wire is not None else 0
         with (contextlib.nullcontext() if synced else model.no_sync()):
             model(gradients(rank, step)).backward()
         if not synced:
             continue
+        if wire is not None:
+            wire.append(state.stats()["bytesWire"] - before)
         for acc, p in zip(returned, model.module.ps):
             acc += p.grad.double() * world  # exact: world is a power of two
             p.grad = None
@@ -390,12 +398,36 @@ def case_someranks(steps=3):
     os._exit(1 if failures else 0)  # the process group is broken: no barrier, no teardown
 
 
+def case_warmup(steps=6, ramp=4):
+    """A warm-up of ramp steps from density 0.2 (top-k's own route at 2
+    and 4 ranks, not its dense fallback) to 0.01: the residual each ratio
+    leaves is sent under the next, so conservation stays exact, and the
+    engine did change ratio (bucket 0 of step 0 is DDP's own all-reduce:
+    step 1 is the first whole step through squall)."""
+    wire = []
+    state = case_conservation("topk:0.01", steps=steps, wire=wire,
+                              hook_kw=dict(warmup_steps=ramp, warmup_start=0.2))
+    check(state.ratio == 0.01, "warm-up: the ratio after %d steps is %r, want 0.01" % (steps, state.ratio))
+    check(wire[1] > 3 * wire[-1] > 0, "warm-up: wire bytes per step %s do not fall with the ratio" % wire)
+
+
 def case_bad():
     try:
         squall.torch.ddp_comm_hook("topk:7")
         check(False, "topk:7 was accepted")
     except squall.SquallError as e:
         check("SQUALL_COMPRESS" in str(e), "the error for topk:7 names no option: %s" % e)
+    for codec, kw, name in (("topk:0.01", dict(warmup_steps=-3), "warmup_steps"),
+                            ("topk:0.01", dict(warmup_steps="10"), "warmup_steps"),
+                            ("fp16", dict(warmup_steps=10), "warmup_steps"),
+                            ("topk:0.01", dict(warmup_steps=10, warmup_start=0.005), "warmup_start"),
+                            ("topk:0.01", dict(warmup_steps=10, warmup_start=2), "warmup_start"),
+                            ("topk:0.01", dict(warmup_start=0.25), "warmup_start")):
+        try:
+            squall.torch.ddp_comm_hook(codec, **kw)
+            check(False, "%s %s was accepted" % (codec, kw))
+        except ValueError as e:
+            check(name in str(e), "the error for %s %s does not name %s: %s" % (codec, kw, name, e))
     model = ddp(Dyadic().double())  # float64 buckets: squall refuses them, on every rank
     state, hook = squall.torch.ddp_comm_hook("fp16")
     model.register_comm_hook(state, hook)
@@ -408,13 +440,15 @@ def case_bad():
 
 def main():
     dist.init_process_group("gloo")
-    cases = sys.argv[1:] or ["conservation", "rebuild", "identical", "plain", "bad", "mixed", "nosync", "unused",
-                             "half", "raises"]
+    cases = sys.argv[1:] or ["conservation", "warmup", "rebuild", "identical", "plain", "bad", "mixed", "nosync",
+                             "unused", "half", "raises"]
     for case in cases:
         before = len(failures)
         if case == "conservation":
             for codec in ("topk:0.01", "fp16", "int8", "topk:0.05"):
                 case_conservation(codec)
+        elif case == "warmup":
+            case_warmup()
         elif case == "rebuild":
             for codec in ("topk:0.01", "int8"):
                 case_rebuild(codec)
