@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * bench_backend_nccl.c - the device-memory backend: buffers from
- * cudaMalloc, all-reduce by squallAllReduce (ncclAllReduce's signature) on
+ * cudaMalloc, all-reduce by squallAllReduce (ncclAllReduce's signature),
+ * reduce-scatter by squallReduceScatter (ncclReduceScatter's), each on
  * one stream per rank, synchronised inside the timed call as nccl-tests
  * does. One rank per GPU: each rank takes the GPU of its index on the node.
  */
@@ -123,6 +124,20 @@ static int nccl_plain_allreduce(const void *send, void *recv, size_t count, benc
   return run(pncclAllReduce, "pncclAllReduce", send, recv, count, t, op, why, len);
 }
 
+/* --coll reducescatter through squall: squallReduceScatter, with
+ * ncclReduceScatter's signature, takes the block per rank (recvcount);
+ * count is the send buffer's elements, a multiple of the ranks. */
+static int nccl_reduce_scatter(const void *send, void *recv, size_t count, bench_dtype t, bench_op op, MPI_Comm comm,
+                               char *why, size_t len) {
+  int p = 1;
+  MPI_Comm_size(comm, &p);
+  return run(squallReduceScatter, "squallReduceScatter", send, recv, count / (size_t)p, t, op, why, len);
+}
+
+/* squallReduceScatter compresses float32 only (squall_nccl.h): 16-bit
+ * types would pass through. */
+static int nccl_supports_reduce_scatter(bench_dtype t) { return t == BENCH_F32; }
+
 /* --coll reducescatter, plain: NCCL's reduce-scatter takes the block per
  * rank (recvcount), with ncclAllReduce's argument types. */
 static int nccl_plain_reduce_scatter(const void *send, void *recv, size_t count, bench_dtype t, bench_op op,
@@ -160,12 +175,9 @@ const bench_backend bench_backend_nccl = {
     .download = nccl_download,
     .allreduce = nccl_allreduce,
     .plain_allreduce = nccl_plain_allreduce,
-    /* squall's side is one function like nccl_plain_reduce_scatter, with
-     * squallReduceScatter, and .supports_reduce_scatter = nccl_supports */
-    .reduce_scatter = NULL,
+    .reduce_scatter = nccl_reduce_scatter,
     .plain_reduce_scatter = nccl_plain_reduce_scatter,
-    .no_reduce_scatter = "squall's NCCL reduce-scatter (squallReduceScatter) is not part of this build yet; "
-                         "--backend mpi measures squallMpiReduceScatterBlock on host memory",
+    .supports_reduce_scatter = nccl_supports_reduce_scatter,
     .reset_residuals = nccl_reset_residuals,
     .free_state = nccl_free_state,
 };

@@ -272,7 +272,8 @@ SQUALL_API squallResult_t squallSetConfig(const squallConfig_t *config);
   X(squallPassNotPaying, "would_not_pay", "the cost model predicted plain to be faster, or device buffers with every rank on one node (SQUALL_COST_MODEL)") \
   X(squallPassDeviceMemory, "device_memory", "device buffers on the MPI path (a CUDA-aware MPI): the host codecs cannot read them") \
   X(squallPassCodecUnsupported, "codec_unsupported", "the codec has no route for this collective on this transport (no all-to-all)") \
-  X(squallPassCollectiveOff, "collective_off", "an interposed collective that SQUALL_COLLECTIVES leaves out")
+  X(squallPassCollectiveOff, "collective_off", "an interposed collective that SQUALL_COLLECTIVES leaves out") \
+  X(squallPassUnevenCounts, "uneven_counts", "an MPI_Reduce_scatter whose ranks receive different counts")
 
 typedef enum {
 #define SQUALL_PASS_ENUM(name, key, doc) name,

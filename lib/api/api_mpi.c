@@ -21,6 +21,7 @@
 typedef struct {
   squall_mpi_ctx mpi;
   squall_engine *engine;
+  int said_uneven; /* MPI_Reduce_scatter's uneven counts were logged (once) */
 } comm_state;
 
 static int keyval = MPI_KEYVAL_INVALID;
@@ -246,14 +247,23 @@ int squall__mpi_allreduce_interposed(const void *sendbuf, void *recvbuf, int cou
 
 /* ------------------------------------------------------- reduce-scatter */
 
+/* The caller's own collective: MPI_Reduce_scatter where recvcounts is
+ * given (the MPI interposer's), so that a call passed through gets the
+ * very answer MPI gives it, else MPI_Reduce_scatter_block. */
+static int plain_rs(const void *sendbuf, void *recvbuf, int recvcount, const int *recvcounts, MPI_Datatype datatype,
+                    MPI_Op op, MPI_Comm comm) {
+  if (recvcounts != NULL) return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm);
+  return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
+}
+
 /* The plain reduce-scatter of a call squall passed through. It carries no
  * residual (the tensor's waits for its next compressed call); its time is
  * a sample for the cost model's reduce-scatter figures, of the whole send
  * buffer's bytes (the call's size class). */
 static int run_plain_rs(comm_state *s, const squall_decision *d, const void *sendbuf, void *recvbuf, int recvcount,
-                        MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, uint64_t bytes) {
+                        const int *recvcounts, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, uint64_t bytes) {
   double t0 = d->untimed ? 0.0 : squall__now();
-  int rc = PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
+  int rc = plain_rs(sendbuf, recvbuf, recvcount, recvcounts, datatype, op, comm);
   squall__engine_plain_done(s->engine, d, bytes, rc == MPI_SUCCESS, t0, d->untimed ? 0.0 : squall__now());
   return rc;
 }
@@ -269,14 +279,32 @@ static const char *rs_buffer_problem(const void *sendbuf, const void *recvbuf) {
   return NULL;
 }
 
-/* The engine's half of squallMpiReduceScatterBlock, once MPI's own
+/* Never silent: an MPI_Reduce_scatter that passes through for its uneven
+ * counts says so at INFO, once per communicator (the statistics count
+ * every one). */
+static void say_uneven(comm_state *s, const int *recvcounts, MPI_Comm comm) {
+  int rank = 0, nranks = 0, i = 1;
+  if (s->said_uneven) return;
+  s->said_uneven = 1;
+  PMPI_Comm_rank(comm, &rank);
+  PMPI_Comm_size(comm, &nranks);
+  while (i < nranks - 1 && recvcounts[i] == recvcounts[0]) i++;
+  SQ_INFO("rank %d/%d: MPI_Reduce_scatter with unequal recvcounts (%d for rank 0, %d for rank %d) passes through "
+          "uncompressed (reason uneven_counts): squall compresses equal counts only",
+          rank, nranks, recvcounts[0], recvcounts[i], i);
+}
+
+/* The engine's half of squallMpiReduceScatterBlock (and of the MPI
+ * interposer's MPI_Reduce_scatter, recvcounts given), once MPI's own
  * argument checks have passed. */
 static int reduce_scatter(comm_state *s, squall_call *call, const void *sendbuf, void *recvbuf, int recvcount,
-                          MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+                          const int *recvcounts, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
   squall_decision d;
   uint64_t bytes = (uint64_t)call->count * call->elsize;
-  if (squall__engine_passes(s->engine, call, &d))
-    return run_plain_rs(s, &d, sendbuf, recvbuf, recvcount, datatype, op, comm, bytes);
+  if (squall__engine_passes(s->engine, call, &d)) {
+    if (d.reason == squallPassUnevenCounts) say_uneven(s, recvcounts, comm);
+    return run_plain_rs(s, &d, sendbuf, recvbuf, recvcount, recvcounts, datatype, op, comm, bytes);
+  }
   const char *why = rs_buffer_problem(sendbuf, recvbuf);
   if (why) {
     SQ_WARN("squallMpiReduceScatterBlock(recvcount=%d): %s", recvcount, why);
@@ -287,40 +315,77 @@ static int reduce_scatter(comm_state *s, squall_call *call, const void *sendbuf,
   squallResult_t r = squall__engine_allreduce(s->engine, call, &d);
   if (r != squallSuccess) return fail(comm, to_mpi_error(r)); /* the engine logged it */
   if (d.route != SQ_ROUTE_PASS) return MPI_SUCCESS;
-  return run_plain_rs(s, &d, sendbuf, recvbuf, recvcount, datatype, op, comm, bytes);
+  return run_plain_rs(s, &d, sendbuf, recvbuf, recvcount, recvcounts, datatype, op, comm, bytes);
 }
 
-int squallMpiReduceScatterBlock(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype,
-                                MPI_Op op, MPI_Comm comm) {
+/* squallMpiReduceScatterBlock's body. recvcounts: the MPI interposer's
+ * MPI_Reduce_scatter (nranks counts, checked non-negative by the caller),
+ * compressed as the block call of recvcount where they are all equal,
+ * else passed through (uneven_counts; recvcount is then -1); NULL: the
+ * block call itself. interposed: the interposer's call, which
+ * SQUALL_COLLECTIVES may leave to MPI. */
+static int rs_entry(const void *sendbuf, void *recvbuf, int recvcount, const int *recvcounts, MPI_Datatype datatype,
+                    MPI_Op op, MPI_Comm comm, int interposed) {
   int size = 0, inter = 0, nranks = 0;
   arm_stats();
-  if (recvcount < 0 || comm == MPI_COMM_NULL || datatype == MPI_DATATYPE_NULL || op == MPI_OP_NULL ||
-      PMPI_Type_size(datatype, &size) != MPI_SUCCESS || PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS ||
-      PMPI_Comm_size(comm, &nranks) != MPI_SUCCESS)
-    return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm); /* MPI reports it */
+  if ((recvcounts == NULL && recvcount < 0) || comm == MPI_COMM_NULL || datatype == MPI_DATATYPE_NULL ||
+      op == MPI_OP_NULL || PMPI_Type_size(datatype, &size) != MPI_SUCCESS ||
+      PMPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || PMPI_Comm_size(comm, &nranks) != MPI_SUCCESS)
+    return plain_rs(sendbuf, recvbuf, recvcount, recvcounts, datatype, op, comm); /* MPI reports it */
+  /* size_t: recvcount * nranks cannot overflow it, where MPI's int could */
+  size_t count = (size_t)recvcount * (size_t)nranks;
+  if (recvcount < 0) { /* uneven: the whole send buffer, passed through */
+    count = 0;
+    for (int i = 0; i < nranks; i++) count += (size_t)recvcounts[i];
+  }
   comm_state *s = state_of(comm, 1);
   squall_call call = {
       .send = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf,
       .recv = recvbuf,
-      /* size_t: recvcount * nranks cannot overflow it, where MPI's int could */
-      .count = (size_t)recvcount * (size_t)nranks,
+      .count = count,
       .coll = SQ_COLL_REDUCE_SCATTER,
       .dtype = dtype_of(datatype),
       .elsize = (size_t)size,
       .op = op == MPI_SUM ? SQ_OP_SUM : SQ_OP_OTHER,
       .premul = 1.0f,
       .intercomm = inter,
+      .uneven = recvcount < 0,
+      .interposed = interposed,
       .on_device = call_on_device,
   };
   if (s == NULL && squall__engine_never_compresses(&call))
-    return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
+    return plain_rs(sendbuf, recvbuf, recvcount, recvcounts, datatype, op, comm);
   if (s == NULL) {
     SQ_WARN("squallMpiReduceScatterBlock(recvcount=%d): cannot set up squall state for the communicator "
             "(out of memory)",
             recvcount);
     return fail(comm, MPI_ERR_NO_MEM);
   }
-  return reduce_scatter(s, &call, sendbuf, recvbuf, recvcount, datatype, op, comm);
+  return reduce_scatter(s, &call, sendbuf, recvbuf, recvcount, recvcounts, datatype, op, comm);
+}
+
+int squallMpiReduceScatterBlock(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype,
+                                MPI_Op op, MPI_Comm comm) {
+  return rs_entry(sendbuf, recvbuf, recvcount, NULL, datatype, op, comm, 0);
+}
+
+int squall__mpi_reduce_scatter_block_interposed(const void *sendbuf, void *recvbuf, int recvcount,
+                                                MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  return rs_entry(sendbuf, recvbuf, recvcount, NULL, datatype, op, comm, 1);
+}
+
+int squall__mpi_reduce_scatter_interposed(const void *sendbuf, void *recvbuf, const int recvcounts[],
+                                          MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  int nranks = 0, even = 1;
+  /* what MPI must report (no counts, a bad communicator, a negative
+   * count) it reports, with its own answer */
+  if (recvcounts == NULL || comm == MPI_COMM_NULL || PMPI_Comm_size(comm, &nranks) != MPI_SUCCESS || nranks < 1)
+    return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm);
+  for (int i = 0; i < nranks; i++) {
+    if (recvcounts[i] < 0) return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm);
+    even &= recvcounts[i] == recvcounts[0];
+  }
+  return rs_entry(sendbuf, recvbuf, even ? recvcounts[0] : -1, recvcounts, datatype, op, comm, 1);
 }
 
 int squallMpiResetResiduals(MPI_Comm comm) {

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * api_mpi.h - what lib/api/api_mpi.c offers besides the public
- * squall_mpi.h: the test hook that reads a tensor's residual, and the
- * MPI interposer's entry. Neither is exported (libsquall.so's version
+ * squall_mpi.h: the test hooks that read a tensor's residual, and the
+ * MPI interposer's entries. None is exported (libsquall.so's version
  * script lets only squall[A-Z]* out): the tests link the convenience
  * library libsquall_core.la, the interposer this layer, which have them.
  */
@@ -30,5 +30,19 @@ int squall__mpi_get_scatter_residual(MPI_Comm comm, const void *sendbuf, int rec
  * collective_off where it leaves allreduce out). */
 int squall__mpi_allreduce_interposed(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                                      MPI_Comm comm);
+
+/* squallMpiReduceScatterBlock for the MPI interposer's
+ * MPI_Reduce_scatter_block, marked interposed as above (collective_off
+ * where SQUALL_COLLECTIVES leaves reducescatter out). */
+int squall__mpi_reduce_scatter_block_interposed(const void *sendbuf, void *recvbuf, int recvcount,
+                                                MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+
+/* The MPI interposer's MPI_Reduce_scatter: where every recvcounts[i] is
+ * the same (the array is the same on every rank, as MPI requires), the
+ * block call of that count, interposed; otherwise PMPI_Reduce_scatter,
+ * counted as uneven_counts and logged at INFO once per communicator. A
+ * call passed through is always MPI's own PMPI_Reduce_scatter. */
+int squall__mpi_reduce_scatter_interposed(const void *sendbuf, void *recvbuf, const int recvcounts[],
+                                          MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
 
 #endif

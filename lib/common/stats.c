@@ -296,6 +296,9 @@ static const char *fix_for(int reason) {
   case squallPassCollectiveOff:
     return "an interposed collective that SQUALL_COLLECTIVES leaves out: add it "
            "(SQUALL_COLLECTIVES=allreduce,reducescatter)";
+  case squallPassUnevenCounts:
+    return "MPI_Reduce_scatter with unequal recvcounts: squall compresses equal ones only (pad the shards to one "
+           "size, or call MPI_Reduce_scatter_block)";
   default: return NULL; /* type, op, intercommunicator: never squall's to compress */
   }
 }

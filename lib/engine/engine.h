@@ -45,6 +45,8 @@ typedef struct squall_call {
   int interposed;                                /* made by an LD_PRELOAD interposer: SQUALL_COLLECTIVES says whether
                        squall takes it (a direct call names its collective: always) */
   int intercomm;                                 /* an MPI intercommunicator: pass through */
+  int uneven;                                    /* a reduce-scatter whose ranks receive different counts
+                       (MPI_Reduce_scatter): pass through (the codecs' shards are equal) */
   int capturing;                                 /* CUDA graph capture: no allocation, no host wait */
   int can_fold;                                  /* the caller can send g + residual in its plain call (squall_decision.fold) */
   int foreign;                                   /* a buffer the engine's kernels cannot read (device memory on the MPI path):

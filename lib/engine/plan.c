@@ -32,6 +32,9 @@ int squall__call_pass_reason(const squall_call *c, squallPassReason_t *why) {
   /* An intercommunicator's all-reduce sums the other group's data: none
    * of the codecs' collectives mean that. */
   else if (c->intercomm) *why = squallPassIntercomm;
+  /* owners of shards of different sizes: no route of the engine lays
+   * them out (every rank's counts are the same array, as MPI requires) */
+  else if (c->uneven) *why = squallPassUnevenCounts;
   else if (c->count == 0) *why = squallPassSmall;
   else return 0;
   return 1;
