@@ -138,8 +138,9 @@ static const squall_option options[] = {
             "same size timed both ways); the call passes through (reason would_not_pay) unless the "
             "largest compressed prediction over the ranks is below the largest plain one. Where two "
             "levels apply, the same timings choose between two levels and flat. On device memory, "
-            "where every rank is on one node, calls pass through (would_not_pay). off: every eligible "
-            "call is compressed."},
+            "all-reduces are timed on the stream and agreed every 16th call of a size class (squall(7), "
+            "COST MODEL); until a class is measured, calls with every rank on one node pass through "
+            "(would_not_pay). off: every eligible call is compressed."},
     /* 1 Mbit/s to 100 Tbit/s: below, predicted times leave int64 nanoseconds; above, a typo */
     {"SQUALL_LINK_GBPS", DOUBLE_ROW(linkGbps, 0.001, 100000.0, "auto"), AGREE("link"), .defval = "auto",
      .accepted = "auto (or 0), or a decimal number of Gbit/s from 0.001 to 100000",
