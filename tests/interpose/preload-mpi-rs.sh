@@ -15,6 +15,11 @@ lib=$b/.libs/libsquall-preload-mpi.so
 prog=$b/tests/interpose/test_preload_mpi_rs
 test -f "$lib" || { echo "SKIP: $lib is not built"; exit 77; }
 test -x "$prog" || { echo "SKIP: $prog is not built"; exit 77; }
+# Under tools/sanitize.sh the program and the interposer are built with
+# ASan, whose runtime must come first in the initial library list: preload
+# it ahead of the interposer (the program links it anyway).
+asan=$(ldd "$prog" 2>/dev/null | sed -n 's/^[[:space:]]*libasan[^ ]* => \([^ ]*\).*/\1/p' | head -n 1)
+test -n "$asan" && lib=$asan:$lib
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/squall-mpi-rs.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 failed=0
