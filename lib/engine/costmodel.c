@@ -166,6 +166,15 @@ int squall__cost_predict(const squall_cost *m, const squall_cost_call *c, double
 
 int squall__cost_pays(double t_comp, double t_plain) { return t_comp * SQ_COST_PAY_MARGIN < t_plain; }
 
+int squall__cost_pays_class(const squall_cost *m, uint64_t bytes_in, double t_comp, double t_plain) {
+  double margin = m->leaning_plain[size_class(bytes_in)] ? SQ_COST_LEAVE_MARGIN : SQ_COST_PAY_MARGIN;
+  return t_comp * margin < t_plain;
+}
+
+void squall__cost_model_verdict(squall_cost *m, uint64_t bytes_in, int declined) {
+  m->leaning_plain[size_class(bytes_in)] = (uint8_t)(declined != 0);
+}
+
 int squall__cost_explore(const squall_cost *m, uint64_t bytes_in) {
   int cls = size_class(bytes_in);
   uint64_t period = (uint64_t)SQ_COST_EXPLORE << m->explore_shift[cls];
@@ -175,9 +184,12 @@ int squall__cost_explore(const squall_cost *m, uint64_t bytes_in) {
 void squall__cost_declined(squall_cost *m, uint64_t bytes_in) { m->declined[size_class(bytes_in)]++; }
 
 _Static_assert(SQ_COST_EXPLORE % SQ_COST_RECHECK == 0, "every exploring call must be a header call");
+_Static_assert(SQ_COST_RECHECK_SHIFTS <= SQ_COST_EXPLORE_SHIFTS, "every exploring call must be a header call");
 int squall__cost_settled(const squall_cost *m, uint64_t bytes_in) {
   int cls = size_class(bytes_in);
-  return m->declined_run[cls] >= SQ_COST_SETTLE && m->declined[cls] % SQ_COST_RECHECK != SQ_COST_RECHECK - 1;
+  int shift = m->explore_shift[cls] < SQ_COST_RECHECK_SHIFTS ? m->explore_shift[cls] : SQ_COST_RECHECK_SHIFTS;
+  uint64_t period = (uint64_t)SQ_COST_RECHECK << shift; /* divides the exploring period, 32 << explore_shift */
+  return m->declined_run[cls] >= SQ_COST_SETTLE && m->declined[cls] % period != period - 1;
 }
 
 void squall__cost_header_verdict(squall_cost *m, uint64_t bytes_in, int model_declined, int explored) {

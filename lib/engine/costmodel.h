@@ -56,6 +56,10 @@ typedef struct {
   /* exploring period SQ_COST_EXPLORE << explore_shift: doubled each time
    * an exploration is followed by the model declining again */
   uint8_t explore_shift[SQ_COST_CLASSES], explored_last[SQ_COST_CLASSES];
+  /* 1 where the model's own last verdict on the class (an agreed header's,
+   * not an exploration's or a plain probe's) declined it: leaving that
+   * verdict takes SQ_COST_LEAVE_MARGIN */
+  uint8_t leaning_plain[SQ_COST_CLASSES];
   /* calls the model judged (compressed, or declined), and of those the
    * ones that ran plain, per size class: for the plain probes */
   uint64_t judged[SQ_COST_CLASSES];
@@ -136,6 +140,23 @@ int squall__cost_predict(const squall_cost *m, const squall_cost_call *c, double
  * 5% of each other, and the choice then went either way). */
 #define SQ_COST_PAY_MARGIN 1.05
 int squall__cost_pays(double t_comp, double t_plain);
+
+/* The verdict with hysteresis: a class whose last verdict of the model
+ * itself declined it (squall__cost_model_verdict) compresses again only
+ * where compressing is predicted faster by LEAVE_MARGIN. Single plain
+ * calls on cores shared by several ranks vary by 2x and more (64 KiB
+ * reduce-scatters on 4 ranks over 2 cores: 70 to 300 us), so a class
+ * whose compressed call is about 1.5x slower than plain (int8 there)
+ * flipped to compressing whenever plain's smoothed figure drifted up, and
+ * each flip cost a compressed call and two headers; one class ran 6-8%
+ * slower than plain. A class that compresses leaves at PAY_MARGIN, so a
+ * clear loss is never kept. From agreed figures and agreed past verdicts,
+ * the same on every rank. */
+#define SQ_COST_LEAVE_MARGIN 1.25
+int squall__cost_pays_class(const squall_cost *m, uint64_t bytes_in, double t_comp, double t_plain);
+/* The model's own verdict on a class (from an agreed header, not forced):
+ * declined or not. */
+void squall__cost_model_verdict(squall_cost *m, uint64_t bytes_in, int declined);
 
 /* Every EXPLORE-th call that the model declines (per size class) is
  * compressed anyway, so that the codec's figures stay current: 1 when
@@ -221,17 +242,24 @@ void squall__cost_declined(squall_cost *m, uint64_t bytes_in);
 
 /* Settled classes: once the agreed model itself (not a plain probe) has
  * declined a size class in SQ_COST_SETTLE headers in a row, its calls pass
- * through without a header, except every SQ_COST_RECHECK-th declined call
- * (which sees a configuration change: squallSetConfig on every rank) and
- * the exploring call (always one of those), whose header starts the count
- * again. A header costs a small all-reduce, which on cores shared by
- * several ranks waits for the scheduler (about 0.6 ms a call on 4 ranks
- * over 2 cores); what it protects, the agreement on the configuration and
- * on every rank's allocations, a plain pass-through does not need. 1 when
- * the call of bytes_in may skip the header; from past headers only, the
- * same on every rank. */
+ * through without a header, except the rechecks and the exploring call
+ * (always a recheck), whose header starts the count again. A recheck
+ * (which sees a configuration change: squallSetConfig on every rank) is
+ * every RECHECK-th declined call, and its period doubles with the
+ * exploring period's, up to RECHECK << RECHECK_SHIFTS: the rechecks come at
+ * declined calls 15, 31, 63, 127, 255, then every 256th (a configuration
+ * change reaches a settled class within 256 of its calls). A header costs
+ * a small all-reduce, which on cores shared by several ranks waits for the
+ * scheduler (about 0.6 ms a call on 4 ranks over 2 cores at
+ * worst): at 64 KiB on shared memory, where a plain reduce-scatter takes
+ * 60-90 us, one header in 16 calls made a declined class 5-8% slower than
+ * plain, and one in 64 still 3-4%. What it protects, the agreement on the
+ * configuration and on every rank's allocations, a plain pass-through
+ * does not need. 1 when the call of bytes_in may skip the header; from
+ * past headers only, the same on every rank. */
 #define SQ_COST_SETTLE 2
 #define SQ_COST_RECHECK 16 /* divides SQ_COST_EXPLORE */
+#define SQ_COST_RECHECK_SHIFTS 4
 int squall__cost_settled(const squall_cost *m, uint64_t bytes_in);
 /* After a header: whether the call was declined by the model's own verdict
  * (every other outcome, a probe included, starts the count again), and

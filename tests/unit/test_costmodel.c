@@ -229,11 +229,27 @@ START_TEST(test_exploration_rhythm) {
 }
 END_TEST
 
+/* Hysteresis: a class whose last verdict of the model itself declined it
+ * compresses again only 25% faster; one it compressed leaves at 5%. */
+START_TEST(test_leave_margin) {
+  squall_cost m;
+  memset(&m, 0, sizeof m);
+  uint64_t b = 1 << 16;
+  ck_assert(squall__cost_pays_class(&m, b, 1.0, 1.06));
+  squall__cost_model_verdict(&m, b, 1);
+  ck_assert(!squall__cost_pays_class(&m, b, 1.0, 1.2));
+  ck_assert(squall__cost_pays_class(&m, b, 1.0, 1.3));
+  ck_assert(squall__cost_pays_class(&m, b << 1, 1.0, 1.06)); /* size classes apart */
+  squall__cost_model_verdict(&m, b, 0);
+  ck_assert(squall__cost_pays_class(&m, b, 1.0, 1.06));
+}
+END_TEST
+
 /* Two declines in a row through the header settle a class until its
  * exploring call; any other verdict (a probe, a compressed call) starts
- * the count again. Every 16th declined call has its header; each
+ * the count again. Every 16th declined call has its header at first; each
  * exploration that the model follows with a decline doubles the exploring
- * period, up to 32 << 4. */
+ * period, up to 32 << 4, and the recheck's with it, up to 16 << 4. */
 START_TEST(test_settled_rhythm) {
   squall_cost m;
   memset(&m, 0, sizeof m);
@@ -256,13 +272,16 @@ START_TEST(test_settled_rhythm) {
     squall__cost_declined(&m, b);
   }
   /* calls 2 and 3 settle it; the check at 15; the exploring call 31 and the
-   * 2 after it; the check at 47; the exploring call 63 (period 64 now: the
-   * next count that is a multiple of it, less one) */
-  ck_assert_int_eq(headers, 2 + 1 + 3 + 1 + 1);
+   * 2 after it; the exploring call 63 (period 64 now: the next count that
+   * is a multiple of it, less one; the recheck's period is 32, so 47 has
+   * none) */
+  ck_assert_int_eq(headers, 2 + 1 + 3 + 1);
   ck_assert_int_eq(explored, 2);
+  headers = 1; /* 63's */
   for (int i = 64; i < 4096; i++) {
     if (!squall__cost_settled(&m, b)) {
       int x = squall__cost_explore(&m, b);
+      headers++;
       explored += x;
       squall__cost_header_verdict(&m, b, !x, x);
     }
@@ -270,6 +289,10 @@ START_TEST(test_settled_rhythm) {
   }
   /* 127, 255, 511 (periods 128 .. 512), then every 512th: 1023 ... 4095 */
   ck_assert_int_eq(explored, 2 + 3 + 7);
+  /* from 63 on: each exploration and the 2 headers after it (not after
+   * 4095, the last), and the rechecks between explorations once their
+   * period (256) is half the exploring one: 767, 1279, ... 3839 */
+  ck_assert_int_eq(headers, 3 * (1 + 3 + 7) - 2 + 7);
   /* a verdict to compress starts the period over */
   squall__cost_header_verdict(&m, b, 0, 0);
   ck_assert_int_eq(m.explore_shift[20], 0);
@@ -588,6 +611,7 @@ static Suite *costmodel_suite(void) {
   tcase_add_test(tc, test_first_codec_figure_declines_nothing);
   tcase_add_test(tc, test_exploration_rhythm);
   tcase_add_test(tc, test_settled_rhythm);
+  tcase_add_test(tc, test_leave_margin);
   tcase_add_test(tc, test_measured_calls_win);
   tcase_add_test(tc, test_compressed_calls_carry_up);
   tcase_add_test(tc, test_plain_figure_errs_towards_plain);
