@@ -192,15 +192,22 @@ int squall__cost_settled(const squall_cost *m, uint64_t bytes_in) {
   return m->declined_run[cls] >= SQ_COST_SETTLE && m->declined[cls] % period != period - 1;
 }
 
-void squall__cost_header_verdict(squall_cost *m, uint64_t bytes_in, int model_declined, int explored) {
+void squall__cost_header_verdict(squall_cost *m, uint64_t bytes_in, int model_declined, int clear, int explored) {
   int cls = size_class(bytes_in);
   uint8_t *run = &m->declined_run[cls], *shift = &m->explore_shift[cls];
   if (model_declined) {
     if (*run < UINT8_MAX) ++*run;
-    if (m->explored_last[cls] && *shift < SQ_COST_EXPLORE_SHIFTS) ++*shift; /* the exploration changed nothing */
+    if (m->explored_last[cls]) { /* the exploration changed nothing */
+      int step = clear ? 2 : 1;
+      *shift = (uint8_t)(*shift + step < SQ_COST_EXPLORE_SHIFTS ? *shift + step : SQ_COST_EXPLORE_SHIFTS);
+    }
+  } else if (explored) {
+    /* a settled class needs one header after its exploration, which weighs
+     * the new figure, to settle again */
+    *run = *run >= SQ_COST_SETTLE ? SQ_COST_SETTLE - 1 : 0;
   } else {
     *run = 0;
-    if (!explored) *shift = 0;
+    *shift = 0;
   }
   m->explored_last[cls] = (uint8_t)(explored != 0);
 }

@@ -161,11 +161,13 @@ void squall__cost_model_verdict(squall_cost *m, uint64_t bytes_in, int declined)
 /* Every EXPLORE-th call that the model declines (per size class) is
  * compressed anyway, so that the codec's figures stay current: 1 when
  * this call is one. Each exploration after which the model declines again
- * doubles the period from the next exploration on, up to EXPLORE <<
+ * doubles the period from the next exploration on (twice where the
+ * decline is clear, squall__cost_header_verdict), up to EXPLORE <<
  * EXPLORE_SHIFTS: explorations come 32, 32, 64, ... 512 declined calls
- * apart, each at a count that is a multiple of its period, less one. A
- * clear verdict so costs less and less (at 64 KiB on shared memory one
- * compressed call in 32 added 3% to the class's average); any other
+ * apart (32, 96, 384 where clear), each at a count that is a multiple of
+ * its period, less one. A clear verdict so costs less and less (at 64 KiB
+ * on shared memory one compressed call in 32 added 3% to the class's
+ * average); any other
  * verdict starts it over. Depends only on past decisions, the same on
  * every rank. */
 #define SQ_COST_EXPLORE 32
@@ -262,8 +264,13 @@ void squall__cost_declined(squall_cost *m, uint64_t bytes_in);
 #define SQ_COST_RECHECK_SHIFTS 4
 int squall__cost_settled(const squall_cost *m, uint64_t bytes_in);
 /* After a header: whether the call was declined by the model's own verdict
- * (every other outcome, a probe included, starts the count again), and
- * whether it was an exploring call that ran compressed. */
-void squall__cost_header_verdict(squall_cost *m, uint64_t bytes_in, int model_declined, int explored);
+ * (every other outcome, a probe included, starts the count again; an
+ * exploring call leaves a settled class one header short of settled),
+ * whether that decline was clear (compressing predicted at least
+ * CLEAR_LOSS times slower: an exploration it follows doubles the exploring
+ * period twice, 32 then 128, 512), and whether the call was an exploring
+ * call that ran compressed. */
+#define SQ_COST_CLEAR_LOSS 2.0
+void squall__cost_header_verdict(squall_cost *m, uint64_t bytes_in, int model_declined, int clear, int explored);
 
 #endif

@@ -229,6 +229,31 @@ START_TEST(test_exploration_rhythm) {
 }
 END_TEST
 
+/* A clear decline (compressing predicted at least twice as slow) after an
+ * exploration doubles the exploring period twice: explorations at 31,
+ * 127, 511, then every 512th. */
+START_TEST(test_clear_loss_rhythm) {
+  squall_cost m;
+  memset(&m, 0, sizeof m);
+  uint64_t b = 1 << 16;
+  int explored = 0, headers = 0;
+  for (int i = 0; i < 4096; i++) {
+    if (!squall__cost_settled(&m, b)) {
+      int x = squall__cost_explore(&m, b);
+      headers++;
+      explored += x;
+      squall__cost_header_verdict(&m, b, !x, 1, x);
+    }
+    squall__cost_declined(&m, b);
+  }
+  ck_assert_int_eq(explored, 3 + 7);
+  /* 0 and 1 settle it; the check at 15; each exploration and the header
+   * after it (not 4095's); the rechecks at 63 (period 64), 255 (128), then
+   * every 256th between explorations: 767, ... 3839 */
+  ck_assert_int_eq(headers, 2 + 1 + 2 * 10 - 1 + 2 + 7);
+}
+END_TEST
+
 /* Hysteresis: a class whose last verdict of the model itself declined it
  * compresses again only 25% faster; one it compressed leaves at 5%. */
 START_TEST(test_leave_margin) {
@@ -255,10 +280,10 @@ START_TEST(test_settled_rhythm) {
   memset(&m, 0, sizeof m);
   uint64_t b = 1 << 20;
   ck_assert_int_eq(squall__cost_settled(&m, b), 0);
-  squall__cost_header_verdict(&m, b, 1, 0);
+  squall__cost_header_verdict(&m, b, 1, 0, 0);
   squall__cost_declined(&m, b);
   ck_assert_int_eq(squall__cost_settled(&m, b), 0);
-  squall__cost_header_verdict(&m, b, 0, 0); /* a probe: starts again */
+  squall__cost_header_verdict(&m, b, 0, 0, 0); /* a probe: starts again */
   squall__cost_declined(&m, b);
   ck_assert_int_eq(squall__cost_settled(&m, b), 0);
   int headers = 0, explored = 0;
@@ -267,15 +292,15 @@ START_TEST(test_settled_rhythm) {
       int x = squall__cost_explore(&m, b); /* the exploring call compresses */
       headers++;
       explored += x;
-      squall__cost_header_verdict(&m, b, !x, x);
+      squall__cost_header_verdict(&m, b, !x, 0, x);
     }
     squall__cost_declined(&m, b);
   }
   /* calls 2 and 3 settle it; the check at 15; the exploring call 31 and the
-   * 2 after it; the exploring call 63 (period 64 now: the next count that
-   * is a multiple of it, less one; the recheck's period is 32, so 47 has
-   * none) */
-  ck_assert_int_eq(headers, 2 + 1 + 3 + 1);
+   * one after it (which settles it again); the exploring call 63 (period
+   * 64 now: the next count that is a multiple of it, less one; the
+   * recheck's period is 32, so 47 has none) */
+  ck_assert_int_eq(headers, 2 + 1 + 2 + 1);
   ck_assert_int_eq(explored, 2);
   headers = 1; /* 63's */
   for (int i = 64; i < 4096; i++) {
@@ -283,18 +308,18 @@ START_TEST(test_settled_rhythm) {
       int x = squall__cost_explore(&m, b);
       headers++;
       explored += x;
-      squall__cost_header_verdict(&m, b, !x, x);
+      squall__cost_header_verdict(&m, b, !x, 0, x);
     }
     squall__cost_declined(&m, b);
   }
   /* 127, 255, 511 (periods 128 .. 512), then every 512th: 1023 ... 4095 */
   ck_assert_int_eq(explored, 2 + 3 + 7);
-  /* from 63 on: each exploration and the 2 headers after it (not after
+  /* from 63 on: each exploration and the header after it (not after
    * 4095, the last), and the rechecks between explorations once their
    * period (256) is half the exploring one: 767, 1279, ... 3839 */
-  ck_assert_int_eq(headers, 3 * (1 + 3 + 7) - 2 + 7);
+  ck_assert_int_eq(headers, 2 * (1 + 3 + 7) - 1 + 7);
   /* a verdict to compress starts the period over */
-  squall__cost_header_verdict(&m, b, 0, 0);
+  squall__cost_header_verdict(&m, b, 0, 0, 0);
   ck_assert_int_eq(m.explore_shift[20], 0);
   ck_assert_int_eq(squall__cost_settled(&m, 1 << 10), 0); /* size classes count apart */
 }
@@ -612,6 +637,7 @@ static Suite *costmodel_suite(void) {
   tcase_add_test(tc, test_exploration_rhythm);
   tcase_add_test(tc, test_settled_rhythm);
   tcase_add_test(tc, test_leave_margin);
+  tcase_add_test(tc, test_clear_loss_rhythm);
   tcase_add_test(tc, test_measured_calls_win);
   tcase_add_test(tc, test_compressed_calls_carry_up);
   tcase_add_test(tc, test_plain_figure_errs_towards_plain);
