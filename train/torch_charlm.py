@@ -122,14 +122,21 @@ def main():
     ap.add_argument("--d-model", type=int, default=128)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--layers", type=int, default=2)
-    ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--optim", choices=("adamw", "sgd"), default="adamw",
+                    help="AdamW (weight decay 0.01), or SGD with Nesterov momentum 0.9 (no weight decay)")
+    ap.add_argument("--lr", type=float, default=None, help="peak learning rate (default: 3e-3 AdamW, 0.3 SGD)")
     ap.add_argument("--val-windows", type=int, default=256)
     ap.add_argument("--evals", type=int, default=6, help="validations during training (and one at the end)")
     a = ap.parse_args()
     rank, world = torch_common.start()
     torch.manual_seed(a.seed)
     model = torch_common.ddp(CharLM(a.context, a.d_model, a.heads, a.layers), a)
-    opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.01)
+    if a.lr is None:
+        a.lr = 3e-3 if a.optim == "adamw" else 0.3
+    if a.optim == "adamw":
+        opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.01)
+    else:
+        opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9, nesterov=True)
     train, val = load()
     # every rank draws the same batch of starts and takes its share: the
     # data seen depend on the seed and the number of ranks only
@@ -161,7 +168,7 @@ def main():
         with open(a.out, "w") as f:
             json.dump({"task": "charlm", "codec": a.codec, "ef": a.ef, "seed": a.seed, "steps": a.steps,
                        "ranks": world, "batch_per_rank": a.batch, "context": a.context, "d_model": a.d_model,
-                       "heads": a.heads, "layers": a.layers, "lr": a.lr, "train_chars": len(train),
+                       "heads": a.heads, "layers": a.layers, "optim": a.optim, "lr": a.lr, "train_chars": len(train),
                        "val_chars": len(val), "val_windows": a.val_windows, "val_loss": val_loss,
                        "val_bits_per_char": val_loss / math.log(2), "train_seconds": seconds,
                        "train_cpu_seconds_rank0": cpu, "curve": curve, "val_curve": val_curve,
