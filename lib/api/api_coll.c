@@ -13,6 +13,7 @@
 
 #include "common/stats.h"
 #include "engine/engine.h"
+#include "engine/entry.h"
 #include "kernels/kernels.h"
 #include "squall_coll.h"
 #include "transports/transport_coll.h"
@@ -72,17 +73,34 @@ static int dtype_of(squallDataType_t t) {
 static size_t size_of(squallDataType_t t) { return t == squallFloat32 ? 4 : t == squallInt64 ? 8
                                                                                              : 2; }
 
+/* The arguments of a call as the caller made it (count: a
+ * reduce-scatter's recvcount), for its plain collective. */
+typedef struct {
+  const squallCollectives_t *c;
+  const void *send;
+  void *recv;
+  size_t count;
+  squallDataType_t type;
+  squallRedOp_t op;
+  void *stream;
+} plain_args;
+
 /* The caller's plain all-reduce of a call the engine passed through (a
- * fold's g + residual instead of send), with the call's own type and op,
- * and the engine told how it went. */
-static squallResult_t run_plain(struct squallColl *s, const squall_decision *d, const void *send, void *recv,
-                                size_t count, squallDataType_t type, squallRedOp_t op, void *stream) {
-  const squallCollectives_t *c = &s->coll;
-  double t0 = d->untimed ? 0.0 : squall__now();
-  int rc = c->allReduce(c->ctx, d->fold ? (const void *)d->fold : send, recv, count, type, op, stream);
-  squall__engine_plain_done(s->engine, d, (uint64_t)count * size_of(type), rc == 0, t0,
-                            d->untimed ? 0.0 : squall__now());
-  SQ_RETURN_ERROR_IF(rc != 0, squallSystemError, "the caller's allReduce failed (returned %d)", rc);
+ * fold's g + residual instead of send), with the call's own type and op. */
+static int plain_allreduce(void *ctx, const squall_decision *d) {
+  const plain_args *a = ctx;
+  return a->c->allReduce(a->c->ctx, d->fold ? (const void *)d->fold : a->send, a->recv, a->count, a->type, a->op,
+                         a->stream);
+}
+
+/* The call through the engine (engine/entry.h), its plain collective
+ * (`name` in the caller's table) run where the engine passes it. */
+static squallResult_t through_engine(struct squallColl *s, squall_call *call, int (*plain)(void *, const squall_decision *),
+                                     plain_args *a, uint64_t bytes, const char *name) {
+  squall_entry x = {.plain = plain, .ctx = a, .bytes = bytes};
+  int rc = 0;
+  SQ_FORWARD_IF_ERROR(squall__engine_call(s->engine, call, &x, &rc)); /* the engine logged it */
+  SQ_RETURN_ERROR_IF(rc != 0, squallSystemError, "the caller's %s failed (returned %d)", name, rc);
   return squallSuccess;
 }
 
@@ -107,28 +125,20 @@ squallResult_t squallCollAllReduce(squallColl_t s, const void *send, void *recv,
       .key = key,
       .can_fold = 1, /* host memory, and the engine's own rule for the rest */
   };
-  squall_decision d;
-  if (squall__engine_passes(s->engine, &call, &d)) return run_plain(s, &d, send, recv, count, type, op, stream);
-  SQ_FORWARD_IF_ERROR(squall__engine_allreduce(s->engine, &call, &d)); /* the engine logged it */
-  if (d.route != SQ_ROUTE_PASS) return squallSuccess;
-  return run_plain(s, &d, send, recv, count, type, op, stream);
+  plain_args a = {&s->coll, send, recv, count, type, op, stream};
+  return through_engine(s, &call, plain_allreduce, &a, (uint64_t)count * size_of(type), "allReduce");
 }
 
 /* ------------------------------------------------------- reduce-scatter */
 
-/* The caller's plain reduce-scatter of a call the engine passed through,
- * timed for the cost model's reduce-scatter figures (bytes: the send
- * buffer's). It carries no residual (the tensor's waits for its next
- * compressed call). */
-static squallResult_t run_plain_rs(struct squallColl *s, const squall_decision *d, const void *send, void *recv,
-                                   size_t recvcount, squallDataType_t type, squallRedOp_t op, void *stream) {
-  const squallCollectives_t *c = &s->coll;
-  double t0 = d->untimed ? 0.0 : squall__now();
-  int rc = c->reduceScatter(c->ctx, send, recv, recvcount, type, op, stream);
-  squall__engine_plain_done(s->engine, d, (uint64_t)recvcount * (uint64_t)c->nranks * size_of(type), rc == 0, t0,
-                            d->untimed ? 0.0 : squall__now());
-  SQ_RETURN_ERROR_IF(rc != 0, squallSystemError, "the caller's reduceScatter failed (returned %d)", rc);
-  return squallSuccess;
+/* The caller's plain reduce-scatter of a call the engine passed through.
+ * It carries no residual (the tensor's waits for its next compressed
+ * call); its time feeds the cost model's reduce-scatter figures (bytes:
+ * the send buffer's). */
+static int plain_reduce_scatter(void *ctx, const squall_decision *d) {
+  const plain_args *a = ctx;
+  (void)d;
+  return a->c->reduceScatter(a->c->ctx, a->send, a->recv, a->count, a->type, a->op, a->stream);
 }
 
 /* What the reduce-scatter's arguments break (NULL: nothing): recv may be
@@ -169,11 +179,8 @@ squallResult_t squallCollReduceScatter(squallColl_t s, const void *send, void *r
       .premul = 1.0f,
       .key = key,
   };
-  squall_decision d;
-  if (squall__engine_passes(s->engine, &call, &d)) return run_plain_rs(s, &d, send, recv, recvcount, type, op, stream);
-  SQ_FORWARD_IF_ERROR(squall__engine_allreduce(s->engine, &call, &d)); /* the engine logged it */
-  if (d.route != SQ_ROUTE_PASS) return squallSuccess;
-  return run_plain_rs(s, &d, send, recv, recvcount, type, op, stream);
+  plain_args a = {&s->coll, send, recv, recvcount, type, op, stream};
+  return through_engine(s, &call, plain_reduce_scatter, &a, (uint64_t)count * size_of(type), "reduceScatter");
 }
 
 squallResult_t squallCollSetConfig(squallColl_t s, const squallConfig_t *config) {

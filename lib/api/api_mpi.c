@@ -13,6 +13,7 @@
 #include "api/cuda_pointer.h"
 #include "api/api_mpi.h"
 #include "engine/engine.h"
+#include "engine/entry.h"
 #include "kernels/kernels.h"
 #include "squall_mpi.h"
 #include "common/stats.h"
@@ -112,17 +113,38 @@ static int fail(MPI_Comm comm, int code) {
   return code;
 }
 
-/* The plain all-reduce of a call squall passed through, timed for the
- * cost model; a fold's residual is emptied once it was delivered. */
-static int run_plain(comm_state *s, const squall_decision *d, const void *sendbuf, void *recvbuf, int count,
-                     MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, int size) {
+/* A call's arguments as the caller made them (count: a reduce-scatter's
+ * recvcount), for its plain collective and squall's checks of them. */
+typedef struct {
+  comm_state *s;
+  const void *sendbuf; /* MPI_IN_PLACE where one aliased element is in place (check_buffers) */
+  void *recvbuf;
+  int count;
+  const int *recvcounts; /* the MPI interposer's MPI_Reduce_scatter's, or NULL */
+  MPI_Datatype datatype;
+  MPI_Op op;
+  MPI_Comm comm;
+} mpi_args;
+
+/* The plain all-reduce of a call squall passed through; a fold sends
+ * g + residual instead of sendbuf. */
+static int plain_allreduce(void *ctx, const squall_decision *d) {
+  const mpi_args *a = ctx;
   /* a fold in place is in recvbuf already */
-  const void *send = d->fold && sendbuf != MPI_IN_PLACE ? (const void *)d->fold : sendbuf;
-  double t0 = d->untimed ? 0.0 : squall__now(); /* the plain call's time tells the cost model the link's speed */
-  int rc = PMPI_Allreduce(send, recvbuf, count, datatype, op, comm);
-  squall__engine_plain_done(s->engine, d, (uint64_t)count * (uint64_t)size, rc == MPI_SUCCESS, t0,
-                            d->untimed ? 0.0 : squall__now());
-  return rc;
+  const void *send = d->fold && a->sendbuf != MPI_IN_PLACE ? (const void *)d->fold : a->sendbuf;
+  return PMPI_Allreduce(send, a->recvbuf, a->count, a->datatype, a->op, a->comm);
+}
+
+/* The call through the engine (engine/entry.h), with the caller's plain
+ * collective and squall's checks of the call: MPI's code of the plain
+ * collective or of the checks, or the engine's error for the
+ * communicator's handler. */
+static int through_engine(mpi_args *a, squall_call *call, int (*plain)(void *, const squall_decision *),
+                          int (*check)(void *, squall_call *), uint64_t bytes) {
+  squall_entry x = {.plain = plain, .check = check, .ctx = a, .bytes = bytes};
+  int rc = MPI_SUCCESS;
+  squallResult_t r = squall__engine_call(a->s->engine, call, &x, &rc);
+  return r != squallSuccess ? fail(a->comm, to_mpi_error(r)) : rc; /* the engine logged it */
 }
 
 /* What MPI would refuse in a call's buffers (NULL: nothing). MPI refuses
@@ -174,6 +196,18 @@ static int device_memory(const void *sendbuf, const void *recvbuf) {
 /* The engine asks before a fold reads the buffers (squall_call.on_device). */
 static int call_on_device(const squall_call *c) { return device_memory(c->send, c->recv); }
 
+/* squall's checks of an all-reduce it does not pass through at once, and
+ * what they tell the engine (squall_entry.check). */
+static int check_allreduce(void *ctx, squall_call *c) {
+  mpi_args *a = ctx;
+  int bad = check_buffers(&a->sendbuf, a->recvbuf, a->count);
+  if (bad != MPI_SUCCESS) return fail(a->comm, bad);
+  c->send = a->sendbuf == MPI_IN_PLACE ? a->recvbuf : a->sendbuf;
+  c->foreign = device_memory(a->sendbuf, a->recvbuf);
+  squall__transport_mpi_take_error(); /* what follows is this call's */
+  return MPI_SUCCESS;
+}
+
 /* Any call names this rank's SQUALL_STATS file and arms its writer, also
  * one that MPI refuses or that passes through (asked of MPI only until
  * the first call has done it). */
@@ -210,7 +244,6 @@ static int allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype
       .can_fold = buffer_problem(sendbuf, recvbuf, count) == NULL,
       .on_device = call_on_device,
   };
-  squall_decision d;
   /* What squall never touches goes to MPI as it came: MPI's answer,
    * errors included, and nothing logged. */
   if (s == NULL && squall__engine_never_compresses(&call))
@@ -222,17 +255,8 @@ static int allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype
             count);
     return fail(comm, MPI_ERR_NO_MEM);
   }
-  if (squall__engine_passes(s->engine, &call, &d))
-    return run_plain(s, &d, sendbuf, recvbuf, count, datatype, op, comm, size);
-  int bad = check_buffers(&sendbuf, recvbuf, count);
-  if (bad != MPI_SUCCESS) return fail(comm, bad);
-  call.send = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
-  call.foreign = device_memory(sendbuf, recvbuf);
-  squall__transport_mpi_take_error(); /* what follows is this call's */
-  squallResult_t r = squall__engine_allreduce(s->engine, &call, &d);
-  if (r != squallSuccess) return fail(comm, to_mpi_error(r)); /* the engine logged it */
-  if (d.route != SQ_ROUTE_PASS) return MPI_SUCCESS;
-  return run_plain(s, &d, sendbuf, recvbuf, count, datatype, op, comm, size);
+  mpi_args a = {s, sendbuf, recvbuf, count, NULL, datatype, op, comm};
+  return through_engine(&a, &call, plain_allreduce, check_allreduce, (uint64_t)count * (uint64_t)size);
 }
 
 int squallMpiAllreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
@@ -254,18 +278,6 @@ static int plain_rs(const void *sendbuf, void *recvbuf, int recvcount, const int
                     MPI_Op op, MPI_Comm comm) {
   if (recvcounts != NULL) return PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm);
   return PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, datatype, op, comm);
-}
-
-/* The plain reduce-scatter of a call squall passed through. It carries no
- * residual (the tensor's waits for its next compressed call); its time is
- * a sample for the cost model's reduce-scatter figures, of the whole send
- * buffer's bytes (the call's size class). */
-static int run_plain_rs(comm_state *s, const squall_decision *d, const void *sendbuf, void *recvbuf, int recvcount,
-                        const int *recvcounts, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, uint64_t bytes) {
-  double t0 = d->untimed ? 0.0 : squall__now();
-  int rc = plain_rs(sendbuf, recvbuf, recvcount, recvcounts, datatype, op, comm);
-  squall__engine_plain_done(s->engine, d, bytes, rc == MPI_SUCCESS, t0, d->untimed ? 0.0 : squall__now());
-  return rc;
 }
 
 /* What MPI would refuse in a compressed reduce-scatter's buffers (NULL:
@@ -294,28 +306,29 @@ static void say_uneven(comm_state *s, const int *recvcounts, MPI_Comm comm) {
           rank, nranks, recvcounts[0], recvcounts[i], i);
 }
 
-/* The engine's half of squallMpiReduceScatterBlock (and of the MPI
- * interposer's MPI_Reduce_scatter, recvcounts given), once MPI's own
- * argument checks have passed. */
-static int reduce_scatter(comm_state *s, squall_call *call, const void *sendbuf, void *recvbuf, int recvcount,
-                          const int *recvcounts, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
-  squall_decision d;
-  uint64_t bytes = (uint64_t)call->count * call->elsize;
-  if (squall__engine_passes(s->engine, call, &d)) {
-    if (d.reason == squallPassUnevenCounts) say_uneven(s, recvcounts, comm);
-    return run_plain_rs(s, &d, sendbuf, recvbuf, recvcount, recvcounts, datatype, op, comm, bytes);
-  }
-  const char *why = rs_buffer_problem(sendbuf, recvbuf);
+/* The plain reduce-scatter of a call squall passed through. It carries no
+ * residual (the tensor's waits for its next compressed call); its time is
+ * a sample for the cost model's reduce-scatter figures, of the whole send
+ * buffer's bytes (the call's size class). */
+static int plain_reduce_scatter(void *ctx, const squall_decision *d) {
+  const mpi_args *a = ctx;
+  if (d->reason == squallPassUnevenCounts) say_uneven(a->s, a->recvcounts, a->comm);
+  return plain_rs(a->sendbuf, a->recvbuf, a->count, a->recvcounts, a->datatype, a->op, a->comm);
+}
+
+/* squall's checks of a reduce-scatter it does not pass through at once
+ * (MPI's own argument checks have passed), and what they tell the engine
+ * (squall_entry.check). */
+static int check_reduce_scatter(void *ctx, squall_call *c) {
+  const mpi_args *a = ctx;
+  const char *why = rs_buffer_problem(a->sendbuf, a->recvbuf);
   if (why) {
-    SQ_WARN("squallMpiReduceScatterBlock(recvcount=%d): %s", recvcount, why);
-    return fail(comm, MPI_ERR_BUFFER);
+    SQ_WARN("squallMpiReduceScatterBlock(recvcount=%d): %s", a->count, why);
+    return fail(a->comm, MPI_ERR_BUFFER);
   }
-  call->foreign = device_memory(sendbuf, recvbuf);
+  c->foreign = device_memory(a->sendbuf, a->recvbuf);
   squall__transport_mpi_take_error(); /* what follows is this call's */
-  squallResult_t r = squall__engine_allreduce(s->engine, call, &d);
-  if (r != squallSuccess) return fail(comm, to_mpi_error(r)); /* the engine logged it */
-  if (d.route != SQ_ROUTE_PASS) return MPI_SUCCESS;
-  return run_plain_rs(s, &d, sendbuf, recvbuf, recvcount, recvcounts, datatype, op, comm, bytes);
+  return MPI_SUCCESS;
 }
 
 /* squallMpiReduceScatterBlock's body. recvcounts: the MPI interposer's
@@ -361,7 +374,8 @@ static int rs_entry(const void *sendbuf, void *recvbuf, int recvcount, const int
             recvcount);
     return fail(comm, MPI_ERR_NO_MEM);
   }
-  return reduce_scatter(s, &call, sendbuf, recvbuf, recvcount, recvcounts, datatype, op, comm);
+  mpi_args a = {s, sendbuf, recvbuf, recvcount, recvcounts, datatype, op, comm};
+  return through_engine(&a, &call, plain_reduce_scatter, check_reduce_scatter, (uint64_t)count * (uint64_t)size);
 }
 
 int squallMpiReduceScatterBlock(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype datatype,
