@@ -19,17 +19,42 @@
 /* Seconds as header nanoseconds: bounded, so that negating them is safe. */
 static int64_t to_ns(double s) { return s > 0 ? (s < 1e9 ? (int64_t)(s * 1e9) : (int64_t)1e18) : 0; }
 
-/* The cost model's slot for a codec's calls on a route: codec x route,
- * with two slots for top-k sent without the lossless stage (flat, and
- * two-level with raw shard slots), which time differently. */
-#define SLOT_TOPK_RAW 6
-#define SLOT_TWOLEVEL_RAW 7
+/* The cost model's slots of a codec's calls: one per route it weighs,
+ * and two for top-k sent without the lossless stage (flat, and two-level
+ * with raw shard slots), which time differently. Each slot has a number
+ * of its own, so that no two routes' figures meet in one (the all-reduce
+ * routes keep their route's number); a kind is codec x slot. */
+typedef enum {
+  SLOT_PASS = SQ_ROUTE_PASS, /* none of its own: a plain call's figures are kind -1 */
+  SLOT_HALF = SQ_ROUTE_HALF,
+  SLOT_TOPK = SQ_ROUTE_TOPK,
+  SLOT_DENSE = SQ_ROUTE_DENSE,
+  SLOT_TWOPHASE = SQ_ROUTE_TWOPHASE,
+  SLOT_TWOLEVEL = SQ_ROUTE_TWOLEVEL,
+  SLOT_TOPK_RAW,
+  SLOT_TWOLEVEL_RAW,
+  SLOT_TOPK_SCATTER, /* raw or not: one slot (the variants' times of a reduce-scatter meet here) */
+  SLOT_COUNT
+} cost_slot;
+_Static_assert(SLOT_COUNT == SQ_COST_SLOTS, "costmodel.h sizes the slots of a codec");
+_Static_assert(squallCodecFp8 < SQ_COST_CODECS, "every codec's kinds lie below SQ_COST_KINDS");
+
+static cost_slot slot_of(const squallConfig_t *cfg, squall_route route) {
+  int raw = cfg->codec == squallCodecTopk && cfg->zstdLevel == 0;
+  switch (route) {
+  case SQ_ROUTE_PASS: return SLOT_PASS;
+  case SQ_ROUTE_HALF: return SLOT_HALF;
+  case SQ_ROUTE_TOPK: return raw ? SLOT_TOPK_RAW : SLOT_TOPK;
+  case SQ_ROUTE_DENSE: return SLOT_DENSE;
+  case SQ_ROUTE_TWOPHASE: return SLOT_TWOPHASE;
+  case SQ_ROUTE_TWOLEVEL: return raw ? SLOT_TWOLEVEL_RAW : SLOT_TWOLEVEL;
+  case SQ_ROUTE_TOPK_SCATTER: return SLOT_TOPK_SCATTER;
+  }
+  return SLOT_PASS; /* not a route (-Wswitch names a route without a slot) */
+}
+
 int squall__cost_kind(const squallConfig_t *cfg, squall_route route) {
-  int slot = (int)route;
-  if (cfg->codec == squallCodecTopk && cfg->zstdLevel == 0)
-    slot = route == SQ_ROUTE_TOPK ? SLOT_TOPK_RAW : route == SQ_ROUTE_TWOLEVEL ? SLOT_TWOLEVEL_RAW
-                                                                               : slot;
-  return (int)cfg->codec * 8 + slot;
+  return (int)cfg->codec * SQ_COST_SLOTS + (int)slot_of(cfg, route);
 }
 
 /* The cost model runs on host engines, whose header every call exchanges

@@ -21,9 +21,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SQ_COST_KINDS 64   /* codec x route slots (costing.c maps them) */
 #define SQ_COST_CLASSES 64 /* size classes: log2 of the call's bytes */
 #define SQ_COST_CODECS 8   /* squallCodec_t values */
+/* kinds: codec x route slot, SQ_COST_SLOTS slots a codec (costing.c names them) */
+#define SQ_COST_SLOTS 9
+#define SQ_COST_KINDS (SQ_COST_CODECS * SQ_COST_SLOTS)
 
 /* Variants of a compressed call, where they apply, chosen between by
  * whole-call times: a bit set runs the call the other way. */
