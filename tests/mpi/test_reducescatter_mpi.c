@@ -348,28 +348,17 @@ START_TEST(test_fault_restores_residual) {
 }
 END_TEST
 
-static Suite *suite(void) {
-  Suite *s = suite_create("reducescatter");
-  TCase *tc = tcase_create("reducescatter");
-  tcase_set_timeout(tc, 600);
-  tcase_add_test(tc, test_passthrough_exact);
-  tcase_add_test(tc, test_intercomm_passes_through);
-  tcase_add_test(tc, test_mismatch_passes_through);
-  tcase_add_test(tc, test_different_counts_fail_everywhere);
-  tcase_add_test(tc, test_conservation);
-  tcase_add_test(tc, test_conservation_in_place);
-  tcase_add_test(tc, test_rerun_pipelined_in_place_identical);
-  tcase_add_test(tc, test_fault_restores_residual);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
 int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN); /* the error cases return */
-  int failed = mpi_check_run(suite());
-  MPI_Finalize();
-  return failed ? 1 : 0;
+  /* clang-format off */
+  const mc_suite m = {
+      .name = "reducescatter", .rank = &rank, .nranks = &nranks,
+      .errors_return = 1, /* the error cases return */
+      .cases = MC_CASES(
+          {"reducescatter", 600, MC_TESTS(test_passthrough_exact, test_intercomm_passes_through,
+                                          test_mismatch_passes_through, test_different_counts_fail_everywhere,
+                                          test_conservation, test_conservation_in_place,
+                                          test_rerun_pipelined_in_place_identical, test_fault_restores_residual)}),
+  };
+  /* clang-format on */
+  return mc_main(argc, argv, &m);
 }
