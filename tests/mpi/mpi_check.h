@@ -2,7 +2,8 @@
 /* mpi_check.h - running Check suites on every MPI rank. Check's fork mode
  * cannot be used after MPI_Init, so suites run in-process (CK_NOFORK) on all
  * ranks in the same order; rank 0 prints, and the exit status is the
- * failure count summed over ranks. */
+ * failure count summed over ranks. mc_main is a suite program's whole
+ * main(): each program describes its cases and any setup. */
 #ifndef SQUALL_TESTS_MPI_CHECK_H
 #define SQUALL_TESTS_MPI_CHECK_H
 
@@ -90,6 +91,80 @@ static inline int mpi_check_run(Suite *s) {
   srunner_free(sr);
   MPI_Allreduce(&failed, &total, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
   return total;
+}
+
+/* What a suite's main() is made of, so that each program says only what
+ * it runs and what it sets up around it. A case is a TCase:
+ * CK_RUN_CASE=<name> runs just that one. */
+#define MC_NO_TIMEOUT (-1.0) /* a case's timeout: none */
+#define MC_RUN (-1)          /* what a setup returns to run the suite */
+
+/* The tests of a case (Check's TTest pointers), in order. */
+#define MC_TESTS(...) ((const TTest *const[]){__VA_ARGS__, NULL})
+/* The cases of a suite, in order. */
+#define MC_CASES(...) ((const mc_case[]){__VA_ARGS__, {NULL, 0, NULL}})
+
+typedef struct {
+  const char *name;
+  double timeout;            /* tcase_set_timeout's seconds; 0: Check's default; MC_NO_TIMEOUT */
+  const TTest *const *tests; /* MC_TESTS(...) */
+} mc_case;
+
+/* A suite program. mc_main: MPI_Init (MPI_Init_thread asking
+ * MPI_THREAD_MULTIPLE where thread_multiple is set: the setup can
+ * MPI_Query_thread what MPI gave); *rank and *nranks set; MPI_ERRORS_RETURN
+ * on MPI_COMM_WORLD where errors_return is set (the suite's error cases
+ * return; communicators that the setup splits from it inherit it); the
+ * setup, where set, which returns MC_RUN or an exit status that mc_main
+ * returns at once, without MPI_Finalize; the cases; the teardown, where
+ * set; MPI_Finalize. */
+typedef struct {
+  const char *name; /* the Suite's */
+  int *rank, *nranks;
+  int thread_multiple, errors_return;
+  int (*setup)(void);
+  void (*teardown)(void);
+  const mc_case *cases; /* MC_CASES(...) */
+} mc_suite;
+
+static inline Suite *mc_build(const mc_suite *m) {
+  Suite *s = suite_create(m->name);
+  for (const mc_case *c = m->cases; c->name; c++) {
+    TCase *tc = tcase_create(c->name);
+    if (c->timeout != 0) tcase_set_timeout(tc, c->timeout < 0 ? 0 : c->timeout);
+    for (const TTest *const *t = c->tests; *t; t++) tcase_add_test(tc, *t);
+    suite_add_tcase(s, tc);
+  }
+  return s;
+}
+
+/* A suite's whole main(): 0 where no test failed on any rank, else 1. */
+static inline int mc_main(int argc, char **argv, const mc_suite *m) {
+  if (m->thread_multiple) {
+    int provided = 0;
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  } else {
+    MPI_Init(&argc, &argv);
+  }
+  MPI_Comm_rank(MPI_COMM_WORLD, m->rank);
+  MPI_Comm_size(MPI_COMM_WORLD, m->nranks);
+  if (m->errors_return) MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  int rc = m->setup ? m->setup() : MC_RUN;
+  if (rc != MC_RUN) return rc;
+  int failed = mpi_check_run(mc_build(m));
+  if (m->teardown) m->teardown();
+  MPI_Finalize();
+  return failed ? 1 : 0;
+}
+
+/* squall's node layout as SQUALL_RANKS_PER_NODE gives it (2 unless set:
+ * runs.list sets it) into *rpn; whether nranks ranks make two levels
+ * (whole nodes of two or more ranks, two or more nodes). */
+static inline int mc_two_level(int nranks, int *rpn) {
+  squallConfig_t env;
+  squallGetConfig(&env);
+  *rpn = env.ranksPerNode > 0 ? env.ranksPerNode : 2;
+  return nranks % *rpn == 0 && nranks / *rpn >= 2 && *rpn >= 2;
 }
 
 #endif

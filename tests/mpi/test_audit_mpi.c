@@ -669,40 +669,36 @@ START_TEST(test_device_buffers_pass_through) {
 }
 END_TEST
 
-/* One TCase per probe: CK_RUN_CASE=<name> runs just that one. */
-static void add(Suite *s, const char *name, const TTest *test) {
-  TCase *tc = tcase_create(name);
-  tcase_set_timeout(tc, 240);
-  suite_add_tcase(s, tc);
-  tcase_add_test(tc, test);
-}
-
-static Suite *audit_suite(void) {
-  Suite *s = suite_create("audit");
-  add(s, "delivery", test_every_residual_delivered);
-  add(s, "shards", test_shard_residuals_delivered);
-  add(s, "fresh", test_fresh_buffers_deliver);
-  add(s, "together", test_rank_local_fold_keeps_ranks_together);
-  add(s, "handlers", test_handler_changed_after_first_call);
-  add(s, "classes", test_one_class_for_one_failure);
-  add(s, "chunks", test_two_level_chunks_counted);
-  add(s, "headers", test_no_header_where_nothing_compresses);
-  add(s, "mpi", test_pass_through_is_mpi);
-  add(s, "intercomm", test_intercomm_is_mpi);
-  add(s, "device", test_device_buffers_pass_through);
-  add(s, "threads", test_threads_on_their_own_communicators);
-  return s;
-}
-
-int main(int argc, char **argv) {
-  fake_nodes = getenv("AUDIT_FAKE_NODES") != NULL;
+static int note_threads(void) {
   int provided = 0;
-  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+  MPI_Query_thread(&provided);
   if (provided < MPI_THREAD_MULTIPLE && rank == 0)
     printf("note: MPI gives no MPI_THREAD_MULTIPLE here: the threads probe is skipped\n");
-  int failed = mpi_check_run(audit_suite());
-  MPI_Finalize();
-  return failed ? 1 : 0;
+  return MC_RUN;
+}
+
+/* One TCase per probe: CK_RUN_CASE=<name> runs just that one. */
+int main(int argc, char **argv) {
+  fake_nodes = getenv("AUDIT_FAKE_NODES") != NULL; /* before MPI_Init: its MPI_Comm_split_type */
+  /* clang-format off */
+  const mc_suite m = {
+      .name = "audit", .rank = &rank, .nranks = &nranks,
+      .thread_multiple = 1,
+      .setup = note_threads,
+      .cases = MC_CASES(
+          {"delivery", 240, MC_TESTS(test_every_residual_delivered)},
+          {"shards", 240, MC_TESTS(test_shard_residuals_delivered)},
+          {"fresh", 240, MC_TESTS(test_fresh_buffers_deliver)},
+          {"together", 240, MC_TESTS(test_rank_local_fold_keeps_ranks_together)},
+          {"handlers", 240, MC_TESTS(test_handler_changed_after_first_call)},
+          {"classes", 240, MC_TESTS(test_one_class_for_one_failure)},
+          {"chunks", 240, MC_TESTS(test_two_level_chunks_counted)},
+          {"headers", 240, MC_TESTS(test_no_header_where_nothing_compresses)},
+          {"mpi", 240, MC_TESTS(test_pass_through_is_mpi)},
+          {"intercomm", 240, MC_TESTS(test_intercomm_is_mpi)},
+          {"device", 240, MC_TESTS(test_device_buffers_pass_through)},
+          {"threads", 240, MC_TESTS(test_threads_on_their_own_communicators)}),
+  };
+  /* clang-format on */
+  return mc_main(argc, argv, &m);
 }

@@ -469,23 +469,15 @@ START_TEST(test_rs_bad_arguments) {
 END_TEST
 
 int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-  Suite *s = suite_create("coll");
-  TCase *tc = tcase_create("coll");
-  tcase_set_timeout(tc, 0);
-  tcase_add_test(tc, test_bad_arguments);
-  tcase_add_test(tc, test_same_bits_as_mpi);
-  tcase_add_test(tc, test_key_follows_moving_buffers);
-  tcase_add_test(tc, test_passthrough_is_plain);
-  tcase_add_test(tc, test_failure_restores_residual);
-  tcase_add_test(tc, test_rs_bad_arguments);
-  tcase_add_test(tc, test_rs_same_bits_as_mpi);
-  tcase_add_test(tc, test_rs_passthrough_is_plain);
-  tcase_add_test(tc, test_rs_failure_restores_residual);
-  suite_add_tcase(s, tc);
-  int failed = mpi_check_run(s);
-  MPI_Finalize();
-  return failed ? 1 : 0;
+  /* clang-format off */
+  const mc_suite m = {
+      .name = "coll", .rank = &rank, .nranks = &nranks,
+      .cases = MC_CASES(
+          {"coll", MC_NO_TIMEOUT, MC_TESTS(test_bad_arguments, test_same_bits_as_mpi, test_key_follows_moving_buffers,
+                                           test_passthrough_is_plain, test_failure_restores_residual,
+                                           test_rs_bad_arguments, test_rs_same_bits_as_mpi,
+                                           test_rs_passthrough_is_plain, test_rs_failure_restores_residual)}),
+  };
+  /* clang-format on */
+  return mc_main(argc, argv, &m);
 }

@@ -1297,72 +1297,36 @@ START_TEST(test_one_send_buffer_distinct_outputs_keep_their_own_residuals) {
 }
 END_TEST
 
-static TCase *tcase(Suite *s, const char *name) {
-  TCase *tc = tcase_create(name);
-  tcase_set_timeout(tc, 120);
-  suite_add_tcase(s, tc);
-  return tc;
-}
-
 /* One TCase per feature: CK_RUN_CASE=<name> runs just that one. */
-static Suite *engine_suite(void) {
-  Suite *s = suite_create("engine");
-  TCase *tc = tcase(s, "passthrough");
-  tcase_add_test(tc, test_passthrough_bit_exact);
-  tc = tcase(s, "half");
-  tcase_add_test(tc, test_fp16_error_bound);
-  tcase_add_test(tc, test_fp16_tiny_values_are_scaled);
-  tcase_add_test(tc, test_fp16_near_max_no_overflow);
-  tcase_add_test(tc, test_fp16_huge_values);
-  tcase_add_test(tc, test_bf16_error_bound);
-  tcase_add_test(tc, test_bf16_huge_values);
-  tc = tcase(s, "topk");
-  tcase_add_test(tc, test_topk_matches_reference);
-  tcase_add_test(tc, test_topk_ratio_one_equals_dense);
-  tcase_add_test(tc, test_codecs_ignore_a_ranks_fp_environment);
-  tcase_add_test(tc, test_topk_in_place);
-  tc = tcase(s, "conservation");
-  tcase_add_test(tc, test_conservation_topk);
-  tcase_add_test(tc, test_conservation_topk_fp16_values);
-  tcase_add_test(tc, test_conservation_fp16);
-  tcase_add_test(tc, test_conservation_bf16);
-  tcase_add_test(tc, test_topk_lossless_or_raw);
-  tcase_add_test(tc, test_declined_calls_carry_the_residual);
-  tc = tcase(s, "edge");
-  tcase_add_test(tc, test_small_and_odd_counts);
-  tcase_add_test(tc, test_engine_average_and_halves);
-  tcase_add_test(tc, test_average_and_premul_ignore_a_ranks_fp_environment);
-  tcase_add_test(tc, test_topk_limit_of_kernel_set_goes_dense);
-  tcase_add_test(tc, test_scratch_kept_for_captured_graphs);
-  tcase_add_test(tc, test_stream_fence_orders_calls);
-  tc = tcase(s, "agreement");
-  tcase_add_test(tc, test_config_mismatch_passes_through);
-  tcase_add_test(tc, test_device_on_one_node_passes_through);
-  tcase_add_test(tc, test_min_ranks_differ_passes_through);
-  tcase_add_test(tc, test_intercomm_passes_through);
-  tc = tcase(s, "set_config");
-  tcase_add_test(tc, test_set_config_from_another_thread);
-  tcase_add_test(tc, test_set_config_collective);
-  tc = tcase(s, "warmup");
-  tcase_add_test(tc, test_warmup_goes_dense);
-  tcase_add_test(tc, test_warmup_same_on_every_rank);
-  tc = tcase(s, "stats");
-  tcase_add_test(tc, test_stats_topk_wire_bytes);
-  tc = tcase(s, "residuals");
-  tcase_add_test(tc, test_ef_memory_cap);
-  tcase_add_test(tc, test_fresh_buffer_each_step_keeps_one_residual);
-  tcase_add_test(tc, test_fresh_buffer_each_step_bounded_memory);
-  tcase_add_test(tc, test_one_send_buffer_distinct_outputs_keep_their_own_residuals);
-  tcase_add_test(tc, test_same_shape_stable_tensors_keep_their_own_residuals);
-  tcase_add_test(tc, test_topk_spare_matches_in_place);
-  return s;
-}
-
 int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-  int failed = mpi_check_run(engine_suite());
-  MPI_Finalize();
-  return failed ? 1 : 0;
+  /* clang-format off */
+  const mc_suite m = {
+      .name = "engine", .rank = &rank, .nranks = &nranks,
+      .cases = MC_CASES(
+          {"passthrough", 120, MC_TESTS(test_passthrough_bit_exact)},
+          {"half", 120, MC_TESTS(test_fp16_error_bound, test_fp16_tiny_values_are_scaled,
+                                 test_fp16_near_max_no_overflow, test_fp16_huge_values, test_bf16_error_bound,
+                                 test_bf16_huge_values)},
+          {"topk", 120, MC_TESTS(test_topk_matches_reference, test_topk_ratio_one_equals_dense,
+                                 test_codecs_ignore_a_ranks_fp_environment, test_topk_in_place)},
+          {"conservation", 120, MC_TESTS(test_conservation_topk, test_conservation_topk_fp16_values,
+                                         test_conservation_fp16, test_conservation_bf16, test_topk_lossless_or_raw,
+                                         test_declined_calls_carry_the_residual)},
+          {"edge", 120, MC_TESTS(test_small_and_odd_counts, test_engine_average_and_halves,
+                                 test_average_and_premul_ignore_a_ranks_fp_environment,
+                                 test_topk_limit_of_kernel_set_goes_dense, test_scratch_kept_for_captured_graphs,
+                                 test_stream_fence_orders_calls)},
+          {"agreement", 120, MC_TESTS(test_config_mismatch_passes_through, test_device_on_one_node_passes_through,
+                                      test_min_ranks_differ_passes_through, test_intercomm_passes_through)},
+          {"set_config", 120, MC_TESTS(test_set_config_from_another_thread, test_set_config_collective)},
+          {"warmup", 120, MC_TESTS(test_warmup_goes_dense, test_warmup_same_on_every_rank)},
+          {"stats", 120, MC_TESTS(test_stats_topk_wire_bytes)},
+          {"residuals", 120, MC_TESTS(test_ef_memory_cap, test_fresh_buffer_each_step_keeps_one_residual,
+                                      test_fresh_buffer_each_step_bounded_memory,
+                                      test_one_send_buffer_distinct_outputs_keep_their_own_residuals,
+                                      test_same_shape_stable_tensors_keep_their_own_residuals,
+                                      test_topk_spare_matches_in_place)}),
+  };
+  /* clang-format on */
+  return mc_main(argc, argv, &m);
 }

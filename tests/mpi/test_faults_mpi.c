@@ -769,30 +769,6 @@ START_TEST(test_rank_dependent_count_fails_everywhere) {
 }
 END_TEST
 
-static Suite *faults_suite(void) {
-  Suite *s = suite_create("faults");
-  TCase *tc = tcase_create("collective");
-  tcase_add_test(tc, test_collective_failure_returns_error_and_conserves);
-  tcase_add_test(tc, test_pipelined_failure_returns_error_and_conserves);
-  tcase_add_test(tc, test_failed_call_restores_each_residual_bit_for_bit);
-  tcase_add_test(tc, test_failed_topk_call_with_backup_copy_restores_residual);
-  tcase_add_test(tc, test_failed_topk_call_without_fused_backup_keeps_residual);
-  tcase_add_test(tc, test_corrupt_topk_payload_is_an_error);
-  tcase_add_test(tc, test_corrupt_header_passes_through_together);
-  tcase_add_test(tc, test_compressor_failure_on_one_rank_fails_everywhere);
-  tcase_add_test(tc, test_round_corrupt_at_one_rank_hangs_nobody);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("arguments");
-  tcase_add_test(tc, test_aliased_buffers_as_mpi_takes_them);
-  tcase_add_test(tc, test_null_buffers_rejected_alike);
-  tcase_add_test(tc, test_rank_dependent_count_fails_everywhere);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("alloc");
-  tcase_add_test(tc, test_alloc_failure_on_one_rank_passes_through_together);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
 /* faults-fatal.sh: on a communicator whose errors are fatal (the
  * default), a corrupt top-k payload must end the process, not return: the
  * engine keeps no way back there (transport.h, failures_fatal). Returning
@@ -812,14 +788,33 @@ static int fatal_corrupt_topk(void) {
   return 42;
 }
 
-int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+/* Before the suite: faults-fatal.sh's run, or squall's errors to the
+ * communicator's handler, as MPI's own go, for the suite. */
+static int fatal_or_errors_return(void) {
   if (getenv("SQUALL_TEST_FATAL")) return fatal_corrupt_topk();
-  /* squall's errors go to the communicator's handler, as MPI's own do */
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  int failed = mpi_check_run(faults_suite());
-  MPI_Finalize();
-  return failed ? 1 : 0;
+  return MC_RUN;
+}
+
+int main(int argc, char **argv) {
+  /* clang-format off */
+  const mc_suite m = {
+      .name = "faults", .rank = &rank, .nranks = &nranks,
+      .setup = fatal_or_errors_return,
+      .cases = MC_CASES(
+          {"collective", 0, MC_TESTS(test_collective_failure_returns_error_and_conserves,
+                                     test_pipelined_failure_returns_error_and_conserves,
+                                     test_failed_call_restores_each_residual_bit_for_bit,
+                                     test_failed_topk_call_with_backup_copy_restores_residual,
+                                     test_failed_topk_call_without_fused_backup_keeps_residual,
+                                     test_corrupt_topk_payload_is_an_error,
+                                     test_corrupt_header_passes_through_together,
+                                     test_compressor_failure_on_one_rank_fails_everywhere,
+                                     test_round_corrupt_at_one_rank_hangs_nobody)},
+          {"arguments", 0, MC_TESTS(test_aliased_buffers_as_mpi_takes_them, test_null_buffers_rejected_alike,
+                                    test_rank_dependent_count_fails_everywhere)},
+          {"alloc", 0, MC_TESTS(test_alloc_failure_on_one_rank_passes_through_together)}),
+  };
+  /* clang-format on */
+  return mc_main(argc, argv, &m);
 }

@@ -281,27 +281,20 @@ START_TEST(test_flat_capture_after_failed_growth) {
 }
 END_TEST
 
-static Suite *faults_suite(void) {
-  Suite *s = suite_create("hierarchy-faults");
-  TCase *tc = tcase_create("one rank");
-  tcase_set_timeout(tc, 120);
-  tcase_add_test(tc, test_two_level_growth_alloc_fault_host);
-  tcase_add_test(tc, test_two_level_growth_alloc_fault_device);
-  tcase_add_test(tc, test_ring_reserve_fault);
-  tcase_add_test(tc, test_flat_capture_after_failed_growth);
-  suite_add_tcase(s, tc);
-  return s;
+static int layout(void) {
+  two_level = mc_two_level(nranks, &rpn);
+  return MC_RUN;
 }
 
 int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-  squallConfig_t env;
-  squallGetConfig(&env);
-  rpn = env.ranksPerNode > 0 ? env.ranksPerNode : 2;
-  two_level = nranks % rpn == 0 && nranks / rpn >= 2 && rpn >= 2;
-  int failed = mpi_check_run(faults_suite());
-  MPI_Finalize();
-  return failed ? 1 : 0;
+  /* clang-format off */
+  const mc_suite m = {
+      .name = "hierarchy-faults", .rank = &rank, .nranks = &nranks,
+      .setup = layout,
+      .cases = MC_CASES(
+          {"one rank", 120, MC_TESTS(test_two_level_growth_alloc_fault_host, test_two_level_growth_alloc_fault_device,
+                                     test_ring_reserve_fault, test_flat_capture_after_failed_growth)}),
+  };
+  /* clang-format on */
+  return mc_main(argc, argv, &m);
 }

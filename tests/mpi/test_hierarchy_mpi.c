@@ -630,39 +630,26 @@ START_TEST(test_options) {
 }
 END_TEST
 
-static Suite *hierarchy_suite(void) {
-  Suite *s = suite_create("hierarchy");
-  TCase *tc = tcase_create("mpi");
-  tcase_set_timeout(tc, 120);
-  tcase_add_test(tc, test_options);
-  tcase_add_test(tc, test_passthrough_exact);
-  tcase_add_test(tc, test_boundary_bytes_before_nodes_known);
-  tcase_add_test(tc, test_topk_matches_model);
-  tcase_add_test(tc, test_conservation_topk);
-  tcase_add_test(tc, test_conservation_topk_fp16_values);
-  tcase_add_test(tc, test_conservation_fp16);
-  tcase_add_test(tc, test_conservation_bf16);
-  tcase_add_test(tc, test_small_counts_identical);
-  tcase_add_test(tc, test_hierarchy_mismatch_and_flat);
-  tcase_add_test(tc, test_engine_average_halves_nosplit);
-  tcase_add_test(tc, test_failure_after_shard_restores_residual);
-  tcase_add_test(tc, test_shard_residual_identity);
-  tcase_add_test(tc, test_shard_residual_per_count);
-  tcase_add_test(tc, test_set_config_from_another_thread);
-  tcase_add_test(tc, test_level_choice_conserves); /* last: it leaves residuals of several kinds */
-  suite_add_tcase(s, tc);
-  return s;
+static int layout(void) {
+  two_level = mc_two_level(nranks, &rpn);
+  return MC_RUN;
 }
 
 int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-  squallConfig_t env;
-  squallGetConfig(&env);
-  rpn = env.ranksPerNode > 0 ? env.ranksPerNode : 2;
-  two_level = nranks % rpn == 0 && nranks / rpn >= 2 && rpn >= 2;
-  int failed = mpi_check_run(hierarchy_suite());
-  MPI_Finalize();
-  return failed ? 1 : 0;
+  /* clang-format off */
+  const mc_suite m = {
+      .name = "hierarchy", .rank = &rank, .nranks = &nranks,
+      .setup = layout,
+      /* test_level_choice_conserves last: it leaves residuals of several kinds */
+      .cases = MC_CASES(
+          {"mpi", 120, MC_TESTS(test_options, test_passthrough_exact, test_boundary_bytes_before_nodes_known,
+                                test_topk_matches_model, test_conservation_topk, test_conservation_topk_fp16_values,
+                                test_conservation_fp16, test_conservation_bf16, test_small_counts_identical,
+                                test_hierarchy_mismatch_and_flat, test_engine_average_halves_nosplit,
+                                test_failure_after_shard_restores_residual, test_shard_residual_identity,
+                                test_shard_residual_per_count, test_set_config_from_another_thread,
+                                test_level_choice_conserves)}),
+  };
+  /* clang-format on */
+  return mc_main(argc, argv, &m);
 }

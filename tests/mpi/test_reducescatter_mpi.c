@@ -18,6 +18,7 @@
 
 #include "api/api_mpi.h" /* squall__mpi_get_scatter_residual */
 #include "mpi_check.h"
+#include "rs_conservation.h"
 #include "squall_mpi.h"
 
 static int rank, nranks;
@@ -85,18 +86,6 @@ static int rs(const void *send, void *recv, size_t rc) {
   return squallMpiReduceScatterBlock(send, recv, (int)rc, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
 }
 
-static uint64_t passed(squallPassReason_t why) {
-  squallStats_t st = SQUALL_STATS_INITIALIZER;
-  squallStatsGet(&st);
-  return st.passthrough[why];
-}
-
-static uint64_t compressed(void) {
-  squallStats_t st = SQUALL_STATS_INITIALIZER;
-  squallStatsGet(&st);
-  return st.compressedCalls;
-}
-
 /* ------------------------------------------------------ pass-throughs */
 
 /* One call that squall passes through for `why`: bit for bit the plain
@@ -113,12 +102,12 @@ static void check_plain(const char *spec, MPI_Datatype t, MPI_Op op, int rc, squ
     else if (t == MPI_INT) ((int *)send)[i] = (int)(f * 8);
     else ((float *)send)[i] = f;
   }
-  uint64_t before = passed(why), comp = compressed();
+  uint64_t before = rs_passes(why), comp = rs_compressed();
   ck_assert_int_eq(squallMpiReduceScatterBlock(send, a, rc, t, op, MPI_COMM_WORLD), MPI_SUCCESS);
   ck_assert_int_eq(PMPI_Reduce_scatter_block(send, b, rc, t, op, MPI_COMM_WORLD), MPI_SUCCESS);
   ck_assert_msg(memcmp(a, b, (size_t)rc * (size_t)es) == 0, "%s: not the plain reduce-scatter", spec);
-  ck_assert_msg(passed(why) == before + 1, "%s: not counted as %s", spec, squallPassReasonName(why));
-  ck_assert_msg(compressed() == comp, "%s: compressed", spec);
+  ck_assert_msg(rs_passes(why) == before + 1, "%s: not counted as %s", spec, squallPassReasonName(why));
+  ck_assert_msg(rs_compressed() == comp, "%s: compressed", spec);
   free(send);
   free(a);
   free(b);
@@ -147,11 +136,11 @@ START_TEST(test_intercomm_passes_through) {
   size_t n = (size_t)rc * (size_t)nranks;
   float *g = malloc(n * 4), *a = calloc(n, 4), *b = calloc(n, 4);
   fill(g, n, 9);
-  uint64_t before = passed(squallPassIntercomm);
+  uint64_t before = rs_passes(squallPassIntercomm);
   ck_assert_int_eq(squallMpiReduceScatterBlock(g, a, rc, MPI_FLOAT, MPI_SUM, inter), MPI_SUCCESS);
   ck_assert_int_eq(PMPI_Reduce_scatter_block(g, b, rc, MPI_FLOAT, MPI_SUM, inter), MPI_SUCCESS);
   ck_assert(memcmp(a, b, (size_t)rc * 4) == 0);
-  ck_assert(passed(squallPassIntercomm) == before + 1);
+  ck_assert(rs_passes(squallPassIntercomm) == before + 1);
   squallMpiCommFree(inter);
   MPI_Comm_free(&inter);
   MPI_Comm_free(&half);
@@ -168,11 +157,11 @@ START_TEST(test_mismatch_passes_through) {
   size_t rc = 1000, n = rc * (size_t)nranks;
   float *g = malloc(n * 4), *a = calloc(rc, 4), *b = calloc(rc, 4);
   for (size_t i = 0; i < n; i++) g[i] = gen_dyadic(3, rank, i) * 1.37f;
-  uint64_t before = passed(squallPassMismatch);
+  uint64_t before = rs_passes(squallPassMismatch);
   ck_assert_int_eq(rs(g, a, rc), MPI_SUCCESS);
   ck_assert_int_eq(PMPI_Reduce_scatter_block(g, b, (int)rc, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD), MPI_SUCCESS);
   ck_assert_msg(memcmp(a, b, rc * 4) == 0, "a mismatch: not the plain reduce-scatter");
-  ck_assert(passed(squallPassMismatch) == before + 1);
+  ck_assert(rs_passes(squallPassMismatch) == before + 1);
   free(g);
   free(a);
   free(b);
@@ -205,7 +194,7 @@ static void run_steps(const char *spec, size_t rc, int T, int in_place, int seed
   ck_assert_int_eq(squallMpiResetResiduals(MPI_COMM_WORLD), MPI_SUCCESS);
   size_t n = rc * (size_t)nranks;
   float *g = malloc(n * 4), *buf = malloc(n * 4);
-  uint64_t comp = compressed();
+  uint64_t comp = rs_compressed();
   for (int t = 0; t < T; t++) {
     fill(g, n, seed0 + t);
     if (in_place) {
@@ -218,7 +207,7 @@ static void run_steps(const char *spec, size_t rc, int T, int in_place, int seed
     }
     memcpy(shards + (size_t)t * rc, buf, rc * 4);
   }
-  ck_assert_msg(compressed() == comp + (uint64_t)T, "%s: not every call was compressed", spec);
+  ck_assert_msg(rs_compressed() == comp + (uint64_t)T, "%s: not every call was compressed", spec);
   ck_assert_int_eq(squall__mpi_get_scatter_residual(MPI_COMM_WORLD, in_place ? buf : g, (int)rc, MPI_FLOAT, res),
                    MPI_SUCCESS);
   free(g);
@@ -226,39 +215,19 @@ static void run_steps(const char *spec, size_t rc, int T, int in_place, int seed
 }
 
 /* Sum over steps of the shards, gathered, plus every rank's residual,
- * equals the sum of every input: in double, where every term is a float
- * multiple of 2^-20 or coarser below 2^12, so every sum is exact. */
+ * equals the sum of every input (rs_conserve). */
 static void check_conservation(const char *spec, size_t rc, int in_place) {
   enum { T = 20 };
   size_t n = rc * (size_t)nranks;
   float *shards = malloc(T * rc * 4), *res = malloc(n * 4);
   run_steps(spec, rc, T, in_place, 100, shards, res);
-  double *mine = calloc(rc, 8), *got = malloc(n * 8), *in = calloc(n, 8), *in_all = malloc(n * 8);
-  double *r = malloc(n * 8), *r_all = malloc(n * 8);
-  for (int t = 0; t < T; t++)
-    for (size_t i = 0; i < rc; i++) mine[i] += shards[(size_t)t * rc + i];
-  for (int t = 0; t < T; t++)
-    for (size_t i = 0; i < n; i++) in[i] += gen_dyadic(100 + t, rank, i);
-  for (size_t i = 0; i < n; i++) r[i] = res[i];
-  MPI_Allgather(mine, (int)rc, MPI_DOUBLE, got, (int)rc, MPI_DOUBLE, MPI_COMM_WORLD);
-  MPI_Allreduce(in, in_all, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  MPI_Allreduce(r, r_all, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  size_t lossy = 0;
-  for (size_t i = 0; i < n; i++) {
-    MC_CHECK(got[i] + r_all[i] == in_all[i], "%s rc=%zu%s: element %zu: out %.17g + residuals %.17g != in %.17g",
-             spec, rc, in_place ? " in place" : "", i, got[i], r_all[i], in_all[i]);
-    lossy += r_all[i] != 0;
-  }
+  rs_sums s = rs_conserve(shards, res, rc, T, 100, gen_dyadic, rank, nranks);
+  MC_CHECK(s.bad == 0, "%s rc=%zu%s: element %zu: out %.17g + residuals %.17g != in %.17g (%zu elements differ)", spec,
+           rc, in_place ? " in place" : "", s.first, s.got, s.res, s.in, s.bad);
   /* the residual is real: int4 cannot send 1/8 steps of [-8, 8] */
-  if (strstr(spec, "int4")) ck_assert_msg(lossy > 0, "%s: every residual is zero", spec);
+  if (strstr(spec, "int4")) ck_assert_msg(s.lossy > 0, "%s: every residual is zero", spec);
   free(shards);
   free(res);
-  free(mine);
-  free(got);
-  free(in);
-  free(in_all);
-  free(r);
-  free(r_all);
 }
 
 START_TEST(test_conservation) {
@@ -348,28 +317,17 @@ START_TEST(test_fault_restores_residual) {
 }
 END_TEST
 
-static Suite *suite(void) {
-  Suite *s = suite_create("reducescatter");
-  TCase *tc = tcase_create("reducescatter");
-  tcase_set_timeout(tc, 600);
-  tcase_add_test(tc, test_passthrough_exact);
-  tcase_add_test(tc, test_intercomm_passes_through);
-  tcase_add_test(tc, test_mismatch_passes_through);
-  tcase_add_test(tc, test_different_counts_fail_everywhere);
-  tcase_add_test(tc, test_conservation);
-  tcase_add_test(tc, test_conservation_in_place);
-  tcase_add_test(tc, test_rerun_pipelined_in_place_identical);
-  tcase_add_test(tc, test_fault_restores_residual);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
 int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN); /* the error cases return */
-  int failed = mpi_check_run(suite());
-  MPI_Finalize();
-  return failed ? 1 : 0;
+  /* clang-format off */
+  const mc_suite m = {
+      .name = "reducescatter", .rank = &rank, .nranks = &nranks,
+      .errors_return = 1, /* the error cases return */
+      .cases = MC_CASES(
+          {"reducescatter", 600, MC_TESTS(test_passthrough_exact, test_intercomm_passes_through,
+                                          test_mismatch_passes_through, test_different_counts_fail_everywhere,
+                                          test_conservation, test_conservation_in_place,
+                                          test_rerun_pipelined_in_place_identical, test_fault_restores_residual)}),
+  };
+  /* clang-format on */
+  return mc_main(argc, argv, &m);
 }

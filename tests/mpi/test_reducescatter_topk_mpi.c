@@ -330,28 +330,16 @@ START_TEST(test_fault_restores_residual) {
 }
 END_TEST
 
-static Suite *suite(void) {
-  Suite *s = suite_create("reducescatter-topk");
-  TCase *tc = tcase_create("reducescatter-topk");
-  tcase_set_timeout(tc, 600);
-  tcase_add_test(tc, test_topk_001);
-  tcase_add_test(tc, test_topk_01);
-  tcase_add_test(tc, test_small_block_one_entry);
-  tcase_add_test(tc, test_in_place);
-  tcase_add_test(tc, test_fp16_values);
-  tcase_add_test(tc, test_rerun_identical);
-  tcase_add_test(tc, test_dense_fallback);
-  tcase_add_test(tc, test_fault_restores_residual);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
 int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN); /* the error cases return */
-  int failed = mpi_check_run(suite());
-  MPI_Finalize();
-  return failed ? 1 : 0;
+  /* clang-format off */
+  const mc_suite m = {
+      .name = "reducescatter-topk", .rank = &rank, .nranks = &nranks,
+      .errors_return = 1, /* the error cases return */
+      .cases = MC_CASES(
+          {"reducescatter-topk", 600, MC_TESTS(test_topk_001, test_topk_01, test_small_block_one_entry, test_in_place,
+                                               test_fp16_values, test_rerun_identical, test_dense_fallback,
+                                               test_fault_restores_residual)}),
+  };
+  /* clang-format on */
+  return mc_main(argc, argv, &m);
 }

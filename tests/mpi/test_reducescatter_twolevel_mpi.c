@@ -541,40 +541,36 @@ START_TEST(test_alloc_fault_passes_together) {
 }
 END_TEST
 
-static Suite *suite(void) {
-  Suite *s = suite_create("reducescatter-twolevel");
-  TCase *tc = tcase_create("two levels");
-  tcase_set_timeout(tc, 600);
-  tcase_add_test(tc, test_matches_model);
-  tcase_add_test(tc, test_fp16_exact);
-  tcase_add_test(tc, test_conservation);
-  tcase_add_test(tc, test_in_place_pipelined_identical);
-  tcase_add_test(tc, test_topk_consistent);
-  tcase_add_test(tc, test_faults_restore_residual);
-  tcase_add_test(tc, test_permuted_nodes_and_average);
-  tcase_add_test(tc, test_alloc_fault_passes_together);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
-int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN); /* the error cases return */
-  squallConfig_t env;
-  squallGetConfig(&env);
-  rpn = env.ranksPerNode > 0 ? env.ranksPerNode : 2;
-  two_level = nranks % rpn == 0 && nranks / rpn >= 2 && rpn >= 2;
+/* SQUALL_RANKS_PER_NODE's layout, and the communicator across nodes. */
+static int layout(void) {
+  two_level = mc_two_level(nranks, &rpn);
   nodes = two_level ? nranks / rpn : 1;
   node_of = malloc(sizeof(int) * (size_t)nranks);
   local_of = malloc(sizeof(int) * (size_t)nranks);
   for (int r = 0; r < nranks; r++) node_of[r] = r / rpn, local_of[r] = r % rpn;
   MPI_Comm_split(MPI_COMM_WORLD, local_of[rank], node_of[rank], &across);
-  int failed = mpi_check_run(suite());
+  return MC_RUN;
+}
+
+static void free_layout(void) {
   MPI_Comm_free(&across);
   free(node_of);
   free(local_of);
-  MPI_Finalize();
-  return failed ? 1 : 0;
+}
+
+int main(int argc, char **argv) {
+  /* clang-format off */
+  const mc_suite m = {
+      .name = "reducescatter-twolevel", .rank = &rank, .nranks = &nranks,
+      .errors_return = 1, /* the error cases return */
+      .setup = layout,
+      .teardown = free_layout,
+      .cases = MC_CASES(
+          {"two levels", 600, MC_TESTS(test_matches_model, test_fp16_exact, test_conservation,
+                                       test_in_place_pipelined_identical, test_topk_consistent,
+                                       test_faults_restore_residual, test_permuted_nodes_and_average,
+                                       test_alloc_fault_passes_together)}),
+  };
+  /* clang-format on */
+  return mc_main(argc, argv, &m);
 }

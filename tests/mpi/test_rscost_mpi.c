@@ -145,21 +145,13 @@ START_TEST(test_figures_apart) {
 }
 END_TEST
 
-static Suite *suite(void) {
-  Suite *s = suite_create("rscost");
-  TCase *tc = tcase_create("rscost");
-  tcase_set_timeout(tc, 600);
-  tcase_add_test(tc, test_fast_link_declines);
-  tcase_add_test(tc, test_figures_apart);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
 int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-  int failed = mpi_check_run(suite());
-  MPI_Finalize();
-  return failed ? 1 : 0;
+  /* clang-format off */
+  const mc_suite m = {
+      .name = "rscost", .rank = &rank, .nranks = &nranks,
+      .cases = MC_CASES(
+          {"rscost", 600, MC_TESTS(test_fast_link_declines, test_figures_apart)}),
+  };
+  /* clang-format on */
+  return mc_main(argc, argv, &m);
 }

@@ -184,22 +184,14 @@ START_TEST(test_calls_same_bits_above_the_threshold) {
 }
 END_TEST
 
-static Suite *suite(void) {
-  Suite *s = suite_create("transport_mpi");
-  TCase *tc = tcase_create("big");
-  tcase_set_timeout(tc, 300);
-  tcase_add_test(tc, test_allgather_and_alltoall_bytes);
-  tcase_add_test(tc, test_allgatherv_bytes);
-  tcase_add_test(tc, test_calls_same_bits_above_the_threshold);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
 int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-  int failed = mpi_check_run(suite());
-  MPI_Finalize();
-  return failed ? 1 : 0;
+  /* clang-format off */
+  const mc_suite m = {
+      .name = "transport_mpi", .rank = &rank, .nranks = &nranks,
+      .cases = MC_CASES(
+          {"big", 300, MC_TESTS(test_allgather_and_alltoall_bytes, test_allgatherv_bytes,
+                                test_calls_same_bits_above_the_threshold)}),
+  };
+  /* clang-format on */
+  return mc_main(argc, argv, &m);
 }

@@ -798,39 +798,17 @@ START_TEST(test_owner_routes_identical) {
 }
 END_TEST
 
-static Suite *suite(void) {
-  Suite *s = suite_create("twophase");
-  TCase *tc = tcase_create("engine");
-  tcase_set_timeout(tc, 600);
-  tcase_add_test(tc, test_conservation);
-  tcase_add_test(tc, test_scale_changes);
-  tcase_add_test(tc, test_error_bounds);
-  tcase_add_test(tc, test_half_accumulation);
-  tcase_add_test(tc, test_nonfinite_propagates);
-  tcase_add_test(tc, test_in_place);
-  tcase_add_test(tc, test_disagreement_passes_through);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("pipelining");
-  tcase_set_timeout(tc, 600);
-  tcase_add_test(tc, test_pipelined_identical);
-  tcase_add_test(tc, test_topk_rounds_identical);
-  tcase_add_test(tc, test_owner_routes_identical);
-  tcase_add_test(tc, test_cold_outputs_identical);
-  suite_add_tcase(s, tc);
-  tc = tcase_create("cost_model");
-  tcase_set_timeout(tc, 600);
-  tcase_add_test(tc, test_cost_model);
-  tcase_add_test(tc, test_settled_config_change);
-  tcase_add_test(tc, test_cost_model_agrees);
-  suite_add_tcase(s, tc);
-  return s;
-}
-
 int main(int argc, char **argv) {
-  MPI_Init(&argc, &argv);
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &nranks);
-  int failed = mpi_check_run(suite());
-  MPI_Finalize();
-  return failed ? 1 : 0;
+  /* clang-format off */
+  const mc_suite m = {
+      .name = "twophase", .rank = &rank, .nranks = &nranks,
+      .cases = MC_CASES(
+          {"engine", 600, MC_TESTS(test_conservation, test_scale_changes, test_error_bounds, test_half_accumulation,
+                                   test_nonfinite_propagates, test_in_place, test_disagreement_passes_through)},
+          {"pipelining", 600, MC_TESTS(test_pipelined_identical, test_topk_rounds_identical,
+                                       test_owner_routes_identical, test_cold_outputs_identical)},
+          {"cost_model", 600, MC_TESTS(test_cost_model, test_settled_config_change, test_cost_model_agrees)}),
+  };
+  /* clang-format on */
+  return mc_main(argc, argv, &m);
 }

@@ -31,6 +31,7 @@
 #include <squall_nccl.h>
 
 #include "api/api_nccl.h" /* squall__nccl_get_scatter_residual */
+#include "../mpi/rs_conservation.h"
 #include "nccl_comm.h"
 #include "nccl_test_util.h"
 
@@ -49,18 +50,6 @@ static void check(int ok, const char *what, const char *ctx) {
 static const char *const codecs[] = {"SQUALL_COMPRESS=fp16", "SQUALL_COMPRESS=bf16", "SQUALL_COMPRESS=int8",
                                      "SQUALL_COMPRESS=int4", "SQUALL_COMPRESS=fp8", "SQUALL_COMPRESS=topk:0.05"};
 #define NCODECS (sizeof codecs / sizeof codecs[0])
-
-static uint64_t passes(squallPassReason_t why) {
-  squallStats_t st = SQUALL_STATS_INITIALIZER;
-  squallStatsGet(&st);
-  return st.passthrough[why];
-}
-
-static uint64_t compressed(void) {
-  squallStats_t st = SQUALL_STATS_INITIALIZER;
-  squallStatsGet(&st);
-  return st.compressedCalls;
-}
 
 static void fill(float *g, size_t n, int seed) {
   for (size_t i = 0; i < n; i++) g[i] = gen(seed, rank, i);
@@ -97,12 +86,12 @@ static void check_plain(const char *spec, ncclDataType_t t, ncclRedOp_t op, size
     else if (t == ncclFloat16) ((uint16_t *)send)[i] = (uint16_t)(0x3c00 + (i & 0xff));
     else ((float *)send)[i] = f;
   }
-  uint64_t before = passes(why), comp = compressed();
+  uint64_t before = rs_passes(why), comp = rs_compressed();
   check(squallReduceScatter(send, a, rc, t, op, comm, NULL) == ncclSuccess, "squallReduceScatter succeeds", spec);
   check(ncclReduceScatter(send, b, rc, t, op, comm, NULL) == ncclSuccess, "ncclReduceScatter succeeds", spec);
   check(memcmp(a, b, bytes) == 0, "the plain reduce-scatter, bit for bit", spec);
-  check(passes(why) == before + 1, "counted under its reason", squallPassReasonName(why));
-  check(compressed() == comp, "nothing compressed", spec);
+  check(rs_passes(why) == before + 1, "counted under its reason", squallPassReasonName(why));
+  check(rs_compressed() == comp, "nothing compressed", spec);
   free(send);
   free(a);
   free(b);
@@ -135,7 +124,7 @@ static int run_steps(const char *spec, size_t rc, int T, int in_place, int seed0
   squallResetResiduals(comm);
   size_t n = rc * (size_t)nranks;
   float *g = malloc(n * 4), *out = malloc(rc * 4);
-  uint64_t comp = compressed();
+  uint64_t comp = rs_compressed();
   int ok = 1;
   for (int t = 0; t < T && ok; t++) {
     fill(g, n, seed0 + t);
@@ -144,7 +133,7 @@ static int run_steps(const char *spec, size_t rc, int T, int in_place, int seed0
     check(ok, "a compressed reduce-scatter succeeds", squallGetLastError());
     memcpy(shards + (size_t)t * rc, recv, rc * 4);
   }
-  check(compressed() == comp + (uint64_t)T, "every call was compressed", spec);
+  check(rs_compressed() == comp + (uint64_t)T, "every call was compressed", spec);
   ok = ok && squall__nccl_get_scatter_residual(comm, g, rc, ncclFloat32, res) == ncclSuccess;
   check(ok, "the residual is kept", spec);
   free(g);
@@ -153,42 +142,24 @@ static int run_steps(const char *spec, size_t rc, int T, int in_place, int seed0
 }
 
 /* Sum over steps of the shards, gathered, plus every rank's residual,
- * equals the sum of every input: in double, where every term is a float
- * multiple of 2^-20 or coarser below 2^12, so every sum is exact. */
+ * equals the sum of every input (rs_conserve); not compared where a call
+ * failed. */
 static void check_conservation(const char *spec, size_t rc, int in_place) {
   enum { T = 20 };
-  size_t n = rc * (size_t)nranks, bad = 0, lossy = 0;
+  size_t n = rc * (size_t)nranks;
   float *shards = malloc(T * rc * 4), *res = malloc(n * 4);
   int ok = all_ranks(run_steps(spec, rc, T, in_place, 100, shards, res));
-  double *mine = calloc(rc, 8), *got = malloc(n * 8), *in = calloc(n, 8), *in_all = malloc(n * 8);
-  double *r = malloc(n * 8), *r_all = malloc(n * 8);
-  for (int t = 0; t < T; t++)
-    for (size_t i = 0; i < rc; i++) mine[i] += shards[(size_t)t * rc + i];
-  for (int t = 0; t < T; t++)
-    for (size_t i = 0; i < n; i++) in[i] += gen(100 + t, rank, i);
-  for (size_t i = 0; i < n; i++) r[i] = res[i];
-  MPI_Allgather(mine, (int)rc, MPI_DOUBLE, got, (int)rc, MPI_DOUBLE, MPI_COMM_WORLD);
-  MPI_Allreduce(in, in_all, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  MPI_Allreduce(r, r_all, (int)n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
-  for (size_t i = 0; ok && i < n; i++) {
-    if (got[i] + r_all[i] != in_all[i] && bad++ == 0)
-      fprintf(stderr, "rank %d: %s rc=%zu%s: element %zu: out %.17g + residuals %.17g != in %.17g\n", rank, spec, rc,
-              in_place ? " in place" : "", i, got[i], r_all[i], in_all[i]);
-    lossy += r_all[i] != 0;
-  }
+  rs_sums s = rs_conserve(shards, res, rc, T, 100, gen, rank, nranks);
   char ctx[160];
   snprintf(ctx, sizeof ctx, "%s rc=%zu%s", spec, rc, in_place ? " in place" : "");
-  check(ok && bad == 0, "outputs plus residuals equal the inputs over 20 steps", ctx);
+  if (ok && s.bad)
+    fprintf(stderr, "rank %d: %s: element %zu: out %.17g + residuals %.17g != in %.17g\n", rank, ctx, s.first, s.got,
+            s.res, s.in);
+  check(ok && s.bad == 0, "outputs plus residuals equal the inputs over 20 steps", ctx);
   /* the residual is real: int4 cannot send 1/8 steps of [-8, 8] */
-  if (strstr(spec, "int4")) check(lossy > 0, "int4 leaves a residual", ctx);
+  if (strstr(spec, "int4")) check(ok && s.lossy > 0, "int4 leaves a residual", ctx);
   free(shards);
   free(res);
-  free(mine);
-  free(got);
-  free(in);
-  free(in_all);
-  free(r);
-  free(r_all);
 }
 
 static void test_conservation(void) {
@@ -278,9 +249,9 @@ static void test_direct_ignores_switch(void) {
   float *g = malloc(n * 4), *sum = malloc(rc * 4), *avg = malloc(rc * 4);
   fill(g, n, 3);
   use("SQUALL_COMPRESS=fp16 SQUALL_COLLECTIVES=allreduce");
-  uint64_t comp = compressed(), off = passes(squallPassCollectiveOff);
+  uint64_t comp = rs_compressed(), off = rs_passes(squallPassCollectiveOff);
   check(squallReduceScatter(g, sum, rc, ncclFloat32, ncclSum, comm, NULL) == ncclSuccess, "sum", "");
-  check(compressed() == comp + 1 && passes(squallPassCollectiveOff) == off, "a direct call is compressed",
+  check(rs_compressed() == comp + 1 && rs_passes(squallPassCollectiveOff) == off, "a direct call is compressed",
         "SQUALL_COLLECTIVES=allreduce");
   float *g2 = malloc(n * 4);
   memcpy(g2, g, n * 4); /* a fresh residual: the same codes as the sum's first call */
