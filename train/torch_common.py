@@ -21,6 +21,9 @@ def arguments():
     ap.add_argument("--warmup-start", type=float, default=None,
                     help="the warm-up's first density (ddp_comm_hook's warmup_start; "
                     "default squall.torch.WARMUP_START)")
+    ap.add_argument("--spread", type=int, default=0,
+                    help="experimental: pay each coordinate's delivered mass out over about as many steps as "
+                    "it waited (top-k under AdamW), in the study, after the hook")
     ap.add_argument("--out", required=True, help="the run's JSON (rank 0 writes it)")
     return ap
 
@@ -42,10 +45,48 @@ def ddp(module, a):
         import squall.torch
         state, hook = squall.torch.ddp_comm_hook(a.codec, ef=a.ef, min_bytes=0, cost_model="off",
                                                  warmup_steps=a.warmup_steps, warmup_start=a.warmup_start)
+        if a.spread:
+            hook = spread_after(hook)
         model.register_comm_hook(state, hook)
     elif a.warmup_steps or a.warmup_start is not None:
         raise SystemExit("torch_common.py: --warmup-steps and --warmup-start are top-k's, not dense's")
     return model
+
+
+def spread_after(hook):
+    """A hook whose output pays each coordinate's delivered mass out over
+    about as many steps as the coordinate went without one, from a pending
+    store that is the same on every rank (formed from the hook's output
+    alone). Adam normalises each coordinate by its recent magnitudes, so a
+    coordinate that top-k delivers once in T steps moves about sqrt(T)
+    times less than under dense gradients; paid out at 1/T a step, it
+    moves as it would. What is paid out plus what is pending is exactly
+    what was delivered (Sterbenz: the rate is 1 or at most 1/2)."""
+    stores = {}
+
+    def spread(state, bucket):
+        key = bucket.index()
+
+        def pay(fut):
+            r = fut.value()
+            st = stores.get(key)
+            if st is None or st[0].numel() != r.numel():  # new, or DDP rebuilt its buckets (the study: one bucket)
+                st = [torch.zeros_like(r), torch.zeros_like(r), torch.ones_like(r)]  # pending, age, rate
+                stores[key] = st
+            pending, age, rate = st
+            age.add_(1)
+            hit = r != 0
+            rate.copy_(torch.where(hit, torch.where(age <= 1, torch.ones_like(age), 1.0 / age), rate))
+            age.masked_fill_(hit, 0)
+            pending.add_(r)
+            keep = pending - pending * rate
+            out = pending - keep
+            pending.copy_(keep)
+            return out
+
+        return hook(state, bucket).then(pay)
+
+    return spread
 
 
 def warmup(a):

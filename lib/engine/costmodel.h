@@ -251,19 +251,20 @@ void squall__cost_declined(squall_cost *m, uint64_t bytes_in);
  * (which sees a configuration change: squallSetConfig on every rank) is
  * every RECHECK-th declined call, and its period doubles with the
  * exploring period's, up to RECHECK << RECHECK_SHIFTS: the rechecks come at
- * declined calls 15, 31, 63, then every 64th (a configuration change
- * reaches a settled class within 64 of its calls). A header costs a small
- * all-reduce, which on cores shared by several ranks waits for the
- * scheduler (about 0.6 ms a call on 4 ranks over 2 cores at worst): at 64
- * KiB on shared memory, where a plain reduce-scatter takes 60-90 us, one
- * header in 16 calls made a declined class 5-8% slower than plain (one in
- * 64: 1-2%). What it protects, the agreement on the configuration and on
- * every rank's allocations, a plain pass-through does not need. 1 when the
- * call of bytes_in may skip the header; from past headers only, the same
- * on every rank. */
+ * declined calls 15, 31, 63, 127, 255, then every 256th (a configuration
+ * change reaches a settled class within 256 of its calls). A header costs
+ * a small all-reduce, which on cores shared by several ranks waits for
+ * the scheduler (about 0.6 ms a call on 4 ranks over 2 cores at worst, and
+ * about as long as a 64 KiB reduce-scatter at best): at 64 KiB on shared
+ * memory, where a plain reduce-scatter takes 60-90 us, one header in 16
+ * calls made a declined class 5-8% slower than plain, and one in 64 still
+ * 2-4%. What it protects, the agreement on the configuration and on every
+ * rank's allocations, a plain pass-through does not need. 1 when the call
+ * of bytes_in may skip the header; from past headers only, the same on
+ * every rank. */
 #define SQ_COST_SETTLE 2
 #define SQ_COST_RECHECK 16 /* divides SQ_COST_EXPLORE */
-#define SQ_COST_RECHECK_SHIFTS 2
+#define SQ_COST_RECHECK_SHIFTS 4
 int squall__cost_settled(const squall_cost *m, uint64_t bytes_in);
 /* After a header: whether the call was declined by the model's own verdict
  * (every other outcome, a probe included, starts the count again; an

@@ -248,9 +248,9 @@ START_TEST(test_clear_loss_rhythm) {
   }
   ck_assert_int_eq(explored, 3 + 7);
   /* 0 and 1 settle it; the check at 15; each exploration and the header
-   * after it (not 4095's); the rechecks between, every 64th from 63 on (64
-   * counts to 4095, 9 of them exploring) */
-  ck_assert_int_eq(headers, 2 + 1 + 2 * 10 - 1 + (64 - 9));
+   * after it (not 4095's); the rechecks at 63 (period 64), 255 (256),
+   * then between explorations: 767, ... 3839 */
+  ck_assert_int_eq(headers, 2 + 1 + 2 * 10 - 1 + 2 + 7);
 }
 END_TEST
 
@@ -274,7 +274,7 @@ END_TEST
  * exploring call; any other verdict (a probe, a compressed call) starts
  * the count again. Every 16th declined call has its header at first; each
  * exploration that the model follows with a decline doubles the exploring
- * period, up to 32 << 4, and the recheck's with it, up to 16 << 2. */
+ * period, up to 32 << 4, and the recheck's with it, up to 16 << 4. */
 START_TEST(test_settled_rhythm) {
   squall_cost m;
   memset(&m, 0, sizeof m);
@@ -315,9 +315,9 @@ START_TEST(test_settled_rhythm) {
   /* 127, 255, 511 (periods 128 .. 512), then every 512th: 1023 ... 4095 */
   ck_assert_int_eq(explored, 2 + 3 + 7);
   /* from 63 on: each exploration and the header after it (not after
-   * 4095, the last), and the rechecks between them, every 64th from 63 on
-   * (64 counts to 4095, 10 of them exploring, 63 counted above) */
-  ck_assert_int_eq(headers, 2 * (1 + 3 + 7) - 1 + (64 - 10 - 1));
+   * 4095, the last), and the rechecks between explorations once their
+   * period (256) is half the exploring one: 767, 1279, ... 3839 */
+  ck_assert_int_eq(headers, 2 * (1 + 3 + 7) - 1 + 7);
   /* a verdict to compress starts the period over */
   squall__cost_header_verdict(&m, b, 0, 0, 0);
   ck_assert_int_eq(m.explore_shift[20], 0);
