@@ -229,6 +229,22 @@ START_TEST(test_exploration_rhythm) {
 }
 END_TEST
 
+/* Declined calls from..to-1 of class b as the engine runs them: a header
+ * where the class is not settled, whose verdict declines (clearly where
+ * `clear`), except on an exploring call, which compresses. Adds the
+ * headers and explorations to *headers and *explored. */
+static void run_declined(squall_cost *m, uint64_t b, int from, int to, int clear, int *headers, int *explored) {
+  for (int i = from; i < to; i++) {
+    if (!squall__cost_settled(m, b)) {
+      int x = squall__cost_explore(m, b); /* the exploring call compresses */
+      ++*headers;
+      *explored += x;
+      squall__cost_header_verdict(m, b, !x, clear, x);
+    }
+    squall__cost_declined(m, b);
+  }
+}
+
 /* A clear decline (compressing predicted at least twice as slow) after an
  * exploration doubles the exploring period twice: explorations at 31,
  * 127, 511, then every 512th. */
@@ -237,15 +253,7 @@ START_TEST(test_clear_loss_rhythm) {
   memset(&m, 0, sizeof m);
   uint64_t b = 1 << 16;
   int explored = 0, headers = 0;
-  for (int i = 0; i < 4096; i++) {
-    if (!squall__cost_settled(&m, b)) {
-      int x = squall__cost_explore(&m, b);
-      headers++;
-      explored += x;
-      squall__cost_header_verdict(&m, b, !x, 1, x);
-    }
-    squall__cost_declined(&m, b);
-  }
+  run_declined(&m, b, 0, 4096, 1, &headers, &explored);
   ck_assert_int_eq(explored, 3 + 7);
   /* 0 and 1 settle it; the check at 15; each exploration and the header
    * after it (not 4095's); the rechecks at 63 (period 64), 255 (256),
@@ -287,15 +295,7 @@ START_TEST(test_settled_rhythm) {
   squall__cost_declined(&m, b);
   ck_assert_int_eq(squall__cost_settled(&m, b), 0);
   int headers = 0, explored = 0;
-  for (int i = 2; i < 64; i++) { /* as the engine runs it */
-    if (!squall__cost_settled(&m, b)) {
-      int x = squall__cost_explore(&m, b); /* the exploring call compresses */
-      headers++;
-      explored += x;
-      squall__cost_header_verdict(&m, b, !x, 0, x);
-    }
-    squall__cost_declined(&m, b);
-  }
+  run_declined(&m, b, 2, 64, 0, &headers, &explored);
   /* calls 2 and 3 settle it; the check at 15; the exploring call 31 and the
    * one after it (which settles it again); the exploring call 63 (period
    * 64 now: the next count that is a multiple of it, less one; the
@@ -303,15 +303,7 @@ START_TEST(test_settled_rhythm) {
   ck_assert_int_eq(headers, 2 + 1 + 2 + 1);
   ck_assert_int_eq(explored, 2);
   headers = 1; /* 63's */
-  for (int i = 64; i < 4096; i++) {
-    if (!squall__cost_settled(&m, b)) {
-      int x = squall__cost_explore(&m, b);
-      headers++;
-      explored += x;
-      squall__cost_header_verdict(&m, b, !x, 0, x);
-    }
-    squall__cost_declined(&m, b);
-  }
+  run_declined(&m, b, 64, 4096, 0, &headers, &explored);
   /* 127, 255, 511 (periods 128 .. 512), then every 512th: 1023 ... 4095 */
   ck_assert_int_eq(explored, 2 + 3 + 7);
   /* from 63 on: each exploration and the header after it (not after
