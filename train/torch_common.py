@@ -48,8 +48,8 @@ def ddp(module, a):
         if a.spread:
             hook = spread_after(hook)
         model.register_comm_hook(state, hook)
-    elif a.warmup_steps or a.warmup_start is not None:
-        raise SystemExit("torch_common.py: --warmup-steps and --warmup-start are top-k's, not dense's")
+    elif a.warmup_steps or a.warmup_start is not None or a.spread:
+        raise SystemExit("torch_common.py: --warmup-steps, --warmup-start and --spread are a codec's, not dense's")
     return model
 
 
@@ -90,12 +90,13 @@ def spread_after(hook):
 
 
 def warmup(a):
-    """The run's warm-up, for its JSON: {} without one."""
-    if not a.warmup_steps:
-        return {}
-    import squall.torch
-    return {"warmup_steps": a.warmup_steps,
-            "warmup_start": squall.torch.WARMUP_START if a.warmup_start is None else a.warmup_start}
+    """The run's warm-up and spread, for its JSON: {} without either."""
+    out = {"spread": 1} if a.spread else {}
+    if a.warmup_steps:
+        import squall.torch
+        out.update(warmup_steps=a.warmup_steps,
+                   warmup_start=squall.torch.WARMUP_START if a.warmup_start is None else a.warmup_start)
+    return out
 
 
 def mean_over_ranks(loss):

@@ -236,7 +236,8 @@ unsigned squall__variants_allowed(const squall_engine *e, const squall_call *c, 
  * not paying (squall__cost_settled) passes through without its header.
  * Only past headers decide it, never this rank's configuration: a
  * squallSetConfig reaches the class at its next header (at most
- * SQ_COST_RECHECK calls on), where the digests are compared, so that even
+ * SQ_COST_RECHECK << SQ_COST_RECHECK_SHIFTS calls on), where the digests
+ * are compared, so that even
  * one made on some ranks only, against the rule, never meets a header
  * here. */
 int squall__settled_plain(const squall_engine *e, const squall_call *c, uint64_t bytes_in) {

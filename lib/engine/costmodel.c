@@ -157,7 +157,7 @@ int squall__cost_predict(const squall_cost *m, const squall_cost_call *c, double
     *t_comp = c->chunks > 1 ? fmax(xfer, codec) + fmin(xfer, codec) / (double)c->chunks : xfer + codec;
     first = m->codec_samples[c->kind] < 2;
   }
-  if (first && !squall__cost_pays(*t_comp, *t_plain)) {
+  if (first && !squall__cost_pays_class(m, c->bytes_in, *t_comp, *t_plain)) {
     *t_plain = *t_comp = 0; /* measure it again */
     return 0;
   }

@@ -33,8 +33,9 @@ static int twolevel_carve(squall_engine *e, const squall_call *c, const squall_p
 
 static squallResult_t twolevel_run(squall_engine *e, const squall_call *c, const squall_plan *plan, run_state *st) {
   SQ_FORWARD_IF_ERROR(squall__hier_allreduce(e->hier, c, &plan->rc, &st->hier));
-  if (squall__model_runs(e, &plan->cfg, c)) /* whole calls, against flat ones (new memory: not timed) */
-    squall__cost_note_call(&e->cost, squall__cost_kind(&plan->rc, SQ_ROUTE_TWOLEVEL),
+  if (squall__model_runs(e, &plan->cfg, c)) /* whole calls, against flat ones (new memory: not timed), in
+                                            * the figures of c's collective */
+    squall__cost_note_call(squall__cost_of(e, c), squall__cost_kind(&plan->rc, SQ_ROUTE_TWOLEVEL),
                            (uint64_t)c->count * c->elsize, st->fresh ? -1.0 : squall__now() - st->t_start);
   return squallSuccess;
 }

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* mpi_check.h - running Check suites on every MPI rank. Check's fork mode
  * cannot be used after MPI_Init, so suites run in-process (CK_NOFORK) on all
- * ranks in the same order; rank 0 prints, and the exit status is the
- * failure count summed over ranks. mc_main is a suite program's whole
+ * ranks in the same order; rank 0 prints, and the exit status is 1 on
+ * every rank where any rank had a failure, else 0. mc_main is a suite program's whole
  * main(): each program describes its cases and any setup. */
 #ifndef SQUALL_TESTS_MPI_CHECK_H
 #define SQUALL_TESTS_MPI_CHECK_H
