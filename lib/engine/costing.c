@@ -130,8 +130,9 @@ void squall__cost_vote(squall_engine *e, const squall_call *c, const squall_plan
  * figures, or exploring, makes all compress), and whether this call is
  * borrowed for a plain probe. 1: compressing pays. */
 int squall__cost_agree(squall_engine *e, const squall_call *c, const squall_plan *plan, squall_cost_verdict *v) {
-  v->model_pays = v->forced || squall__cost_pays_class(model_of(e, c), (uint64_t)c->count * c->elsize,
-                                                       (double)v->comp_ns, (double)v->plain_ns);
+  v->model_pays = v->forced || squall__cost_pays_class(model_of(e, c), (int)plan->cfg.codec,
+                                                       (uint64_t)c->count * c->elsize, (double)v->comp_ns,
+                                                       (double)v->plain_ns);
   /* the model would compress but cannot be sure (squall__cost_probe_plain): measure
    * plain (not where the link is given: whole calls do not overrule the model then) */
   if (v->model_pays && !v->forced && !(plan->cfg.linkGbps > 0) &&
@@ -166,7 +167,7 @@ void squall__cost_after(squall_engine *e, const squall_call *c, const squall_pla
   int explored_ran = v->explored && route != SQ_ROUTE_PASS; /* an exploring call every rank compresses */
   int clear = !v->forced && (double)v->comp_ns >= SQ_COST_CLEAR_LOSS * (double)v->plain_ns;
   if (plan->headed) squall__cost_header_verdict(m, bytes_in, declined && !v->model_pays, clear, explored_ran);
-  if (plan->headed && !v->forced) squall__cost_model_verdict(m, bytes_in, !v->model_pays);
+  if (plan->headed && !v->forced) squall__cost_model_verdict(m, (int)plan->cfg.codec, bytes_in, !v->model_pays);
   if (declined || explored_ran) squall__cost_declined(m, bytes_in); /* counts toward the next exploration */
   if (squall__model_runs(e, &plan->cfg, c) && (declined || (route != SQ_ROUTE_PASS && route != SQ_ROUTE_TWOLEVEL)))
     squall__cost_judged(m, bytes_in, declined); /* for the plain probes */

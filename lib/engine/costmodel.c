@@ -157,7 +157,7 @@ int squall__cost_predict(const squall_cost *m, const squall_cost_call *c, double
     *t_comp = c->chunks > 1 ? fmax(xfer, codec) + fmin(xfer, codec) / (double)c->chunks : xfer + codec;
     first = m->codec_samples[c->kind] < 2;
   }
-  if (first && !squall__cost_pays_class(m, c->bytes_in, *t_comp, *t_plain)) {
+  if (first && !squall__cost_pays_class(m, c->kind / SQ_COST_SLOTS, c->bytes_in, *t_comp, *t_plain)) {
     *t_plain = *t_comp = 0; /* measure it again */
     return 0;
   }
@@ -166,13 +166,13 @@ int squall__cost_predict(const squall_cost *m, const squall_cost_call *c, double
 
 int squall__cost_pays(double t_comp, double t_plain) { return t_comp * SQ_COST_PAY_MARGIN < t_plain; }
 
-int squall__cost_pays_class(const squall_cost *m, uint64_t bytes_in, double t_comp, double t_plain) {
-  double margin = m->leaning_plain[size_class(bytes_in)] ? SQ_COST_LEAVE_MARGIN : SQ_COST_PAY_MARGIN;
+int squall__cost_pays_class(const squall_cost *m, int codec, uint64_t bytes_in, double t_comp, double t_plain) {
+  double margin = m->leaning_plain[size_class(bytes_in)] == codec + 1 ? SQ_COST_LEAVE_MARGIN : SQ_COST_PAY_MARGIN;
   return t_comp * margin < t_plain;
 }
 
-void squall__cost_model_verdict(squall_cost *m, uint64_t bytes_in, int declined) {
-  m->leaning_plain[size_class(bytes_in)] = (uint8_t)(declined != 0);
+void squall__cost_model_verdict(squall_cost *m, int codec, uint64_t bytes_in, int declined) {
+  m->leaning_plain[size_class(bytes_in)] = (uint8_t)(declined ? codec + 1 : 0);
 }
 
 int squall__cost_explore(const squall_cost *m, uint64_t bytes_in) {

@@ -58,9 +58,9 @@ typedef struct {
   /* exploring period SQ_COST_EXPLORE << explore_shift: doubled each time
    * an exploration is followed by the model declining again */
   uint8_t explore_shift[SQ_COST_CLASSES], explored_last[SQ_COST_CLASSES];
-  /* 1 where the model's own last verdict on the class (an agreed header's,
-   * not an exploration's or a plain probe's) declined it: leaving that
-   * verdict takes SQ_COST_LEAVE_MARGIN */
+  /* the codec + 1 whose model's own last verdict on the class (an agreed
+   * header's, not an exploration's or a plain probe's) declined it, 0 for
+   * none: leaving that verdict takes SQ_COST_LEAVE_MARGIN */
   uint8_t leaning_plain[SQ_COST_CLASSES];
   /* calls the model judged (compressed, or declined), and of those the
    * ones that ran plain, per size class: for the plain probes */
@@ -153,12 +153,13 @@ int squall__cost_pays(double t_comp, double t_plain);
  * each flip cost a compressed call and two headers; one class ran 6-8%
  * slower than plain. A class that compresses leaves at PAY_MARGIN, so a
  * clear loss is never kept. From agreed figures and agreed past verdicts,
- * the same on every rank. */
+ * the same on every rank. The verdict is the codec's (a squallSetConfig
+ * that changes the codec starts it over). */
 #define SQ_COST_LEAVE_MARGIN 1.25
-int squall__cost_pays_class(const squall_cost *m, uint64_t bytes_in, double t_comp, double t_plain);
-/* The model's own verdict on a class (from an agreed header, not forced):
- * declined or not. */
-void squall__cost_model_verdict(squall_cost *m, uint64_t bytes_in, int declined);
+int squall__cost_pays_class(const squall_cost *m, int codec, uint64_t bytes_in, double t_comp, double t_plain);
+/* The model's own verdict on a class for codec (from an agreed header, not
+ * forced): declined or not. */
+void squall__cost_model_verdict(squall_cost *m, int codec, uint64_t bytes_in, int declined);
 
 /* Every EXPLORE-th call that the model declines (per size class) is
  * compressed anyway, so that the codec's figures stay current: 1 when

@@ -263,18 +263,21 @@ START_TEST(test_clear_loss_rhythm) {
 END_TEST
 
 /* Hysteresis: a class whose last verdict of the model itself declined it
- * compresses again only 25% faster; one it compressed leaves at 5%. */
+ * compresses again only 25% faster; one it compressed leaves at 5%; the
+ * verdict is the codec's, so another codec starts at 5%. */
 START_TEST(test_leave_margin) {
   squall_cost m;
   memset(&m, 0, sizeof m);
   uint64_t b = 1 << 16;
-  ck_assert(squall__cost_pays_class(&m, b, 1.0, 1.06));
-  squall__cost_model_verdict(&m, b, 1);
-  ck_assert(!squall__cost_pays_class(&m, b, 1.0, 1.2));
-  ck_assert(squall__cost_pays_class(&m, b, 1.0, 1.3));
-  ck_assert(squall__cost_pays_class(&m, b << 1, 1.0, 1.06)); /* size classes apart */
-  squall__cost_model_verdict(&m, b, 0);
-  ck_assert(squall__cost_pays_class(&m, b, 1.0, 1.06));
+  int fp16 = 1, int8 = 4; /* squallCodecFp16, squallCodecInt8 */
+  ck_assert(squall__cost_pays_class(&m, fp16, b, 1.0, 1.06));
+  squall__cost_model_verdict(&m, fp16, b, 1);
+  ck_assert(!squall__cost_pays_class(&m, fp16, b, 1.0, 1.2));
+  ck_assert(squall__cost_pays_class(&m, fp16, b, 1.0, 1.3));
+  ck_assert(squall__cost_pays_class(&m, fp16, b << 1, 1.0, 1.06)); /* size classes apart */
+  ck_assert(squall__cost_pays_class(&m, int8, b, 1.0, 1.06));      /* and codecs */
+  squall__cost_model_verdict(&m, fp16, b, 0);
+  ck_assert(squall__cost_pays_class(&m, fp16, b, 1.0, 1.06));
 }
 END_TEST
 
