@@ -134,7 +134,11 @@ def main():
     if a.lr is None:
         a.lr = 3e-3 if a.optim == "adamw" else 0.3
     if a.optim == "adamw":
+        if a.momentum_correction:
+            raise SystemExit("torch_charlm.py: --momentum-correction is SGD's momentum, not AdamW's")
         opt = torch.optim.AdamW(model.parameters(), lr=a.lr, weight_decay=0.01)
+    elif a.momentum_correction:  # the hook applies the momentum (torch_common.momentum_before)
+        opt = torch.optim.SGD(model.parameters(), lr=a.lr)
     else:
         opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=0.9, nesterov=True)
     train, val = load()

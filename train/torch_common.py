@@ -24,6 +24,12 @@ def arguments():
     ap.add_argument("--spread", type=int, default=0,
                     help="experimental: pay each coordinate's delivered mass out over about as many steps as "
                     "it waited (top-k under AdamW), in the study, after the hook")
+    ap.add_argument("--momentum-correction", type=float, default=0.0, metavar="M",
+                    help="experimental: Deep Gradient Compression's momentum correction in the study, before "
+                    "the hook: each rank accumulates velocity u = M u + g and sends it through top-k, and the "
+                    "optimiser runs without momentum")
+    ap.add_argument("--momentum-masking", type=int, default=1,
+                    help="with --momentum-correction: zero a coordinate's velocity once top-k has sent it")
     ap.add_argument("--out", required=True, help="the run's JSON (rank 0 writes it)")
     return ap
 
@@ -47,10 +53,44 @@ def ddp(module, a):
                                                  warmup_steps=a.warmup_steps, warmup_start=a.warmup_start)
         if a.spread:
             hook = spread_after(hook)
+        if a.momentum_correction:
+            hook = momentum_before(hook, a.momentum_correction, a.momentum_masking)
         model.register_comm_hook(state, hook)
-    elif a.warmup_steps or a.warmup_start is not None or a.spread:
-        raise SystemExit("torch_common.py: --warmup-steps, --warmup-start and --spread are a codec's, not dense's")
+    elif a.warmup_steps or a.warmup_start is not None or a.spread or a.momentum_correction:
+        raise SystemExit("torch_common.py: --warmup-steps, --warmup-start, --spread and --momentum-correction "
+                         "are a codec's, not dense's")
     return model
+
+
+def momentum_before(hook, m, masking):
+    """A hook that sends each rank's velocity rather than its gradient
+    (Deep Gradient Compression's momentum correction, Lin et al. 2018):
+    u = m u + g per bucket, then squall's hook, whose error feedback
+    accumulates the velocity that top-k leaves; with masking, a coordinate
+    that top-k sent (its residual is exactly 0 after the call) restarts
+    its velocity from 0. The optimiser must then run without momentum."""
+    velocity = {}
+
+    def corrected(state, bucket):
+        buf, key = bucket.buffer(), bucket.index()
+        u = velocity.get(key)
+        if u is None or u.numel() != buf.numel():  # new, or DDP rebuilt its buckets (the studies: one bucket)
+            u = velocity[key] = torch.zeros(buf.numel(), dtype=torch.float32)
+        u.mul_(m).add_(buf)
+        buf.copy_(u)
+        fut = hook(state, bucket)
+        if not masking:
+            return fut
+
+        def mask(f):
+            r = state.residual(key, u.numel())
+            if r is not None:
+                u.masked_fill_(r == 0, 0)
+            return f.value()
+
+        return fut.then(mask)
+
+    return corrected
 
 
 def spread_after(hook):
@@ -92,6 +132,8 @@ def spread_after(hook):
 def warmup(a):
     """The run's warm-up and spread, for its JSON: {} without either."""
     out = {"spread": 1} if a.spread else {}
+    if a.momentum_correction:
+        out.update(momentum_correction=a.momentum_correction, momentum_masking=a.momentum_masking)
     if a.warmup_steps:
         import squall.torch
         out.update(warmup_steps=a.warmup_steps,

@@ -17,17 +17,20 @@ import sys
 def key(r):
     """What sets a run apart, seeds aside: codec, error feedback, top-k's
     warm-up (steps, first density; 0 and None without one), the study's
-    payout spread, and the optimiser, learning rate and schedule (a
-    folder's runs of other settings are rows of their own)."""
+    payout spread, its momentum correction (and masking), and the
+    optimiser, learning rate and schedule (a folder's runs of other
+    settings are rows of their own)."""
     return (r["codec"], r["ef"], r.get("warmup_steps", 0), r.get("warmup_start"), r.get("spread", 0),
-            r.get("optim"), r.get("lr"), r.get("schedule"))
+            r.get("optim"), r.get("lr"), r.get("schedule"), r.get("momentum_correction", 0),
+            r.get("momentum_masking", 0))
 
 
 def label(k):
     if k[0] == "dense":
         return "-"
     return (("on" if k[1] else "off") + (", warm-up %d steps from %g" % (k[2], k[3]) if k[2] else "") +
-            (", spread" if k[4] else ""))
+            (", spread" if k[4] else "") +
+            (", momentum correction %g%s" % (k[8], " masked" if k[9] else "") if k[8] else ""))
 
 
 def fashion_table(keys, runs):
