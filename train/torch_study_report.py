@@ -66,13 +66,36 @@ def charlm_table(keys, runs):
     return lines
 
 
-# per task: the table, which curve to draw (the training loss every 50
+def paired_table(keys, runs, measure, unit):
+    """Each setting against dense seed by seed (a seed fixes the initial
+    weights and the data order, so runs of one seed differ only by the
+    codec): the mean difference (measure(run, dense run of its seed)) and
+    its standard error over the seeds that have both."""
+    dense = {r["seed"]: r for r in runs if r["codec"] == "dense"}
+    lines = ["| codec | error feedback | paired difference from dense (%s), mean ± standard error | per seed |" % unit,
+             "|---|---|---|---|"]
+    for k in keys:
+        if k[0] == "dense":
+            continue
+        rs = sorted((r for r in runs if key(r) == k and r["seed"] in dense), key=lambda r: r["seed"])
+        d = [measure(r, dense[r["seed"]]) for r in rs]
+        if not d:
+            continue
+        m = sum(d) / len(d)
+        se = (sum((x - m) ** 2 for x in d) / (len(d) - 1) / len(d)) ** 0.5 if len(d) > 1 else float("nan")
+        lines.append("| %s | %s | %+.2f ± %.2f | %s |" % (k[0], label(k), m, se, ", ".join("%+.2f" % x for x in d)))
+    return lines
+
+
+# per task: the table, the paired difference from dense, which curve to draw (the training loss every 50
 # steps; the validation loss a few times), and the plot's settings
 TASKS = {
-    "fashion": dict(table=fashion_table, curve="curve", style="lines",
+    "fashion": dict(table=fashion_table, curve="curve", style="lines", unit="points of test accuracy",
+                    paired=lambda r, d: 100 * (r["test_accuracy"] - d["test_accuracy"]),
                     settings='set ylabel "training loss (mean over ranks)"; set logscale y',
                     title="Fashion-MNIST, small CNN, DDP on 4 CPU processes through squall (seed 1)"),
-    "charlm": dict(table=charlm_table, curve="val_curve", style="linespoints",
+    "charlm": dict(table=charlm_table, curve="val_curve", style="linespoints", unit="% of validation loss",
+                   paired=lambda r, d: 100 * (r["val_loss"] - d["val_loss"]) / d["val_loss"],
                    settings='set ylabel "validation loss (nats per character)"',
                    title="fortunes, character-level transformer, DDP on 4 CPU processes through squall (seed 1)"),
 }
@@ -95,12 +118,16 @@ def main():
     table = "\n".join(t["table"](keys, runs))
     print(table)
     open(os.path.join(out, "table.md"), "w").write(table + "\n")
+    paired = "\n".join(paired_table(keys, runs, t["paired"], t["unit"]))
+    print("\n" + paired)
+    open(os.path.join(out, "paired.md"), "w").write(paired + "\n")
     data = os.path.join(out, "curves.dat")
     with open(data, "w") as f:
         for k in keys:
             r = [r for r in runs if key(r) == k][0]
-            f.write('"%s%s%s"\n' % (k[0], "" if k[0] == "dense" else (" EF" if k[1] else " no EF"),
-                                    " warm-up %d" % k[2] if k[2] else ""))
+            f.write('"%s%s%s%s"\n' % (k[0], "" if k[0] == "dense" else (" EF" if k[1] else " no EF"),
+                                      " warm-up %d" % k[2] if k[2] else "",
+                                      " momentum correction" if k[8] else ""))
             for s, l in r[t["curve"]]:
                 f.write("%d %.5f\n" % (s, l))
             f.write("\n\n")
