@@ -16,7 +16,8 @@
  * no reduce-scatter route, never makes a two-level call that fails; an
  * exchange that fails across nodes or inside the node is an error on every
  * rank with the residual as it was; one rank that cannot allocate makes
- * every rank pass the call through.
+ * every rank pass the call through; its whole-call times are the
+ * reduce-scatter's figures, not the all-reduce's.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -26,7 +27,9 @@
 
 #include "api/api_mpi.h" /* squall__mpi_get_scatter_residual */
 #include "common/internal.h"
+#include "engine/costmodel.h" /* squall__cost_call_seconds */
 #include "engine/engine.h"
+#include "engine/plan.h"    /* squall__cost_of, squall__cost_kind */
 #include "kernels/kernels.h"
 #include "mpi_check.h"
 #include "squall_mpi.h"
@@ -541,6 +544,41 @@ START_TEST(test_alloc_fault_passes_together) {
 }
 END_TEST
 
+/* The cost model weighs a two-level reduce-scatter against the flat one
+ * from the reduce-scatter's own figures: its whole-call times go there, not
+ * into the all-reduce's (they did, so the reduce-scatter's choice never saw
+ * its two-level time, and the all-reduce's read times of another call). */
+START_TEST(test_twolevel_times_its_own) {
+  if (nranks % 2 || nranks < 4) return;
+  const char *spec = "SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=0.01";
+  fixture f;
+  setup(&f, spec);
+  size_t b = 4096, n = b * (size_t)nranks;
+  float *g = malloc(n * 4), *out = malloc(b * 4);
+  int twolevel = 0;
+  for (int t = 0; t < 12; t++) {
+    fill(g, n, 1000 + (uint64_t)t);
+    twolevel += engine_rs(&f, g, out, b, SQ_OP_SUM).route == SQ_ROUTE_TWOLEVEL;
+  }
+  ck_assert_msg(twolevel >= 3, "%d of 12 calls ran two-level: too few to have a time", twolevel);
+  squallConfig_t cfg;
+  squallGetConfig(&cfg);
+  ck_assert_int_eq(squallConfigParse(&cfg, spec), squallSuccess);
+  int kind = squall__cost_kind(&cfg, SQ_ROUTE_TWOLEVEL);
+  squall_call rsc = {.count = n, .coll = SQ_COLL_REDUCE_SCATTER, .dtype = SQ_DT_F32, .elsize = 4, .premul = 1.0f};
+  squall_call arc = rsc;
+  arc.coll = SQ_COLL_ALLREDUCE;
+  ck_assert_ptr_ne(squall__cost_of(f.e, &rsc), squall__cost_of(f.e, &arc));
+  ck_assert_msg(squall__cost_call_seconds(squall__cost_of(f.e, &rsc), kind, n * 4) > 0,
+                "the reduce-scatter's figures have no two-level time after %d two-level calls", twolevel);
+  ck_assert_msg(squall__cost_call_seconds(squall__cost_of(f.e, &arc), kind, n * 4) == 0,
+                "the all-reduce's figures hold a two-level time, and no all-reduce ran");
+  teardown(&f);
+  free(g);
+  free(out);
+}
+END_TEST
+
 /* SQUALL_RANKS_PER_NODE's layout, and the communicator across nodes. */
 static int layout(void) {
   two_level = mc_two_level(nranks, &rpn);
@@ -569,7 +607,7 @@ int main(int argc, char **argv) {
           {"two levels", 600, MC_TESTS(test_matches_model, test_fp16_exact, test_conservation,
                                        test_in_place_pipelined_identical, test_topk_consistent,
                                        test_faults_restore_residual, test_permuted_nodes_and_average,
-                                       test_alloc_fault_passes_together)}),
+                                       test_alloc_fault_passes_together, test_twolevel_times_its_own)}),
   };
   /* clang-format on */
   return mc_main(argc, argv, &m);
