@@ -4,6 +4,7 @@ options every run takes, the process group, the model wrapped in DDP with
 squall's comm hook (or DDP's own all-reduce for "dense"), the training
 loss averaged over the ranks, and the teardown."""
 import argparse
+import math
 
 import torch
 import torch.distributed as dist
@@ -30,6 +31,10 @@ def arguments():
                     "optimiser runs without momentum")
     ap.add_argument("--momentum-masking", type=int, default=1,
                     help="with --momentum-correction: zero a coordinate's velocity once top-k has sent it")
+    ap.add_argument("--layer-scale", type=int, default=0,
+                    help="experimental: scale each parameter's gradient by a power of two fixed at the first "
+                    "step (1/its root mean square then) before the hook, and back after, so that top-k "
+                    "chooses among the layers on equal terms")
     ap.add_argument("--out", required=True, help="the run's JSON (rank 0 writes it)")
     return ap
 
@@ -55,11 +60,56 @@ def ddp(module, a):
             hook = spread_after(hook)
         if a.momentum_correction:
             hook = momentum_before(hook, a.momentum_correction, a.momentum_masking)
+        if a.layer_scale:
+            hook = layer_scaled(hook)
         model.register_comm_hook(state, hook)
-    elif a.warmup_steps or a.warmup_start is not None or a.spread or a.momentum_correction:
+    elif a.warmup_steps or a.warmup_start is not None or a.spread or a.momentum_correction or a.layer_scale:
         raise SystemExit("torch_common.py: --warmup-steps, --warmup-start, --spread and --momentum-correction "
                          "are a codec's, not dense's")
     return model
+
+
+def layer_scaled(hook):
+    """A hook that scales each parameter's part of the bucket by a power
+    of two before squall's hook and back after: 1 at the first step (DDP's
+    own all-reduce in squall's hook), then, for good, the power of two
+    nearest 1/RMS of that parameter's first averaged gradient (the same on
+    every rank). Top-k picks the largest elements of the whole bucket, so
+    layers whose gradients are small wait far longer than others; AdamW
+    steps every coordinate about alike, whatever its gradient's size, and
+    a layer that waits loses steps. Powers of two scale exactly, and fixed
+    scales keep the residuals in one unit."""
+    scales = {}
+
+    def segments(bucket):
+        offset = 0
+        for p in bucket.parameters():
+            yield offset, p.numel()
+            offset += p.numel()
+
+    def scaled(state, bucket):
+        buf, key = bucket.buffer(), bucket.index()
+        s = scales.get(key)
+        if s is not None and s.numel() != buf.numel():  # DDP rebuilt its buckets (the studies: one bucket)
+            s = None
+        if s is not None:
+            buf.mul_(s.to(buf.dtype))
+
+        def back(fut):
+            out = fut.value()
+            if s is not None:
+                return out.div_(s.to(out.dtype))
+            t = torch.ones(out.numel(), dtype=torch.float32)
+            for offset, n in segments(bucket):
+                rms = out[offset:offset + n].float().pow(2).mean().sqrt().item()
+                if rms > 0:
+                    t[offset:offset + n] = 2.0 ** round(-math.log2(rms))
+            scales[key] = t
+            return out
+
+        return hook(state, bucket).then(back)
+
+    return scaled
 
 
 def momentum_before(hook, m, masking):
@@ -132,6 +182,8 @@ def spread_after(hook):
 def warmup(a):
     """The run's warm-up and spread, for its JSON: {} without either."""
     out = {"spread": 1} if a.spread else {}
+    if a.layer_scale:
+        out.update(layer_scale=1)
     if a.momentum_correction:
         out.update(momentum_correction=a.momentum_correction, momentum_masking=a.momentum_masking)
     if a.warmup_steps:
