@@ -165,8 +165,8 @@ void squall__cost_after(squall_engine *e, const squall_call *c, const squall_pla
   squall_cost *m = squall__cost_of(e, c);
   int declined = route == SQ_ROUTE_PASS && plan->reason == squallPassNotPaying;
   int explored_ran = v->explored && route != SQ_ROUTE_PASS; /* an exploring call every rank compresses */
-  int clear = !v->forced && (double)v->comp_ns >= SQ_COST_CLEAR_LOSS * (double)v->plain_ns;
-  if (plan->headed) squall__cost_header_verdict(m, bytes_in, declined && !v->model_pays, clear, explored_ran);
+  double loss = !v->forced && v->plain_ns > 0 ? (double)v->comp_ns / (double)v->plain_ns : 0;
+  if (plan->headed) squall__cost_header_verdict(m, bytes_in, declined && !v->model_pays, loss, explored_ran);
   if (plan->headed && !v->forced) squall__cost_model_verdict(m, (int)plan->cfg.codec, bytes_in, !v->model_pays);
   if (declined || explored_ran) squall__cost_declined(m, bytes_in); /* counts toward the next exploration */
   if (squall__model_runs(e, &plan->cfg, c) && (declined || (route != SQ_ROUTE_PASS && route != SQ_ROUTE_TWOLEVEL)))

@@ -192,14 +192,23 @@ int squall__cost_settled(const squall_cost *m, uint64_t bytes_in) {
   return m->declined_run[cls] >= SQ_COST_SETTLE && m->declined[cls] % period != period - 1;
 }
 
-void squall__cost_header_verdict(squall_cost *m, uint64_t bytes_in, int model_declined, int clear, int explored) {
+/* The exploring shift whose period keeps an exploration's extra time, the
+ * compressed call's (loss - 1) plain calls, within SQ_COST_EXPLORE_SHARE of
+ * the class's calls. */
+static int shift_for_loss(double loss) {
+  int s = 0;
+  while (s < SQ_COST_EXPLORE_SHIFTS && (double)(SQ_COST_EXPLORE << s) * SQ_COST_EXPLORE_SHARE < loss - 1.0) s++;
+  return s;
+}
+
+void squall__cost_header_verdict(squall_cost *m, uint64_t bytes_in, int model_declined, double loss, int explored) {
   int cls = size_class(bytes_in);
   uint8_t *run = &m->declined_run[cls], *shift = &m->explore_shift[cls];
   if (model_declined) {
     if (*run < UINT8_MAX) ++*run;
     if (m->explored_last[cls]) { /* the exploration changed nothing */
-      int step = clear ? 2 : 1;
-      *shift = (uint8_t)(*shift + step < SQ_COST_EXPLORE_SHIFTS ? *shift + step : SQ_COST_EXPLORE_SHIFTS);
+      int want = shift_for_loss(loss), next = *shift + 1 < SQ_COST_EXPLORE_SHIFTS ? *shift + 1 : SQ_COST_EXPLORE_SHIFTS;
+      *shift = (uint8_t)(want > next ? want : next);
     }
   } else if (explored) {
     /* a settled class needs one header after its exploration, which weighs

@@ -164,13 +164,12 @@ void squall__cost_model_verdict(squall_cost *m, int codec, uint64_t bytes_in, in
 /* Every EXPLORE-th call that the model declines (per size class) is
  * compressed anyway, so that the codec's figures stay current: 1 when
  * this call is one. Each exploration after which the model declines again
- * doubles the period from the next exploration on (twice where the
- * decline is clear, squall__cost_header_verdict), up to EXPLORE <<
+ * doubles the period from the next exploration on, or lengthens it more
+ * where the loss is large (squall__cost_header_verdict), up to EXPLORE <<
  * EXPLORE_SHIFTS: explorations come 32, 32, 64, ... 512 declined calls
- * apart (32, 96, 384 where clear), each at a count that is a multiple of
- * its period, less one. A clear verdict so costs less and less (at 64 KiB
- * on shared memory one compressed call in 32 added 3% to the class's
- * average); any other
+ * apart, each at a count that is a multiple of its period, less one. A
+ * lasting verdict so costs less and less (at 64 KiB on shared memory one
+ * compressed call in 32 added 3% to the class's average); any other
  * verdict starts it over. Depends only on past decisions, the same on
  * every rank. */
 #define SQ_COST_EXPLORE 32
@@ -270,11 +269,18 @@ int squall__cost_settled(const squall_cost *m, uint64_t bytes_in);
 /* After a header: whether the call was declined by the model's own verdict
  * (every other outcome, a probe included, starts the count again; an
  * exploring call leaves a settled class one header short of settled),
- * whether that decline was clear (compressing predicted at least
- * CLEAR_LOSS times slower: an exploration it follows doubles the exploring
- * period twice, 32 then 128, 512), and whether the call was an exploring
- * call that ran compressed. */
-#define SQ_COST_CLEAR_LOSS 2.0
-void squall__cost_header_verdict(squall_cost *m, uint64_t bytes_in, int model_declined, int clear, int explored);
+ * the agreed loss (the compressed call's predicted seconds over plain's; 0
+ * where the verdict was forced), and whether the call was an exploring
+ * call that ran compressed. A decline after an exploration doubles the
+ * exploring period, or sets it where that is longer to the one whose
+ * explorations cost at most EXPLORE_SHARE of the class's time: an
+ * exploration costs about (loss - 1) plain calls, and at 64 KiB on shared
+ * memory, where a plain reduce-scatter takes 60-90 us, one top-k
+ * exploration among 80 calls made them 9% slower. So the second
+ * exploration comes at declined call 63 where the loss is under 1.64, 127
+ * under 2.28, 255 under 3.56, else 511, and every 512th at the longest.
+ * From agreed predictions, the same on every rank. */
+#define SQ_COST_EXPLORE_SHARE 0.01
+void squall__cost_header_verdict(squall_cost *m, uint64_t bytes_in, int model_declined, double loss, int explored);
 
 #endif

@@ -230,35 +230,71 @@ START_TEST(test_exploration_rhythm) {
 END_TEST
 
 /* Declined calls from..to-1 of class b as the engine runs them: a header
- * where the class is not settled, whose verdict declines (clearly where
- * `clear`), except on an exploring call, which compresses. Adds the
- * headers and explorations to *headers and *explored. */
-static void run_declined(squall_cost *m, uint64_t b, int from, int to, int clear, int *headers, int *explored) {
+ * where the class is not settled, whose verdict declines at the agreed
+ * `loss`, except on an exploring call, which compresses. Adds the headers
+ * and explorations to *headers and *explored. */
+static void run_declined(squall_cost *m, uint64_t b, int from, int to, double loss, int *headers, int *explored) {
   for (int i = from; i < to; i++) {
     if (!squall__cost_settled(m, b)) {
       int x = squall__cost_explore(m, b); /* the exploring call compresses */
       ++*headers;
       *explored += x;
-      squall__cost_header_verdict(m, b, !x, clear, x);
+      squall__cost_header_verdict(m, b, !x, loss, x);
     }
     squall__cost_declined(m, b);
   }
 }
 
-/* A clear decline (compressing predicted at least twice as slow) after an
- * exploration doubles the exploring period twice: explorations at 31,
- * 127, 511, then every 512th. */
+/* The declined calls at which a class explores, at a steady loss: each
+ * exploration doubles the period, or sets it at once to the one whose
+ * explorations cost at most 1% (loss - 1 plain calls each). */
+static int explorations_at(double loss, int *at, int most) {
+  squall_cost m;
+  memset(&m, 0, sizeof m);
+  uint64_t b = 1 << 16;
+  int n = 0, headers = 0, explored = 0;
+  for (int i = 0; i < 4096 && n < most; i++) {
+    int before = explored;
+    run_declined(&m, b, i, i + 1, loss, &headers, &explored);
+    if (explored > before) at[n++] = i;
+  }
+  return n;
+}
+
+START_TEST(test_exploring_period_follows_loss) {
+  static const struct {
+    double loss;
+    int at[5];
+  } want[] = {
+      {1.2, {31, 63, 127, 255, 511}},   /* doubling */
+      {1.6, {31, 63, 127, 255, 511}},   /* 64 calls keep 0.6 a call within 1% */
+      {2.0, {31, 127, 255, 511, 1023}}, /* 128 for 1.0 */
+      {3.0, {31, 255, 511, 1023, 1535}},
+      {6.0, {31, 511, 1023, 1535, 2047}}, /* the longest period at once */
+  };
+  for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+    int at[5];
+    ck_assert_int_eq(explorations_at(want[k].loss, at, 5), 5);
+    for (int i = 0; i < 5; i++)
+      ck_assert_msg(at[i] == want[k].at[i], "loss %.1f: exploration %d at declined call %d, not %d", want[k].loss,
+                    i + 1, at[i], want[k].at[i]);
+  }
+}
+END_TEST
+
+/* A loss of 5 after an exploration sets the longest exploring period at
+ * once: explorations at 31, 511, then every 512th. */
 START_TEST(test_clear_loss_rhythm) {
   squall_cost m;
   memset(&m, 0, sizeof m);
   uint64_t b = 1 << 16;
   int explored = 0, headers = 0;
-  run_declined(&m, b, 0, 4096, 1, &headers, &explored);
-  ck_assert_int_eq(explored, 3 + 7);
+  run_declined(&m, b, 0, 4096, 5.0, &headers, &explored);
+  ck_assert_int_eq(explored, 2 + 7);
   /* 0 and 1 settle it; the check at 15; each exploration and the header
-   * after it (not 4095's); the rechecks at 63 (period 64), 255 (256),
-   * then between explorations: 767, ... 3839 */
-  ck_assert_int_eq(headers, 2 + 1 + 2 * 10 - 1 + 2 + 7);
+   * after it (not 4095's); the recheck at 255 (period 256), then between
+   * explorations: 767, ... 3839 */
+  ck_assert_int_eq(headers, 2 + 1 + 2 * 9 - 1 + 1 + 7);
 }
 END_TEST
 
@@ -633,6 +669,7 @@ static Suite *costmodel_suite(void) {
   tcase_add_test(tc, test_settled_rhythm);
   tcase_add_test(tc, test_leave_margin);
   tcase_add_test(tc, test_clear_loss_rhythm);
+  tcase_add_test(tc, test_exploring_period_follows_loss);
   tcase_add_test(tc, test_measured_calls_win);
   tcase_add_test(tc, test_compressed_calls_carry_up);
   tcase_add_test(tc, test_plain_figure_errs_towards_plain);
