@@ -21,7 +21,8 @@
 #               GPU, over the device-memory test NCCL (tests/gpu/devnccl, its
 #               own libnccl.so.2, never the real one): every codec, the same
 #               bits on every rank, conservation, FAKENCCL_FAULT, two-level
-#               (ncclCommSplit), CUDA graphs (test_devnccl_ranks)
+#               (ncclCommSplit), CUDA graphs; squallReduceScatter, every
+#               codec, conservation per shard (test_devnccl_ranks)
 #   8 cost      the cost model on device buffers, 2 ranks of this GPU over the
 #               same test NCCL, timed with CUDA events: over an emulated
 #               latency (FAKENCCL_NS_PER_CALL) int8 ends up passing through,

@@ -10,6 +10,9 @@
  *             bits on every rank, and conservation (outputs + residuals =
  *             inputs, exact on dyadic data; the residuals are read by a
  *             flush, SQUALL_COMPRESS=topk:1 on zeros, as tests/nccl does);
+ *   reduce-scatter  squallReduceScatter, every codec, three steps:
+ *             compressed, answered alike everywhere, and conservation
+ *             (each rank's shards + residuals = its block of the inputs);
  *   faults    FAKENCCL_FAULT=fail:N on every rank: that call fails
  *             everywhere, the others do not, conservation still holds (the
  *             failed call's residual was restored);
@@ -285,6 +288,53 @@ static void run_codec(ncclComm_t comm, const char *spec, const char *fault) {
   free(h), free(out), free(sum_in), free(sum_out);
 }
 
+/* squallReduceScatter of RS_RECV elements a rank on device buffers, every
+ * codec over STEPS error-feedback steps: every call compressed and
+ * answered alike on every rank, and this rank's shards plus its residuals
+ * (flushed as run_codec's are: topk:1 on zeros through the same send
+ * buffer) equal the sum of every rank's inputs at its block, exact on
+ * dyadic data: what the host engine's reduce-scatter guarantees
+ * (tests/nccl/test_nccl_reducescatter.c), on the device path. */
+#define RS_RECV 5003 /* odd */
+static void run_rs_codec(ncclComm_t comm, const char *spec) {
+  size_t n = (size_t)RS_RECV * (size_t)P;
+  float *d_g = buf_new(n * 4), *d_out = buf_new(RS_RECV * 4), *h = xmalloc(n * 4), *out = xmalloc(RS_RECV * 4);
+  double *sum_in = calloc(RS_RECV, 8), *sum_out = calloc(RS_RECV, 8);
+  use(spec);
+  check(squallResetResiduals(comm) == ncclSuccess, "%s: reset", spec);
+  int failed = 0, uncompressed = 0, diverged = 0;
+  for (int t = 0; t <= STEPS; t++) {
+    int flush = t == STEPS;
+    if (flush) use("SQUALL_COMPRESS=topk:1");
+    for (size_t i = 0; i < n; i++) h[i] = flush ? 0.0f : gen(300 + t, me, i);
+    up(d_g, h, n * 4);
+    squallStats_t a, b;
+    squallStatsGet(&a);
+    ncclResult_t r = squallReduceScatter(d_g, d_out, RS_RECV, ncclFloat32, ncclSum, comm, stream);
+    sync_stream();
+    squallStatsGet(&b);
+    diverged += !word_everywhere((int)r);
+    failed += r != ncclSuccess;
+    uncompressed += b.compressedCalls != a.compressedCalls + 1;
+    down(out, d_out, RS_RECV * 4);
+    for (size_t i = 0; i < RS_RECV; i++) {
+      sum_out[i] += out[i];
+      for (int q = 0; q < P && !flush; q++) sum_in[i] += gen(300 + t, q, (size_t)me * RS_RECV + i);
+    }
+  }
+  check(!failed && !uncompressed && !diverged,
+        "%s: reduce-scatter: %d calls failed (%s), %d not compressed, %d answered differently on some rank", spec,
+        failed, failed ? squallGetLastError() : "", uncompressed, diverged);
+  size_t bad = 0, first = 0;
+  for (size_t i = 0; i < RS_RECV; i++)
+    if (sum_out[i] != sum_in[i] && bad++ == 0) first = i;
+  check(bad == 0, "%s: reduce-scatter: shards + residuals == inputs: %zu of %d elements differ, first [%zu]: %.17g != %.17g",
+        spec, bad, RS_RECV, first, sum_out[first], sum_in[first]);
+  buf_free(d_g);
+  buf_free(d_out);
+  free(h), free(out), free(sum_in), free(sum_out);
+}
+
 /* Top-k on 2 nodes of 2 ranks: the two-level model's bits, counted two-level. */
 static void two_level(ncclComm_t comm) {
   float *d_g = buf_new(N * 4), *d_out = buf_new(N * 4), *h = xmalloc(N * 4), *out = xmalloc(N * 4);
@@ -491,6 +541,7 @@ static void rank_main(const ncclUniqueId *ids) {
   }
   nccl_itself(comm);
   for (size_t c = 0; c < sizeof codecs / sizeof codecs[0]; c++) run_codec(comm, codecs[c], NULL);
+  for (size_t c = 0; c < sizeof codecs / sizeof codecs[0]; c++) run_rs_codec(comm, codecs[c]);
   /* Which collective a fault hits: on device memory there is no call
    * header after the first call (engine.c), so top-k's first all-reduce or
    * all-gather is its exchange, after the residual was rewritten; the
