@@ -159,7 +159,7 @@ static void variant_agree(squall_cost *m, const squall_plan *plan, uint64_t byte
 
 /* The model's bookkeeping once the call's route is confirmed. */
 void squall__cost_after(squall_engine *e, const squall_call *c, const squall_plan *plan,
-                        const squall_cost_verdict *v) {
+                        const squall_cost_verdict *v, int agreed) {
   uint64_t bytes_in = (uint64_t)c->count * c->elsize;
   squall_route route = plan->route;
   squall_cost *m = squall__cost_of(e, c);
@@ -167,7 +167,10 @@ void squall__cost_after(squall_engine *e, const squall_call *c, const squall_pla
   int explored_ran = v->explored && route != SQ_ROUTE_PASS; /* an exploring call every rank compresses */
   double loss = !v->forced && v->plain_ns > 0 ? (double)v->comp_ns / (double)v->plain_ns : 0;
   if (plan->headed) squall__cost_header_verdict(m, bytes_in, declined && !v->model_pays, loss, explored_ran);
-  if (plan->headed && !v->forced) squall__cost_model_verdict(m, (int)plan->cfg.codec, bytes_in, !v->model_pays);
+  /* the lean names this rank's codec: only where every rank holds the same one, or
+   * ranks that disagreed would lean differently once they agree again */
+  if (plan->headed && !v->forced && agreed)
+    squall__cost_model_verdict(m, (int)plan->cfg.codec, bytes_in, !v->model_pays);
   if (declined || explored_ran) squall__cost_declined(m, bytes_in); /* counts toward the next exploration */
   if (squall__model_runs(e, &plan->cfg, c) && (declined || (route != SQ_ROUTE_PASS && route != SQ_ROUTE_TWOLEVEL)))
     squall__cost_judged(m, bytes_in, declined); /* for the plain probes */

@@ -277,8 +277,10 @@ int squall__cost_settled(const squall_cost *m, uint64_t bytes_in);
  * exploration costs about (loss - 1) plain calls, and at 64 KiB on shared
  * memory, where a plain reduce-scatter takes 60-90 us, one top-k
  * exploration among 80 calls made them 9% slower. So the second
- * exploration comes at declined call 63 where the loss is under 1.64, 127
- * under 2.28, 255 under 3.56, else 511, and every 512th at the longest.
+ * exploration comes at declined call 63 where the loss is at most 1.64,
+ * 127 up to 2.28, 255 up to 3.56, else 511, and every 512th at the
+ * longest. (The headers around an exploration, about a plain call each at
+ * 64 KiB, are not counted.)
  * From agreed predictions, the same on every rank. */
 #define SQ_COST_EXPLORE_SHARE 0.01
 void squall__cost_header_verdict(squall_cost *m, uint64_t bytes_in, int model_declined, double loss, int explored);

@@ -371,7 +371,7 @@ static squallResult_t allreduce(squall_engine *e, const squall_call *c, squall_d
   /* 4. and 5. */
   SQ_FORWARD_IF_ERROR(agree(e, c, &plan, prep, d, &ag, &v));
   squall__plan_confirm(&plan, c, &ag);
-  if (!plan.dev) squall__cost_after(e, c, &plan, &v); /* the device schedule keeps its own */
+  if (!plan.dev) squall__cost_after(e, c, &plan, &v, ag.agreed); /* the device schedule keeps its own */
   d->reason = plan.reason;
   if (plan.route == SQ_ROUTE_PASS) return pass_planned(e, c, &plan, d, st);
   /* 6. */

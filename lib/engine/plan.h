@@ -270,8 +270,9 @@ unsigned squall__variants_allowed(const squall_engine *e, const squall_call *c, 
                                   int two_level);
 int squall__settled_plain(const squall_engine *e, const squall_call *c, uint64_t bytes_in);
 int squall__cost_agree(squall_engine *e, const squall_call *c, const squall_plan *plan, squall_cost_verdict *v);
+/* agreed: every rank held the same configuration (the header's) */
 void squall__cost_after(squall_engine *e, const squall_call *c, const squall_plan *plan,
-                        const squall_cost_verdict *v);
+                        const squall_cost_verdict *v, int agreed);
 uint64_t squall__call_chunks(const squall_engine *e, const squall_call *c, const squallConfig_t *cfg,
                              squall_route route, const scratch_layout *L);
 void squall__cost_learn(squall_engine *e, const squall_call *c, const squall_plan *plan, const run_state *st,

@@ -550,7 +550,7 @@ END_TEST
  * its two-level time, and the all-reduce's read times of another call). */
 START_TEST(test_twolevel_times_its_own) {
   if (nranks % 2 || nranks < 4) return;
-  const char *spec = "SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=0.01";
+  const char *spec = "SQUALL_COMPRESS=fp16 SQUALL_MIN_BYTES=0 SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=0.01";
   fixture f;
   setup(&f, spec);
   size_t b = 4096, n = b * (size_t)nranks;

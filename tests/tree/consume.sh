@@ -16,7 +16,7 @@ trap 'rm -rf "$tmp"' EXIT
 fails=0
 bad() { fails=$((fails + 1)); echo "FAIL: $*"; }
 # make check installs once before the tests run (Makefile.am says why).
-staged=$b/tests/tree/staged-install
+staged=$b/staged-install
 test -d "$staged" || { echo "FAIL: no install in $staged (make check makes it: make tests-staged-install)"; exit 1; }
 prefix=$(sed -n 's/^prefix = //p' "$b/Makefile")
 libdir=$(sed -n 's/^libdir = //p' "$b/Makefile" | sed "s|\${exec_prefix}|$prefix|")

@@ -12,7 +12,7 @@ trap 'rm -rf "$tmp"' EXIT
 dest=$tmp/root
 # make check installs once before the tests run (Makefile.am says why);
 # this test examines a copy and uninstalls from it.
-staged=$b/tests/tree/staged-install
+staged=$b/staged-install
 test -d "$staged" || { echo "FAIL: no install in $staged (make check makes it: make tests-staged-install)"; exit 1; }
 cp -a "$staged" "$dest" || { echo "FAIL: copying $staged"; exit 1; }
 prefix=$(sed -n 's/^prefix = //p' "$b/Makefile")

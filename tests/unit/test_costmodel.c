@@ -15,6 +15,7 @@
 
 #include "check_util.h"
 #include "engine/costmodel.h"
+#include "squall.h" /* squallCodec_t */
 
 #define MB 1e6
 
@@ -266,17 +267,20 @@ START_TEST(test_exploring_period_follows_loss) {
     double loss;
     int at[5];
   } want[] = {
-      {1.2, {31, 63, 127, 255, 511}},   /* doubling */
-      {1.6, {31, 63, 127, 255, 511}},   /* 64 calls keep 0.6 a call within 1% */
-      {2.0, {31, 127, 255, 511, 1023}}, /* 128 for 1.0 */
-      {3.0, {31, 255, 511, 1023, 1535}},
-      {6.0, {31, 511, 1023, 1535, 2047}}, /* the longest period at once */
+      {1.2, {31, 63, 127, 255, 511}},     /* doubling */
+      {1.63, {31, 63, 127, 255, 511}},    /* 64 calls keep 0.63 a call within 1% */
+      {1.65, {31, 127, 255, 511, 1023}},  /* 0.65 takes 128 */
+      {2.27, {31, 127, 255, 511, 1023}},
+      {2.29, {31, 255, 511, 1023, 1535}}, /* 1.29 takes 256 */
+      {3.55, {31, 255, 511, 1023, 1535}},
+      {3.57, {31, 511, 1023, 1535, 2047}}, /* 2.57 takes 512, the longest, at once */
+      {50.0, {31, 511, 1023, 1535, 2047}},
   };
   for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
     int at[5];
     ck_assert_int_eq(explorations_at(want[k].loss, at, 5), 5);
     for (int i = 0; i < 5; i++)
-      ck_assert_msg(at[i] == want[k].at[i], "loss %.1f: exploration %d at declined call %d, not %d", want[k].loss,
+      ck_assert_msg(at[i] == want[k].at[i], "loss %.2f: exploration %d at declined call %d, not %d", want[k].loss,
                     i + 1, at[i], want[k].at[i]);
   }
 }
@@ -284,7 +288,7 @@ END_TEST
 
 /* A loss of 5 after an exploration sets the longest exploring period at
  * once: explorations at 31, 511, then every 512th. */
-START_TEST(test_clear_loss_rhythm) {
+START_TEST(test_large_loss_rhythm) {
   squall_cost m;
   memset(&m, 0, sizeof m);
   uint64_t b = 1 << 16;
@@ -305,7 +309,7 @@ START_TEST(test_leave_margin) {
   squall_cost m;
   memset(&m, 0, sizeof m);
   uint64_t b = 1 << 16;
-  int fp16 = 1, int8 = 4; /* squallCodecFp16, squallCodecInt8 */
+  int fp16 = squallCodecFp16, int8 = squallCodecInt8;
   ck_assert(squall__cost_pays_class(&m, fp16, b, 1.0, 1.06));
   squall__cost_model_verdict(&m, fp16, b, 1);
   ck_assert(!squall__cost_pays_class(&m, fp16, b, 1.0, 1.2));
@@ -668,7 +672,7 @@ static Suite *costmodel_suite(void) {
   tcase_add_test(tc, test_exploration_rhythm);
   tcase_add_test(tc, test_settled_rhythm);
   tcase_add_test(tc, test_leave_margin);
-  tcase_add_test(tc, test_clear_loss_rhythm);
+  tcase_add_test(tc, test_large_loss_rhythm);
   tcase_add_test(tc, test_exploring_period_follows_loss);
   tcase_add_test(tc, test_measured_calls_win);
   tcase_add_test(tc, test_compressed_calls_carry_up);
