@@ -69,42 +69,43 @@ def ddp(module, a):
     return model
 
 
+def _segments(bucket):
+    """(parameter id, offset, count) of each parameter in the bucket's buffer."""
+    offset = 0
+    for p in bucket.parameters():
+        yield id(p), offset, p.numel()
+        offset += p.numel()
+
+
 def layer_scaled(hook):
     """A hook that scales each parameter's part of the bucket by a power
-    of two before squall's hook and back after: 1 at the first step (DDP's
-    own all-reduce in squall's hook), then, for good, the power of two
-    nearest 1/RMS of that parameter's first averaged gradient (the same on
-    every rank). Top-k picks the largest elements of the whole bucket, so
-    layers whose gradients are small wait far longer than others; AdamW
-    steps every coordinate about alike, whatever its gradient's size, and
-    a layer that waits loses steps. Powers of two scale exactly, and fixed
-    scales keep the residuals in one unit."""
-    scales = {}
-
-    def segments(bucket):
-        offset = 0
-        for p in bucket.parameters():
-            yield offset, p.numel()
-            offset += p.numel()
+    of two before squall's hook and back after: 1 at a parameter's first
+    call (the first bucket is DDP's own dense all-reduce in squall's hook),
+    then, for good, the power of two nearest 1/RMS of that parameter's
+    first averaged gradient (the same on every rank). Top-k picks the
+    largest elements of the whole bucket, so layers whose gradients are
+    small wait far longer than others; AdamW steps every coordinate about
+    alike, whatever its gradient's size, and a layer that waits loses
+    steps. Powers of two scale exactly, and fixed scales keep the residuals
+    in one unit. Kept per parameter: DDP rebuilds its buckets after the
+    first step, in another order."""
+    scales = {}  # parameter id -> its scale
 
     def scaled(state, bucket):
-        buf, key = bucket.buffer(), bucket.index()
-        s = scales.get(key)
-        if s is not None and s.numel() != buf.numel():  # DDP rebuilt its buckets (the studies: one bucket)
-            s = None
-        if s is not None:
-            buf.mul_(s.to(buf.dtype))
+        buf = bucket.buffer()
+        segs = list(_segments(bucket))
+        new = [(pid, o, n) for pid, o, n in segs if pid not in scales]
+        t = torch.ones(buf.numel(), dtype=torch.float32)
+        for pid, o, n in segs:
+            if pid in scales:
+                t[o:o + n] = scales[pid]
+        buf.mul_(t.to(buf.dtype))
 
         def back(fut):
-            out = fut.value()
-            if s is not None:
-                return out.div_(s.to(out.dtype))
-            t = torch.ones(out.numel(), dtype=torch.float32)
-            for offset, n in segments(bucket):
-                rms = out[offset:offset + n].float().pow(2).mean().sqrt().item()
-                if rms > 0:
-                    t[offset:offset + n] = 2.0 ** round(-math.log2(rms))
-            scales[key] = t
+            out = fut.value().div_(t.to(buf.dtype))
+            for pid, o, n in new:
+                rms = out[o:o + n].float().pow(2).mean().sqrt().item()
+                scales[pid] = 2.0 ** round(-math.log2(rms)) if rms > 0 else 1.0
             return out
 
         return hook(state, bucket).then(back)
@@ -115,30 +116,34 @@ def layer_scaled(hook):
 def momentum_before(hook, m, masking):
     """A hook that sends each rank's velocity rather than its gradient
     (Deep Gradient Compression's momentum correction, Lin et al. 2018):
-    u = m u + g per bucket, then squall's hook, whose error feedback
+    u = m u + g per parameter, then squall's hook, whose error feedback
     accumulates the velocity that top-k leaves; with masking, a coordinate
-    that top-k sent (its residual is exactly 0 after the call) restarts
-    its velocity from 0. The optimiser must then run without momentum."""
-    velocity = {}
+    that was sent (its residual is exactly 0 after the call; every one, for
+    a call without a residual, such as the first bucket, DDP's own dense
+    all-reduce) restarts its velocity from 0. Kept per parameter: DDP
+    rebuilds its buckets after the first step, in another order. The
+    optimiser must then run without momentum."""
+    velocity = {}  # parameter id -> its velocity (float32)
 
     def corrected(state, bucket):
         buf, key = bucket.buffer(), bucket.index()
-        u = velocity.get(key)
-        if u is None or u.numel() != buf.numel():  # new, or DDP rebuilt its buckets (the studies: one bucket)
-            u = velocity[key] = torch.zeros(buf.numel(), dtype=torch.float32)
+        segs = list(_segments(bucket))
+        u = torch.cat([velocity.get(pid, torch.zeros(n, dtype=torch.float32)) for pid, _, n in segs])
         u.mul_(m).add_(buf)
         buf.copy_(u)
-        fut = hook(state, bucket)
-        if not masking:
-            return fut
 
-        def mask(f):
-            r = state.residual(key, u.numel())
-            if r is not None:
-                u.masked_fill_(r == 0, 0)
+        def keep(f):
+            if masking:
+                r = state.residual(key, u.numel())
+                if r is None:
+                    u.zero_()
+                else:
+                    u.masked_fill_(r == 0, 0)
+            for pid, o, n in segs:
+                velocity[pid] = u[o:o + n].clone()
             return f.value()
 
-        return fut.then(mask)
+        return hook(state, bucket).then(keep)
 
     return corrected
 
