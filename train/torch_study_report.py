@@ -70,16 +70,20 @@ def charlm_table(keys, runs):
 def paired_table(keys, runs, measure, unit):
     """Each setting against dense seed by seed (a seed fixes the initial
     weights and the data order, so runs of one seed differ only by the
-    codec): the mean difference (measure(run, dense run of its seed)) and
-    its standard error over the seeds that have both."""
-    dense = {r["seed"]: r for r in runs if r["codec"] == "dense"}
+    codec): the mean difference (measure(run, dense run of its seed and
+    its optimiser, learning rate and schedule)) and its standard error over
+    the seeds that have both."""
+    def pair(r):
+        return r["seed"], r.get("optim"), r.get("lr"), r.get("schedule")
+
+    dense = {pair(r): r for r in runs if r["codec"] == "dense"}
     lines = ["| codec | error feedback | paired difference from dense (%s), mean ± standard error | per seed |" % unit,
              "|---|---|---|---|"]
     for k in keys:
         if k[0] == "dense":
             continue
-        rs = sorted((r for r in runs if key(r) == k and r["seed"] in dense), key=lambda r: r["seed"])
-        d = [measure(r, dense[r["seed"]]) for r in rs]
+        rs = sorted((r for r in runs if key(r) == k and pair(r) in dense), key=lambda r: r["seed"])
+        d = [measure(r, dense[pair(r)]) for r in rs]
         if not d:
             continue
         m = sum(d) / len(d)
