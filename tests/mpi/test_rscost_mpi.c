@@ -10,15 +10,20 @@
  * then compresses every call within 16. Its figures are its own: an
  * all-reduce of the same bytes that the model declines leaves the
  * reduce-scatter to measure its codec first, and the other way round.
- * Every decision is the same on every rank.
+ * Every decision is the same on every rank, and ranks that disagree on the
+ * codec leave the model's lean (its hysteresis) alike.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "engine/costmodel.h" /* SQ_COST_EXPLORE, SQ_COST_RECHECK */
+#include "engine/engine.h"
+#include "engine/plan.h" /* squall__cost_of */
+#include "kernels/kernels.h"
 #include "mpi_check.h"
 #include "squall_mpi.h"
+#include "transports/transport_mpi.h"
 
 static int rank, nranks;
 
@@ -145,12 +150,79 @@ START_TEST(test_figures_apart) {
 }
 END_TEST
 
+/* The model's lean (its last own verdict on a class, which sets the
+ * margin to compress again) names a codec, so it is written only on calls
+ * whose configuration every rank agreed: ranks that disagree (rank 0 on
+ * another codec) must leave it as it was, alike on every rank, or once
+ * they agree again one rank would need 5% and another 25% to compress, and
+ * part ways at a predicted gain between the two. Engine level, to read the
+ * lean itself: both codecs measured and declined on a fast link, then
+ * calls where the ranks disagree. */
+static squall_decision engine_ar(squall_engine *e, const float *g, float *out, size_t n) {
+  squall_call c = {.send = g, .recv = out, .count = n, .coll = SQ_COLL_ALLREDUCE, .dtype = SQ_DT_F32, .elsize = 4,
+                   .op = SQ_OP_SUM, .premul = 1.0f};
+  squall_decision d;
+  ck_assert_msg(squall__engine_allreduce(e, &c, &d) == squallSuccess, "%s", squallGetLastError());
+  return d;
+}
+
+static void engine_use(squall_engine *e, const char *spec) {
+  squallConfig_t c;
+  squallGetConfig(&c);
+  ck_assert_int_eq(squallConfigParse(&c, spec), squallSuccess);
+  ck_assert_int_eq(squall__engine_set_config(e, &c), squallSuccess);
+}
+
+START_TEST(test_lean_only_where_agreed) {
+  if (nranks < 2) return;
+  MPI_Comm comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  squall_mpi_ctx ctx;
+  squall_transport tr;
+  squall_kernels k = squall__kernels_host;
+  ck_assert_int_eq(squall__transport_mpi_init(&tr, &ctx, comm), squallSuccess);
+  squall_engine *e = squall__engine_create(&tr, &k);
+  ck_assert_ptr_nonnull(e);
+  size_t n = N_PER_RANK;
+  float *g = malloc(n * 4), *out = malloc(n * 4);
+  for (size_t i = 0; i < n; i++) g[i] = gen(7, rank, i);
+  const char *fp16 = "SQUALL_COMPRESS=fp16 SQUALL_MIN_BYTES=0 SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=100000";
+  const char *int8 = "SQUALL_COMPRESS=int8 SQUALL_MIN_BYTES=0 SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=100000";
+  squall_call ar = {.count = n, .coll = SQ_COLL_ALLREDUCE, .dtype = SQ_DT_F32, .elsize = 4, .premul = 1.0f};
+  const squall_cost *m = squall__cost_of(e, &ar);
+  int cls = squall__cost_class((uint64_t)n * 4);
+  engine_use(e, int8); /* both codecs measured, and declined */
+  for (int t = 0; t < 6; t++) engine_ar(e, g, out, n);
+  engine_use(e, fp16);
+  for (int t = 0; t < 6; t++) engine_ar(e, g, out, n);
+  ck_assert_msg(m->leaning_plain[cls] == squallCodecFp16 + 1, "rank %d: fp16 declined, lean %d", rank,
+                (int)m->leaning_plain[cls]);
+  engine_use(e, rank == 0 ? int8 : fp16);
+  int mismatched = 0;
+  for (int t = 0; t < 4; t++) {
+    squall_decision d = engine_ar(e, g, out, n);
+    mismatched += d.reason == squallPassMismatch;
+    uint64_t lean = m->leaning_plain[cls], lo = lean, hi = lean;
+    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
+    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
+    ck_assert_msg(lo == hi, "call %d while the ranks disagree: leans %llu .. %llu", t, (unsigned long long)lo,
+                  (unsigned long long)hi);
+  }
+  ck_assert_msg(mismatched > 0, "rank %d: no call passed through as a mismatch", rank);
+  squall__engine_free(e);
+  squall__transport_mpi_fini(&ctx);
+  MPI_Comm_free(&comm);
+  free(g);
+  free(out);
+}
+END_TEST
+
 int main(int argc, char **argv) {
   /* clang-format off */
   const mc_suite m = {
       .name = "rscost", .rank = &rank, .nranks = &nranks,
       .cases = MC_CASES(
-          {"rscost", 600, MC_TESTS(test_fast_link_declines, test_figures_apart)}),
+          {"rscost", 600, MC_TESTS(test_fast_link_declines, test_figures_apart, test_lean_only_where_agreed)}),
   };
   /* clang-format on */
   return mc_main(argc, argv, &m);
