@@ -73,8 +73,9 @@ def paired_table(keys, runs, measure, unit):
     codec): the mean difference (measure(run, dense run of its seed and
     its optimiser, learning rate and schedule)) and its standard error over
     the seeds that have both."""
-    def pair(r):
-        return r["seed"], r.get("optim"), r.get("lr"), r.get("schedule")
+    def pair(r):  # a language-model run from before --optim was AdamW's
+        optim = r.get("optim") or ("adamw" if r.get("task") == "charlm" else None)
+        return r["seed"], optim, r.get("lr"), r.get("schedule")
 
     dense = {pair(r): r for r in runs if r["codec"] == "dense"}
     lines = ["| codec | error feedback | paired difference from dense (%s), mean ± standard error | per seed |" % unit,
