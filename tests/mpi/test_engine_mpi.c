@@ -18,6 +18,7 @@
 
 #include "api/api_mpi.h" /* squall__mpi_get_residual */
 #include "codecs/codec.h"
+#include "engine/costmodel.h" /* SQ_COST_RECHECK, SQ_COST_RECHECK_SHIFTS */
 #include "engine/engine.h"
 #include "kernels/kernels.h"
 #include "engine/residual.h"
@@ -1077,9 +1078,12 @@ START_TEST(test_set_config_from_another_thread) {
 END_TEST
 
 /* squallSetConfig called collectively (every rank between the same two
- * calls) takes effect at the next call, whatever the configuration before
- * it passed through without a header: compression off, below the size
- * threshold, a size class the cost model settled. Calls the agreed
+ * calls) takes effect at the next call where the configuration before it
+ * passed through without a header for itself (compression off, below the
+ * size threshold), and at the class's next recheck where the cost model
+ * had settled the class (only past headers decide that, the same on every
+ * rank: within SQ_COST_RECHECK << SQ_COST_RECHECK_SHIFTS calls; until
+ * then plain's bits, and from then on compressed). Calls the agreed
  * configuration passes through exchange no header at all, and give
  * plain's bits. */
 START_TEST(test_set_config_collective) {
@@ -1087,6 +1091,7 @@ START_TEST(test_set_config_collective) {
                          "SQUALL_COMPRESS=topk:0.01", "SQUALL_COMPRESS=int8 SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=100000",
                          "SQUALL_COMPRESS=none", "SQUALL_COMPRESS=bf16"};
   const int compresses[] = {0, 1, 0, 1, 0, 0, 1};
+  const int after_settled = 6; /* 4 settled the class, and 5 passed through as settled */
   size_t n = 3001;
   float *g = malloc(n * 4), *out = malloc(n * 4), *ref = malloc(n * 4);
   fill(g, n, 77, rank, gen_uniform);
@@ -1096,20 +1101,27 @@ START_TEST(test_set_config_collective) {
   for (int round = 0; round < 2; round++)
     for (size_t s = 0; s < sizeof specs / sizeof specs[0]; s++) {
       use_config(specs[s]);
-      for (int t = 0; t < 40; t++) {
+      int calls = (int)s == after_settled ? (SQ_COST_RECHECK << SQ_COST_RECHECK_SHIFTS) + 4 : 40, first = -1;
+      for (int t = 0; t < calls; t++) {
         squallStats_t before, after;
         squallStatsGet(&before);
         ck_assert_int_eq(squallMpiAllreduce(g, out, (int)n, MPI_FLOAT, MPI_SUM, comm), MPI_SUCCESS);
         squallStatsGet(&after);
         assert_identical_across_ranks(out, n * 4);
         uint64_t comp = after.compressedCalls - before.compressedCalls, heads = after.headers - before.headers;
-        if (compresses[s])
+        if ((int)s == after_settled && first < 0 && comp == 0) /* not yet rechecked: plain */
+          ck_assert_msg(memcmp(out, ref, n * 4) == 0, "%s: call %d is not plain's", specs[s], t);
+        else if (compresses[s])
           ck_assert_msg(comp == 1, "%s: call %d passed through", specs[s], t);
         else if (t >= 1 && s != 4) /* the first may carry what the last compressed call left */
           ck_assert_msg(comp == 0 && memcmp(out, ref, n * 4) == 0, "%s: call %d is not plain's", specs[s], t);
-        if (!compresses[s] && t > 0 && s != 4 && s != 5) /* 5: the class 4 settled heads every 16th */
+        if (comp && first < 0) first = t;
+        if (!compresses[s] && t > 0 && s != 4 && s != 5) /* 5: the class 4 settled heads at its rechecks */
           ck_assert_msg(heads == 0, "%s: call %d exchanged a header", specs[s], t);
       }
+      if ((int)s == after_settled)
+        ck_assert_msg(first >= 0 && first < (SQ_COST_RECHECK << SQ_COST_RECHECK_SHIFTS),
+                      "%s after a settled class: first compressed call %d", specs[s], first);
     }
   squallMpiCommFree(comm);
   MPI_Comm_free(&comm);
