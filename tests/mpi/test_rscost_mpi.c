@@ -202,11 +202,7 @@ START_TEST(test_lean_only_where_agreed) {
   for (int t = 0; t < 4; t++) {
     squall_decision d = engine_ar(e, g, out, n);
     mismatched += d.reason == squallPassMismatch;
-    uint64_t lean = m->leaning_plain[cls], lo = lean, hi = lean;
-    MPI_Allreduce(MPI_IN_PLACE, &lo, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD);
-    MPI_Allreduce(MPI_IN_PLACE, &hi, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD);
-    ck_assert_msg(lo == hi, "call %d while the ranks disagree: leans %llu .. %llu", t, (unsigned long long)lo,
-                  (unsigned long long)hi);
+    same_on_every_rank(m->leaning_plain[cls], "the lean while the ranks disagree", t);
   }
   ck_assert_msg(mismatched > 0, "rank %d: no call passed through as a mismatch", rank);
   squall__engine_free(e);
