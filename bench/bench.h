@@ -88,6 +88,9 @@ typedef struct {
                               (squallPassReasonName), NULL where none passed */
   double plain_us;         /* --alternate: the plain blocks' median per call, interleaved with
                           this row's (speedup = plain_us / time_us); 0 otherwise */
+  double plain_mean_us;    /* --alternate: the plain blocks' mean per call (against mean_us,
+                              the squall blocks' mean: what a rare slow call costs, which
+                              the medians leave out); 0 otherwise */
   int consistent;          /* 1 when all ranks hold the same bits */
   int wrong;               /* 1 when -c found a result outside what the codec allows */
 } bench_row;

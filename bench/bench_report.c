@@ -223,6 +223,9 @@ int bench_report_json(const char *path, const bench_run_info *in, const bench_ro
     num(f, "speedup", r->speedup, r->speedup > 0, "%.6g");
     num(f, "plain_us", r->plain_us, r->plain_us > 0, "%.3f"); /* --alternate: the interleaved plain blocks */
     fprintf(f, ", \"alternate_blocks\": %d", in->opt->alternate);
+    /* --alternate: the blocks' means, which count a rare slow call (an exploration) that the medians leave out */
+    num(f, "mean_us", r->mean_us, in->opt->alternate > 0, "%.3f");
+    num(f, "plain_mean_us", r->plain_mean_us, r->plain_mean_us > 0, "%.3f");
     num(f, "rel_err", r->rel_err, r->checked, "%.6g");
     num(f, "codec_us", r->codec_us, 1, "%.3f");
     str(f, "path", r->path);

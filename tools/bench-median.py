@@ -8,7 +8,10 @@
 Each file is the JSON array `squall-bench -J FILE` writes. Rows are matched by
 (size, codec); the table shows, per row, the median time over the runs, the
 smallest and largest, the median speedup against `none` of the same run, and
-the median codec time. Figures in README.md, bench/results/README.md and notes are made this way:
+the median codec time. Runs made with --alternate add the speedup of the
+blocks' means (the plain blocks' mean call over squall's), which counts a
+rare slow block that the medians leave out, with its spread over the runs.
+Figures in README.md, bench/results/README.md and notes are made this way:
 the median of at least three separate runs.
 
 --plot draws the median speedups with gnuplot (Debian: gnuplot-nox), the
@@ -79,8 +82,11 @@ def main(argv):
                 speedup = r["plain_us"] / r["time_us"] if r.get("plain_us") else float("nan")
             else:
                 speedup = plain[r["size_bytes"]] / r["time_us"] if r["size_bytes"] in plain else float("nan")
+            # --alternate: the blocks' means too, which count what the medians leave out (an exploration)
+            mean = r["plain_mean_us"] / r["mean_us"] if r.get("plain_mean_us") and r.get("mean_us") else None
             by_key[key].append((r["time_us"], speedup, r["codec_us"], r["wire_bytes"], r["rel_err"],
-                                bool(r.get("wrong")) or r.get("consistent") is False))  # None: not checked (-c 0)
+                                bool(r.get("wrong")) or r.get("consistent") is False,  # None: not checked (-c 0)
+                                mean))
 
     if not keys:
         where = f" of {size} bytes" if size is not None else ""
@@ -88,6 +94,9 @@ def main(argv):
         return 1
     header = ["size", "codec", "runs", "time ms (median)", "min..max ms", "speedup (median)",
               "codec ms (median)", "wire MB/rank", "rel_err"]
+    means = any(v[6] is not None for vals in by_key.values() for v in vals)
+    if means:
+        header.insert(6, "speedup of means (median, min..max)")
     lines = []
     for key in keys:
         vals = by_key[key]
@@ -103,6 +112,9 @@ def main(argv):
             f"{statistics.median(v[3] for v in vals) / 1e6:.2f}", (f"{max(errs):.2g}" if errs else "-")
             + (" WRONG" if bad else ""),
         ])
+        if means:
+            m = [v[6] for v in vals if v[6] is not None]
+            lines[-1].insert(6, f"{statistics.median(m):.3f}x ({min(m):.3f}..{max(m):.3f})" if m else "-")
     if markdown:
         print("| " + " | ".join(header) + " |")
         print("|" + "---|" * len(header))

@@ -403,6 +403,43 @@ EOF
   test "$(jq -r '[.[].type] | unique | join(",")' "$tmp/all.json" 2>/dev/null)" = "bfloat16,float,half" ||
   bad "-d all: $(cat "$tmp/all.txt")"
 
+# ---- --alternate: squall's blocks against plain blocks interleaved with
+# them; the speedup is the medians' ratio, the means are the blocks'
+# means (each within the blocks' spread), and bench-median.py shows both
+"$run" 3 "$bench" -b 16K -e 64K -f 4 -n 3 -w 2 --alternate 3 -C none,fp16 -J "$tmp/alt.json" \
+  --no-progress >"$tmp/alt.txt" 2>&1
+rc=$?
+test $rc -eq 0 || { bad "--alternate: exit $rc"; cat "$tmp/alt.txt" >&2; }
+grep -q "^# alternating blocks: 3 blocks of 3 calls through squall" "$tmp/alt.txt" || bad "--alternate: header"
+$py - "$tmp/alt.json" <<'EOF' || fail=1
+import json, math, sys
+rows = json.load(open(sys.argv[1]))
+errors = []
+if len(rows) != 2 * 2:
+    errors.append("%d rows, expected 2 sizes x 2 codecs" % len(rows))
+for r in rows:
+    tag = "%s at %d B" % (r.get("codec"), r.get("size_bytes", 0))
+    if r.get("alternate_blocks") != 3: errors.append(tag + ": alternate_blocks %r" % r.get("alternate_blocks"))
+    if not (r.get("plain_us") or 0) > 0 or not math.isclose(r["speedup"], r["plain_us"] / r["time_us"], rel_tol=1e-3):
+        errors.append(tag + ": speedup %r is not plain_us / time_us (%r / %r)" % (r.get("speedup"), r.get("plain_us"), r.get("time_us")))
+    m, pm = r.get("mean_us"), r.get("plain_mean_us")
+    if m is None or pm is None or not pm > 0:
+        errors.append(tag + ": mean_us %r, plain_mean_us %r" % (m, pm))
+    elif not r["min_us"] * (1 - 1e-6) <= m <= r["max_us"] * (1 + 1e-6):
+        errors.append(tag + ": mean_us %r outside the blocks' %r .. %r" % (m, r["min_us"], r["max_us"]))
+if errors:
+    print("--alternate JSON:\n  " + "\n  ".join(errors), file=sys.stderr)
+    sys.exit(1)
+print("--alternate: %d rows, speedups and means consistent" % len(rows))
+EOF
+med=$($py "$median" "$tmp/alt.json" "$tmp/alt.json" "$tmp/alt.json" 2>&1) &&
+  echo "$med" | grep -q "speedup of means" || bad "bench-median.py over --alternate runs: no means column: $med"
+# a run without --alternate has no means: null in the JSON, no column
+test "$(jq -r '[.[] | .mean_us, .plain_mean_us] | unique | map(tostring) | join(",")' "$tmp/all.json" 2>/dev/null)" = "null" ||
+  bad "-d all (no --alternate): mean_us or plain_mean_us is not null"
+! $py "$median" "$tmp/all.json" 2>&1 | grep -q "speedup of means" ||
+  bad "bench-median.py: a means column for runs without --alternate"
+
 # ---- a missing plotter is a warning, not a crash: exit 4 after the results
 SQUALL_BENCH_GNUPLOT="$tmp/no-such-gnuplot" "$run" 2 "$bench" -b 4K -e 4K -n 1 -w 0 -C none \
   --plot "$tmp/x.png" --no-progress >"$tmp/np.txt" 2>&1
