@@ -35,6 +35,9 @@ def arguments():
                     help="experimental: scale each parameter's gradient by a power of two fixed at the first "
                     "step (1/its root mean square then) before the hook, and back after, so that top-k "
                     "chooses among the layers on equal terms")
+    ap.add_argument("--dense-vectors", type=int, default=0,
+                    help="experimental: all-reduce the 1-D parameters (biases, norms' gains) densely beside the "
+                    "hook, as PyTorch's PowerSGD hook does, and send only the matrices through squall")
     ap.add_argument("--out", required=True, help="the run's JSON (rank 0 writes it)")
     return ap
 
@@ -62,8 +65,11 @@ def ddp(module, a):
             hook = momentum_before(hook, a.momentum_correction, a.momentum_masking)
         if a.layer_scale:
             hook = layer_scaled(hook)
+        if a.dense_vectors:
+            hook = vectors_dense(hook)
         model.register_comm_hook(state, hook)
-    elif a.warmup_steps or a.warmup_start is not None or a.spread or a.momentum_correction or a.layer_scale:
+    elif a.warmup_steps or a.warmup_start is not None or a.spread or a.momentum_correction or a.layer_scale \
+            or a.dense_vectors:
         raise SystemExit("torch_common.py: --warmup-steps, --warmup-start, --spread and --momentum-correction "
                          "are a codec's, not dense's")
     return model
@@ -75,6 +81,38 @@ def _segments(bucket):
     for p in bucket.parameters():
         yield id(p), offset, p.numel()
         offset += p.numel()
+
+
+def vectors_dense(hook):
+    """A hook that all-reduces the bucket's 1-D parameters densely (the
+    mean, as DDP's own) and hands squall's hook the bucket with those
+    parts zeroed: top-k then spends its budget on the matrices only, and
+    biases and norms' gains move every step."""
+
+    def split(state, bucket):
+        if not state.checked:  # the first bucket is DDP's own all-reduce in squall's hook
+            return hook(state, bucket)
+        buf = bucket.buffer()
+        segs = [(o, n) for p, (_, o, n) in zip(bucket.parameters(), _segments(bucket)) if p.dim() < 2]
+        if not segs:
+            return hook(state, bucket)
+        dense = torch.cat([buf[o:o + n] for o, n in segs])
+        for o, n in segs:
+            buf[o:o + n] = 0
+        dense.mul_(1.0 / dist.get_world_size())
+        dist.all_reduce(dense)
+
+        def put(fut):
+            out = fut.value()
+            at = 0
+            for o, n in segs:
+                out[o:o + n] = dense[at:at + n]
+                at += n
+            return out
+
+        return hook(state, bucket).then(put)
+
+    return split
 
 
 def layer_scaled(hook):
@@ -189,6 +227,8 @@ def warmup(a):
     out = {"spread": 1} if a.spread else {}
     if a.layer_scale:
         out.update(layer_scale=1)
+    if a.dense_vectors:
+        out.update(dense_vectors=1)
     if a.momentum_correction:
         out.update(momentum_correction=a.momentum_correction, momentum_masking=a.momentum_masking)
     if a.warmup_steps:

@@ -17,12 +17,13 @@ import sys
 def key(r):
     """What sets a run apart, seeds aside: codec, error feedback, top-k's
     warm-up (steps, first density; 0 and None without one), the study's
-    payout spread, its momentum correction (and masking), and the
+    payout spread, its momentum correction (and masking), its layer
+    scaling and dense 1-D parameters, and the
     optimiser, learning rate and schedule (a folder's runs of other
     settings are rows of their own)."""
     return (r["codec"], r["ef"], r.get("warmup_steps", 0), r.get("warmup_start"), r.get("spread", 0),
             r.get("optim"), r.get("lr"), r.get("schedule"), r.get("momentum_correction", 0),
-            r.get("momentum_masking", 0), r.get("layer_scale", 0))
+            r.get("momentum_masking", 0), r.get("layer_scale", 0), r.get("dense_vectors", 0))
 
 
 def label(k):
@@ -31,7 +32,7 @@ def label(k):
     return (("on" if k[1] else "off") + (", warm-up %d steps from %g" % (k[2], k[3]) if k[2] else "") +
             (", spread" if k[4] else "") +
             (", momentum correction %g%s" % (k[8], " masked" if k[9] else "") if k[8] else "") +
-            (", layer-scaled" if k[10] else ""))
+            (", layer-scaled" if k[10] else "") + (", 1-D parameters dense" if k[11] else ""))
 
 
 def fashion_table(keys, runs):
@@ -131,9 +132,10 @@ def main():
     with open(data, "w") as f:
         for k in keys:
             r = [r for r in runs if key(r) == k][0]
-            f.write('"%s%s%s%s%s"\n' % (k[0], "" if k[0] == "dense" else (" EF" if k[1] else " no EF"),
+            f.write('"%s%s%s%s%s%s"\n' % (k[0], "" if k[0] == "dense" else (" EF" if k[1] else " no EF"),
                                         " warm-up %d" % k[2] if k[2] else "",
-                                        " momentum correction" if k[8] else "", " layer-scaled" if k[10] else ""))
+                                        " momentum correction" if k[8] else "", " layer-scaled" if k[10] else "",
+                                        " 1-D dense" if k[11] else ""))
             for s, l in r[t["curve"]]:
                 f.write("%d %.5f\n" % (s, l))
             f.write("\n\n")
