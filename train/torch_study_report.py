@@ -14,6 +14,11 @@ import subprocess
 import sys
 
 
+def optim_of(r):
+    """The run's optimiser: a language-model run from before --optim was AdamW's."""
+    return r.get("optim") or ("adamw" if r.get("task") == "charlm" else None)
+
+
 def key(r):
     """What sets a run apart, seeds aside: codec, error feedback, top-k's
     warm-up (steps, first density; 0 and None without one), the study's
@@ -22,7 +27,7 @@ def key(r):
     optimiser, learning rate and schedule (a folder's runs of other
     settings are rows of their own)."""
     return (r["codec"], r["ef"], r.get("warmup_steps", 0), r.get("warmup_start"), r.get("spread", 0),
-            r.get("optim"), r.get("lr"), r.get("schedule"), r.get("momentum_correction", 0),
+            optim_of(r), r.get("lr"), r.get("schedule"), r.get("momentum_correction", 0),
             r.get("momentum_masking", 0), r.get("layer_scale", 0), r.get("dense_vectors", 0))
 
 
@@ -74,9 +79,8 @@ def paired_table(keys, runs, measure, unit):
     codec): the mean difference (measure(run, dense run of its seed and
     its optimiser, learning rate and schedule)) and its standard error over
     the seeds that have both."""
-    def pair(r):  # a language-model run from before --optim was AdamW's
-        optim = r.get("optim") or ("adamw" if r.get("task") == "charlm" else None)
-        return r["seed"], optim, r.get("lr"), r.get("schedule")
+    def pair(r):
+        return r["seed"], optim_of(r), r.get("lr"), r.get("schedule")
 
     dense = {pair(r): r for r in runs if r["codec"] == "dense"}
     lines = ["| codec | error feedback | paired difference from dense (%s), mean ± standard error | per seed |" % unit,
