@@ -20,12 +20,10 @@
 
 #include "codecs/codec.h"
 #include "common/internal.h"
-#include "engine/engine.h"
-#include "kernels/kernels.h"
+#include "engine_fixture.h"
 #include "hierarchy_model.h"
 #include "mpi_check.h"
 #include "squall_mpi.h"
-#include "transports/transport_mpi.h"
 
 static int rank, nranks, rpn, two_level;
 
@@ -99,22 +97,12 @@ static squallResult_t counting_min(void *ctx, void *stream, int64_t *buf, size_t
 }
 
 /* ------------------------------------------------------------- fixture */
-typedef struct {
-  MPI_Comm comm;
-  squall_mpi_ctx ctx;
-  squall_transport tr;
-  squall_kernels k;
-  squall_engine *e;
-} fixture;
-
-static void setup(fixture *f, int device) {
-  MPI_Comm_dup(MPI_COMM_WORLD, &f->comm);
-  ck_assert_int_eq(squall__transport_mpi_init(&f->tr, &f->ctx, f->comm), squallSuccess);
+static void setup(engine_fixture *f, int device) {
+  ef_open(f);
   real_split = f->tr.split;
   f->tr.split = wrapping_split;
   real_min = f->tr.allreduce_min_i64_host;
   f->tr.allreduce_min_i64_host = counting_min;
-  f->k = squall__kernels_host;
   f->k.alloc = failing_alloc;
   /* the host set with a device set's abilities: the engine exchanges
    * headers as on a GPU */
@@ -122,20 +110,14 @@ static void setup(fixture *f, int device) {
     f->k.name = "host-as-device";
     f->k.on_host = f->k.topk_in_rounds = f->k.twophase_alone = 0;
   }
-  ck_assert_ptr_nonnull(f->e = squall__engine_create(&f->tr, &f->k));
+  ef_engine(f);
   arm(0);
   ring_fail = 0;
 }
 
-static void teardown(fixture *f) {
-  squall__engine_free(f->e);
-  squall__transport_mpi_fini(&f->ctx);
-  MPI_Comm_free(&f->comm);
-}
-
 /* One call of a fresh tensor of n elements (seed): its route and reason,
  * the same on every rank; a compressed result equals the model. */
-static squall_decision call(fixture *f, size_t n, uint64_t seed, int capturing, float *g, float *out) {
+static squall_decision call(engine_fixture *f, size_t n, uint64_t seed, int capturing, float *g, float *out) {
   hm_fill(g, n, seed, rank);
   ck_assert_int_eq(squall__engine_reset_residuals(f->e), squallSuccess); /* the model starts from zero */
   /* clang-format off */
@@ -162,7 +144,7 @@ static squall_decision call(fixture *f, size_t n, uint64_t seed, int capturing, 
  * rank passes it through together; a captured call of it then passes
  * through everywhere too (its memory was never planned); the retry runs
  * two-level with the model's bits. */
-static void grow_with_fault(fixture *f, int device) {
+static void grow_with_fault(engine_fixture *f, int device) {
   /* the cost model off: its variant rhythm counts a call every rank passed
    * through for a failed preparation, and would run the retry flat */
   use_config("SQUALL_COMPRESS=topk:0.01 SQUALL_COST_MODEL=off");
@@ -207,19 +189,19 @@ static void grow_with_fault(fixture *f, int device) {
 
 START_TEST(test_two_level_growth_alloc_fault_host) {
   if (!two_level) return;
-  fixture f;
+  engine_fixture f;
   setup(&f, 0);
   grow_with_fault(&f, 0);
-  teardown(&f);
+  ef_close(&f);
 }
 END_TEST
 
 START_TEST(test_two_level_growth_alloc_fault_device) {
   if (!two_level) return;
-  fixture f;
+  engine_fixture f;
   setup(&f, 1);
   grow_with_fault(&f, 1);
-  teardown(&f);
+  ef_close(&f);
 }
 END_TEST
 
@@ -227,7 +209,7 @@ END_TEST
 START_TEST(test_ring_reserve_fault) {
   if (!two_level) return;
   for (int device = 0; device < 2; device++) {
-    fixture f;
+    engine_fixture f;
     setup(&f, device);
     /* cost model off: its device schedule would run some calls plain */
     use_config("SQUALL_COMPRESS=topk:0.01 SQUALL_COST_MODEL=off");
@@ -242,7 +224,7 @@ START_TEST(test_ring_reserve_fault) {
     ck_assert_int_eq(d.route, SQ_ROUTE_PASS);
     ck_assert_int_eq(d.reason, squallPassError);
     ck_assert_int_eq(call(&f, n, 52, 0, g, out).route, SQ_ROUTE_TWOLEVEL);
-    teardown(&f);
+    ef_close(&f);
     free(g);
     free(out);
   }
@@ -254,7 +236,7 @@ END_TEST
  * size passes through on every rank alike (not: rank 0 alone, for lack of
  * memory, while its peers compress). */
 START_TEST(test_flat_capture_after_failed_growth) {
-  fixture f;
+  engine_fixture f;
   setup(&f, 1);
   /* cost model off: its device schedule would run some calls plain */
   use_config("SQUALL_COMPRESS=topk:0.01 SQUALL_HIERARCHY=flat SQUALL_COST_MODEL=off");
@@ -275,7 +257,7 @@ START_TEST(test_flat_capture_after_failed_growth) {
   ck_assert_int_ne(d.route, SQ_ROUTE_PASS);
   ck_assert_int_ne(call(&f, n, 64, 0, g, out).route, SQ_ROUTE_PASS);
   ck_assert_int_ne(call(&f, n, 65, 1, g, out).route, SQ_ROUTE_PASS);
-  teardown(&f);
+  ef_close(&f);
   free(g);
   free(out);
 }

@@ -28,12 +28,10 @@
 #include "api/api_mpi.h" /* squall__mpi_get_scatter_residual */
 #include "common/internal.h"
 #include "engine/costmodel.h" /* squall__cost_call_seconds */
-#include "engine/engine.h"
-#include "engine/plan.h"    /* squall__cost_of, squall__cost_kind */
-#include "kernels/kernels.h"
+#include "engine/plan.h"      /* squall__cost_of, squall__cost_kind */
+#include "engine_fixture.h"
 #include "mpi_check.h"
 #include "squall_mpi.h"
-#include "transports/transport_mpi.h"
 
 static int rank, nranks, rpn, two_level, nodes;
 static int *node_of, *local_of; /* SQUALL_RANKS_PER_NODE's layout: consecutive ranks fill a node */
@@ -435,42 +433,21 @@ static void *failing_alloc(void *stream, size_t bytes) {
   return squall__kernels_host.alloc(stream, bytes);
 }
 
-typedef struct {
-  MPI_Comm comm;
-  squall_mpi_ctx ctx;
-  squall_transport tr;
-  squall_kernels k;
-  squall_engine *e;
-} fixture;
-
 /* An engine whose nodes are rank % 2 (ranks 0, 2, ... on node 0): a node
  * table out of rank order; spec on top of the process's configuration,
  * with no SQUALL_RANKS_PER_NODE, so that the transport's keys count. */
-static void setup(fixture *f, const char *spec) {
-  MPI_Comm_dup(MPI_COMM_WORLD, &f->comm);
-  ck_assert_int_eq(squall__transport_mpi_init(&f->tr, &f->ctx, f->comm), squallSuccess);
+static void setup(engine_fixture *f, const char *spec) {
+  ef_open(f);
   f->tr.node_key = node_key_mod2;
-  f->k = squall__kernels_host;
   f->k.alloc = failing_alloc;
-  ck_assert_ptr_nonnull(f->e = squall__engine_create(&f->tr, &f->k));
-  squallConfig_t c;
-  squallGetConfig(&c);
-  ck_assert_int_eq(squallConfigParse(&c, spec), squallSuccess);
+  ef_engine(f);
+  squallConfig_t c = ef_config(spec);
   c.ranksPerNode = 0;
-  ck_assert_int_eq(squall__engine_set_config(f->e, &c), squallSuccess);
+  ef_set(f, &c);
 }
 
-static void teardown(fixture *f) {
-  squall__engine_free(f->e);
-  squall__transport_mpi_fini(&f->ctx);
-  MPI_Comm_free(&f->comm);
-}
-
-static squall_decision engine_rs(fixture *f, const float *g, float *out, size_t b, squall_op op) {
-  squall_call c = {.send = g, .recv = out, .count = b * (size_t)nranks, .coll = SQ_COLL_REDUCE_SCATTER, .dtype = SQ_DT_F32, .elsize = 4, .op = op, .premul = 1.0f};
-  squall_decision d;
-  ck_assert_msg(squall__engine_allreduce(f->e, &c, &d) == squallSuccess, "%s", squallGetLastError());
-  return d;
+static squall_decision engine_rs(engine_fixture *f, const float *g, float *out, size_t b, squall_op op) {
+  return ef_call(f, SQ_COLL_REDUCE_SCATTER, g, out, b * (size_t)nranks, op);
 }
 
 /* Blocks reach their owners through a node table out of rank order, the
@@ -486,7 +463,7 @@ START_TEST(test_permuted_nodes_and_average) {
   size_t b = 1234, n = b * (size_t)nranks, s = 2 * b;
   float *g = malloc(n * 4), *out = malloc(b * 4), *chunk = malloc(s * 4), *ref = malloc(b * 4);
   float *res = malloc(n * 4), *cres = malloc(s * 4);
-  fixture f;
+  engine_fixture f;
   setup(&f, "SQUALL_COMPRESS=int8");
   ck_assert_int_eq(squallMpiResetResiduals(mod2), MPI_SUCCESS);
   for (int t = 0; t < 3; t++) {
@@ -502,7 +479,7 @@ START_TEST(test_permuted_nodes_and_average) {
   ck_assert_int_eq(squall__engine_get_scatter_residual(f.e, g, n, SQ_DT_F32, res), squallSuccess);
   ck_assert_int_eq(squall__mpi_get_scatter_residual(mod2, chunk, (int)b, MPI_FLOAT, cres), MPI_SUCCESS);
   check_residual(nd, lc, res, cres, b, "rank % 2 nodes");
-  teardown(&f);
+  ef_close(&f);
   MPI_Comm_free(&mod2);
   free(nd);
   free(lc);
@@ -520,7 +497,7 @@ END_TEST
  * retry runs two-level. */
 START_TEST(test_alloc_fault_passes_together) {
   if (nranks % 2 || nranks < 4) return;
-  fixture f;
+  engine_fixture f;
   setup(&f, "SQUALL_COMPRESS=fp16");
   size_t b0 = 300, b = 3000, n = b * (size_t)nranks;
   float *g = malloc(n * 4), *out = malloc(b * 4);
@@ -538,7 +515,7 @@ START_TEST(test_alloc_fault_passes_together) {
   ck_assert_int_eq(hi, SQ_ROUTE_PASS);
   ck_assert_int_eq(d.reason, squallPassError);
   ck_assert_int_eq(engine_rs(&f, g, out, b, SQ_OP_SUM).route, SQ_ROUTE_TWOLEVEL);
-  teardown(&f);
+  ef_close(&f);
   free(g);
   free(out);
 }
@@ -551,7 +528,7 @@ END_TEST
 START_TEST(test_twolevel_times_its_own) {
   if (nranks % 2 || nranks < 4) return;
   const char *spec = "SQUALL_COMPRESS=fp16 SQUALL_MIN_BYTES=0 SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=0.01";
-  fixture f;
+  engine_fixture f;
   setup(&f, spec);
   size_t b = 4096, n = b * (size_t)nranks;
   float *g = malloc(n * 4), *out = malloc(b * 4);
@@ -573,7 +550,7 @@ START_TEST(test_twolevel_times_its_own) {
                 "the reduce-scatter's figures have no two-level time after %d two-level calls", twolevel);
   ck_assert_msg(squall__cost_call_seconds(squall__cost_of(f.e, &arc), kind, n * 4) == 0,
                 "the all-reduce's figures hold a two-level time, and no all-reduce ran");
-  teardown(&f);
+  ef_close(&f);
   free(g);
   free(out);
 }

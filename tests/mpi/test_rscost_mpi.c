@@ -18,12 +18,10 @@
 #include <string.h>
 
 #include "engine/costmodel.h" /* SQ_COST_EXPLORE, SQ_COST_RECHECK */
-#include "engine/engine.h"
 #include "engine/plan.h" /* squall__cost_of */
-#include "kernels/kernels.h"
+#include "engine_fixture.h"
 #include "mpi_check.h"
 #include "squall_mpi.h"
-#include "transports/transport_mpi.h"
 
 static int rank, nranks;
 
@@ -158,56 +156,34 @@ END_TEST
  * part ways at a predicted gain between the two. Engine level, to read the
  * lean itself: both codecs measured and declined on a fast link, then
  * calls where the ranks disagree. */
-static squall_decision engine_ar(squall_engine *e, const float *g, float *out, size_t n) {
-  squall_call c = {.send = g, .recv = out, .count = n, .coll = SQ_COLL_ALLREDUCE, .dtype = SQ_DT_F32, .elsize = 4,
-                   .op = SQ_OP_SUM, .premul = 1.0f};
-  squall_decision d;
-  ck_assert_msg(squall__engine_allreduce(e, &c, &d) == squallSuccess, "%s", squallGetLastError());
-  return d;
-}
-
-static void engine_use(squall_engine *e, const char *spec) {
-  squallConfig_t c;
-  squallGetConfig(&c);
-  ck_assert_int_eq(squallConfigParse(&c, spec), squallSuccess);
-  ck_assert_int_eq(squall__engine_set_config(e, &c), squallSuccess);
-}
-
 START_TEST(test_lean_only_where_agreed) {
   if (nranks < 2) return;
-  MPI_Comm comm;
-  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
-  squall_mpi_ctx ctx;
-  squall_transport tr;
-  squall_kernels k = squall__kernels_host;
-  ck_assert_int_eq(squall__transport_mpi_init(&tr, &ctx, comm), squallSuccess);
-  squall_engine *e = squall__engine_create(&tr, &k);
-  ck_assert_ptr_nonnull(e);
+  engine_fixture f;
+  ef_open(&f);
+  ef_engine(&f);
   size_t n = N_PER_RANK;
   float *g = malloc(n * 4), *out = malloc(n * 4);
   for (size_t i = 0; i < n; i++) g[i] = gen(7, rank, i);
   const char *fp16 = "SQUALL_COMPRESS=fp16 SQUALL_MIN_BYTES=0 SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=100000";
   const char *int8 = "SQUALL_COMPRESS=int8 SQUALL_MIN_BYTES=0 SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=100000";
   squall_call ar = {.count = n, .coll = SQ_COLL_ALLREDUCE, .dtype = SQ_DT_F32, .elsize = 4, .premul = 1.0f};
-  const squall_cost *m = squall__cost_of(e, &ar);
+  const squall_cost *m = squall__cost_of(f.e, &ar);
   int cls = squall__cost_class((uint64_t)n * 4);
-  engine_use(e, int8); /* both codecs measured, and declined */
-  for (int t = 0; t < 6; t++) engine_ar(e, g, out, n);
-  engine_use(e, fp16);
-  for (int t = 0; t < 6; t++) engine_ar(e, g, out, n);
+  ef_use(&f, int8); /* both codecs measured, and declined */
+  for (int t = 0; t < 6; t++) ef_call(&f, SQ_COLL_ALLREDUCE, g, out, n, SQ_OP_SUM);
+  ef_use(&f, fp16);
+  for (int t = 0; t < 6; t++) ef_call(&f, SQ_COLL_ALLREDUCE, g, out, n, SQ_OP_SUM);
   ck_assert_msg(m->leaning_plain[cls] == squallCodecFp16 + 1, "rank %d: fp16 declined, lean %d", rank,
                 (int)m->leaning_plain[cls]);
-  engine_use(e, rank == 0 ? int8 : fp16);
+  ef_use(&f, rank == 0 ? int8 : fp16);
   int mismatched = 0;
   for (int t = 0; t < 4; t++) {
-    squall_decision d = engine_ar(e, g, out, n);
+    squall_decision d = ef_call(&f, SQ_COLL_ALLREDUCE, g, out, n, SQ_OP_SUM);
     mismatched += d.reason == squallPassMismatch;
     same_on_every_rank(m->leaning_plain[cls], "the lean while the ranks disagree", t);
   }
   ck_assert_msg(mismatched > 0, "rank %d: no call passed through as a mismatch", rank);
-  squall__engine_free(e);
-  squall__transport_mpi_fini(&ctx);
-  MPI_Comm_free(&comm);
+  ef_close(&f);
   free(g);
   free(out);
 }
