@@ -165,14 +165,40 @@ static void down(void *h, const void *d, size_t bytes) {
   CK(cudaStreamSynchronize(stream));
 }
 
+/* r, the status of a call enqueued on the stream, once the stream's work
+ * is done; *d: what the statistics counted since *before (the counts this
+ * file reads). */
+static ncclResult_t counted(ncclResult_t r, const squallStats_t *before, squallStats_t *d) {
+  sync_stream();
+  squallStatsGet(d);
+  d->compressedCalls -= before->compressedCalls;
+  d->twoLevelCalls -= before->twoLevelCalls;
+  d->headers -= before->headers;
+  for (int i = 0; i < SQUALL_PASS_REASONS_MAX; i++) d->passthrough[i] -= before->passthrough[i];
+  return r;
+}
+
+/* squallAllReduce of n floats, and what the statistics counted for it. */
+static ncclResult_t all_reduce_counted(ncclComm_t comm, const float *d_g, float *d_out, size_t n, squallStats_t *d) {
+  squallStats_t before;
+  squallStatsGet(&before);
+  return counted(squallAllReduce(d_g, d_out, n, ncclFloat32, ncclSum, comm, stream), &before, d);
+}
+
+/* squallReduceScatter of recvcount floats a rank, and what the statistics
+ * counted for it. */
+static ncclResult_t reduce_scatter_counted(ncclComm_t comm, const float *d_g, float *d_out, size_t recvcount,
+                                           squallStats_t *d) {
+  squallStats_t before;
+  squallStatsGet(&before);
+  return counted(squallReduceScatter(d_g, d_out, recvcount, ncclFloat32, ncclSum, comm, stream), &before, d);
+}
+
 /* One compressed call of d_g into d_out; its result in out. */
 static ncclResult_t call(ncclComm_t comm, float *d_g, float *d_out, float *out, int *compressed) {
-  squallStats_t a, b;
-  squallStatsGet(&a);
-  ncclResult_t r = squallAllReduce(d_g, d_out, N, ncclFloat32, ncclSum, comm, stream);
-  sync_stream();
-  squallStatsGet(&b);
-  *compressed = b.compressedCalls == a.compressedCalls + 1;
+  squallStats_t d;
+  ncclResult_t r = all_reduce_counted(comm, d_g, d_out, N, &d);
+  *compressed = d.compressedCalls == 1;
   down(out, d_out, N * 4);
   return r;
 }
@@ -308,14 +334,11 @@ static void run_rs_codec(ncclComm_t comm, const char *spec) {
     if (flush) use("SQUALL_COMPRESS=topk:1");
     for (size_t i = 0; i < n; i++) h[i] = flush ? 0.0f : gen(300 + t, me, i);
     up(d_g, h, n * 4);
-    squallStats_t a, b;
-    squallStatsGet(&a);
-    ncclResult_t r = squallReduceScatter(d_g, d_out, RS_RECV, ncclFloat32, ncclSum, comm, stream);
-    sync_stream();
-    squallStatsGet(&b);
+    squallStats_t d;
+    ncclResult_t r = reduce_scatter_counted(comm, d_g, d_out, RS_RECV, &d);
     diverged += !word_everywhere((int)r);
     failed += r != ncclSuccess;
-    uncompressed += b.compressedCalls != a.compressedCalls + 1;
+    uncompressed += d.compressedCalls != 1;
     down(out, d_out, RS_RECV * 4);
     for (size_t i = 0; i < RS_RECV; i++) {
       sum_out[i] += out[i];
@@ -344,15 +367,12 @@ static void two_level(ncclComm_t comm) {
     check(squallResetResiduals(comm) == ncclSuccess, "two-level: reset"); /* the model starts from zero */
     hm_fill(h, N, (uint64_t)seed, me);
     up(d_g, h, N * 4);
-    squallStats_t a, b;
-    squallStatsGet(&a);
-    ncclResult_t r = squallAllReduce(d_g, d_out, N, ncclFloat32, ncclSum, comm, stream);
-    sync_stream();
-    squallStatsGet(&b);
+    squallStats_t d;
+    ncclResult_t r = all_reduce_counted(comm, d_g, d_out, N, &d);
     down(out, d_out, N * 4);
     hm_model_two_level(squall__topk_k, P, 2, (uint64_t)seed, N, 0.01, ref);
-    check(r == ncclSuccess && b.twoLevelCalls == a.twoLevelCalls + 1, "two-level top-k: status %d, %llu two-level",
-          (int)r, (unsigned long long)(b.twoLevelCalls - a.twoLevelCalls));
+    check(r == ncclSuccess && d.twoLevelCalls == 1, "two-level top-k: status %d, %llu two-level", (int)r,
+          (unsigned long long)d.twoLevelCalls);
     check(memcmp(out, ref, N * 4) == 0, "two-level top-k equals the model bit for bit (seed %d)", seed);
     check(same_everywhere(out, N), "two-level top-k the same on every rank");
   }
@@ -441,19 +461,14 @@ static void cost_run(ncclComm_t comm, size_t n, char *path, char *headed) {
   memset(path, 3, COST_CALLS);
   memset(headed, 0, COST_CALLS);
   for (int i = 0; i < COST_CALLS; i++) {
-    squallStats_t a, b;
-    squallStatsGet(&a);
-    ncclResult_t r = squallAllReduce(d_g, d_out, n, ncclFloat32, ncclSum, comm, stream);
-    sync_stream();
-    squallStatsGet(&b);
+    squallStats_t d;
+    ncclResult_t r = all_reduce_counted(comm, d_g, d_out, n, &d);
     if (r != ncclSuccess) {
       check(0, "cost model: call %d of %zu floats: %d (%s)", i, n, (int)r, squallGetLastError());
       break;
     }
-    path[i] = b.compressedCalls > a.compressedCalls                                     ? 1
-              : b.passthrough[squallPassNotPaying] > a.passthrough[squallPassNotPaying] ? 2
-                                                                                        : 3;
-    headed[i] = (char)(b.headers - a.headers);
+    path[i] = d.compressedCalls > 0 ? 1 : d.passthrough[squallPassNotPaying] > 0 ? 2 : 3;
+    headed[i] = (char)d.headers;
   }
   buf_free(d_g);
   buf_free(d_out);
