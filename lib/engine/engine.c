@@ -181,17 +181,16 @@ static int untimed(squallPassReason_t why) {
  * timed, and the fold of what its tensor holds. */
 static void pass_agreed(squall_engine *e, const squall_call *c, squall_decision *d);
 
-/* A call of a size class the cost model has settled as not paying: its
- * bookkeeping, and the fold of what its tensor holds. 1 when it is one. */
-static int passes_settled(squall_engine *e, const squall_call *c, const squallConfig_t *cfg, squall_decision *d) {
+/* A call of a size class the cost model has settled as not paying
+ * (squall__settled_plain): its bookkeeping, and the fold of what its
+ * tensor holds. */
+static void pass_settled(squall_engine *e, const squall_call *c, const squallConfig_t *cfg, squall_decision *d) {
   uint64_t bytes_in = (uint64_t)c->count * c->elsize;
-  if (!squall__settled_plain(e, c, bytes_in)) return 0;
   d->reason = squallPassNotPaying;
   squall__cost_declined(squall__cost_of(e, c), bytes_in); /* counts toward the next exploration */
   squall__cost_judged(squall__cost_of(e, c), bytes_in, 1);
   if (squall__can_fold(e, c)) squall__fold_into_plain(e, c, NULL, NULL, d); /* marks the tensor as used too */
   else if (cfg->errorFeedback) squall__residuals_touch(e->residuals, squall__hint_of(c), c->count, squall__kind_of(c));
-  return 1;
 }
 
 /* Calls that pass through before any plan: the agreed configuration's, and
@@ -202,7 +201,9 @@ static int passes_unplanned(squall_engine *e, const squall_call *c, const squall
     pass_agreed(e, c, d);
     return 1;
   }
-  return passes_settled(e, c, cfg, d);
+  if (!squall__settled_plain(e, c, (uint64_t)c->count * c->elsize)) return 0;
+  pass_settled(e, c, cfg, d);
+  return 1;
 }
 
 /* ------------------------------------------------- phases 3 to 6 */
@@ -411,23 +412,34 @@ int squall__engine_passes(squall_engine *e, const squall_call *c, squall_decisio
   d->coll = c->coll;
   int pass = squall__call_pass_reason(c, &d->reason);
   /* while the generation stands where the ranks agreed, this rank's
-   * configuration is the one they agreed on: no snapshot needed, neither
-   * for the agreed configuration's pass-throughs nor for a settled class's
-   * calls. The snapshot copies the whole configuration, 22 cache lines
-   * read and written, a quarter of what a settled class's call touched in
-   * all (cachegrind; on 4 ranks over 2 cores each line costs the others
-   * that share the core) */
-  if (!pass && c->count <= SQ_MAX_COUNT && agreed(e, squall__engine_generation(e))) {
-    if (agreed_pass(e, c, &e->agreed_cfg, e->agreed_gen, &d->reason)) {
-      pass = 1;
-      pass_agreed(e, c, d);
-      d->t_start = 0; /* the plain call's own start: the fold, before it, is left out */
-    } else {
-      d->t_start = squall__now(); /* the whole call, as a planned call is timed */
-      pass = passes_settled(e, c, &e->agreed_cfg, d);
-    }
+   * configuration is the one they agreed on: no snapshot needed */
+  if (!pass && c->count <= SQ_MAX_COUNT && e->agreed_valid &&
+      agreed_pass(e, c, &e->agreed_cfg, squall__engine_generation(e), &d->reason)) {
+    pass = 1;
+    pass_agreed(e, c, d);
+    d->t_start = 0; /* the plain call's own start: the fold, before it, is left out */
   }
   if (!pass) return 0;
+  run_state st;
+  memset(&st, 0, sizeof st);
+  squall__record(e, c, d, squallSuccess, &st);
+  return 1;
+}
+
+int squall__engine_passes_settled(squall_engine *e, const squall_call *c, squall_decision *d) {
+  /* the agreed configuration is this rank's while the generation stands
+   * where the ranks agreed: no snapshot, which copies the whole
+   * configuration (22 cache lines read and written, a quarter of what a
+   * settled class's call touched in all; on 4 ranks over 2 cores each
+   * line costs the rank that shares the core) */
+  if (c->count > SQ_MAX_COUNT || !agreed(e, squall__engine_generation(e)) ||
+      !squall__settled_plain(e, c, (uint64_t)c->count * c->elsize))
+    return 0;
+  memset(d, 0, sizeof *d);
+  d->route = SQ_ROUTE_PASS;
+  d->coll = c->coll;
+  d->t_start = squall__now(); /* the whole call, as a planned call is timed */
+  pass_settled(e, c, &e->agreed_cfg, d);
   run_state st;
   memset(&st, 0, sizeof st);
   squall__record(e, c, d, squallSuccess, &st);

@@ -137,19 +137,27 @@ int squall__engine_never_compresses(const squall_call *call);
 
 /* 1 when the call passes through without anything collective of
  * squall's: a call the engine never compresses (its type, op or
- * communicator), one that the configuration the ranks agreed on
+ * communicator), or one that the configuration the ranks agreed on
  * passes through (compression off, below the size threshold, fewer ranks
- * than SQUALL_MIN_RANKS), or, while the generation stands where they
- * agreed, a call of a size class the cost model settled as not paying;
- * any of them may carry its tensor's residual (d->fold). The same answer
- * on every rank, and the same bookkeeping as squall__engine_allreduce's,
- * without its snapshot of the configuration. Fills d and records the
- * call; the caller runs the plain collective with the arguments as given
- * (or d->fold), so that MPI's or NCCL's own answer, errors included, is
- * the caller's (d->t_start is 0, the whole call the plain one, except in
- * a settled class, timed from here as a planned call is). 0: the caller
- * runs squall__engine_allreduce, after its own checks of the arguments. */
+ * than SQUALL_MIN_RANKS), which may carry its tensor's residual (d->fold).
+ * The same answer on every rank. Fills d and records the call as
+ * squall__engine_allreduce would; the caller runs the plain collective
+ * with the arguments as given (or d->fold), so that MPI's or NCCL's own
+ * answer, errors included, is the caller's (d->t_start is 0: the whole
+ * call is the plain one). 0: the caller makes its own checks of the
+ * arguments, then squall__engine_passes_settled, then
+ * squall__engine_allreduce. */
 int squall__engine_passes(squall_engine *engine, const squall_call *call, squall_decision *d);
+
+/* 1 when the call, which squall__engine_passes did not pass and the
+ * caller's checks of its arguments found sound, is of a size class the
+ * cost model has settled as not paying, while the configuration
+ * generation stands where the ranks agreed: squall__engine_allreduce's
+ * answer and bookkeeping for it (the count toward the next exploration,
+ * the residual's fold), without its snapshot of the configuration. Fills
+ * d and records the call; the caller runs the plain collective, timed
+ * from d->t_start (the whole call). 0: squall__engine_allreduce. */
+int squall__engine_passes_settled(squall_engine *engine, const squall_call *call, squall_decision *d);
 
 /* Runs the call. squallSuccess with d->route == SQ_ROUTE_PASS: the caller
  * must run the plain collective itself (every rank got the same answer;

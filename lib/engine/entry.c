@@ -27,6 +27,10 @@ squallResult_t squall__engine_call(squall_engine *e, squall_call *c, const squal
     return squallSuccess;
   }
   if (x->check && (*rc = x->check(x->ctx, c)) != 0) return squallSuccess;
+  if (squall__engine_passes_settled(e, c, &d)) { /* after the checks, which a planned call has too */
+    *rc = run_plain(e, &d, x);
+    return squallSuccess;
+  }
   SQ_FORWARD_IF_ERROR(squall__engine_allreduce(e, c, &d)); /* the engine logged it */
   if (d.route == SQ_ROUTE_PASS) *rc = run_plain(e, &d, x);
   return squallSuccess;

@@ -32,8 +32,9 @@ typedef struct {
   uint64_t bytes; /* the plain call's bytes, for the cost model (squall__engine_plain_done) */
 } squall_entry;
 
-/* Runs call c: squall__engine_passes, or x->check and
- * squall__engine_allreduce, then x->plain, timed, where the call passed
+/* Runs call c: squall__engine_passes, or x->check and then
+ * squall__engine_passes_settled or squall__engine_allreduce, then
+ * x->plain, timed, where the call passed
  * through (squall__engine_plain_done). squallSuccess with *rc 0: the call
  * is done; with another *rc: the plain collective's or x->check's code,
  * for the caller to return. Any other result: the engine's error (logged),

@@ -189,12 +189,59 @@ START_TEST(test_lean_only_where_agreed) {
 }
 END_TEST
 
+/* A settled class's calls pass through without a plan, but not without
+ * squall's own checks of the arguments: the same buffer as sendbuf and
+ * recvbuf without MPI_IN_PLACE still gets MPI_ERR_BUFFER through the
+ * communicator's handler, and is not counted, as before the class
+ * settled. (The settled path once ran before the checks: the reduce-scatter
+ * then returned MPI_SUCCESS, and Open MPI aborted the job on the
+ * all-reduce.) */
+START_TEST(test_settled_calls_checked) {
+  size_t rc = N_PER_RANK, n = rc * (size_t)nranks;
+  float *g = malloc(n * 4), *a = malloc(n * 4);
+  for (size_t i = 0; i < n; i++) g[i] = gen(500, rank, i);
+  MPI_Comm comm;
+  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  mc_use_config("SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=100000");
+  for (int coll = 0; coll < 2; coll++) {
+    squallStats_t s0 = SQUALL_STATS_INITIALIZER, s1 = SQUALL_STATS_INITIALIZER;
+    for (int t = 0; t < 12; t++) { /* 3 compressed to measure, then declined: settled from the third */
+      squallStatsGet(&s0);
+      int err = coll ? squallMpiReduceScatterBlock(g, a, (int)rc, MPI_FLOAT, MPI_SUM, comm)
+                     : squallMpiAllreduce(g, a, (int)n, MPI_FLOAT, MPI_SUM, comm);
+      ck_assert_int_eq(err, MPI_SUCCESS);
+      squallStatsGet(&s1);
+    }
+    ck_assert_msg(s1.passthrough[squallPassNotPaying] == s0.passthrough[squallPassNotPaying] + 1 &&
+                      s1.headers == s0.headers,
+                  "%s: the 12th call was not a settled class's (declined without a header)",
+                  coll ? "reduce-scatter" : "all-reduce");
+    squallStatsGet(&s0);
+    int err = coll ? squallMpiReduceScatterBlock(g, g, (int)rc, MPI_FLOAT, MPI_SUM, comm)
+                   : squallMpiAllreduce(g, g, (int)n, MPI_FLOAT, MPI_SUM, comm);
+    squallStatsGet(&s1);
+    int cls = MPI_SUCCESS;
+    MPI_Error_class(err, &cls);
+    ck_assert_msg(cls == MPI_ERR_BUFFER, "%s with sendbuf == recvbuf in a settled class: error class %d, not %d",
+                  coll ? "reduce-scatter" : "all-reduce", cls, MPI_ERR_BUFFER);
+    ck_assert_msg(s1.calls == s0.calls, "the refused call was counted (%llu calls)",
+                  (unsigned long long)(s1.calls - s0.calls));
+  }
+  squallMpiCommFree(comm);
+  MPI_Comm_free(&comm);
+  free(g);
+  free(a);
+}
+END_TEST
+
 int main(int argc, char **argv) {
   /* clang-format off */
   const mc_suite m = {
       .name = "rscost", .rank = &rank, .nranks = &nranks,
       .cases = MC_CASES(
-          {"rscost", 600, MC_TESTS(test_fast_link_declines, test_figures_apart, test_lean_only_where_agreed)}),
+          {"rscost", 600, MC_TESTS(test_fast_link_declines, test_figures_apart, test_lean_only_where_agreed,
+                                    test_settled_calls_checked)}),
   };
   /* clang-format on */
   return mc_main(argc, argv, &m);
