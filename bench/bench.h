@@ -74,7 +74,9 @@ typedef struct {
   double time_us;          /* max over ranks of each rank's median iteration */
   double min_us, max_us;   /* max over ranks of each rank's fastest and slowest iteration (the
                             spread; --alternate: of its blocks) */
-  double mean_us;          /* max over ranks of each rank's mean iteration (the codec's share) */
+  double mean_us;          /* max over ranks of each rank's mean iteration (the codec's share);
+                              --alternate: the mean over squall's blocks of each block's time
+                              (the slowest rank's mean call) */
   double algbw_gbs;        /* bytes / time, 1e9 bytes per GB */
   double busbw_gbs;        /* algbw * 2(P-1)/P (reduce-scatter: (P-1)/P) */
   double wire_bytes;       /* bytes one rank sent per call, mean over ranks */

@@ -70,8 +70,8 @@ def ddp(module, a):
         model.register_comm_hook(state, hook)
     elif a.warmup_steps or a.warmup_start is not None or a.spread or a.momentum_correction or a.layer_scale \
             or a.dense_vectors:
-        raise SystemExit("torch_common.py: --warmup-steps, --warmup-start, --spread and --momentum-correction "
-                         "are a codec's, not dense's")
+        raise SystemExit("torch_common.py: --warmup-steps, --warmup-start, --spread, --momentum-correction, "
+                         "--layer-scale and --dense-vectors are a codec's, not dense's")
     return model
 
 

@@ -206,7 +206,7 @@ START_TEST(test_settled_calls_checked) {
   mc_use_config("SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=100000");
   for (int coll = 0; coll < 2; coll++) {
     squallStats_t s0 = SQUALL_STATS_INITIALIZER, s1 = SQUALL_STATS_INITIALIZER;
-    for (int t = 0; t < 12; t++) { /* 3 compressed to measure, then declined: settled from the third */
+    for (int t = 0; t < 12; t++) { /* 3 compressed to measure, then declined: settled from the third declined call */
       squallStatsGet(&s0);
       int err = coll ? squallMpiReduceScatterBlock(g, a, (int)rc, MPI_FLOAT, MPI_SUM, comm)
                      : squallMpiAllreduce(g, a, (int)n, MPI_FLOAT, MPI_SUM, comm);

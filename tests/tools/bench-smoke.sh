@@ -432,13 +432,36 @@ if errors:
     sys.exit(1)
 print("--alternate: %d rows, speedups and means consistent" % len(rows))
 EOF
-med=$($py "$median" "$tmp/alt.json" "$tmp/alt.json" "$tmp/alt.json" 2>&1) &&
-  echo "$med" | grep -q "speedup of means" || bad "bench-median.py over --alternate runs: no means column: $med"
+# bench-median.py over three copies of the run: each row's speedup of
+# means is that run's plain_mean_us / mean_us
+$py "$median" "$tmp/alt.json" "$tmp/alt.json" "$tmp/alt.json" --markdown >"$tmp/alt-median.md" 2>&1 ||
+  bad "bench-median.py over --alternate runs failed: $(cat "$tmp/alt-median.md")"
+$py - "$tmp/alt.json" "$tmp/alt-median.md" <<'EOF' || fail=1
+import json, sys
+rows = json.load(open(sys.argv[1]))
+lines = [l.strip().strip("|").split("|") for l in open(sys.argv[2]) if l.startswith("|")]
+head = [h.strip() for h in lines[0]]
+col = next((i for i, h in enumerate(head) if h.startswith("speedup of means")), None)
+if col is None:
+    sys.exit("bench-median.py over --alternate runs: no means column in %r" % head)
+cells = {(l[0].strip(), l[1].strip()): l[col].strip() for l in lines[2:]}
+errors = []
+for r in rows:
+    key = ("%g MiB" % (r["size_bytes"] / (1 << 20)), r["codec"])
+    want = "%.3fx" % (r["plain_mean_us"] / r["mean_us"])
+    if not cells.get(key, "").startswith(want):
+        errors.append("%s: speedup of means %r, expected %s" % (key, cells.get(key), want))
+if errors:
+    sys.exit("bench-median.py means:\n  " + "\n  ".join(errors))
+EOF
 # a run without --alternate has no means: null in the JSON, no column
 test "$(jq -r '[.[] | .mean_us, .plain_mean_us] | unique | map(tostring) | join(",")' "$tmp/all.json" 2>/dev/null)" = "null" ||
   bad "-d all (no --alternate): mean_us or plain_mean_us is not null"
-! $py "$median" "$tmp/all.json" 2>&1 | grep -q "speedup of means" ||
-  bad "bench-median.py: a means column for runs without --alternate"
+if med=$($py "$median" "$tmp/all.json" 2>&1); then
+  echo "$med" | grep -q "speedup of means" && bad "bench-median.py: a means column for runs without --alternate"
+else
+  bad "bench-median.py over a run without --alternate failed: $med"
+fi
 
 # ---- a missing plotter is a warning, not a crash: exit 4 after the results
 SQUALL_BENCH_GNUPLOT="$tmp/no-such-gnuplot" "$run" 2 "$bench" -b 4K -e 4K -n 1 -w 0 -C none \

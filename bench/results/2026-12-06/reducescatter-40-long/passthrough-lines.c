@@ -5,12 +5,15 @@
  * collective library leaves them: squallCollReduceScatter of 4096 floats
  * a rank over collectives that move nothing (4 ranks in one process),
  * after 4 MiB of other memory is walked before each call. Under
- * cachegrind, the per-function counts divided by the calls:
+ * cachegrind, run for 1000 and for 3000 calls; the per-function counts'
+ * difference over 2000 is a call's, the first calls left out
+ * (cachegrind.txt):
  *   gcc -O2 -g -I include passthrough-lines.c -L build/.libs -lsquall \
  *     -Wl,-rpath,$PWD/build/.libs -o /tmp/passthrough-lines
- *   SQUALL_COMPRESS=none valgrind --tool=cachegrind --cache-sim=yes \
- *     --cachegrind-out-file=/tmp/cg.none /tmp/passthrough-lines 300
- *   cg_annotate --threshold=0 --auto=no /tmp/cg.none | grep lib/
+ *   for n in 1000 3000; do SQUALL_MIN_BYTES=0 SQUALL_COST_MODEL=on SQUALL_COMPRESS=int8 \
+ *     valgrind --tool=cachegrind --cache-sim=yes --cachegrind-out-file=/tmp/cg.$n \
+ *     /tmp/passthrough-lines $n; done
+ *   cg_annotate --threshold=0 --auto=no /tmp/cg.1000 | grep lib/   (and /tmp/cg.3000)
  */
 #include <squall_coll.h>
 #include <stdio.h>
