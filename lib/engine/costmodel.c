@@ -214,10 +214,9 @@ void squall__cost_header_verdict(squall_cost *m, uint64_t bytes_in, int model_de
     /* a settled class needs one header after its exploration, which weighs
      * the new figure, to settle again */
     *run = *run >= SQ_COST_SETTLE ? SQ_COST_SETTLE - 1 : 0;
-  } else { /* the class compresses, or a new codec is measured: its rhythm starts over */
+  } else {
     *run = 0;
     *shift = 0;
-    m->declined[cls] = 0;
   }
   m->explored_last[cls] = (uint8_t)(explored != 0);
 }

@@ -51,8 +51,7 @@ typedef struct {
   uint8_t plain_seen[SQ_COST_CLASSES], comp_seen[SQ_COST_KINDS][SQ_COST_CLASSES];
   uint64_t plain_calls;               /* plain whole calls of any size: none means the link was fitted from compressed
                            calls alone */
-  uint64_t declined[SQ_COST_CLASSES]; /* calls passed through as not paying, per size class, since its
-                                         last verdict to compress */
+  uint64_t declined[SQ_COST_CLASSES]; /* calls passed through as not paying, per size class */
   /* consecutive header verdicts of the model itself (not a probe) that
    * declined the class: from the agreed headers, the same on every rank */
   uint8_t declined_run[SQ_COST_CLASSES];
@@ -171,10 +170,8 @@ void squall__cost_model_verdict(squall_cost *m, int codec, uint64_t bytes_in, in
  * apart, each at a count that is a multiple of its period, less one. A
  * lasting verdict so costs less and less (at 64 KiB on shared memory one
  * compressed call in 32 added 3% to the class's average); any other
- * verdict starts it over, the count of declined calls too (a new codec's
- * first calls are such a verdict): counted on from an earlier codec's
- * declines, a longer period could bring the next exploration sooner.
- * Depends only on past decisions, the same on every rank. */
+ * verdict starts it over. Depends only on past decisions, the same on
+ * every rank. */
 #define SQ_COST_EXPLORE 32
 #define SQ_COST_EXPLORE_SHIFTS 4
 int squall__cost_explore(const squall_cost *m, uint64_t bytes_in);
