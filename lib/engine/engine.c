@@ -406,10 +406,22 @@ int squall__engine_never_compresses(const squall_call *c) {
   return squall__call_pass_reason(c, &why);
 }
 
-int squall__engine_passes(squall_engine *e, const squall_call *c, squall_decision *d) {
-  memset(d, 0, sizeof *d); /* t_start 0: the plain call's own start (a clock read saved) */
+/* A decision to pass c through, before its reason (t_start 0: the plain
+ * call's own start, a clock read saved), and its record once decided. */
+static void pass_decision(const squall_call *c, squall_decision *d) {
+  memset(d, 0, sizeof *d);
   d->route = SQ_ROUTE_PASS;
   d->coll = c->coll;
+}
+
+static void record_pass(squall_engine *e, const squall_call *c, squall_decision *d) {
+  run_state st;
+  memset(&st, 0, sizeof st);
+  squall__record(e, c, d, squallSuccess, &st);
+}
+
+int squall__engine_passes(squall_engine *e, const squall_call *c, squall_decision *d) {
+  pass_decision(c, d);
   int pass = squall__call_pass_reason(c, &d->reason);
   /* while the generation stands where the ranks agreed, this rank's
    * configuration is the one they agreed on: no snapshot needed */
@@ -420,9 +432,7 @@ int squall__engine_passes(squall_engine *e, const squall_call *c, squall_decisio
     d->t_start = 0; /* the plain call's own start: the fold, before it, is left out */
   }
   if (!pass) return 0;
-  run_state st;
-  memset(&st, 0, sizeof st);
-  squall__record(e, c, d, squallSuccess, &st);
+  record_pass(e, c, d);
   return 1;
 }
 
@@ -435,14 +445,10 @@ int squall__engine_passes_settled(squall_engine *e, const squall_call *c, squall
   if (c->count > SQ_MAX_COUNT || !agreed(e, squall__engine_generation(e)) ||
       !squall__settled_plain(e, c, (uint64_t)c->count * c->elsize))
     return 0;
-  memset(d, 0, sizeof *d);
-  d->route = SQ_ROUTE_PASS;
-  d->coll = c->coll;
+  pass_decision(c, d);
   d->t_start = squall__now(); /* the whole call, as a planned call is timed */
   pass_settled(e, c, &e->agreed_cfg, d);
-  run_state st;
-  memset(&st, 0, sizeof st);
-  squall__record(e, c, d, squallSuccess, &st);
+  record_pass(e, c, d);
   return 1;
 }
 
