@@ -182,6 +182,7 @@ int squall__cost_explore(const squall_cost *m, uint64_t bytes_in) {
 }
 
 void squall__cost_declined(squall_cost *m, uint64_t bytes_in) { m->declined[size_class(bytes_in)]++; }
+void squall__cost_compressed(squall_cost *m, uint64_t bytes_in) { m->declined[size_class(bytes_in)] = 0; }
 
 _Static_assert(SQ_COST_EXPLORE % SQ_COST_RECHECK == 0, "every exploring call must be a header call");
 _Static_assert(SQ_COST_RECHECK_SHIFTS <= SQ_COST_EXPLORE_SHIFTS, "every exploring call must be a header call");
@@ -206,10 +207,10 @@ void squall__cost_header_verdict(squall_cost *m, uint64_t bytes_in, int model_de
   uint8_t *run = &m->declined_run[cls], *shift = &m->explore_shift[cls];
   if (model_declined) {
     if (*run < UINT8_MAX) ++*run;
-    if (m->explored_last[cls]) { /* the exploration changed nothing */
-      int want = shift_for_loss(loss), next = *shift + 1 < SQ_COST_EXPLORE_SHIFTS ? *shift + 1 : SQ_COST_EXPLORE_SHIFTS;
-      *shift = (uint8_t)(want > next ? want : next);
-    }
+    int want = shift_for_loss(loss);
+    if (m->explored_last[cls] && *shift + 1 > want) /* the exploration changed nothing */
+      want = *shift + 1 < SQ_COST_EXPLORE_SHIFTS ? *shift + 1 : SQ_COST_EXPLORE_SHIFTS;
+    if (want > *shift) *shift = (uint8_t)want;
   } else if (explored) {
     /* a settled class needs one header after its exploration, which weighs
      * the new figure, to settle again */

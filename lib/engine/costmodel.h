@@ -51,7 +51,9 @@ typedef struct {
   uint8_t plain_seen[SQ_COST_CLASSES], comp_seen[SQ_COST_KINDS][SQ_COST_CLASSES];
   uint64_t plain_calls;               /* plain whole calls of any size: none means the link was fitted from compressed
                            calls alone */
-  uint64_t declined[SQ_COST_CLASSES]; /* calls passed through as not paying, per size class */
+  /* calls passed through as not paying, per size class, since the class
+   * last ran compressed (an exploration, a verdict to compress, any codec's) */
+  uint64_t declined[SQ_COST_CLASSES];
   /* consecutive header verdicts of the model itself (not a probe) that
    * declined the class: from the agreed headers, the same on every rank */
   uint8_t declined_run[SQ_COST_CLASSES];
@@ -161,17 +163,20 @@ int squall__cost_pays_class(const squall_cost *m, int codec, uint64_t bytes_in, 
  * forced): declined or not. */
 void squall__cost_model_verdict(squall_cost *m, int codec, uint64_t bytes_in, int declined);
 
-/* Every EXPLORE-th call that the model declines (per size class) is
- * compressed anyway, so that the codec's figures stay current: 1 when
- * this call is one. Each exploration after which the model declines again
- * doubles the period from the next exploration on, or lengthens it more
- * where the loss is large (squall__cost_header_verdict), up to EXPLORE <<
- * EXPLORE_SHIFTS: explorations come 32, 32, 64, ... 512 declined calls
- * apart, each at a count that is a multiple of its period, less one. A
- * lasting verdict so costs less and less (at 64 KiB on shared memory one
- * compressed call in 32 added 3% to the class's average); any other
- * verdict starts it over. Depends only on past decisions, the same on
- * every rank. */
+/* The period-th call in a row that the model declines (per size class)
+ * is compressed anyway, so that the codec's figures stay current: 1 when
+ * this call is one. The period is EXPLORE at first, or longer where the
+ * loss is large (squall__cost_header_verdict), and each exploration after
+ * which the model declines again doubles it, up to EXPLORE <<
+ * EXPLORE_SHIFTS: at a small loss explorations come 32, 64, 128, ... 512
+ * declined calls after the class last ran compressed. A lasting verdict so
+ * costs less and less (at 64 KiB on shared memory one compressed call in
+ * 32 added 3% to the class's average); any other verdict starts the period
+ * over. The count starts over at every compressed call of the class,
+ * whatever the codec: counted on from an earlier codec's declines, a
+ * longer period could bring the next exploration sooner (after 440
+ * declines under int8, top-k explored at its 8th and 72nd declined calls).
+ * Depends only on past decisions, the same on every rank. */
 #define SQ_COST_EXPLORE 32
 #define SQ_COST_EXPLORE_SHIFTS 4
 int squall__cost_explore(const squall_cost *m, uint64_t bytes_in);
@@ -241,17 +246,23 @@ int squall__cost_probe_plain(const squall_cost *m, uint64_t bytes_in, double t_c
 /* A call the model judged: plain (declined or a probe) or compressed. */
 void squall__cost_judged(squall_cost *m, uint64_t bytes_in, int plain);
 
-/* Counts a declined call, or an exploring one (after every rank agreed). */
+/* Counts a declined call (after every rank agreed). */
 void squall__cost_declined(squall_cost *m, uint64_t bytes_in);
+/* A call of the class that ran compressed on every rank (an exploration
+ * included): the codec's figures are current, and the count of declined
+ * calls toward the next exploration, and the next recheck, starts over. */
+void squall__cost_compressed(squall_cost *m, uint64_t bytes_in);
 
 /* Settled classes: once the agreed model itself (not a plain probe) has
  * declined a size class in SQ_COST_SETTLE headers in a row, its calls pass
  * through without a header, except the rechecks and the exploring call
  * (always a recheck), whose header starts the count again. A recheck
  * (which sees a configuration change: squallSetConfig on every rank) is
- * every RECHECK-th declined call, and its period doubles with the
- * exploring period's, up to RECHECK << RECHECK_SHIFTS: the rechecks come at
- * declined calls 15, 31, 63, 127, 255, then every 256th (a configuration
+ * every RECHECK-th declined call since the class last compressed, and its
+ * period is half the exploring one, up to RECHECK << RECHECK_SHIFTS: at a
+ * small loss the rechecks come at declined calls 15, then 31 after the
+ * first exploration, 63 after the second, ..., then every 256th, and at a
+ * loss above 3.56 every 256th from the first decline on (a configuration
  * change reaches a settled class within 256 of its calls). A header costs
  * a small all-reduce, which on cores shared by several ranks waits for
  * the scheduler (about 0.6 ms a call on 4 ranks over 2 cores at worst, and
@@ -271,16 +282,22 @@ int squall__cost_settled(const squall_cost *m, uint64_t bytes_in);
  * exploring call leaves a settled class one header short of settled),
  * the agreed loss (the compressed call's predicted seconds over plain's; 0
  * where the verdict was forced), and whether the call was an exploring
- * call that ran compressed. A decline after an exploration doubles the
- * exploring period, or sets it where that is longer to the one whose
- * explorations cost at most EXPLORE_SHARE of the class's time: an
- * exploration costs about (loss - 1) plain calls, and at 64 KiB on shared
- * memory, where a plain reduce-scatter takes 60-90 us, one top-k
- * exploration among 80 calls made them 9% slower. So the second
- * exploration comes at declined call 63 where the loss is at most 1.64,
- * 127 up to 2.28, 255 up to 3.56, else 511, and every 512th at the
- * longest. (The headers around an exploration, about a plain call each at
- * 64 KiB, are not counted.)
+ * call that ran compressed. Every decline sets the exploring period, where
+ * that is longer, to the one whose explorations cost at most
+ * EXPLORE_SHARE of the class's time, and a decline after an exploration
+ * at least doubles it: an exploration costs about (loss - 1) plain calls,
+ * and at 64 KiB on shared memory, where a plain reduce-scatter takes 60-90
+ * us, one top-k exploration among 80 calls made them 9% slower. So the
+ * first exploration comes at declined call 31 where the loss is at most
+ * 1.32, 63 up to 1.64, 127 up to 2.28, 255 up to 3.56, else 511, and
+ * every 512th at the longest. (The headers around an exploration, about a
+ * plain call each at 64 KiB, are not counted.) The first decline's loss
+ * rests on two timed compressed calls at least (squall__cost_predict):
+ * where it set only the period after an exploration, a class's first
+ * calls held an exploration and its headers that cost as much as the rest
+ * of them (top-k at 64 KiB on shared memory, 4 ranks: 0.79-0.86 of plain
+ * in the 80 calls after 5 warm-ups, 0.94-0.96 from the first decline;
+ * bench/results/2026-12-07/reducescatter-40-decline).
  * From agreed predictions, the same on every rank. */
 #define SQ_COST_EXPLORE_SHARE 0.01
 void squall__cost_header_verdict(squall_cost *m, uint64_t bytes_in, int model_declined, double loss, int explored);

@@ -37,7 +37,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "api/api_mpi.h" /* squall__mpi_get_residual */
+#include "api/api_mpi.h"         /* squall__mpi_get_residual */
+#include "engine/costmodel.h" /* SQ_COST_EXPLORE */
 #include "mpi_check.h"
 #include "squall_mpi.h"
 
@@ -162,14 +163,13 @@ static uint64_t headers(void) {
 }
 
 /* ------------------------------------------- every residual is delivered */
-/* T tensors of one size, called STEPS times each, in a fixed order or one
+/* T tensors of one size, called `steps` times each, in a fixed order or one
  * shuffled each step (the same shuffle on every rank), under specs[step /
  * period % nspecs] (squallSetConfig at the same step on every rank). A
  * call that passes through must leave its tensor's residual empty, flat
  * and shard (it carried them), whatever the tensor's place in the order;
  * conservation is exact over everything. */
-static void check_delivery(int T, int shuffled, const char *const *specs, int nspecs, int period) {
-  enum { STEPS = 48 };
+static void check_delivery(int T, int shuffled, const char *const *specs, int nspecs, int period, int steps) {
   const size_t n = 4096 + (size_t)T; /* a shape of its own per T */
   MPI_Comm comm = fresh_comm(MPI_ERRHANDLER_NULL);
   float **g = malloc(sizeof *g * (size_t)T), **outs = malloc(sizeof *outs * (size_t)T), *res = malloc(n * 4);
@@ -181,7 +181,7 @@ static void check_delivery(int T, int shuffled, const char *const *specs, int ns
     sum_out[j] = calloc(n, 8);
   }
   int *order = malloc(sizeof *order * (size_t)T), carried = 0, explored_late = 0;
-  for (int step = 0; step < STEPS; step++) {
+  for (int step = 0; step < steps; step++) {
     if (step % period == 0) use(specs[step / period % nspecs]);
     for (int j = 0; j < T; j++) order[j] = j;
     for (int j = T - 1; shuffled && j > 0; j--) { /* Fisher-Yates, the same seed on every rank */
@@ -252,14 +252,16 @@ static void check_delivery(int T, int shuffled, const char *const *specs, int ns
 /* A size class the cost model declines (a link said to be 100 Tbit/s,
  * flat: two-level calls are weighed by whole-call times, which vary):
  * after the first calls, only the explorations compress, at the rhythm's
- * positions, and every other call of every tensor carries what they left. */
+ * positions (at a loss that large, every 512th declined call), and every
+ * other call of every tensor carries what they left. */
 START_TEST(test_every_residual_delivered) {
   const char *declined[] = {"SQUALL_COMPRESS=topk:0.01 SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=100000 "
                             "SQUALL_HIERARCHY=flat"};
   const int Ts[] = {1, 2, 3, 4, 8, 16};
   for (size_t i = 0; i < sizeof Ts / sizeof Ts[0]; i++) {
-    check_delivery(Ts[i], 0, declined, 1, 48);
-    check_delivery(Ts[i], 1, declined, 1, 48);
+    int steps = (SQ_COST_EXPLORE << SQ_COST_EXPLORE_SHIFTS) / Ts[i] + 48; /* an exploration, and steps after it */
+    check_delivery(Ts[i], 0, declined, 1, steps, steps);
+    check_delivery(Ts[i], 1, declined, 1, steps, steps);
   }
 }
 END_TEST
@@ -272,8 +274,8 @@ START_TEST(test_shard_residuals_delivered) {
   const char *phases[] = {"SQUALL_COMPRESS=topk:0.01", "SQUALL_COMPRESS=topk:0.01 SQUALL_MIN_BYTES=1G"};
   const int Ts[] = {1, 3, 4};
   for (size_t i = 0; i < sizeof Ts / sizeof Ts[0]; i++) {
-    check_delivery(Ts[i], 0, phases, 2, 3);
-    check_delivery(Ts[i], 1, phases, 2, 3);
+    check_delivery(Ts[i], 0, phases, 2, 3, 48);
+    check_delivery(Ts[i], 1, phases, 2, 3, 48);
   }
 }
 END_TEST

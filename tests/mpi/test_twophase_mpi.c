@@ -21,6 +21,7 @@
 #include "engine/costmodel.h"   /* SQ_COST_RECHECK */
 #include "engine/topk_rounds.h" /* squall__topk_rounds_pack */
 #include "engine/twophase.h"
+#include "explore_rhythm.h"
 #include "transports/transport_mpi.h"
 
 static int rank, nranks;
@@ -492,12 +493,13 @@ static void counts_identical(uint64_t v, const char *what) {
  * which alone declines nothing) and 3 (the codec measured again) are
  * compressed; then every call passes through as would_not_pay, bit
  * for bit the plain all-reduce (of g + the residual the compressed calls
- * left, which the first declined call carries), on every rank alike, except every 32nd
- * declined call, compressed to refresh the figures. Two declines through
- * the header settle the class: its calls then skip the header, except
- * every 16th declined call and the exploring one (and the two after it). A
- * 1 Mbit/s link given then (on every rank): within 16 calls every call is
- * compressed. */
+ * left, which the first declined call carries), on every rank alike, except
+ * the exploring calls, compressed to refresh the figures. Two declines
+ * through the header settle the class: its calls then skip the header,
+ * except the rechecks and the exploring calls (and the one after each),
+ * in the rhythm's shape (explore_rhythm.h; enough calls for the longest
+ * exploring period). A 1 Mbit/s link given then (on every rank): within
+ * 256 calls every call is compressed. */
 START_TEST(test_cost_model) {
   size_t n = 200003;
   float *g = malloc(n * 4), *a = malloc(n * 4), *b = malloc(n * 4), *res = malloc(n * 4);
@@ -507,10 +509,14 @@ START_TEST(test_cost_model) {
     snprintf(spec, sizeof spec, "%s SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=100000", specs[s]);
     mc_use_config(spec);
     squallMpiCommFree(MPI_COMM_WORLD); /* a fresh engine: no figures yet */
-    squallStats_t before, after, first;
-    int compressed = 0, declined = 0, last_compressed = -1, settle_after = 2, headed[40];
-    squallStatsGet(&first);
-    for (int t = 0; t < 40; t++) {
+    /* top-k also tries its slots raw (SQUALL_ZSTD on), a codec kind of its
+     * own whose first figure declines nothing either (its first call finds
+     * its memory ready: not fresh, so two calls measure it) */
+    int measured = strstr(spec, "topk") ? 5 : 3, calls = measured + RHYTHM_LONGEST + 5;
+    explore_rhythm r;
+    rhythm_start(&r, spec, measured);
+    squallStats_t before, after;
+    for (int t = 0; t < calls; t++) {
       for (size_t i = 0; i < n; i++) g[i] = gen_uniform(60 + (uint64_t)t, rank, i);
       if (squall__mpi_get_residual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res) != MPI_SUCCESS) memset(res, 0, n * 4);
       squallStatsGet(&before);
@@ -518,56 +524,31 @@ START_TEST(test_cost_model) {
       squallStatsGet(&after);
       int c = after.compressedCalls > before.compressedCalls;
       int d = after.passthrough[squallPassNotPaying] > before.passthrough[squallPassNotPaying];
-      headed[t] = (int)(after.headers - before.headers);
+      int headed = (int)(after.headers - before.headers);
       counts_identical((uint64_t)c, spec);
-      counts_identical((uint64_t)headed[t], spec);
-      ck_assert_msg(headed[t] <= 1, "%s call %d: %d headers", spec, t, headed[t]);
-      ck_assert_msg(headed[t] || d, "%s call %d: compressed without a header", spec, t);
-      /* settled: no header from the third declined call after the first
-       * compressed ones (the second after an exploring call, a compressed
-       * call among declined ones), except where the model's count of
-       * declined and exploring calls (before this call) comes to a check
-       * (every 16th until the first exploration; 40 calls meet one) */
-      int counted = declined + (compressed - (t < 4 ? compressed : (strstr(spec, "topk") ? 5 : 3)));
-      if (c) {
-        last_compressed = t;
-        settle_after = declined > 0 ? 1 : 2;
-      }
-      if (last_compressed >= 0 && t > last_compressed) {
-        int want = t - last_compressed <= settle_after || counted % SQ_COST_RECHECK == SQ_COST_RECHECK - 1;
-        ck_assert_msg(headed[t] == want, "%s call %d (%d after a compressed call, %d counted): %d headers", spec,
-                      t, t - last_compressed, counted, headed[t]);
-      }
+      counts_identical((uint64_t)headed, spec);
+      ck_assert_msg(headed <= 1, "%s call %d: %d headers", spec, t, headed);
+      ck_assert_msg(headed || d, "%s call %d: compressed without a header", spec, t);
       ck_assert_msg(c + d == 1, "%s call %d: neither compressed nor declined", spec, t);
+      rhythm_call(&r, t, c, headed);
       if (d) { /* passed through: exactly the plain sum, of g + the residual where one was carried */
         int carried = 0;
         for (size_t i = 0; i < n; i++) {
           carried |= res[i] != 0.0f;
           res[i] += g[i];
         }
-        if (carried) ck_assert_msg(headed[t], "%s call %d: a residual carried without a header", spec, t);
+        if (carried) ck_assert_msg(headed, "%s call %d: a residual carried without a header", spec, t);
         PMPI_Allreduce(carried ? res : g, b, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
         ck_assert_msg(memcmp(a, b, n * 4) == 0, "%s call %d: declined but not the plain all-reduce", spec, t);
-        if (squall__mpi_get_residual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res) == MPI_SUCCESS && headed[t])
+        if (squall__mpi_get_residual(MPI_COMM_WORLD, g, (int)n, MPI_FLOAT, res) == MPI_SUCCESS && headed)
           for (size_t i = 0; i < n; i++)
             MC_CHECK(res[i] == 0.0f, "%s call %d: residual[%zu] = %g left", spec, t, i, res[i]);
       }
       if (t < 3) ck_assert_msg(c, "%s call %d: declined before the codec was measured", spec, t);
-      compressed += c;
-      declined += d;
     }
-    /* 3 to measure, then 31 declined, 1 explored, 5 declined; top-k also
-     * tries its slots raw (SQUALL_ZSTD on), a codec kind of its own whose
-     * first figure declines nothing either (its first call finds its
-     * memory ready: not fresh, so two calls measure it) */
-    int measured = strstr(spec, "topk") ? 5 : 3;
-    ck_assert_msg(compressed == measured + 1 && declined == 40 - measured - 1, "%s: %d compressed, %d declined",
-                  spec, compressed, declined);
-    /* the measuring calls, 2 to settle (top-k: 3, its raw slots measured
-     * between), the check at 15 declined, the exploring call and 2 to settle
-     * again: the other 40 - measured - 7 calls had none */
-    ck_assert_msg(after.headers - first.headers <= (uint64_t)measured + 7, "%s: %llu headers in 40 calls", spec,
-                  (unsigned long long)(after.headers - first.headers));
+    /* the measuring calls, then an exploration at least every 512th declined call */
+    ck_assert_msg(r.compressed == measured + r.explorations && r.explorations >= 1, "%s: %d compressed, %d explorations",
+                  spec, r.compressed, r.explorations);
 
     snprintf(spec, sizeof spec, "%s SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=0.001", specs[s]);
     mc_use_config(spec);
@@ -594,10 +575,11 @@ END_TEST
 
 /* A rank that changes its configuration alone while a class is settled
  * (its calls skip the header): the skipped calls stay the plain
- * all-reduce on every rank, the class's next header (every 16th declined
- * call) meets the other ranks' header and sees the disagreement, and from then on every call has
- * a header and passes through until the configurations agree again; then
- * the class settles again. Nothing hangs, nothing is summed wrong. */
+ * all-reduce on every rank, the class's next header (a recheck, within 256
+ * declined calls) meets the other ranks' header and sees the disagreement,
+ * and from then on every call has a header and passes through until the
+ * configurations agree again; then the class settles again. Nothing hangs,
+ * nothing is summed wrong. */
 START_TEST(test_settled_config_change) {
   if (nranks < 2) return;
   size_t n = 100003;
@@ -607,9 +589,10 @@ START_TEST(test_settled_config_change) {
   squallGetConfig(&agreed);
   squallMpiCommFree(MPI_COMM_WORLD); /* a fresh engine: no figures yet */
   int mismatched = 0, skipped_after_change = 0, settled_headers = 0;
-  for (int t = 0; t < 60; t++) {
-    if (t == 6 && rank == 0) mc_use_config("SQUALL_COMPRESS=int8 SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=100000");
-    if (t == 45 && rank == 0) ck_assert_int_eq(squallSetConfig(&agreed), squallSuccess);
+  enum { CHANGE = 6, BACK = CHANGE + (SQ_COST_RECHECK << SQ_COST_RECHECK_SHIFTS) + 4, CALLS = BACK + 15 };
+  for (int t = 0; t < CALLS; t++) {
+    if (t == CHANGE && rank == 0) mc_use_config("SQUALL_COMPRESS=int8 SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=100000");
+    if (t == BACK && rank == 0) ck_assert_int_eq(squallSetConfig(&agreed), squallSuccess);
     for (size_t i = 0; i < n; i++) g[i] = gen_uniform(90 + (uint64_t)t, rank, i);
     squallStats_t before, after;
     squallStatsGet(&before);
@@ -619,7 +602,7 @@ START_TEST(test_settled_config_change) {
     uint64_t mism = after.passthrough[squallPassMismatch] - before.passthrough[squallPassMismatch];
     counts_identical(headed, "settled: headers");
     counts_identical(mism, "settled: mismatches");
-    if (t >= 6 && t < 45) {
+    if (t >= CHANGE && t < BACK) {
       /* rank 0 holds another codec: nothing may be compressed */
       ck_assert_msg(after.compressedCalls == before.compressedCalls, "call %d compressed while ranks disagree", t);
       PMPI_Allreduce(g, b, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
@@ -629,7 +612,7 @@ START_TEST(test_settled_config_change) {
       if (mismatched) ck_assert_msg(headed == 1 && mism == 1, "call %d: after the disagreement: %llu headers", t,
                                     (unsigned long long)headed);
     }
-    if (t >= 47) { /* agreed again at 45, declined twice through the header: settled */
+    if (t >= BACK + 2) { /* agreed again, declined twice through the header: settled */
       settled_headers += (int)headed;
       ck_assert_msg(after.compressedCalls == before.compressedCalls, "call %d compressed", t);
     }

@@ -236,13 +236,15 @@ END_TEST
  * and explorations to *headers and *explored. */
 static void run_declined(squall_cost *m, uint64_t b, int from, int to, double loss, int *headers, int *explored) {
   for (int i = from; i < to; i++) {
+    int x = 0;
     if (!squall__cost_settled(m, b)) {
-      int x = squall__cost_explore(m, b); /* the exploring call compresses */
+      x = squall__cost_explore(m, b); /* the exploring call compresses */
       ++*headers;
       *explored += x;
       squall__cost_header_verdict(m, b, !x, loss, x);
     }
-    squall__cost_declined(m, b);
+    if (x) squall__cost_compressed(m, b);
+    else squall__cost_declined(m, b);
   }
 }
 
@@ -262,19 +264,44 @@ static int explorations_at(double loss, int *at, int most) {
   return n;
 }
 
+/* A compressed call (here: a new codec's first, a verdict to compress)
+ * starts the class's count of declined calls over, with its exploring
+ * period: 440 calls declined under an earlier codec must not bring the new
+ * codec's first exploration early (counted on, it came at the new codec's
+ * 72nd declined call, not its 512th). */
+START_TEST(test_compressed_call_restarts_the_count) {
+  squall_cost m;
+  memset(&m, 0, sizeof m);
+  uint64_t b = 1 << 16;
+  int headers = 0, explored = 0;
+  run_declined(&m, b, 0, 440, 5.0, &headers, &explored);
+  squall__cost_header_verdict(&m, b, 0, 0, 0); /* the new codec's first call compresses */
+  squall__cost_compressed(&m, b);
+  int at[2], n = 0;
+  for (int i = 0; i < 1024 && n < 2; i++) {
+    int before = explored;
+    run_declined(&m, b, i, i + 1, 5.0, &headers, &explored);
+    if (explored > before) at[n++] = i;
+  }
+  ck_assert_int_eq(n, 2);
+  ck_assert_msg(at[0] == 511 && at[1] == 1023,
+                "explorations at declined calls %d and %d of the new codec, not 511 and 1023", at[0], at[1]);
+}
+END_TEST
+
 START_TEST(test_exploring_period_follows_loss) {
   static const struct {
     double loss;
     int at[5];
   } want[] = {
-      {1.2, {31, 63, 127, 255, 511}},     /* doubling */
-      {1.63, {31, 63, 127, 255, 511}},    /* 64 calls keep 0.63 a call within 1% */
-      {1.65, {31, 127, 255, 511, 1023}},  /* 0.65 takes 128 */
-      {2.27, {31, 127, 255, 511, 1023}},
-      {2.29, {31, 255, 511, 1023, 1535}}, /* 1.29 takes 256 */
-      {3.55, {31, 255, 511, 1023, 1535}},
-      {3.57, {31, 511, 1023, 1535, 2047}}, /* 2.57 takes 512, the longest, at once */
-      {50.0, {31, 511, 1023, 1535, 2047}},
+      {1.2, {31, 95, 223, 479, 991}},      /* doubling */
+      {1.63, {63, 191, 447, 959, 1471}},   /* 64 calls keep 0.63 a call within 1% */
+      {1.65, {127, 383, 895, 1407, 1919}}, /* 0.65 takes 128 */
+      {2.27, {127, 383, 895, 1407, 1919}},
+      {2.29, {255, 767, 1279, 1791, 2303}}, /* 1.29 takes 256 */
+      {3.55, {255, 767, 1279, 1791, 2303}},
+      {3.57, {511, 1023, 1535, 2047, 2559}}, /* 2.57 takes 512, the longest, at once */
+      {50.0, {511, 1023, 1535, 2047, 2559}},
   };
   for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
     int at[5];
@@ -286,19 +313,19 @@ START_TEST(test_exploring_period_follows_loss) {
 }
 END_TEST
 
-/* A loss of 5 after an exploration sets the longest exploring period at
- * once: explorations at 31, 511, then every 512th. */
+/* A loss of 5 sets the longest exploring period from the first decline
+ * on: explorations at 511, then every 512th. */
 START_TEST(test_large_loss_rhythm) {
   squall_cost m;
   memset(&m, 0, sizeof m);
   uint64_t b = 1 << 16;
   int explored = 0, headers = 0;
   run_declined(&m, b, 0, 4096, 5.0, &headers, &explored);
-  ck_assert_int_eq(explored, 2 + 7);
-  /* 0 and 1 settle it; the check at 15; each exploration and the header
-   * after it (not 4095's); the recheck at 255 (period 256), then between
-   * explorations: 767, ... 3839 */
-  ck_assert_int_eq(headers, 2 + 1 + 2 * 9 - 1 + 1 + 7);
+  ck_assert_int_eq(explored, 8); /* 511, 1023, ... 4095 */
+  /* 0 and 1 settle it; each exploration and the header after it (not
+   * 4095's); a recheck half a period before each exploration (period 256):
+   * 255, 767, ... 3839 */
+  ck_assert_int_eq(headers, 2 + 2 * 8 - 1 + 8);
 }
 END_TEST
 
@@ -325,7 +352,8 @@ END_TEST
  * exploring call; any other verdict (a probe, a compressed call) starts
  * the count again. Every 16th declined call has its header at first; each
  * exploration that the model follows with a decline doubles the exploring
- * period, up to 32 << 4, and the recheck's with it, up to 16 << 4. */
+ * period, up to 32 << 4, and the recheck's with it, up to 16 << 4; both
+ * count the declined calls since the class last ran compressed. */
 START_TEST(test_settled_rhythm) {
   squall_cost m;
   memset(&m, 0, sizeof m);
@@ -340,19 +368,18 @@ START_TEST(test_settled_rhythm) {
   int headers = 0, explored = 0;
   run_declined(&m, b, 2, 64, 0, &headers, &explored);
   /* calls 2 and 3 settle it; the check at 15; the exploring call 31 and the
-   * one after it (which settles it again); the exploring call 63 (period
-   * 64 now: the next count that is a multiple of it, less one; the
-   * recheck's period is 32, so 47 has none) */
+   * one after it (which settles it again); the recheck at 63, the 32nd
+   * declined call after the exploration (period 64 now, the recheck's 32) */
   ck_assert_int_eq(headers, 2 + 1 + 2 + 1);
-  ck_assert_int_eq(explored, 2);
-  headers = 1; /* 63's */
+  ck_assert_int_eq(explored, 1);
+  headers = 0;
   run_declined(&m, b, 64, 4096, 0, &headers, &explored);
-  /* 127, 255, 511 (periods 128 .. 512), then every 512th: 1023 ... 4095 */
-  ck_assert_int_eq(explored, 2 + 3 + 7);
-  /* from 63 on: each exploration and the header after it (not after
-   * 4095, the last), and the rechecks between explorations once their
-   * period (256) is half the exploring one: 767, 1279, ... 3839 */
-  ck_assert_int_eq(headers, 2 * (1 + 3 + 7) - 1 + 7);
+  /* 95, 223, 479, 991 (periods 64 .. 512), then every 512th: 1503 ... 4063 */
+  ck_assert_int_eq(explored, 1 + 4 + 6);
+  /* each exploration and the header after it, and a recheck between
+   * explorations, half their period after each from the second on: 159,
+   * 351, 735, then every 512th: 1247 ... 3807 */
+  ck_assert_int_eq(headers, 2 * (4 + 6) + 3 + 6);
   /* a verdict to compress starts the period over */
   squall__cost_header_verdict(&m, b, 0, 0, 0);
   ck_assert_int_eq(m.explore_shift[20], 0);
@@ -662,6 +689,7 @@ static Suite *costmodel_suite(void) {
   Suite *s = suite_create("costmodel");
   TCase *tc = tcase_create("model");
   tcase_add_test(tc, test_fit_recovers_the_link);
+  tcase_add_test(tc, test_compressed_call_restarts_the_count);
   tcase_add_test(tc, test_follows_a_changed_link);
   tcase_add_test(tc, test_reduce_scatter_call);
   tcase_add_test(tc, test_given_link_speed);
