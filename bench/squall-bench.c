@@ -118,8 +118,8 @@ static void allreduce(bench_ctx *c, int plain, const void *send, void *recv, siz
  * and, on host memory (the mpi backend), times them for its cost model
  * as a job's own plain calls would: from 3 warm-ups on, the codecs' calls
  * need no plain probes (squall(7), COST MODEL), which would otherwise fall
- * among the first timed iterations. Each size starts squall's state
- * afresh (free_state), so each size warms up. */
+ * among the first timed iterations. Each size and codec starts squall's
+ * state afresh (free_state), so each warms up. */
 static void warm_up(bench_ctx *c, const void *send, void *recv, size_t count, int calls) {
   squallConfig_t off = c->base;
   if (squallConfigSet(&off, "SQUALL_COMPRESS", "none") != squallSuccess || squallSetConfig(&off) != squallSuccess)
@@ -210,8 +210,9 @@ static int stats_file_writable(const char *pattern, int rank) {
 
 /* Check calls tried before giving up on matching the timed calls' path:
  * a header, which makes the check's configuration count, comes within
- * SQ_COST_RECHECK (16) calls of a size the cost model settled. */
-#define CHECK_TRIES 20
+ * 256 calls of a size the cost model settled (squall(7), COST MODEL: the
+ * recheck). */
+#define CHECK_TRIES 257
 
 static const char *path_of(const char *codec, const squallStats_t *d, uint64_t wire_per_call,
                            uint64_t ring, const squallConfig_t *cfg, bench_coll coll) {
@@ -309,10 +310,10 @@ static void run_one(bench_ctx *c, const char *codec, void *send, void *recv, flo
     else chk.codec = squallCodecNone;
     if (!plain && squallSetConfig(&chk) != squallSuccess) die(c, squallGetLastError());
     /* A size the cost model has settled as plain passes through without
-     * a call header until its next one (at most SQ_COST_RECHECK = 16
-     * calls on): only a header makes the new configuration count, the
-     * same on every rank. Until then the check call is repeated (the
-     * path of each is the same on every rank, and so is the count). */
+     * a call header until its next one (CHECK_TRIES): only a header makes
+     * the new configuration count, the same on every rank. Until then the
+     * check call is repeated (the path of each is the same on every rank,
+     * and so is the count). */
     for (int tries = 0; tries < CHECK_TRIES; tries++) {
       squallStats_t k0, k1;
       squallStatsGet(&k0);
@@ -527,9 +528,14 @@ static int run_size(bench_ctx *c, size_t bytes, bench_row *rows, FILE *out) {
   snprintf(why, sizeof why, "out of memory for two %s buffers on some rank", bench_human_bytes((double)bytes, h, sizeof h));
   all_ok(c, send && recv && (!staged || stage), why);
   fill(c, send, stage, count, 0); /* data, not whatever the allocation held */
-  warm_up(c, send, recv, count, opt->warmup);
-  for (int k = 0; k < opt->ncodecs; k++)
+  for (int k = 0; k < opt->ncodecs; k++) {
+    /* Each codec from squall's state afresh: a row measures its codec, not
+     * what the codecs before it in -C left (the cost model's verdict on the
+     * size holds until its next call header, up to 256 calls on) */
+    if (k > 0) c->be->free_state(c->comm);
+    warm_up(c, send, recv, count, opt->warmup);
     (opt->alternate ? run_alternating : run_one)(c, opt->codecs[k], send, recv, stage, count, &rows[k]);
+  }
   /* Speedups need none's time at this size, whatever its place in -C
    * (--alternate: each row has its own plain blocks). */
   const bench_row *none = NULL;
