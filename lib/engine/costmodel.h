@@ -294,9 +294,9 @@ int squall__cost_settled(const squall_cost *m, uint64_t bytes_in);
  * plain call each at 64 KiB, are not counted.) The first decline's loss
  * rests on two timed compressed calls at least (squall__cost_predict):
  * where it set only the period after an exploration, a class's first
- * calls held an exploration and its headers that cost as much as the rest
- * of them (top-k at 64 KiB on shared memory, 4 ranks: 0.79-0.86 of plain
- * in the 80 calls after 5 warm-ups, 0.94-0.96 from the first decline;
+ * calls held an exploration and its headers (top-k at 64 KiB on shared
+ * memory, 4 ranks, the 80 calls after 5 warm-ups: 0.948 of plain, their
+ * mean 0.912; from the first decline 0.970 and 0.961;
  * bench/results/2026-12-07/reducescatter-40-decline).
  * From agreed predictions, the same on every rank. */
 #define SQ_COST_EXPLORE_SHARE 0.01
