@@ -248,20 +248,25 @@ static void run_declined(squall_cost *m, uint64_t b, int from, int to, double lo
   }
 }
 
-/* The declined calls at which a class explores, at a steady loss: each
- * exploration doubles the period, or sets it at once to the one whose
- * explorations cost at most 1% (loss - 1 plain calls each). */
-static int explorations_at(double loss, int *at, int most) {
-  squall_cost m;
-  memset(&m, 0, sizeof m);
-  uint64_t b = 1 << 16;
+/* The declined calls (counted from 0 here) at which class b of m explores
+ * next, at a steady loss, up to `most` of them. */
+static int explorations_from(squall_cost *m, uint64_t b, double loss, int *at, int most) {
   int n = 0, headers = 0, explored = 0;
   for (int i = 0; i < 4096 && n < most; i++) {
     int before = explored;
-    run_declined(&m, b, i, i + 1, loss, &headers, &explored);
+    run_declined(m, b, i, i + 1, loss, &headers, &explored);
     if (explored > before) at[n++] = i;
   }
   return n;
+}
+
+/* The same for a class new to the model: the period is the one whose
+ * explorations cost at most 1% (loss - 1 plain calls each), and each
+ * exploration at least doubles it. */
+static int explorations_at(double loss, int *at, int most) {
+  squall_cost m;
+  memset(&m, 0, sizeof m);
+  return explorations_from(&m, 1 << 16, loss, at, most);
 }
 
 /* A compressed call (here: a new codec's first, a verdict to compress)
@@ -277,13 +282,8 @@ START_TEST(test_compressed_call_restarts_the_count) {
   run_declined(&m, b, 0, 440, 5.0, &headers, &explored);
   squall__cost_header_verdict(&m, b, 0, 0, 0); /* the new codec's first call compresses */
   squall__cost_compressed(&m, b);
-  int at[2], n = 0;
-  for (int i = 0; i < 1024 && n < 2; i++) {
-    int before = explored;
-    run_declined(&m, b, i, i + 1, 5.0, &headers, &explored);
-    if (explored > before) at[n++] = i;
-  }
-  ck_assert_int_eq(n, 2);
+  int at[2];
+  ck_assert_int_eq(explorations_from(&m, b, 5.0, at, 2), 2);
   ck_assert_msg(at[0] == 511 && at[1] == 1023,
                 "explorations at declined calls %d and %d of the new codec, not 511 and 1023", at[0], at[1]);
 }
