@@ -171,8 +171,8 @@ void squall__cost_after(squall_engine *e, const squall_call *c, const squall_pla
    * ranks that disagreed would lean differently once they agree again */
   if (plan->headed && !v->forced && agreed)
     squall__cost_model_verdict(m, (int)plan->cfg.codec, bytes_in, !v->model_pays);
+  if (plan->headed && agreed) squall__cost_count_restart(m, bytes_in, (int)plan->cfg.codec, explored_ran);
   if (declined) squall__cost_declined(m, bytes_in); /* counts toward the next exploration */
-  else if (route != SQ_ROUTE_PASS) squall__cost_compressed(m, bytes_in);
   if (squall__model_runs(e, &plan->cfg, c) && (declined || (route != SQ_ROUTE_PASS && route != SQ_ROUTE_TWOLEVEL)))
     squall__cost_judged(m, bytes_in, declined); /* for the plain probes */
   /* for the next call of this size; a flat variant the model declined, or one that some

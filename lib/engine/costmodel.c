@@ -182,7 +182,11 @@ int squall__cost_explore(const squall_cost *m, uint64_t bytes_in) {
 }
 
 void squall__cost_declined(squall_cost *m, uint64_t bytes_in) { m->declined[size_class(bytes_in)]++; }
-void squall__cost_compressed(squall_cost *m, uint64_t bytes_in) { m->declined[size_class(bytes_in)] = 0; }
+void squall__cost_count_restart(squall_cost *m, uint64_t bytes_in, int codec, int explored) {
+  int cls = size_class(bytes_in);
+  if (explored || m->counted_codec[cls] != (uint8_t)(codec + 1)) m->declined[cls] = 0;
+  m->counted_codec[cls] = (uint8_t)(codec + 1);
+}
 
 _Static_assert(SQ_COST_EXPLORE % SQ_COST_RECHECK == 0, "every exploring call must be a header call");
 _Static_assert(SQ_COST_RECHECK_SHIFTS <= SQ_COST_EXPLORE_SHIFTS, "every exploring call must be a header call");

@@ -51,9 +51,10 @@ typedef struct {
   uint8_t plain_seen[SQ_COST_CLASSES], comp_seen[SQ_COST_KINDS][SQ_COST_CLASSES];
   uint64_t plain_calls;               /* plain whole calls of any size: none means the link was fitted from compressed
                            calls alone */
-  /* calls passed through as not paying, per size class, since the class
-   * last ran compressed (an exploration, a verdict to compress, any codec's) */
+  /* calls passed through as not paying, per size class, since its last
+   * exploration or the first call of its codec (counted_codec: + 1) */
   uint64_t declined[SQ_COST_CLASSES];
+  uint8_t counted_codec[SQ_COST_CLASSES];
   /* consecutive header verdicts of the model itself (not a probe) that
    * declined the class: from the agreed headers, the same on every rank */
   uint8_t declined_run[SQ_COST_CLASSES];
@@ -163,20 +164,23 @@ int squall__cost_pays_class(const squall_cost *m, int codec, uint64_t bytes_in, 
  * forced): declined or not. */
 void squall__cost_model_verdict(squall_cost *m, int codec, uint64_t bytes_in, int declined);
 
-/* The period-th call in a row that the model declines (per size class)
- * is compressed anyway, so that the codec's figures stay current: 1 when
- * this call is one. The period is EXPLORE at first, or longer where the
- * loss is large (squall__cost_header_verdict), and each exploration after
- * which the model declines again doubles it, up to EXPLORE <<
- * EXPLORE_SHIFTS: at a small loss explorations come 32, 64, 128, ... 512
- * declined calls after the class last ran compressed. A lasting verdict so
- * costs less and less (at 64 KiB on shared memory one compressed call in
- * 32 added 3% to the class's average); any other verdict starts the period
- * over. The count starts over at every compressed call of the class,
- * whatever the codec: counted on from an earlier codec's declines, a
- * longer period could bring the next exploration sooner (after 440
- * declines under int8, top-k explored at its 8th and 72nd declined calls).
- * Depends only on past decisions, the same on every rank. */
+/* Every period-th call that the model declines (per size class, counted
+ * since its last exploration or the first call of its codec) is
+ * compressed anyway, so that the codec's figures stay current: 1 when this
+ * call is one. The period is EXPLORE at first, or longer where the loss is
+ * large (squall__cost_header_verdict), and each exploration after which
+ * the model declines again doubles it, up to EXPLORE << EXPLORE_SHIFTS: at
+ * a small loss explorations come 32, 64, 128, ... 512 declined calls
+ * apart. A lasting verdict so costs less and less (at 64 KiB on shared
+ * memory one compressed call in 32 added 3% to the class's average); any
+ * other verdict starts the period over (not the count: a job that changes
+ * its configuration every few steps would never explore). Counted on from
+ * an earlier codec's declines, a longer period could bring a new codec's
+ * exploration sooner (after 440 declines under int8, top-k explored at its
+ * 8th and 72nd declined calls). Other compressed calls of the class (a
+ * tensor of another type, another route) do not restart the count: they
+ * do not measure the declined calls' codec kind. Depends only on past
+ * decisions, the same on every rank. */
 #define SQ_COST_EXPLORE 32
 #define SQ_COST_EXPLORE_SHIFTS 4
 int squall__cost_explore(const squall_cost *m, uint64_t bytes_in);
@@ -248,10 +252,11 @@ void squall__cost_judged(squall_cost *m, uint64_t bytes_in, int plain);
 
 /* Counts a declined call (after every rank agreed). */
 void squall__cost_declined(squall_cost *m, uint64_t bytes_in);
-/* A call of the class that ran compressed on every rank (an exploration
- * included): the codec's figures are current, and the count of declined
- * calls toward the next exploration, and the next recheck, starts over. */
-void squall__cost_compressed(squall_cost *m, uint64_t bytes_in);
+/* A call of the class through the header whose codec every rank agreed
+ * on: an exploration that ran, or the first call of another codec than
+ * the class last counted under, starts the count of declined calls toward
+ * the next exploration, and the next recheck, over. */
+void squall__cost_count_restart(squall_cost *m, uint64_t bytes_in, int codec, int explored);
 
 /* Settled classes: once the agreed model itself (not a plain probe) has
  * declined a size class in SQ_COST_SETTLE headers in a row, its calls pass

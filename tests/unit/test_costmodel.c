@@ -242,9 +242,9 @@ static void run_declined(squall_cost *m, uint64_t b, int from, int to, double lo
       ++*headers;
       *explored += x;
       squall__cost_header_verdict(m, b, !x, loss, x);
+      squall__cost_count_restart(m, b, squallCodecTopk, x);
     }
-    if (x) squall__cost_compressed(m, b);
-    else squall__cost_declined(m, b);
+    if (!x) squall__cost_declined(m, b);
   }
 }
 
@@ -269,19 +269,21 @@ static int explorations_at(double loss, int *at, int most) {
   return explorations_from(&m, 1 << 16, loss, at, most);
 }
 
-/* A compressed call (here: a new codec's first, a verdict to compress)
- * starts the class's count of declined calls over, with its exploring
- * period: 440 calls declined under an earlier codec must not bring the new
- * codec's first exploration early (counted on, it came at the new codec's
- * 72nd declined call, not its 512th). */
-START_TEST(test_compressed_call_restarts_the_count) {
+/* A new codec's first call starts the class's count of declined calls
+ * over, with its exploring period: 440 calls declined under an earlier
+ * codec must not bring the new codec's first exploration early (counted
+ * on, it came at the new codec's 72nd declined call, not its 512th). A
+ * call of the same codec does not. */
+START_TEST(test_new_codec_restarts_the_count) {
   squall_cost m;
   memset(&m, 0, sizeof m);
   uint64_t b = 1 << 16;
   int headers = 0, explored = 0;
   run_declined(&m, b, 0, 440, 5.0, &headers, &explored);
+  squall__cost_count_restart(&m, b, squallCodecTopk, 0);
+  ck_assert_int_eq(m.declined[16], 440);
   squall__cost_header_verdict(&m, b, 0, 0, 0); /* the new codec's first call compresses */
-  squall__cost_compressed(&m, b);
+  squall__cost_count_restart(&m, b, squallCodecInt8, 0);
   int at[2];
   ck_assert_int_eq(explorations_from(&m, b, 5.0, at, 2), 2);
   ck_assert_msg(at[0] == 511 && at[1] == 1023,
@@ -360,9 +362,11 @@ START_TEST(test_settled_rhythm) {
   uint64_t b = 1 << 20;
   ck_assert_int_eq(squall__cost_settled(&m, b), 0);
   squall__cost_header_verdict(&m, b, 1, 0, 0);
+  squall__cost_count_restart(&m, b, squallCodecTopk, 0);
   squall__cost_declined(&m, b);
   ck_assert_int_eq(squall__cost_settled(&m, b), 0);
-  squall__cost_header_verdict(&m, b, 0, 0, 0); /* a probe: starts again */
+  squall__cost_header_verdict(&m, b, 0, 0, 0); /* a probe: starts again (not the count) */
+  squall__cost_count_restart(&m, b, squallCodecTopk, 0);
   squall__cost_declined(&m, b);
   ck_assert_int_eq(squall__cost_settled(&m, b), 0);
   int headers = 0, explored = 0;
@@ -689,7 +693,7 @@ static Suite *costmodel_suite(void) {
   Suite *s = suite_create("costmodel");
   TCase *tc = tcase_create("model");
   tcase_add_test(tc, test_fit_recovers_the_link);
-  tcase_add_test(tc, test_compressed_call_restarts_the_count);
+  tcase_add_test(tc, test_new_codec_restarts_the_count);
   tcase_add_test(tc, test_follows_a_changed_link);
   tcase_add_test(tc, test_reduce_scatter_call);
   tcase_add_test(tc, test_given_link_speed);
