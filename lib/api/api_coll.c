@@ -131,14 +131,13 @@ squallResult_t squallCollAllReduce(squallColl_t s, const void *send, void *recv,
 
 /* ------------------------------------------------------- reduce-scatter */
 
-/* The caller's plain reduce-scatter of a call the engine passed through.
- * It carries no residual (the tensor's waits for its next compressed
- * call); its time feeds the cost model's reduce-scatter figures (bytes:
- * the send buffer's). */
+/* The caller's plain reduce-scatter of a call the engine passed through
+ * (a fold's g + residual instead of send); its time feeds the cost model's
+ * reduce-scatter figures (bytes: the send buffer's). */
 static int plain_reduce_scatter(void *ctx, const squall_decision *d) {
   const plain_args *a = ctx;
-  (void)d;
-  return a->c->reduceScatter(a->c->ctx, a->send, a->recv, a->count, a->type, a->op, a->stream);
+  return a->c->reduceScatter(a->c->ctx, d->fold ? (const void *)d->fold : a->send, a->recv, a->count, a->type, a->op,
+                             a->stream);
 }
 
 /* What the reduce-scatter's arguments break (NULL: nothing): recv may be
@@ -178,6 +177,7 @@ squallResult_t squallCollReduceScatter(squallColl_t s, const void *send, void *r
       .op = op == squallSum ? SQ_OP_SUM : SQ_OP_OTHER, /* an average passes through: squall's sums are sums */
       .premul = 1.0f,
       .key = key,
+      .can_fold = 1, /* as the all-reduce's */
   };
   plain_args a = {&s->coll, send, recv, recvcount, type, op, stream};
   return through_engine(s, &call, plain_reduce_scatter, &a, (uint64_t)count * size_of(type), "reduceScatter");

@@ -306,14 +306,16 @@ static void say_uneven(comm_state *s, const int *recvcounts, MPI_Comm comm) {
           rank, nranks, recvcounts[0], recvcounts[i], i);
 }
 
-/* The plain reduce-scatter of a call squall passed through. It carries no
- * residual (the tensor's waits for its next compressed call); its time is
- * a sample for the cost model's reduce-scatter figures, of the whole send
- * buffer's bytes (the call's size class). */
+/* The plain reduce-scatter of a call squall passed through; a fold sends
+ * g + residual instead of sendbuf. Its time is a sample for the cost
+ * model's reduce-scatter figures, of the whole send buffer's bytes (the
+ * call's size class). */
 static int plain_reduce_scatter(void *ctx, const squall_decision *d) {
   const mpi_args *a = ctx;
   if (d->reason == squallPassUnevenCounts) say_uneven(a->s, a->recvcounts, a->comm);
-  return plain_rs(a->sendbuf, a->recvbuf, a->count, a->recvcounts, a->datatype, a->op, a->comm);
+  /* a fold in place is in recvbuf already */
+  const void *send = d->fold && a->sendbuf != MPI_IN_PLACE ? (const void *)d->fold : a->sendbuf;
+  return plain_rs(send, a->recvbuf, a->count, a->recvcounts, a->datatype, a->op, a->comm);
 }
 
 /* squall's checks of a reduce-scatter it does not pass through at once
@@ -364,6 +366,8 @@ static int rs_entry(const void *sendbuf, void *recvbuf, int recvcount, const int
       .intercomm = inter,
       .uneven = recvcount < 0,
       .interposed = interposed,
+      /* as the all-reduce's: only buffers MPI would take, host memory */
+      .can_fold = rs_buffer_problem(sendbuf, recvbuf) == NULL,
       .on_device = call_on_device,
   };
   if (s == NULL && squall__engine_never_compresses(&call))

@@ -98,7 +98,7 @@ typedef struct {
   /* A pass-through for the configuration (the cost model's verdict,
    * compression off, below the size threshold, disagreeing ranks) of a
    * tensor whose residual holds mass (call.can_fold only): the caller's
-   * plain all-reduce sends fold
+   * plain collective sends fold
    * (g + residual; the receive buffer itself when in place) instead of
    * its input, and calls squall__engine_plain_done once it ran. NULL
    * otherwise. */

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fold.c - a pass-through that carries its tensor's residual: where a
- * call passes through for its configuration, its plain all-reduce sends
- * g + residual, and the residual is emptied once that call succeeded.
+ * call passes through for its configuration, its plain all-reduce (or
+ * reduce-scatter: summed element by element alike) sends g + residual,
+ * and the residual is emptied once that call succeeded.
  */
 #include "common/internal.h"
 
@@ -24,7 +25,7 @@ int squall__folds_for(squallPassReason_t why) {
  * size threshold, the ranks disagree) would leave the tensor's residual to
  * wait for its next compressed call, which can be hundreds of calls away
  * or never come. The residual rides along instead where the caller can
- * send it (c->can_fold: MPI's sum of floats on host memory): its
+ * send it (c->can_fold: a sum of floats on host memory): its
  * contribution becomes a = g + e, formed here (in place, in the receive
  * buffer; otherwise in `work` or the engine's fold buffer), and e is
  * emptied once the plain call succeeded. A two-level call's shard

@@ -332,7 +332,10 @@ static void rs_close(rs_case *c) {
 
 /* Every codec: squallMpiReduceScatterBlock's bits and residual, step
  * after step, out of place and in place (recv = this rank's block of
- * send); the compressed ones counted as compressed. */
+ * send); the compressed ones counted as compressed. Then a step with
+ * compression off: each carries its tensor's residual into the plain
+ * reduce-scatter (the fold), the same bits again, exactly the plain
+ * reduce-scatter of g + r, and no residual left. */
 START_TEST(test_rs_same_bits_as_mpi) {
   const char *specs[] = {"SQUALL_COMPRESS=fp16", "SQUALL_COMPRESS=bf16", "SQUALL_COMPRESS=int8",
                          "SQUALL_COMPRESS=int4", "SQUALL_COMPRESS=fp8", "SQUALL_COMPRESS=topk:0.05"};
@@ -371,6 +374,30 @@ START_TEST(test_rs_same_bits_as_mpi) {
     if (strstr(specs[s], "topk") == NULL)
       ck_assert_msg(st.compressedCalls == 5, "%s: %llu of 5 calls compressed", specs[s],
                     (unsigned long long)st.compressedCalls);
+    squallConfig_t off = config_of("SQUALL_COMPRESS=none");
+    ck_assert_int_eq(squallCollSetConfig(c.coll, &off), squallSuccess);
+    ck_assert_int_eq(squallCollSetConfig(d.coll, &off), squallSuccess);
+    fill(g, n, 5);
+    memcpy(inplace, g, n * 4);
+    if (!have) memset(rb, 0, n * 4);
+    for (size_t i = 0; i < n; i++) ra[i] = g[i] + rb[i]; /* g + r, as the fold forms it */
+    float *plain = malloc(rc * 4);
+    PMPI_Reduce_scatter_block(ra, plain, (int)rc, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    ck_assert(squallCollReduceScatter(c.coll, g, a, rc, squallFloat32, squallSum, key, NULL) == squallSuccess);
+    ck_assert(squallCollReduceScatter(d.coll, inplace, inplace + (size_t)rank * rc, rc, squallFloat32, squallSum, key,
+                                      NULL) == squallSuccess);
+    ck_assert_int_eq(squallMpiReduceScatterBlock(g, b, (int)rc, MPI_FLOAT, MPI_SUM, mine), MPI_SUCCESS);
+    assert_same_bits(b, plain, rc, "compression off: the plain reduce-scatter of g + r", 5);
+    assert_same_bits(a, plain, rc, "compression off, squallColl", 5);
+    assert_same_bits(inplace + (size_t)rank * rc, plain, rc, "compression off, squallColl in place", 5);
+    for (int k = 0; k < 2; k++) {
+      int left = k ? squall__mpi_get_scatter_residual(mine, g, (int)rc, MPI_FLOAT, rb) == MPI_SUCCESS
+                   : squallCollGetResidual(c.coll, key, n, squallFloat32, rb) == squallSuccess;
+      for (size_t i = 0; left && i < n; i++)
+        MC_CHECK(rb[i] == 0.0f, "%s, compression off: residual[%zu] = %g left (%s)", specs[s], i, rb[i],
+                 k ? "MPI" : "squallColl");
+    }
+    free(plain);
     rs_close(&c);
     rs_close(&d);
     squallMpiCommFree(mine);

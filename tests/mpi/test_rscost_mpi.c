@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/api_mpi.h"         /* squall__mpi_get_scatter_residual */
 #include "engine/costmodel.h" /* SQ_COST_EXPLORE, SQ_COST_RECHECK */
 #include "engine/plan.h" /* squall__cost_of */
 #include "engine_fixture.h"
@@ -62,17 +63,68 @@ static int one_call(int coll, const float *g, float *out, size_t rc, const char 
 
 #define N_PER_RANK 50001 /* odd: a shard ends inside a bucket */
 
+/* This rank's residual of the tensor reduce-scattered from g (n floats),
+ * zeros where none is kept. */
+static void scatter_residual(const float *g, size_t rc, size_t n, float *out) {
+  if (squall__mpi_get_scatter_residual(MPI_COMM_WORLD, g, (int)rc, MPI_FLOAT, out) != MPI_SUCCESS)
+    memset(out, 0, n * 4);
+}
+
+/* A declined call t: the plain reduce-scatter of g + the residual r its
+ * tensor held before it (g + r formed here: the same floats the fold
+ * forms), bit for bit, and the residual empty after it; 1 where r held
+ * mass. */
+static int declined_is_plain(const float *g, const float *r, const float *a, size_t rc, size_t n, float *work,
+                             float *b, const char *spec, int t) {
+  int carried = 0;
+  for (size_t i = 0; i < n; i++) {
+    carried |= r[i] != 0.0f;
+    work[i] = g[i] + r[i];
+  }
+  PMPI_Reduce_scatter_block(work, b, (int)rc, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+  ck_assert_msg(memcmp(a, b, rc * 4) == 0, "%s, call %d: declined but not the plain reduce-scatter of g + r", spec, t);
+  scatter_residual(g, rc, n, work);
+  for (size_t i = 0; i < n; i++)
+    MC_CHECK(work[i] == 0.0f, "%s, call %d: residual[%zu] = %g left after a declined call", spec, t, i, work[i]);
+  return carried;
+}
+
+/* Calls t0.. of spec on the fast link, g fresh each call, until `calls`
+ * have run or (stop_at_compressed) one compressed, each declined one
+ * checked (declined_is_plain) and all in the rhythm's shape where r is
+ * given; returns the calls made, and adds declined calls that carried mass
+ * to *carried. */
+static int fast_calls(const char *spec, int t0, int calls, int stop_at_compressed, explore_rhythm *r, int *carried) {
+  size_t rc = N_PER_RANK, n = rc * (size_t)nranks;
+  float *g = malloc(n * 4), *a = malloc(rc * 4), *b = malloc(rc * 4), *res = malloc(n * 4), *work = malloc(n * 4);
+  int t = t0;
+  for (; t < t0 + calls; t++) {
+    for (size_t i = 0; i < n; i++) g[i] = gen(100 + t, rank, i) / 3.0f; /* thirds: no codec sends them exactly */
+    scatter_residual(g, rc, n, res);
+    int headed, c = one_call(1, g, a, rc, spec, t, &headed);
+    if (!c) *carried += declined_is_plain(g, res, a, rc, n, work, b, spec, t);
+    if (r) rhythm_call(r, t - t0, c, headed);
+    if (c && stop_at_compressed) break;
+  }
+  free(g);
+  free(a);
+  free(b);
+  free(res);
+  free(work);
+  return t - t0 + (t < t0 + calls);
+}
+
 /* Reduce-scatters on the fast link: calls 1 (new memory, not timed), 2
  * (the codec's first figure, which alone declines nothing) and 3 are
  * compressed; then the model declines every call but the exploring ones,
  * in the rhythm's shape (explore_rhythm.h), each declined one the plain
- * reduce-scatter of the input (the residual waits: a reduce-scatter
- * carries none into a plain call). Enough calls for the longest exploring
- * period. */
+ * reduce-scatter of the input and of what the tensor's last compressed
+ * call left (the fold: squall(7), ERROR FEEDBACK). Enough calls for the
+ * longest exploring period. */
 #define FAST_CALLS (3 + RHYTHM_LONGEST + 5)
 START_TEST(test_fast_link_declines) {
   size_t rc = N_PER_RANK, n = rc * (size_t)nranks;
-  float *g = malloc(n * 4), *a = malloc(rc * 4), *b = malloc(rc * 4);
+  float *g = malloc(n * 4), *a = malloc(rc * 4);
   const char *codecs[] = {"SQUALL_COMPRESS=fp16", "SQUALL_COMPRESS=int8"};
   for (size_t k = 0; k < 2; k++) {
     char spec[160];
@@ -81,17 +133,12 @@ START_TEST(test_fast_link_declines) {
     squallMpiCommFree(MPI_COMM_WORLD); /* a fresh engine: no figures yet */
     explore_rhythm r;
     rhythm_start(&r, spec, 3);
-    for (int t = 0; t < FAST_CALLS; t++) {
-      for (size_t i = 0; i < n; i++) g[i] = gen(100 + t, rank, i);
-      int headed, c = one_call(1, g, a, rc, spec, t, &headed);
-      if (t < 3) ck_assert_msg(c, "%s, call %d: declined before the codec was measured", spec, t);
-      if (!c) {
-        PMPI_Reduce_scatter_block(g, b, (int)rc, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-        ck_assert_msg(memcmp(a, b, rc * 4) == 0, "%s, call %d: declined but not the plain reduce-scatter", spec, t);
-      }
-      rhythm_call(&r, t, c, headed);
-    }
+    int carried = 0;
+    fast_calls(spec, 0, FAST_CALLS, 0, &r, &carried);
+    ck_assert_msg(r.compressed >= 3, "%s: declined before the codec was measured", spec);
     ck_assert_msg(r.explorations >= 1, "%s: no exploration in %d calls", spec, FAST_CALLS);
+    ck_assert_msg(carried >= 1, "%s: no declined call carried a residual", spec);
+    for (size_t i = 0; i < n; i++) g[i] = gen(7, rank, i);
 
     snprintf(spec, sizeof spec, "%s SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=0.001", codecs[k]);
     mc_use_config(spec);
@@ -106,7 +153,28 @@ START_TEST(test_fast_link_declines) {
   }
   free(g);
   free(a);
-  free(b);
+}
+END_TEST
+
+/* A codec changed in a size class the model has just declined (not
+ * settled yet, so the next call's header sees the change): the new
+ * codec's rhythm counts from its own first call, not on from the old
+ * codec's declined calls (which would bring its first exploration one
+ * call short of its period: the rhythm's shape fails). */
+START_TEST(test_new_codec_counts_afresh) {
+  const char *fp16 = "SQUALL_COMPRESS=fp16 SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=100000";
+  const char *int8 = "SQUALL_COMPRESS=int8 SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=100000";
+  mc_use_config(fp16);
+  squallMpiCommFree(MPI_COMM_WORLD);
+  explore_rhythm r;
+  rhythm_start(&r, fp16, 3);
+  int carried = 0;
+  fast_calls(fp16, 0, 4, 0, &r, &carried);
+  ck_assert_msg(r.compressed == 3 && r.declined == 1, "fp16: %d compressed, %d declined", r.compressed, r.declined);
+  mc_use_config(int8);
+  rhythm_start(&r, int8, 3);
+  fast_calls(int8, 4, 3 + RHYTHM_LONGEST + 5, 0, &r, &carried);
+  ck_assert_msg(r.explorations >= 1, "int8: no exploration");
 }
 END_TEST
 
@@ -229,7 +297,7 @@ int main(int argc, char **argv) {
   const mc_suite m = {
       .name = "rscost", .rank = &rank, .nranks = &nranks,
       .cases = MC_CASES(
-          {"rscost", 600, MC_TESTS(test_fast_link_declines, test_figures_apart, test_lean_only_where_agreed,
+          {"rscost", 600, MC_TESTS(test_fast_link_declines, test_new_codec_counts_afresh, test_figures_apart, test_lean_only_where_agreed,
                                     test_settled_calls_checked)}),
   };
   /* clang-format on */

@@ -216,8 +216,9 @@ awk '/^# +size +count +type +codec/ { end = index($0, " codec ") + 5 }
 # ---- a size the cost model settles as plain skips its call header, so the
 # check's own configuration (cost model off) counts only from the next
 # header: the check is repeated until it takes the timed calls' path, and
-# int4's error is int4's, never plain's (it once read 2.4e-08; fp16 first
-# leaves the size settled)
+# int4's error is int4's, never plain's (it once read 2.4e-08, when fp16's
+# row, run first in the same state, left the size settled; each codec now
+# starts afresh, and int4's own calls settle it)
 "$run" 4 "$bench" -b 256 -e 256 -n 3 -w 2 -C fp16,int4 -J "$tmp/settled.json" --no-progress >"$tmp/settled.txt" 2>&1 ||
   { bad "settled-size run failed"; cat "$tmp/settled.txt" >&2; }
 $py -c '
