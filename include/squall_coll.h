@@ -115,8 +115,10 @@ SQUALL_API squallResult_t squallCollAllReduce(squallColl_t coll, const void *sen
  * place); any other overlap is refused. squall compresses float32 sums
  * (the owner of each block adds every rank's decoded contribution in fp32
  * in rank order) and keeps the error-feedback residual over the whole
- * send buffer, under key as for squallCollAllReduce. Needs the caller's
- * allToAll to compress and its reduceScatter to pass through.
+ * send buffer, under key as for squallCollAllReduce; a float32 sum the
+ * configuration passes through carries it (send is then a buffer of
+ * squall's). Needs the caller's allToAll to compress and its
+ * reduceScatter to pass through.
  * Collective; returns when recv holds the result. */
 SQUALL_API squallResult_t squallCollReduceScatter(squallColl_t coll, const void *send, void *recv, size_t recvcount,
                                                   squallDataType_t type, squallRedOp_t op, const void *key,

@@ -313,8 +313,9 @@ static void say_uneven(comm_state *s, const int *recvcounts, MPI_Comm comm) {
 static int plain_reduce_scatter(void *ctx, const squall_decision *d) {
   const mpi_args *a = ctx;
   if (d->reason == squallPassUnevenCounts) say_uneven(a->s, a->recvcounts, a->comm);
-  /* a fold in place is in recvbuf already */
-  const void *send = d->fold && a->sendbuf != MPI_IN_PLACE ? (const void *)d->fold : a->sendbuf;
+  /* a fold is never in recvbuf (squall__fold_into_plain): sent from its own
+   * buffer, in place or not, the result lands where MPI_IN_PLACE puts it */
+  const void *send = d->fold ? (const void *)d->fold : a->sendbuf;
   return plain_rs(send, a->recvbuf, a->count, a->recvcounts, a->datatype, a->op, a->comm);
 }
 

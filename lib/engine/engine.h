@@ -99,7 +99,7 @@ typedef struct {
    * compression off, below the size threshold, disagreeing ranks) of a
    * tensor whose residual holds mass (call.can_fold only): the caller's
    * plain collective sends fold
-   * (g + residual; the receive buffer itself when in place) instead of
+   * (g + residual; an all-reduce's receive buffer itself when in place) instead of
    * its input, and calls squall__engine_plain_done once it ran. NULL
    * otherwise. */
   int untimed; /* a pass-through whose plain call the cost model has no use for (below

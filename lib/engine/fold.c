@@ -26,8 +26,8 @@ int squall__folds_for(squallPassReason_t why) {
  * wait for its next compressed call, which can be hundreds of calls away
  * or never come. The residual rides along instead where the caller can
  * send it (c->can_fold: a sum of floats on host memory): its
- * contribution becomes a = g + e, formed here (in place, in the receive
- * buffer; otherwise in `work` or the engine's fold buffer), and e is
+ * contribution becomes a = g + e, formed here (an all-reduce in place, in
+ * the receive buffer; otherwise in `work` or the engine's fold buffer), and e is
  * emptied once the plain call succeeded. A two-level call's shard
  * residual, kept by the inner engine, is added at the shard's place. The
  * collective is the caller's plain one whether this rank folds or not, so
@@ -42,8 +42,13 @@ int squall__can_fold(const squall_engine *e, const squall_call *c) {
 
 static int holds_mass(const squall_tensor *t) { return t && t->residual && t->unsent && !t->pinned; }
 
+/* Where g + residual is formed: an all-reduce in place forms it in its
+ * receive buffer, which the result overwrites whole; a reduce-scatter
+ * never does (only this rank's block of it is the result's, and the
+ * rest is the caller's: rank 0's NCCL-style in-place block is its send
+ * buffer's start), so its plain call sends the fold buffer. */
 static float *fold_buffer(squall_engine *e, const squall_call *c, float *work) {
-  if (c->send == c->recv) return (float *)c->recv;
+  if (c->send == c->recv && c->coll != SQ_COLL_REDUCE_SCATTER) return (float *)c->recv;
   if (work) return work;
   size_t bytes = c->count * sizeof(float);
   if (e->fold_bytes < bytes) {
