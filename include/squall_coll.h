@@ -116,8 +116,8 @@ SQUALL_API squallResult_t squallCollAllReduce(squallColl_t coll, const void *sen
  * (the owner of each block adds every rank's decoded contribution in fp32
  * in rank order) and keeps the error-feedback residual over the whole
  * send buffer, under key as for squallCollAllReduce; a float32 sum the
- * configuration passes through carries it (send is then a buffer of
- * squall's). Needs the caller's allToAll to compress and its
+ * configuration passes through carries it where it holds mass (send is
+ * then a buffer of squall's). Needs the caller's allToAll to compress and its
  * reduceScatter to pass through.
  * Collective; returns when recv holds the result. */
 SQUALL_API squallResult_t squallCollReduceScatter(squallColl_t coll, const void *send, void *recv, size_t recvcount,

@@ -184,8 +184,9 @@ int squall__cost_explore(const squall_cost *m, uint64_t bytes_in) {
 void squall__cost_declined(squall_cost *m, uint64_t bytes_in) { m->declined[size_class(bytes_in)]++; }
 void squall__cost_count_restart(squall_cost *m, uint64_t bytes_in, int codec, int explored) {
   int cls = size_class(bytes_in);
-  if (explored || m->counted_codec[cls] != (uint8_t)(codec + 1)) m->declined[cls] = 0;
-  m->counted_codec[cls] = (uint8_t)(codec + 1);
+  unsigned bit = codec >= 0 && codec < SQ_COST_CODECS ? 1u << codec : 0;
+  if (explored || (bit & ~(unsigned)m->counted_codecs[cls])) m->declined[cls] = 0;
+  m->counted_codecs[cls] |= (uint8_t)bit;
 }
 
 _Static_assert(SQ_COST_EXPLORE % SQ_COST_RECHECK == 0, "every exploring call must be a header call");

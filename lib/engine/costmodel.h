@@ -52,9 +52,10 @@ typedef struct {
   uint64_t plain_calls;               /* plain whole calls of any size: none means the link was fitted from compressed
                            calls alone */
   /* calls passed through as not paying, per size class, since its last
-   * exploration or the first call of its codec (counted_codec: + 1) */
+   * exploration or the first call of a codec new to it (counted_codecs: a
+   * bit for each codec seen) */
   uint64_t declined[SQ_COST_CLASSES];
-  uint8_t counted_codec[SQ_COST_CLASSES];
+  uint8_t counted_codecs[SQ_COST_CLASSES];
   /* consecutive header verdicts of the model itself (not a probe) that
    * declined the class: from the agreed headers, the same on every rank */
   uint8_t declined_run[SQ_COST_CLASSES];
@@ -165,7 +166,7 @@ int squall__cost_pays_class(const squall_cost *m, int codec, uint64_t bytes_in, 
 void squall__cost_model_verdict(squall_cost *m, int codec, uint64_t bytes_in, int declined);
 
 /* Every period-th call that the model declines (per size class, counted
- * since its last exploration or the first call of its codec) is
+ * since its last exploration or the first call of a codec new to it) is
  * compressed anyway, so that the codec's figures stay current: 1 when this
  * call is one. The period is EXPLORE at first, or longer where the loss is
  * large (squall__cost_header_verdict), and each exploration after which
@@ -177,7 +178,9 @@ void squall__cost_model_verdict(squall_cost *m, int codec, uint64_t bytes_in, in
  * its configuration every few steps would never explore). Counted on from
  * an earlier codec's declines, a longer period could bring a new codec's
  * exploration sooner (after 440 declines under int8, top-k explored at its
- * 8th and 72nd declined calls). Other compressed calls of the class (a
+ * 8th and 72nd declined calls). A codec the class has counted under
+ * before does not restart it (a job that alternates two codecs every few
+ * steps would never explore). Other compressed calls of the class (a
  * tensor of another type, another route) do not restart the count: they
  * do not measure the declined calls' codec kind. Depends only on past
  * decisions, the same on every rank. */
@@ -253,9 +256,9 @@ void squall__cost_judged(squall_cost *m, uint64_t bytes_in, int plain);
 /* Counts a declined call (after every rank agreed). */
 void squall__cost_declined(squall_cost *m, uint64_t bytes_in);
 /* A call of the class through the header whose codec every rank agreed
- * on: an exploration that ran, or the first call of another codec than
- * the class last counted under, starts the count of declined calls toward
- * the next exploration, and the next recheck, over. */
+ * on: an exploration that ran, or the first call of a codec new to the
+ * class, starts the count of declined calls toward the next exploration,
+ * and the next recheck, over. */
 void squall__cost_count_restart(squall_cost *m, uint64_t bytes_in, int codec, int explored);
 
 /* Settled classes: once the agreed model itself (not a plain probe) has
@@ -263,7 +266,7 @@ void squall__cost_count_restart(squall_cost *m, uint64_t bytes_in, int codec, in
  * through without a header, except the rechecks and the exploring call
  * (always a recheck), whose header starts the count again. A recheck
  * (which sees a configuration change: squallSetConfig on every rank) is
- * every RECHECK-th declined call since the class last compressed, and its
+ * every RECHECK-th declined call of the count toward the next exploration, and its
  * period is half the exploring one, up to RECHECK << RECHECK_SHIFTS: at a
  * small loss the rechecks come at declined calls 15, then 31 after the
  * first exploration, 63 after the second, ..., then every 256th, and at a

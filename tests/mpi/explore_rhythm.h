@@ -11,7 +11,8 @@
  *   - a declined call has a header where it settles the class (the first
  *     two declined calls after the measuring ones, the first after an
  *     exploration) or where it is a recheck, 16 << r declined calls after
- *     the class last compressed (r up to 4); no other has one.
+ *     the last exploration or measuring call (r up to 4; one tensor in the
+ *     class, of one codec, as the tests call it); no other has one.
  * Needs Check. */
 #ifndef SQUALL_TESTS_MPI_EXPLORE_RHYTHM_H
 #define SQUALL_TESTS_MPI_EXPLORE_RHYTHM_H

@@ -230,11 +230,12 @@ START_TEST(test_exploration_rhythm) {
 }
 END_TEST
 
-/* Declined calls from..to-1 of class b as the engine runs them: a header
- * where the class is not settled, whose verdict declines at the agreed
- * `loss`, except on an exploring call, which compresses. Adds the headers
- * and explorations to *headers and *explored. */
-static void run_declined(squall_cost *m, uint64_t b, int from, int to, double loss, int *headers, int *explored) {
+/* Declined calls from..to-1 of class b under `codec`, as the engine runs
+ * them: a header where the class is not settled, whose verdict declines
+ * at the agreed `loss`, except on an exploring call, which compresses.
+ * Adds the headers and explorations to *headers and *explored. */
+static void run_codec_declined(squall_cost *m, uint64_t b, int codec, int from, int to, double loss, int *headers,
+                               int *explored) {
   for (int i = from; i < to; i++) {
     int x = 0;
     if (!squall__cost_settled(m, b)) {
@@ -242,19 +243,23 @@ static void run_declined(squall_cost *m, uint64_t b, int from, int to, double lo
       ++*headers;
       *explored += x;
       squall__cost_header_verdict(m, b, !x, loss, x);
-      squall__cost_count_restart(m, b, squallCodecTopk, x);
+      squall__cost_count_restart(m, b, codec, x);
     }
     if (!x) squall__cost_declined(m, b);
   }
 }
 
+static void run_declined(squall_cost *m, uint64_t b, int from, int to, double loss, int *headers, int *explored) {
+  run_codec_declined(m, b, squallCodecTopk, from, to, loss, headers, explored);
+}
+
 /* The declined calls (counted from 0 here) at which class b of m explores
  * next, at a steady loss, up to `most` of them. */
-static int explorations_from(squall_cost *m, uint64_t b, double loss, int *at, int most) {
+static int explorations_from(squall_cost *m, uint64_t b, int codec, double loss, int *at, int most) {
   int n = 0, headers = 0, explored = 0;
   for (int i = 0; i < 4096 && n < most; i++) {
     int before = explored;
-    run_declined(m, b, i, i + 1, loss, &headers, &explored);
+    run_codec_declined(m, b, codec, i, i + 1, loss, &headers, &explored);
     if (explored > before) at[n++] = i;
   }
   return n;
@@ -266,14 +271,15 @@ static int explorations_from(squall_cost *m, uint64_t b, double loss, int *at, i
 static int explorations_at(double loss, int *at, int most) {
   squall_cost m;
   memset(&m, 0, sizeof m);
-  return explorations_from(&m, 1 << 16, loss, at, most);
+  return explorations_from(&m, 1 << 16, squallCodecTopk, loss, at, most);
 }
 
 /* A new codec's first call starts the class's count of declined calls
  * over, with its exploring period: 440 calls declined under an earlier
  * codec must not bring the new codec's first exploration early (counted
  * on, it came at the new codec's 72nd declined call, not its 512th). A
- * call of the same codec does not. */
+ * call of the same codec does not, nor one of a codec the class has
+ * counted under before (a job alternating two codecs must still explore). */
 START_TEST(test_new_codec_restarts_the_count) {
   squall_cost m;
   memset(&m, 0, sizeof m);
@@ -285,9 +291,13 @@ START_TEST(test_new_codec_restarts_the_count) {
   squall__cost_header_verdict(&m, b, 0, 0, 0); /* the new codec's first call compresses */
   squall__cost_count_restart(&m, b, squallCodecInt8, 0);
   int at[2];
-  ck_assert_int_eq(explorations_from(&m, b, 5.0, at, 2), 2);
+  ck_assert_int_eq(explorations_from(&m, b, squallCodecInt8, 5.0, at, 2), 2);
   ck_assert_msg(at[0] == 511 && at[1] == 1023,
                 "explorations at declined calls %d and %d of the new codec, not 511 and 1023", at[0], at[1]);
+  run_codec_declined(&m, b, squallCodecInt8, 0, 100, 5.0, &headers, &explored);
+  uint64_t counted = m.declined[16];
+  squall__cost_count_restart(&m, b, squallCodecTopk, 0); /* back to a codec seen before */
+  ck_assert_int_eq(m.declined[16], counted);
 }
 END_TEST
 
