@@ -344,7 +344,8 @@ static void rs_close(rs_case *c) {
 
 /* Every codec: squallMpiReduceScatterBlock's bits and residual, step
  * after step, out of place and in place (recv = this rank's block of
- * send); the compressed ones counted as compressed. Then a step with
+ * send; MPI_IN_PLACE for the MPI twin); the compressed ones counted as
+ * compressed. Then a step with
  * compression off: each carries its tensor's residual into the plain
  * reduce-scatter (the fold), the same bits again, exactly the plain
  * reduce-scatter of g + r, no residual left, and in place the caller's
@@ -354,13 +355,14 @@ START_TEST(test_rs_same_bits_as_mpi) {
                          "SQUALL_COMPRESS=int4", "SQUALL_COMPRESS=fp8", "SQUALL_COMPRESS=topk:0.05"};
   size_t rc = 1001, n = rc * (size_t)nranks;
   float *g = malloc(n * 4), *inplace = malloc(n * 4), *a = malloc(rc * 4), *b = malloc(rc * 4);
-  float *ra = malloc(n * 4), *rb = malloc(n * 4);
+  float *ra = malloc(n * 4), *rb = malloc(n * 4), *mpi_ip = malloc(n * 4);
   for (size_t s = 0; s < SQ_ARRAY_SIZE(specs); s++) {
     rs_case c, d;
     rs_open(&c, specs[s]);
     rs_open(&d, specs[s]);
-    MPI_Comm mine;
+    MPI_Comm mine, mine_ip; /* the MPI twin, out of place and with MPI_IN_PLACE */
     MPI_Comm_dup(MPI_COMM_WORLD, &mine);
+    MPI_Comm_dup(MPI_COMM_WORLD, &mine_ip);
     const void *key = (const void *)(uintptr_t)3;
     for (int step = 0; step < 5; step++) {
       fill(g, n, step);
@@ -372,8 +374,12 @@ START_TEST(test_rs_same_bits_as_mpi) {
                         squallSuccess,
                     "%s in place: %s", specs[s], squallGetLastError());
       ck_assert_int_eq(squallMpiReduceScatterBlock(g, b, (int)rc, MPI_FLOAT, MPI_SUM, mine), MPI_SUCCESS);
+      memcpy(mpi_ip, g, n * 4);
+      ck_assert_int_eq(squallMpiReduceScatterBlock(MPI_IN_PLACE, mpi_ip, (int)rc, MPI_FLOAT, MPI_SUM, mine_ip),
+                       MPI_SUCCESS);
       assert_same_bits(a, b, rc, specs[s], step);
       assert_same_bits(own, b, rc, "in place", step);
+      assert_same_bits(mpi_ip, b, rc, "MPI_IN_PLACE", step);
     }
     /* a residual where the MPI twin keeps one (none where both pass through), with its bits */
     int have = squallCollGetResidual(c.coll, key, n, squallFloat32, ra) == squallSuccess;
@@ -406,20 +412,33 @@ START_TEST(test_rs_same_bits_as_mpi) {
     for (size_t i = 0; i < n; i++) /* the fold is sent from squall's own buffer: the caller's other blocks stay */
       if (i / rc != (size_t)rank)
         MC_CHECK(inplace[i] == g[i], "%s, compression off, in place: send[%zu] changed", specs[s], i);
-    for (int k = 0; k < 2; k++) {
-      int left = k ? squall__mpi_get_scatter_residual(mine, g, (int)rc, MPI_FLOAT, rb) == MPI_SUCCESS
-                   : squallCollGetResidual(c.coll, key, n, squallFloat32, rb) == squallSuccess;
+    /* MPI_IN_PLACE: its own residual rides along; the result lands in recvbuf's first block */
+    float *sum = malloc(n * 4);
+    if (squall__mpi_get_scatter_residual(mine_ip, mpi_ip, (int)rc, MPI_FLOAT, rb) != MPI_SUCCESS) memset(rb, 0, n * 4);
+    for (size_t i = 0; i < n; i++) sum[i] = g[i] + rb[i];
+    PMPI_Reduce_scatter_block(sum, plain, (int)rc, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    memcpy(mpi_ip, g, n * 4);
+    ck_assert_int_eq(squallMpiReduceScatterBlock(MPI_IN_PLACE, mpi_ip, (int)rc, MPI_FLOAT, MPI_SUM, mine_ip),
+                     MPI_SUCCESS);
+    assert_same_bits(mpi_ip, plain, rc, "compression off, MPI_IN_PLACE: the plain reduce-scatter of g + r", 5);
+    free(sum);
+    for (int k = 0; k < 3; k++) {
+      int left = k == 2   ? squall__mpi_get_scatter_residual(mine_ip, mpi_ip, (int)rc, MPI_FLOAT, rb) == MPI_SUCCESS
+                 : k == 1 ? squall__mpi_get_scatter_residual(mine, g, (int)rc, MPI_FLOAT, rb) == MPI_SUCCESS
+                          : squallCollGetResidual(c.coll, key, n, squallFloat32, rb) == squallSuccess;
       for (size_t i = 0; left && i < n; i++)
         MC_CHECK(rb[i] == 0.0f, "%s, compression off: residual[%zu] = %g left (%s)", specs[s], i, rb[i],
-                 k ? "MPI" : "squallColl");
+                 k == 2 ? "MPI_IN_PLACE" : k ? "MPI" : "squallColl");
     }
     free(plain);
     rs_close(&c);
     rs_close(&d);
     squallMpiCommFree(mine);
     MPI_Comm_free(&mine);
+    squallMpiCommFree(mine_ip);
+    MPI_Comm_free(&mine_ip);
   }
-  free(g), free(inplace), free(a), free(b), free(ra), free(rb);
+  free(g), free(inplace), free(a), free(b), free(ra), free(rb), free(mpi_ip);
 }
 END_TEST
 
