@@ -266,10 +266,11 @@ void squall__cost_count_restart(squall_cost *m, uint64_t bytes_in, int codec, in
  * through without a header, except the rechecks and the exploring call
  * (always a recheck), whose header starts the count again. A recheck
  * (which sees a configuration change: squallSetConfig on every rank) is
- * every RECHECK-th declined call of the count toward the next exploration, and its
- * period is half the exploring one, up to RECHECK << RECHECK_SHIFTS: at a
- * small loss the rechecks come at declined calls 15, then 31 after the
- * first exploration, 63 after the second, ..., then every 256th, and at a
+ * every RECHECK-th declined call of the count toward the next
+ * exploration, and its period is half the exploring one, up to RECHECK <<
+ * RECHECK_SHIFTS: at a small loss the rechecks come at declined calls 15,
+ * then 31 after the first exploration, 63 after the second, ..., then
+ * every 256th, and at a
  * loss above 3.56 every 256th from the first decline on (a configuration
  * change reaches a settled class within 256 of its calls). A header costs
  * a small all-reduce, which on cores shared by several ranks waits for

@@ -37,7 +37,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "api/api_mpi.h"         /* squall__mpi_get_residual */
+#include "api/api_mpi.h"      /* squall__mpi_get_residual */
 #include "engine/costmodel.h" /* SQ_COST_EXPLORE */
 #include "mpi_check.h"
 #include "squall_mpi.h"

@@ -136,6 +136,19 @@ static void assert_same_bits(const float *a, const float *b, size_t n, const cha
              i, (double)a[i], (double)b[i]);
 }
 
+/* The plain reduce-scatter of g + r (n floats each: the floats a fold
+ * sends) into out (rc floats); work holds n floats. */
+static void plain_of_fold(const float *g, const float *r, float *work, float *out, size_t rc, size_t n) {
+  for (size_t i = 0; i < n; i++) work[i] = g[i] + r[i];
+  PMPI_Reduce_scatter_block(work, out, (int)rc, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+}
+
+/* A residual of n floats that a call folded: none kept, or all zeros. */
+static void assert_emptied(int kept, const float *r, size_t n, const char *spec, const char *what) {
+  for (size_t i = 0; kept && i < n; i++)
+    MC_CHECK(r[i] == 0.0f, "%s, compression off: residual[%zu] = %g left (%s)", spec, i, r[i], what);
+}
+
 /* ------------------------------------------------------------ the tests */
 
 START_TEST(test_same_bits_as_mpi) {
@@ -399,9 +412,8 @@ START_TEST(test_rs_same_bits_as_mpi) {
     fill(g, n, 5);
     memcpy(inplace, g, n * 4);
     if (!have) memset(rb, 0, n * 4);
-    for (size_t i = 0; i < n; i++) ra[i] = g[i] + rb[i]; /* g + r, as the fold forms it */
     float *plain = malloc(rc * 4);
-    PMPI_Reduce_scatter_block(ra, plain, (int)rc, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    plain_of_fold(g, rb, ra, plain, rc, n);
     ck_assert(squallCollReduceScatter(c.coll, g, a, rc, squallFloat32, squallSum, key, NULL) == squallSuccess);
     ck_assert(squallCollReduceScatter(d.coll, inplace, inplace + (size_t)rank * rc, rc, squallFloat32, squallSum, key,
                                       NULL) == squallSuccess);
@@ -413,23 +425,18 @@ START_TEST(test_rs_same_bits_as_mpi) {
       if (i / rc != (size_t)rank)
         MC_CHECK(inplace[i] == g[i], "%s, compression off, in place: send[%zu] changed", specs[s], i);
     /* MPI_IN_PLACE: its own residual rides along; the result lands in recvbuf's first block */
-    float *sum = malloc(n * 4);
     if (squall__mpi_get_scatter_residual(mine_ip, mpi_ip, (int)rc, MPI_FLOAT, rb) != MPI_SUCCESS) memset(rb, 0, n * 4);
-    for (size_t i = 0; i < n; i++) sum[i] = g[i] + rb[i];
-    PMPI_Reduce_scatter_block(sum, plain, (int)rc, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    plain_of_fold(g, rb, ra, plain, rc, n);
     memcpy(mpi_ip, g, n * 4);
     ck_assert_int_eq(squallMpiReduceScatterBlock(MPI_IN_PLACE, mpi_ip, (int)rc, MPI_FLOAT, MPI_SUM, mine_ip),
                      MPI_SUCCESS);
     assert_same_bits(mpi_ip, plain, rc, "compression off, MPI_IN_PLACE: the plain reduce-scatter of g + r", 5);
-    free(sum);
-    for (int k = 0; k < 3; k++) {
-      int left = k == 2   ? squall__mpi_get_scatter_residual(mine_ip, mpi_ip, (int)rc, MPI_FLOAT, rb) == MPI_SUCCESS
-                 : k == 1 ? squall__mpi_get_scatter_residual(mine, g, (int)rc, MPI_FLOAT, rb) == MPI_SUCCESS
-                          : squallCollGetResidual(c.coll, key, n, squallFloat32, rb) == squallSuccess;
-      for (size_t i = 0; left && i < n; i++)
-        MC_CHECK(rb[i] == 0.0f, "%s, compression off: residual[%zu] = %g left (%s)", specs[s], i, rb[i],
-                 k == 2 ? "MPI_IN_PLACE" : k ? "MPI" : "squallColl");
-    }
+    assert_emptied(squallCollGetResidual(c.coll, key, n, squallFloat32, rb) == squallSuccess, rb, n, specs[s],
+                   "squallColl");
+    assert_emptied(squall__mpi_get_scatter_residual(mine, g, (int)rc, MPI_FLOAT, rb) == MPI_SUCCESS, rb, n, specs[s],
+                   "MPI");
+    assert_emptied(squall__mpi_get_scatter_residual(mine_ip, mpi_ip, (int)rc, MPI_FLOAT, rb) == MPI_SUCCESS, rb, n,
+                   specs[s], "MPI_IN_PLACE");
     free(plain);
     rs_close(&c);
     rs_close(&d);

@@ -17,9 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "api/api_mpi.h"         /* squall__mpi_get_scatter_residual */
+#include "api/api_mpi.h"      /* squall__mpi_get_scatter_residual */
 #include "engine/costmodel.h" /* SQ_COST_EXPLORE, SQ_COST_RECHECK */
-#include "engine/plan.h" /* squall__cost_of */
+#include "engine/plan.h"      /* squall__cost_of */
 #include "engine_fixture.h"
 #include "explore_rhythm.h"
 #include "mpi_check.h"

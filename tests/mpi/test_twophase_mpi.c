@@ -588,7 +588,9 @@ START_TEST(test_settled_config_change) {
   squallGetConfig(&agreed);
   squallMpiCommFree(MPI_COMM_WORLD); /* a fresh engine: no figures yet */
   int mismatched = 0, skipped_after_change = 0, settled_headers = 0;
-  enum { CHANGE = 6, BACK = CHANGE + (SQ_COST_RECHECK << SQ_COST_RECHECK_SHIFTS) + 4, CALLS = BACK + 15 };
+  enum { CHANGE = 6,
+         BACK = CHANGE + (SQ_COST_RECHECK << SQ_COST_RECHECK_SHIFTS) + 4,
+         CALLS = BACK + 15 };
   for (int t = 0; t < CALLS; t++) {
     if (t == CHANGE && rank == 0) mc_use_config("SQUALL_COMPRESS=int8 SQUALL_COST_MODEL=on SQUALL_LINK_GBPS=100000");
     if (t == BACK && rank == 0) ck_assert_int_eq(squallSetConfig(&agreed), squallSuccess);

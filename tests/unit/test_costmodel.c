@@ -253,6 +253,13 @@ static void run_declined(squall_cost *m, uint64_t b, int from, int to, double lo
   run_codec_declined(m, b, squallCodecTopk, from, to, loss, headers, explored);
 }
 
+/* A model new to class b after its first `calls` declined calls at a
+ * steady loss (b: 64 KiB, class 16). */
+static void declined_from_new(squall_cost *m, uint64_t b, int calls, double loss, int *headers, int *explored) {
+  memset(m, 0, sizeof *m);
+  run_declined(m, b, 0, calls, loss, headers, explored);
+}
+
 /* The declined calls (counted from 0 here) at which class b of m explores
  * next, at a steady loss, up to `most` of them. */
 static int explorations_from(squall_cost *m, uint64_t b, int codec, double loss, int *at, int most) {
@@ -282,10 +289,9 @@ static int explorations_at(double loss, int *at, int most) {
  * counted under before (a job alternating two codecs must still explore). */
 START_TEST(test_new_codec_restarts_the_count) {
   squall_cost m;
-  memset(&m, 0, sizeof m);
   uint64_t b = 1 << 16;
   int headers = 0, explored = 0;
-  run_declined(&m, b, 0, 440, 5.0, &headers, &explored);
+  declined_from_new(&m, b, 440, 5.0, &headers, &explored);
   squall__cost_count_restart(&m, b, squallCodecTopk, 0);
   ck_assert_int_eq(m.declined[16], 440);
   squall__cost_header_verdict(&m, b, 0, 0, 0); /* the new codec's first call compresses */
@@ -329,10 +335,8 @@ END_TEST
  * on: explorations at 511, then every 512th. */
 START_TEST(test_large_loss_rhythm) {
   squall_cost m;
-  memset(&m, 0, sizeof m);
-  uint64_t b = 1 << 16;
   int explored = 0, headers = 0;
-  run_declined(&m, b, 0, 4096, 5.0, &headers, &explored);
+  declined_from_new(&m, 1 << 16, 4096, 5.0, &headers, &explored);
   ck_assert_int_eq(explored, 8); /* 511, 1023, ... 4095 */
   /* 0 and 1 settle it; each exploration and the header after it (not
    * 4095's); a recheck half a period before each exploration (period 256):
